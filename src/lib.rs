@@ -1,0 +1,9 @@
+//! netgauged: continuous, non-intrusive LogGP/LogGPS/LogfP measurement.
+//!
+//! Data flows one way: transport → pattern → samples → model fit → publish.
+//! See docs/ARCHITECTURE.md.
+
+pub mod clock;
+pub mod model;
+pub mod pattern;
+pub mod transport;

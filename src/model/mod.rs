@@ -1,0 +1,135 @@
+//! Pure math: estimators, least squares, protocol-change segmentation, LogfP
+//! fit, bootstrap confidence intervals. No I/O, no clocks, no transports.
+//!
+//! Inputs are the raw samples the patterns collected (nanoseconds); outputs
+//! are LogGP/LogGPS/LogfP parameter sets with 95 % intervals.
+
+pub mod fit;
+pub mod logfp;
+pub mod lsq;
+pub mod segment;
+pub mod stats;
+
+use serde::{Deserialize, Serialize};
+
+/// Raw PRTT samples at one message size (one entry per repetition).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SizeSamples {
+    pub size_bytes: u64,
+    /// n of PRTT(n, ·, s).
+    pub n: u32,
+    /// d of PRTT(n, d, s), in ns.
+    pub d_ns: f64,
+    /// PRTT(1, 0, s) samples.
+    pub prtt1_ns: Vec<f64>,
+    /// PRTT(n, 0, s) samples.
+    pub prttn_ns: Vec<f64>,
+    /// PRTT(n, d, s) samples.
+    pub prttd_ns: Vec<f64>,
+    /// Receive overhead o_r the server measured, one value per burst it answered
+    /// (empty when the transport has no receive overhead).
+    pub o_r_ns: Vec<f64>,
+}
+
+/// Per-size derived values (robust point estimates from [`SizeSamples`]).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SizePoint {
+    pub size_bytes: u64,
+    /// g + (s−1)G = (PRTT(n,0,s) − PRTT(1,0,s)) / (n−1)
+    pub gap_ns: f64,
+    /// o_s(s) = (PRTT(n,d,s) − PRTT(1,0,s)) / (n−1) − d
+    pub o_s_ns: f64,
+    /// o_r(s), server-measured (0 when not available)
+    pub o_r_ns: f64,
+    /// PRTT(1,0,s) / 2
+    pub half_rtt_ns: f64,
+}
+
+/// Which protocol-change detector produced a segmentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Segmenter {
+    /// Hoefler/Lichei/Rehm §3.5: lsq look-ahead with pfact.
+    Lookahead,
+    /// Optimal segmented least squares with an information-criterion penalty.
+    OptimalBic,
+}
+
+/// One protocol range with its own parameter set.
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Range {
+    pub from_bytes: u64,
+    /// Inclusive upper end (the last sampled size of the range; u64::MAX
+    /// for the open last range is *not* used: it is the largest sampled size).
+    pub to_bytes: u64,
+    pub g_ns: f64,
+    pub G_ns_per_byte: f64,
+    /// o_s at the start of the range: o' of o'(s) = o' + (s−1)·O_s.
+    pub o_s_ns: f64,
+    pub o_r_ns: f64,
+    /// LogGPS size-linear overhead slopes, ns per byte.
+    pub O_s_ns_per_byte: f64,
+    pub O_r_ns_per_byte: f64,
+}
+
+/// LogGP(S) fit of one sweep.
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LogGpFit {
+    /// PRTT(1,0,1)/2 (the smallest sampled size), what Netgauge reports as L.
+    pub eel_ns: f64,
+    /// EEL − o_s − o_r; may be negative (flagged).
+    pub L_ns: f64,
+    pub L_negative: bool,
+    pub ranges: Vec<Range>,
+    /// Rendezvous threshold: first size of the range where g jumps by about
+    /// one small-message round trip. None if no such change.
+    pub S_bytes: Option<u64>,
+    /// The segmentation used, and both detectors' change points (the first
+    /// size of each new range) for the report.
+    pub segmenter: Option<Segmenter>,
+    pub changes_lookahead: Vec<u64>,
+    pub changes_optimal: Vec<u64>,
+    /// Per-size points the fit was made from.
+    pub points: Vec<SizePoint>,
+}
+
+/// Raw samples of the 1:P−P:1 pattern at one P.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FanoutSamples {
+    pub peers: u32,
+    /// Time to post one message to each of P peers (sum of posts), ns.
+    pub post_ns: Vec<f64>,
+    /// Time from the first post until all P answers arrived, ns.
+    pub rtt_ns: Vec<f64>,
+}
+
+/// One point of the measured LogfP curves.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FanoutPoint {
+    pub peers: u32,
+    /// o(P): posting time per message.
+    pub o_ns: f64,
+    /// RTT(P)
+    pub rtt_ns: f64,
+}
+
+/// LogfP fit.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LogfpFit {
+    /// Number of messages injected without paying g: the two-regime
+    /// breakpoint (None when RTT(P) shows no gap regime in the sampled P).
+    pub f: Option<u32>,
+    /// The LogfP paper's f: argmin of RTT(P)/P (None if the minimum is at
+    /// the largest sampled P, i.e. no interior minimum).
+    pub f_paper: Option<u32>,
+    pub o_min_ns: f64,
+    pub o_max_ns: f64,
+    /// Gap per message in the P > f regime.
+    pub g_ns: f64,
+    pub points: Vec<FanoutPoint>,
+}
+
+/// A 95 % interval.
+pub type Interval = (f64, f64);
