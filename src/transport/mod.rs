@@ -38,11 +38,16 @@ pub struct Meta {
 }
 
 /// A message that has fully arrived.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Received {
     pub peer: PeerId,
     pub bytes: usize,
     pub meta: Meta,
+    /// CPU time this endpoint spent receiving the message once its first
+    /// byte was visible (the receive overhead o_r as this transport sees it:
+    /// the successful receive calls for a socket, the simulated busy time for
+    /// `sim`, 0 for a one-sided RDMA write). Nanoseconds.
+    pub overhead_ns: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
