@@ -7,3 +7,6 @@ pub mod clock;
 pub mod model;
 pub mod pattern;
 pub mod transport;
+pub mod probe;
+pub mod report;
+pub mod sweep;

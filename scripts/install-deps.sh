@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what netgauged's build, tests and demo need on a fresh Debian 12
+# machine (run as root). Idempotent: installs only what is missing.
+set -euo pipefail
+
+need_pkgs=()
+for p in pkg-config gcc libc6-dev iproute2; do
+    dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if ((${#need_pkgs[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+        [ -x "$d/cargo" ] && export PATH="$d:$PATH"
+    done
+fi
+command -v cargo >/dev/null 2>&1 || {
+    echo "install-deps: no Rust toolchain (cargo) on PATH; install stable Rust first" >&2
+    exit 1
+}
+rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt 2>/dev/null || true

@@ -1,0 +1,466 @@
+//! Adaptive sampling: which sizes to probe and how often.
+//!
+//! Netgauge steps sizes by 1 KiB (nothing between 1 and 1025 B) with a fixed
+//! 100 repetitions. Here:
+//! - sizes follow a geometric grid (`steps_per_octave` per doubling);
+//! - a size gets repetitions until the 95 % intervals of the quantities the
+//!   model needs (the gap and the overhead) are narrower than `rel_tol`, at
+//!   least `min_reps`, at most `max_reps`;
+//! - around every suspected protocol change, sizes are bisected down to two
+//!   adjacent byte counts, so a rendezvous threshold is found exactly.
+//! Every payload byte the probe puts on the wire is counted by the transport.
+
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::model::{self, lsq, stats, FanoutSamples, SizeSamples};
+use crate::pattern::fanout::fanout;
+use crate::pattern::prtt::{drain, prtt};
+use crate::transport::{PeerId, Transport, TransportError};
+
+/// How sizes and repetitions are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Geometric grid, adaptive repetitions, bisection at protocol changes.
+    Adaptive,
+    /// Netgauge 2.4.6's default LogGP schedule: sizes 1, 1025, 2049, …,
+    /// 100 repetitions each, n = 10 (kept for the probe-economy comparison).
+    Netgauge,
+}
+
+#[derive(Clone, Debug)]
+pub struct SweepConfig {
+    pub schedule: Schedule,
+    pub min_size_bytes: u64,
+    pub max_size_bytes: u64,
+    /// n of PRTT(n, d, s).
+    pub n: u32,
+    pub steps_per_octave: u32,
+    /// Discarded PRTTs per size before measuring (also used to choose d).
+    pub warmup: u32,
+    pub min_reps: u32,
+    pub max_reps: u32,
+    /// Stop repeating a size once the 95 % half-width of its gap and overhead
+    /// estimates is below this fraction of their value (or of the round trip
+    /// for tiny values).
+    pub rel_tol: f64,
+    /// Bisect protocol changes down to adjacent sizes.
+    pub refine: bool,
+    /// Deadline of every wait for an answer.
+    pub timeout: Duration,
+    /// A probe fails after this many consecutive lost rounds.
+    pub max_consecutive_losses: u32,
+}
+
+impl Default for SweepConfig {
+    fn default() -> Self {
+        Self {
+            schedule: Schedule::Adaptive,
+            min_size_bytes: 1,
+            max_size_bytes: 128 * 1024,
+            n: 8,
+            steps_per_octave: 2,
+            warmup: 2,
+            min_reps: 6,
+            max_reps: 40,
+            rel_tol: 0.01,
+            refine: true,
+            timeout: Duration::from_millis(250),
+            max_consecutive_losses: 4,
+        }
+    }
+}
+
+impl SweepConfig {
+    /// Netgauge's schedule for the same size range.
+    pub fn netgauge(max_size_bytes: u64) -> Self {
+        Self {
+            schedule: Schedule::Netgauge,
+            max_size_bytes,
+            n: 10,
+            warmup: 0,
+            min_reps: 100,
+            max_reps: 100,
+            refine: false,
+            ..Self::default()
+        }
+    }
+
+    /// The initial sizes of the sweep, ascending, without duplicates.
+    pub fn initial_sizes(&self) -> Vec<u64> {
+        let (lo, hi) = (self.min_size_bytes.max(1), self.max_size_bytes.max(1));
+        let mut sizes = Vec::new();
+        match self.schedule {
+            Schedule::Netgauge => {
+                let mut s = 1u64;
+                while s <= hi {
+                    if s >= lo {
+                        sizes.push(s);
+                    }
+                    s += 1024;
+                }
+            }
+            Schedule::Adaptive => {
+                let steps = f64::from(self.steps_per_octave.max(1));
+                let mut k = 0u32;
+                loop {
+                    let s = (2f64.powf(f64::from(k) / steps)).round() as u64;
+                    if s > hi {
+                        break;
+                    }
+                    if s >= lo && sizes.last() != Some(&s) {
+                        sizes.push(s);
+                    }
+                    k += 1;
+                }
+                if sizes.first() != Some(&lo) {
+                    sizes.insert(0, lo);
+                }
+                if sizes.last() != Some(&hi) {
+                    sizes.push(hi);
+                }
+            }
+        }
+        sizes
+    }
+}
+
+/// Why a sweep stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("the peer stopped answering: {losses} consecutive rounds at {size_bytes} B were lost (last: {last})")]
+    PeerLost {
+        size_bytes: u64,
+        losses: u32,
+        last: TransportError,
+    },
+    #[error("transport failed at {size_bytes} B: {source}")]
+    Transport {
+        size_bytes: u64,
+        #[source]
+        source: TransportError,
+    },
+    #[error("{size_bytes} B exceeds the transport's maximum message size of {max_bytes} B")]
+    TooLarge { size_bytes: u64, max_bytes: usize },
+}
+
+/// Progress callbacks (the CLI draws a bar; the daemon logs).
+pub trait Progress {
+    /// `done` sizes of an expected `total` (the total can grow with refinement).
+    fn sizes(&mut self, _done: usize, _total: usize, _size_bytes: u64) {}
+}
+
+impl Progress for () {}
+
+/// Counts rounds lost in a row and turns too many into an error.
+struct LossGuard {
+    limit: u32,
+    in_a_row: u32,
+    total: u32,
+}
+
+impl LossGuard {
+    fn new(limit: u32) -> Self {
+        Self {
+            limit: limit.max(1),
+            in_a_row: 0,
+            total: 0,
+        }
+    }
+
+    /// Decide what a failed round means: retry (Ok) or give up (Err).
+    fn on_error<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        err: TransportError,
+        size_bytes: u64,
+        timeout: Duration,
+    ) -> Result<(), SweepError> {
+        match err {
+            TransportError::Timeout(_) => {
+                self.in_a_row += 1;
+                self.total += 1;
+                if self.in_a_row >= self.limit {
+                    return Err(SweepError::PeerLost {
+                        size_bytes,
+                        losses: self.in_a_row,
+                        last: err,
+                    });
+                }
+                // An answer that arrives late must not close the next round.
+                drain(transport, timeout / 4);
+                Ok(())
+            }
+            other => Err(SweepError::Transport {
+                size_bytes,
+                source: other,
+            }),
+        }
+    }
+
+    fn on_success(&mut self) {
+        self.in_a_row = 0;
+    }
+}
+
+/// The result of a LogGP sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepResult {
+    pub samples: Vec<SizeSamples>,
+    /// Rounds lost and retried.
+    pub lost_rounds: u32,
+}
+
+/// Measure one size: warm-up, choose d, then repetitions of PRTT(1,0,s),
+/// PRTT(n,0,s) and PRTT(n,d,s) until the estimates are tight enough.
+fn measure_size<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    size_bytes: u64,
+    cfg: &SweepConfig,
+    guard: &mut LossGuard,
+) -> Result<SizeSamples, SweepError> {
+    let max = transport.caps().max_msg_bytes;
+    if size_bytes as usize > max {
+        return Err(SweepError::TooLarge {
+            size_bytes,
+            max_bytes: max,
+        });
+    }
+    let s = size_bytes as usize;
+    let n = cfg.n.max(2);
+    let t = cfg.timeout;
+    let cap = cfg.max_reps.max(cfg.min_reps).max(1) as usize;
+    let mut out = SizeSamples {
+        size_bytes,
+        n,
+        prtt1_ns: Vec::with_capacity(cap),
+        prttn_ns: Vec::with_capacity(cap),
+        prttd_ns: Vec::with_capacity(cap),
+        o_r_ns: Vec::with_capacity(2 * cap),
+        ..SizeSamples::default()
+    };
+
+    // Warm-up: caches, page faults, lazy connection set-up. The last warm-up
+    // round trip also tells how long d must be.
+    let mut warm_prtt1_ns = f64::NAN;
+    let mut warm_gap_ns = 0.0f64;
+    let mut warmed = 0;
+    while warmed < cfg.warmup {
+        let one = prtt(transport, clock, peer, 1, 0, s, t);
+        let many = one.and_then(|a| prtt(transport, clock, peer, n, 0, s, t).map(|b| (a, b)));
+        match many {
+            Ok((a, b)) => {
+                guard.on_success();
+                warm_prtt1_ns = a.rtt_ns;
+                warm_gap_ns = (b.rtt_ns - a.rtt_ns) / f64::from(n - 1);
+                warmed += 1;
+            }
+            Err(e) => guard.on_error(transport, e, size_bytes, t)?,
+        }
+    }
+
+    let mut d_ns = f64::NAN;
+    loop {
+        let r1 = match prtt(transport, clock, peer, 1, 0, s, t) {
+            Ok(r) => r,
+            Err(e) => {
+                guard.on_error(transport, e, size_bytes, t)?;
+                continue;
+            }
+        };
+        let rn = match prtt(transport, clock, peer, n, 0, s, t) {
+            Ok(r) => r,
+            Err(e) => {
+                guard.on_error(transport, e, size_bytes, t)?;
+                continue;
+            }
+        };
+        if d_ns.is_nan() {
+            // d ≥ g + (s−1)G is required; the paper takes d = PRTT(1,0,s) and
+            // falls back to a larger delay when the gap exceeds it.
+            let rtt = if warm_prtt1_ns.is_nan() {
+                r1.rtt_ns
+            } else {
+                warm_prtt1_ns
+            };
+            let gap = warm_gap_ns.max((rn.rtt_ns - r1.rtt_ns) / f64::from(n - 1));
+            d_ns = rtt.max(1.5 * gap);
+            out.d_ns = d_ns;
+        }
+        let rd = match prtt(transport, clock, peer, n, clock.from_ns(d_ns), s, t) {
+            Ok(r) => r,
+            Err(e) => {
+                guard.on_error(transport, e, size_bytes, t)?;
+                continue;
+            }
+        };
+        guard.on_success();
+        out.prtt1_ns.push(r1.rtt_ns);
+        out.prttn_ns.push(rn.rtt_ns);
+        out.prttd_ns.push(rd.rtt_ns);
+        if transport.caps().has_recv_overhead {
+            out.o_r_ns.push(rn.server_o_r_ns);
+            out.o_r_ns.push(rd.server_o_r_ns);
+        }
+        let reps = out.prtt1_ns.len() as u32;
+        if reps >= cfg.max_reps || (reps >= cfg.min_reps && converged(&out, cfg.rel_tol)) {
+            return Ok(out);
+        }
+    }
+}
+
+/// Are the gap and overhead estimates of this size known to `rel_tol`?
+fn converged(s: &SizeSamples, rel_tol: f64) -> bool {
+    let k = f64::from(s.n - 1);
+    let hw = |xs: &[f64]| {
+        let (lo, hi) = stats::median_ci95(xs);
+        (hi - lo) / 2.0
+    };
+    let (h1, hn, hd) = (hw(&s.prtt1_ns), hw(&s.prttn_ns), hw(&s.prttd_ns));
+    let rtt = stats::median(&s.prtt1_ns);
+    let gap = (stats::median(&s.prttn_ns) - rtt) / k;
+    let o = (stats::median(&s.prttd_ns) - rtt) / k - s.d_ns;
+    // Tiny quantities are judged against the round trip, so a near-zero
+    // overhead does not demand endless repetitions.
+    let floor = 0.05 * rtt;
+    (h1 + hn) / k <= rel_tol * gap.abs().max(floor) && (h1 + hd) / k <= rel_tol * o.abs().max(floor)
+}
+
+/// Run the LogGP sweep against `peer`.
+pub fn sweep<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    cfg: &SweepConfig,
+    progress: &mut dyn Progress,
+) -> Result<SweepResult, SweepError> {
+    let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    let sizes = cfg.initial_sizes();
+    let mut samples = Vec::with_capacity(sizes.len() + 32);
+    for (i, &s) in sizes.iter().enumerate() {
+        progress.sizes(i, sizes.len(), s);
+        samples.push(measure_size(transport, clock, peer, s, cfg, &mut guard)?);
+    }
+    if cfg.refine {
+        refine(transport, clock, peer, cfg, &mut guard, &mut samples, progress)?;
+    }
+    samples.sort_by_key(|s| s.size_bytes);
+    progress.sizes(samples.len(), samples.len(), cfg.max_size_bytes);
+    Ok(SweepResult {
+        samples,
+        lost_rounds: guard.total,
+    })
+}
+
+/// At most this many protocol changes are refined, each with at most
+/// `MAX_BISECTIONS` extra sizes.
+const MAX_REFINED_CHANGES: usize = 6;
+const MAX_BISECTIONS: usize = 24;
+
+/// Bisect every suspected protocol change down to two adjacent sizes.
+fn refine<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    cfg: &SweepConfig,
+    guard: &mut LossGuard,
+    samples: &mut Vec<SizeSamples>,
+    progress: &mut dyn Progress,
+) -> Result<(), SweepError> {
+    let points = model::fit::size_points(samples);
+    let xs: Vec<f64> = points.iter().map(|p| (p.size_bytes - 1) as f64).collect();
+    let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
+    let mut changes = model::segment::lookahead(&xs, &ys, 3, 2.0);
+    changes.extend(model::segment::optimal_bic(&xs, &ys, 2));
+    changes.sort_unstable();
+    changes.dedup();
+    changes.truncate(MAX_REFINED_CHANGES);
+
+    let total_guess = samples.len() + changes.len() * 12;
+    for &c in &changes {
+        if c == 0 || c >= points.len() {
+            continue;
+        }
+        // The lines on both sides, fitted away from the boundary.
+        let left = side_line(&points[..c]);
+        let right = side_line(&points[c..]);
+        let (mut a, mut b) = (points[c - 1].size_bytes, points[c].size_bytes);
+        for _ in 0..MAX_BISECTIONS {
+            if b - a <= 1 {
+                break;
+            }
+            let m = a + (b - a) / 2;
+            progress.sizes(samples.len(), total_guess.max(samples.len() + 1), m);
+            let sm = measure_size(transport, clock, peer, m, cfg, guard)?;
+            let gap = model::fit::size_points(std::slice::from_ref(&sm))[0].gap_ns;
+            let x = (m - 1) as f64;
+            if (gap - left(x)).abs() <= (gap - right(x)).abs() {
+                a = m;
+            } else {
+                b = m;
+            }
+            samples.push(sm);
+        }
+    }
+    Ok(())
+}
+
+/// A predictor of the gap on one side of a change: the least-squares line
+/// of that side, or its single value.
+fn side_line(points: &[model::SizePoint]) -> impl Fn(f64) -> f64 {
+    let xs: Vec<f64> = points.iter().map(|p| (p.size_bytes - 1) as f64).collect();
+    let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
+    let line = lsq::fit_line(&xs, &ys);
+    let mean = stats::median(&ys);
+    move |x| match &line {
+        Some(l) => l.at(x),
+        None => mean,
+    }
+}
+
+/// LogfP: the 1:P−P:1 pattern for P = 1..=max_peers.
+pub fn fanout_sweep<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    max_peers: usize,
+    size_bytes: usize,
+    cfg: &SweepConfig,
+) -> Result<Vec<FanoutSamples>, SweepError> {
+    let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    let mut out = Vec::with_capacity(max_peers);
+    for p in 1..=max_peers {
+        let mut fs = FanoutSamples {
+            peers: p as u32,
+            post_ns: Vec::with_capacity(cfg.max_reps as usize),
+            rtt_ns: Vec::with_capacity(cfg.max_reps as usize),
+        };
+        let mut warm = 0;
+        loop {
+            match fanout(transport, clock, p, size_bytes, cfg.timeout) {
+                Ok(r) => {
+                    guard.on_success();
+                    if warm < cfg.warmup {
+                        warm += 1;
+                        continue;
+                    }
+                    fs.post_ns.push(r.post_ns);
+                    fs.rtt_ns.push(r.rtt_ns);
+                }
+                Err(e) => {
+                    guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?;
+                    continue;
+                }
+            }
+            let reps = fs.rtt_ns.len() as u32;
+            let tight = stats::rel_halfwidth(&fs.rtt_ns) <= cfg.rel_tol
+                && stats::rel_halfwidth(&fs.post_ns) <= 2.0 * cfg.rel_tol;
+            if reps >= cfg.max_reps || (reps >= cfg.min_reps && tight) {
+                break;
+            }
+        }
+        out.push(fs);
+    }
+    Ok(out)
+}

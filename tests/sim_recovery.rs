@@ -1,0 +1,150 @@
+//! The estimators recover known parameters from the discrete-event `sim`
+//! network (ground truth), with and without jitter.
+//!
+//! Truth in the sim's semantics: a PRTT(1,0,1) costs o (post) + L + o
+//! (receive) each way, so EEL = L + 2o; the first range's g, G and o are the
+//! model's own parameters.
+
+use netgauged::clock::VirtualClock;
+use netgauged::probe::{self, ProbeOptions, ProbeResult};
+use netgauged::transport::sim::{SimParams, SimTransport};
+
+fn probe_sim(model: &str, max_size: u64, fanout_peers: Option<usize>) -> ProbeResult {
+    let params: SimParams = model.parse().expect("valid model");
+    let mut opts = ProbeOptions {
+        fanout_peers,
+        resamples: 100,
+        seed: params.seed,
+        ..ProbeOptions::default()
+    };
+    opts.sweep.max_size_bytes = max_size;
+    let clock = VirtualClock::new();
+    let mut t = SimTransport::new(params, clock.clone(), fanout_peers.unwrap_or(1));
+    probe::run(&mut t, &clock, 0, &opts, &mut ()).expect("sim probe never loses a message")
+}
+
+#[track_caller]
+fn within(what: &str, got: f64, want: f64, rel: f64) {
+    let err = (got - want).abs() / want.abs();
+    assert!(
+        err <= rel,
+        "{what}: got {got}, want {want} (error {:.2} % > {:.2} %)",
+        err * 100.0,
+        rel * 100.0
+    );
+}
+
+/// Check the first (eager) range and S of a LogGP(S) set.
+fn check_loggp(r: &ProbeResult, l: f64, o: f64, g: f64, big_g: f64, s: u64, tol: f64) {
+    let first = &r.fit.ranges[0];
+    within("g", first.g_ns, g, tol);
+    within("G", first.G_ns_per_byte, big_g, tol);
+    within("o_s", first.o_s_ns, o, tol);
+    within("o_r", first.o_r_ns, o, tol);
+    within("EEL", r.fit.eel_ns, l + 2.0 * o, tol);
+    assert_eq!(r.fit.S_bytes, Some(s), "rendezvous threshold S");
+    assert!(r.fit.ranges.len() >= 2, "the rendezvous range is its own range");
+    let rdv = r
+        .fit
+        .ranges
+        .iter()
+        .find(|x| x.from_bytes == s + 1)
+        .expect("a range starting at S+1");
+    // The blocking rendezvous handshake adds about one small-message round trip
+    // to every message's gap, and leaves the per-byte gap as it was.
+    let jump = rdv.g_ns - first.g_ns;
+    assert!(
+        jump > 2.0 * l + 2.0 * o && jump < 2.0 * l + 5.0 * o,
+        "g jumps by {jump} ns, not about one round trip (2L+4o = {})",
+        2.0 * l + 4.0 * o
+    );
+    within("G above S", rdv.G_ns_per_byte, big_g, 2.0 * tol);
+    // Every parameter carries a 95 % interval.
+    for key in ["eel_ns", "L_ns", "o_s_ns", "o_r_ns", "g_ns", "G_ns_per_byte"] {
+        let (lo, hi) = r.ci95[key];
+        assert!(lo <= hi, "{key} interval [{lo}, {hi}]");
+    }
+}
+
+// Hoefler/Lichei/Rehm Table 2, Open MPI/openib: change at 12289 B.
+const OPENIB: &str = "L=5960,o=4720,g=5140,G=0.73,S=12288";
+// Table 2, Open MPI/gm: change at 32769 B.
+const GM: &str = "L=10530,o=1270,g=9440,G=9.2,S=32768";
+
+#[test]
+fn openib_exact() {
+    let r = probe_sim(OPENIB, 128 * 1024, None);
+    check_loggp(&r, 5960.0, 4720.0, 5140.0, 0.73, 12288, 0.02);
+    assert!(!r.fit.L_negative);
+    within("L", r.fit.L_ns, 5960.0, 0.02);
+}
+
+#[test]
+fn openib_jitter() {
+    let r = probe_sim(&format!("{OPENIB},jitter=0.02,seed=7"), 128 * 1024, None);
+    check_loggp(&r, 5960.0, 4720.0, 5140.0, 0.73, 12288, 0.03);
+}
+
+#[test]
+fn gm_exact() {
+    let r = probe_sim(GM, 128 * 1024, None);
+    check_loggp(&r, 10530.0, 1270.0, 9440.0, 9.2, 32768, 0.02);
+}
+
+#[test]
+fn gm_jitter() {
+    let r = probe_sim(&format!("{GM},jitter=0.02,seed=11"), 128 * 1024, None);
+    check_loggp(&r, 10530.0, 1270.0, 9440.0, 9.2, 32768, 0.03);
+}
+
+/// LogfP: up to f = 6 messages to distinct peers are free of g; posting P
+/// messages costs P·o_min + o_max. The client's receive overhead (o = 50) is
+/// below both the posting overhead and g, so f is identifiable.
+const LOGFP: &str = "L=1100,o=50,g=450,G=0.08,f=6,omin=150,omax=900";
+
+fn check_logfp(r: &ProbeResult, tol: f64) {
+    let l = r.logfp.as_ref().expect("fan-out ran");
+    assert_eq!(l.f, Some(6), "f from the two-regime fit");
+    within("o_min", l.o_min_ns, 150.0, 0.10);
+    within("o_max", l.o_max_ns, 900.0, 0.10);
+    within("LogfP g", l.g_ns, 450.0, tol);
+    assert!(r.ci95.contains_key("logfp.o_min_ns"));
+}
+
+#[test]
+fn logfp_exact() {
+    let r = probe_sim(LOGFP, 4096, Some(16));
+    check_logfp(&r, 0.02);
+}
+
+#[test]
+fn logfp_jitter() {
+    let r = probe_sim(&format!("{LOGFP},jitter=0.02,seed=3"), 4096, Some(16));
+    check_logfp(&r, 0.05);
+}
+
+/// LogGPS size-linear overhead o' + s·O is recovered per range.
+#[test]
+fn loggps_linear_overhead() {
+    let r = probe_sim("L=2000,o=500,g=800,G=0.1,O=0.02", 64 * 1024, None);
+    let first = &r.fit.ranges[0];
+    within("O_s", first.O_s_ns_per_byte, 0.02, 0.05);
+    within("O_r", first.O_r_ns_per_byte, 0.02, 0.05);
+    assert_eq!(r.fit.S_bytes, None, "no rendezvous in this set");
+}
+
+/// The adaptive schedule spends a small fraction of Netgauge's bytes.
+#[test]
+fn economy_against_netgauge_schedule() {
+    let r = probe_sim(OPENIB, 128 * 1024, None);
+    // Netgauge 2.4.6: sizes 1 + 1024k up to 130049 B, 100 repetitions, n = 10,
+    // four PRTT series per repetition: PRTT(1,0,s) (2 messages) and three
+    // series of n + 1 messages.
+    let netgauge_bytes: u64 = (0..128u64).map(|k| 1 + 1024 * k).sum::<u64>() * 100 * (2 + 3 * 11);
+    assert!(
+        (r.probe_bytes as f64) < 0.01 * netgauge_bytes as f64,
+        "{} B is not below 1 % of Netgauge's {} B",
+        r.probe_bytes,
+        netgauge_bytes
+    );
+}
