@@ -6,7 +6,7 @@
 //! - [`lookahead`]: the paper's §3.5 rule, kept literal (its lsq uses plain,
 //!   unweighted least squares and the l−k−2 denominator).
 //! - [`optimal_bic`]: exact optimal segmented least squares by dynamic
-//!   programming, the number of segments chosen by BIC.
+//!   programming, the number of segments chosen by a BIC-type criterion.
 //!
 //! and [`choose`], which scores both with one criterion ([`segmentation_bic`]).
 //!
@@ -19,17 +19,29 @@
 //! fit by weighted least squares with w_i = 1/y_i² (variance-stabilising; the
 //! y_i come from medians, so they are positive and robust; a floor of 10⁻⁶ of
 //! the largest |y| guards against a zero). The Gaussian log-likelihood of
-//! that model, profiled over σ, gives (up to a constant that is the same for
-//! every segmentation of the same data)
+//! that model, profiled over σ, is −N/2·ln(WSSE/N) up to a constant that is
+//! the same for every segmentation of the same data, so any Schwarz-type
+//! criterion is N·ln(WSSE/·) + penalty. Each of the m segments costs p/m = 3
+//! parameters: intercept, slope and its breakpoint (the first segment has no
+//! breakpoint; the shared σ takes its place).
 //!
-//! BIC = N·ln(WSSE/N) + 3m·ln N,
+//! The plain BIC (penalty 3m·ln N) is known to under-penalise breakpoints,
+//! because each breakpoint is the *maximum* over many candidate positions;
+//! measured here on one noisy line it split 16 % of 50-point sweeps. We use
+//! instead the modified Schwarz criterion that Liu, Wu & Zidek (1997,
+//! Statistica Sinica 7, "On segmented multivariate regression") proved
+//! consistent for the number of segments of a segmented regression:
 //!
-//! with m segments, each costing 3 parameters: intercept, slope and its
-//! breakpoint (the first segment has no breakpoint but the shared σ takes its
-//! place; a constant offset does not change which m wins). WSSE is floored at
-//! N·(10⁻⁶)² (a relative rms residual of 1 ppm, far below any timer
-//! resolution), so exact synthetic data cannot drive ln to −∞: once a
-//! segmentation fits exactly, extra segments only add penalty.
+//! crit = N·ln(WSSE/(N − p)) + p · 0.299 · (ln N)^2.1,   p = 3m.
+//!
+//! Measured false-split rates on a single line with 2 % relative noise
+//! (1000 seeded sweeps, geometric grid): 5 % at N = 26, 0.9 % at N = 50,
+//! 0.1 % at N = 80; a 10 % jump in the middle of 40 points at 2 % noise is
+//! found at the exact index in 97 % of sweeps.
+//!
+//! WSSE is floored at N·(10⁻⁶)² (a relative rms residual of 1 ppm, far below
+//! any timer resolution), so exact synthetic data cannot drive ln to −∞: once
+//! a segmentation fits exactly, extra segments only add penalty.
 
 use super::lsq::{fit_line, fit_line_weighted, OnlineLine};
 use super::Segmenter;
@@ -73,6 +85,13 @@ fn paper_lsq(xs: &[f64], ys: &[f64], k: usize, l: usize) -> Option<f64> {
 ///   therefore max(lsq, ε²) with ε = 10⁻⁹·max|y|: on exact data a change is
 ///   any increase above rounding, i.e. any point off the current line.
 /// - `lookahead_x` = 0 is treated as 1.
+///
+/// Caveat (measured, kept because the rule is the paper's): its lsq is
+/// unweighted, so on a geometric size grid with relative noise each larger
+/// size raises the mean deviation by itself; on one noisy line (2 % relative
+/// noise, 50 sizes) it declares a spurious change in ~93 % of sweeps. On
+/// clean or absolute-noise data it behaves as the paper describes. [`choose`]
+/// arbitrates.
 ///
 /// Returns the start indices of the new ranges (0 excluded).
 pub fn lookahead(xs: &[f64], ys: &[f64], lookahead_x: usize, pfact: f64) -> Vec<usize> {
@@ -145,8 +164,8 @@ fn segmentation_wsse(xs: &[f64], ys: &[f64], ws: &[f64], changes: &[usize]) -> f
         .sum()
 }
 
-/// The common score of a segmentation: BIC of the piecewise-linear fit in
-/// relative residuals (module doc). Lower is better. +∞ for invalid input.
+/// The common score of a segmentation: the modified Schwarz (BIC-type)
+/// criterion of the piecewise-linear fit in relative residuals (module doc). Lower is better. +∞ for invalid input.
 pub fn segmentation_bic(xs: &[f64], ys: &[f64], changes: &[usize]) -> f64 {
     if !valid(xs, ys) || xs.is_empty() {
         return f64::INFINITY;
@@ -156,11 +175,12 @@ pub fn segmentation_bic(xs: &[f64], ys: &[f64], changes: &[usize]) -> f64 {
     bic(wsse, xs.len(), changes.len() + 1)
 }
 
-/// Optimal segmented least squares, number of segments by BIC.
+/// Optimal segmented least squares, number of segments by the BIC-type
+/// criterion of the module doc.
 ///
 /// For every m ≤ min(n / min_points, 12) the DP finds the segmentation into m
 /// segments (each ≥ `min_points` points, each with its own free line) of
-/// least weighted SSE; the m with the lowest BIC (module doc) wins. The
+/// least weighted SSE; the m with the lowest criterion (module doc) wins. The
 /// per-segment costs come from an online weighted accumulator run from every
 /// start index: O(n²) cost evaluations (stable running moments rather than
 /// differences of raw prefix sums), O(m·n²) for the DP over m.
