@@ -148,7 +148,12 @@ fn fit_range(pts: &[SizePoint]) -> Range {
 /// Ranges for fixed change points (indices into `points`).
 fn fit_ranges(points: &[SizePoint], changes: &[usize]) -> Vec<Range> {
     let mut bounds = vec![0];
-    bounds.extend(changes.iter().copied().filter(|&c| c > 0 && c < points.len()));
+    bounds.extend(
+        changes
+            .iter()
+            .copied()
+            .filter(|&c| c > 0 && c < points.len()),
+    );
     bounds.push(points.len());
     bounds
         .windows(2)
@@ -413,7 +418,7 @@ mod tests {
             prttd_ns: vec![240.0, 250.0, 260.0],
             o_r_ns: vec![],
         };
-        let p = size_points(&[s.clone()]);
+        let p = size_points(std::slice::from_ref(&s));
         assert_eq!(p.len(), 1);
         // median PRTT1 = 11 (the outlier 1000 does not matter)
         assert!((p[0].half_rtt_ns - 5.5).abs() < 1e-12);
@@ -463,14 +468,23 @@ mod tests {
         for seed in 0..10 {
             let fit = fit_loggp(&generate(&t, 30, 0.02, 1000 + seed));
             let froms: Vec<u64> = fit.ranges.iter().map(|r| r.from_bytes).collect();
-            assert_eq!(froms, vec![1, 12289], "seed {seed}: {:?}", fit.changes_optimal);
+            assert_eq!(
+                froms,
+                vec![1, 12289],
+                "seed {seed}: {:?}",
+                fit.changes_optimal
+            );
             assert_eq!(fit.S_bytes, Some(12288), "seed {seed}");
             for (r, &(_, g, big_g)) in fit.ranges.iter().zip(&t.ranges) {
                 assert!(rel(r.g_ns, g) < 0.03, "seed {seed}: {r:?}");
                 assert!(rel(r.G_ns_per_byte, big_g) < 0.03, "seed {seed}: {r:?}");
             }
             assert!(rel(fit.eel_ns, t.l_ns + 2.0 * t.o_ns) < 0.03);
-            assert!(rel(fit.ranges[0].o_s_ns, t.o_ns) < 0.05, "{:?}", fit.ranges[0]);
+            assert!(
+                rel(fit.ranges[0].o_s_ns, t.o_ns) < 0.05,
+                "{:?}",
+                fit.ranges[0]
+            );
             assert!(rel(fit.L_ns, t.l_ns) < 0.05, "seed {seed}: L {}", fit.L_ns);
         }
     }
@@ -521,7 +535,7 @@ mod tests {
         let f = fit_loggp(&[]);
         assert!(f.ranges.is_empty() && f.eel_ns.is_nan());
         let one = generate(&openib(), 3, 0.0, 1).remove(0);
-        let f = fit_loggp(&[one.clone()]);
+        let f = fit_loggp(std::slice::from_ref(&one));
         assert_eq!(f.ranges.len(), 1);
         assert!(rel(f.ranges[0].g_ns, 5140.0) < 1e-9);
         assert!(ci95_loggp(&[], 10, 1).is_empty());
@@ -580,7 +594,12 @@ mod tests {
         }
         for (i, (k, _)) in BOOT_TRUTH.iter().enumerate() {
             // 8× the repetitions: ~√8 ≈ 2.8× narrower
-            assert!(w_many[i] < 0.6 * w_few[i], "{k}: {} vs {}", w_many[i], w_few[i]);
+            assert!(
+                w_many[i] < 0.6 * w_few[i],
+                "{k}: {} vs {}",
+                w_many[i],
+                w_few[i]
+            );
         }
         let ci_few = ci95_loggp(&generate(&t, 12, 0.03, 77), 20, 9);
         assert_eq!(ci_few.len(), 6 + 2 * 6);

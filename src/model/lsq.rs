@@ -153,15 +153,17 @@ pub fn fit_multi(cols: &[Vec<f64>], ys: &[f64]) -> Option<MultiFit> {
     let mut r = vec![0.0; p * p];
     for j in 0..p {
         let orig_norm = cols[j].iter().map(|v| v * v).sum::<f64>().sqrt();
-        for k in 0..j {
-            let d: f64 = (0..n).map(|i| q[k][i] * q[j][i]).sum();
+        let (done, rest) = q.split_at_mut(j);
+        let qj = &mut rest[0];
+        for (k, qk) in done.iter().enumerate() {
+            let d: f64 = qk.iter().zip(qj.iter()).map(|(a, b)| a * b).sum();
             r[k * p + j] = d;
-            for i in 0..n {
-                q[j][i] -= d * q[k][i];
-            }
+            qj.iter_mut().zip(qk).for_each(|(a, b)| *a -= d * b);
         }
-        let norm = q[j].iter().map(|v| v * v).sum::<f64>().sqrt();
-        if !(norm > 1e-10 * orig_norm) {
+        let norm = qj.iter().map(|v| v * v).sum::<f64>().sqrt();
+        // Rank deficient (or NaN): the column is (nearly) in the span of the
+        // previous ones.
+        if norm.is_nan() || norm <= 1e-10 * orig_norm {
             return None;
         }
         r[j * p + j] = norm;

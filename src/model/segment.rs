@@ -125,7 +125,9 @@ pub fn lookahead(xs: &[f64], ys: &[f64], lookahead_x: usize, pfact: f64) -> Vec<
 fn rel_weights(ys: &[f64]) -> Vec<f64> {
     let scale = ys.iter().fold(0.0_f64, |m, y| m.max(y.abs()));
     let floor = (1e-6 * scale).max(f64::MIN_POSITIVE);
-    ys.iter().map(|y| 1.0 / y.abs().max(floor).powi(2)).collect()
+    ys.iter()
+        .map(|y| 1.0 / y.abs().max(floor).powi(2))
+        .collect()
 }
 
 fn bic(wsse: f64, n: usize, segments: usize) -> f64 {
@@ -275,7 +277,11 @@ pub fn choose(
 /// points: a short range is merged into the range before it (into the one
 /// after it if it is the first). Returns the surviving change points.
 pub fn enforce_min_points(changes: &[usize], n: usize, min_points: usize) -> Vec<usize> {
-    let mut c: Vec<usize> = changes.iter().copied().filter(|&i| i > 0 && i < n).collect();
+    let mut c: Vec<usize> = changes
+        .iter()
+        .copied()
+        .filter(|&i| i > 0 && i < n)
+        .collect();
     c.sort_unstable();
     c.dedup();
     loop {
@@ -416,7 +422,10 @@ mod tests {
             .collect();
         let c = optimal_bic(&xs, &ys, 3);
         assert_eq!(c.len(), 2, "{c:?}");
-        assert!((19..=21).contains(&c[0]) && (39..=41).contains(&c[1]), "{c:?}");
+        assert!(
+            (19..=21).contains(&c[0]) && (39..=41).contains(&c[1]),
+            "{c:?}"
+        );
     }
 
     #[test]
@@ -428,7 +437,11 @@ mod tests {
                 .iter()
                 .map(|x| openib_gap(*x) * (1.0 + 0.02 * standard_normal(&mut rng)))
                 .collect();
-            assert_eq!(optimal_bic(&xs, &ys, 3), vec![change_index(&xs)], "seed {seed}");
+            assert_eq!(
+                optimal_bic(&xs, &ys, 3),
+                vec![change_index(&xs)],
+                "seed {seed}"
+            );
         }
     }
 
@@ -437,8 +450,14 @@ mod tests {
         let xs = grid();
         let ys: Vec<f64> = xs.iter().map(|x| openib_gap(*x)).collect();
         let c = change_index(&xs);
-        assert_eq!(choose(&xs, &ys, &[c], &[c]), (Segmenter::Lookahead, vec![c]));
-        assert_eq!(choose(&xs, &ys, &[], &[c]), (Segmenter::OptimalBic, vec![c]));
+        assert_eq!(
+            choose(&xs, &ys, &[c], &[c]),
+            (Segmenter::Lookahead, vec![c])
+        );
+        assert_eq!(
+            choose(&xs, &ys, &[], &[c]),
+            (Segmenter::OptimalBic, vec![c])
+        );
         assert_eq!(
             choose(&xs, &ys, &[5, c], &[c]),
             (Segmenter::OptimalBic, vec![c])

@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(median_ci95_rank(20), Some(6)); // P(B≤5) = 0.0207
         assert_eq!(median_ci95_rank(30), Some(10)); // P(B≤9) = 0.0214
         assert_eq!(median_ci95_rank(100), Some(40)); // P(B≤39) = 0.0176
-        // Large n: no underflow, j ≈ n/2 − 0.98·√n.
+                                                     // Large n: no underflow, j ≈ n/2 − 0.98·√n.
         let j = median_ci95_rank(10_000).unwrap();
         assert!((4900..=4903).contains(&j), "{j}");
     }
@@ -230,7 +230,7 @@ mod tests {
             }
         }
         let rate = covered as f64 / trials as f64;
-        assert!(rate >= 0.94 && rate <= 0.995, "coverage {rate}");
+        assert!((0.94..=0.995).contains(&rate), "coverage {rate}");
         // ~√8 narrower with 8× the repetitions.
         assert!(width[1] < 0.45 * width[0], "{width:?}");
     }
