@@ -1,1 +1,611 @@
-//! placeholder
+//! LogGP / LogGPS fit of one size sweep (Hoefler, Lichei & Rehm §3; LogGPS
+//! overheads o' + (s−1)·O), with protocol ranges and bootstrap intervals.
+//!
+//! Pipeline: raw samples → per-size medians → [`SizePoint`]s → both change
+//! detectors on (x = s − 1, y = gap) → the better segmentation → one
+//! parameter set per range.
+//!
+//! Fitting choices (documented here once):
+//! - Per range, g and G come from the least-squares line of gap against
+//!   x = s − 1, so g = the line's value at s = 1 (the intercept over x) and G
+//!   its slope, as in the paper's Table 2 (`f(s) = G·(s−1) + g`, for every
+//!   range, also the ones that start far from s = 1).
+//! - The lines are *weighted* least squares with weights 1/gap² for the gap
+//!   and 1/half_rtt² for the overheads: the jitter of a median round trip
+//!   grows with the round trip, so unweighted least squares would let the
+//!   largest sizes decide the intercept (g, o') alone. On exact data the
+//!   weights change nothing. This is the same variance model the segmenter
+//!   uses (see `segment`).
+//! - Ranges need at least [`MIN_RANGE_POINTS`] = 3 points (two points fit any
+//!   line exactly and leave nothing to check it with): both detectors'
+//!   change points are first thinned by
+//!   [`segment::enforce_min_points`], which merges a short range into the
+//!   range before it (into the next one if it is the first range).
+//! - A range that still cannot be fitted with a line (one distinct size,
+//!   only possible for sweeps of fewer than 3 sizes) gets its weighted mean
+//!   and slope 0.
+
+use std::collections::BTreeMap;
+
+use super::lsq::{fit_line_weighted, Line};
+use super::segment;
+use super::stats::{self, Rng};
+use super::{Interval, LogGpFit, Range, Segmenter, SizePoint, SizeSamples};
+
+/// Look-ahead x of the paper's detector.
+pub const LOOKAHEAD_X: usize = 3;
+/// pfact of the paper's detector.
+pub const PFACT: f64 = 2.0;
+/// Fewest points of a fitted range (and of an optimal-DP segment).
+pub const MIN_RANGE_POINTS: usize = 3;
+/// A change is the rendezvous threshold S when g rises by at least this
+/// fraction of a small-message round trip 2·EEL (the paper: the rendezvous
+/// handshake costs ≈ 2L + 4o = 2·EEL).
+pub const RENDEZVOUS_RTT_FRACTION: f64 = 0.5;
+
+fn x_of(size_bytes: u64) -> f64 {
+    size_bytes as f64 - 1.0
+}
+
+/// Sizes with enough data for a point: n ≥ 2, the three PRTT vectors
+/// non-empty, d finite. Sorted by size (stable, so equal sizes keep their
+/// order).
+fn usable(samples: &[SizeSamples]) -> Vec<&SizeSamples> {
+    let mut v: Vec<&SizeSamples> = samples
+        .iter()
+        .filter(|s| {
+            s.n >= 2
+                && s.d_ns.is_finite()
+                && !s.prtt1_ns.is_empty()
+                && !s.prttn_ns.is_empty()
+                && !s.prttd_ns.is_empty()
+        })
+        .collect();
+    v.sort_by_key(|s| s.size_bytes);
+    v
+}
+
+/// The point at one size from the four medians (eqs. 6 and 7).
+fn point(s: &SizeSamples, m1: f64, mn: f64, md: f64, o_r: f64) -> SizePoint {
+    let k = f64::from(s.n - 1);
+    SizePoint {
+        size_bytes: s.size_bytes,
+        gap_ns: (mn - m1) / k,
+        o_s_ns: (md - m1) / k - s.d_ns,
+        o_r_ns: if o_r.is_nan() { 0.0 } else { o_r },
+        half_rtt_ns: m1 / 2.0,
+    }
+}
+
+/// Per-size points from medians: gap = (med PRTT(n,0,s) − med PRTT(1,0,s))
+/// /(n−1); o_s = (med PRTT(n,d,s) − med PRTT(1,0,s))/(n−1) − d; o_r = median
+/// of the server reports (0 if none); half_rtt = med PRTT(1,0,s)/2. Sorted by
+/// size. Sizes with n < 2 or an empty PRTT vector are skipped.
+pub fn size_points(samples: &[SizeSamples]) -> Vec<SizePoint> {
+    usable(samples)
+        .into_iter()
+        .map(|s| {
+            point(
+                s,
+                stats::median(&s.prtt1_ns),
+                stats::median(&s.prttn_ns),
+                stats::median(&s.prttd_ns),
+                stats::median(&s.o_r_ns),
+            )
+        })
+        .collect()
+}
+
+/// Weights 1/v² with a floor of 10⁻⁶ of the largest |v| (never 1/0).
+fn rel_weights(vs: impl Iterator<Item = f64> + Clone) -> Vec<f64> {
+    let scale = vs.clone().fold(0.0_f64, |m, v| m.max(v.abs()));
+    let floor = (1e-6 * scale).max(1e-300);
+    vs.map(|v| 1.0 / v.abs().max(floor).powi(2)).collect()
+}
+
+/// Weighted line, or the weighted mean with slope 0 when no line fits.
+fn line_or_mean(xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
+    fit_line_weighted(xs, ys, ws).unwrap_or_else(|| {
+        let sw: f64 = ws.iter().sum();
+        let mean = if sw > 0.0 {
+            ys.iter().zip(ws).map(|(y, w)| y * w).sum::<f64>() / sw
+        } else {
+            f64::NAN
+        };
+        Line {
+            intercept: mean,
+            slope: 0.0,
+            sse: 0.0,
+            n: ys.len(),
+        }
+    })
+}
+
+/// One range's parameter set from its points (non-empty).
+#[allow(non_snake_case)]
+fn fit_range(pts: &[SizePoint]) -> Range {
+    let xs: Vec<f64> = pts.iter().map(|p| x_of(p.size_bytes)).collect();
+    let gap: Vec<f64> = pts.iter().map(|p| p.gap_ns).collect();
+    let o_s: Vec<f64> = pts.iter().map(|p| p.o_s_ns).collect();
+    let o_r: Vec<f64> = pts.iter().map(|p| p.o_r_ns).collect();
+    let w_gap = rel_weights(gap.iter().copied());
+    let w_rtt = rel_weights(pts.iter().map(|p| p.half_rtt_ns));
+    let g = line_or_mean(&xs, &gap, &w_gap);
+    let os = line_or_mean(&xs, &o_s, &w_rtt);
+    let or = line_or_mean(&xs, &o_r, &w_rtt);
+    Range {
+        from_bytes: pts[0].size_bytes,
+        to_bytes: pts[pts.len() - 1].size_bytes,
+        g_ns: g.intercept,
+        G_ns_per_byte: g.slope,
+        o_s_ns: os.intercept,
+        o_r_ns: or.intercept,
+        O_s_ns_per_byte: os.slope,
+        O_r_ns_per_byte: or.slope,
+    }
+}
+
+/// Ranges for fixed change points (indices into `points`).
+fn fit_ranges(points: &[SizePoint], changes: &[usize]) -> Vec<Range> {
+    let mut bounds = vec![0];
+    bounds.extend(
+        changes
+            .iter()
+            .copied()
+            .filter(|&c| c > 0 && c < points.len()),
+    );
+    bounds.push(points.len());
+    bounds
+        .windows(2)
+        .filter(|w| w[1] > w[0])
+        .map(|w| fit_range(&points[w[0]..w[1]]))
+        .collect()
+}
+
+/// EEL, L (= EEL − o_s(s_min) − o_r(s_min) of the first range) from the
+/// points and the ranges.
+#[allow(non_snake_case)]
+fn eel_and_L(points: &[SizePoint], ranges: &[Range]) -> (f64, f64) {
+    let (Some(p0), Some(r0)) = (points.first(), ranges.first()) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let x0 = x_of(p0.size_bytes);
+    let eel = p0.half_rtt_ns;
+    let o_s = r0.o_s_ns + x0 * r0.O_s_ns_per_byte;
+    let o_r = r0.o_r_ns + x0 * r0.O_r_ns_per_byte;
+    (eel, eel - o_s - o_r)
+}
+
+/// LogGPS S: the largest eager size, i.e. `to_bytes` of the range before the
+/// first change at which g rises by ≥ [`RENDEZVOUS_RTT_FRACTION`]·2·EEL
+/// (the rendezvous handshake adds one small-message round trip to every
+/// message; comparing the per-range g, both taken at s = 1, isolates that
+/// constant cost from the change of G).
+fn rendezvous_threshold(ranges: &[Range], eel_ns: f64) -> Option<u64> {
+    let jump = RENDEZVOUS_RTT_FRACTION * 2.0 * eel_ns;
+    if !(jump.is_finite() && jump > 0.0) {
+        return None;
+    }
+    ranges
+        .windows(2)
+        .find(|w| w[1].g_ns - w[0].g_ns >= jump)
+        .map(|w| w[0].to_bytes)
+}
+
+/// Both detectors on the points, thinned to ≥ MIN_RANGE_POINTS per range,
+/// then the better one. Returns (raw look-ahead, raw optimal, choice).
+fn segment_points(points: &[SizePoint]) -> (Vec<usize>, Vec<usize>, (Segmenter, Vec<usize>)) {
+    let xs: Vec<f64> = points.iter().map(|p| x_of(p.size_bytes)).collect();
+    let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
+    let n = points.len();
+    let la = segment::lookahead(&xs, &ys, LOOKAHEAD_X, PFACT);
+    let opt = segment::optimal_bic(&xs, &ys, MIN_RANGE_POINTS);
+    let la_ok = segment::enforce_min_points(&la, n, MIN_RANGE_POINTS);
+    let opt_ok = segment::enforce_min_points(&opt, n, MIN_RANGE_POINTS);
+    let choice = segment::choose(&xs, &ys, &la_ok, &opt_ok);
+    (la, opt, choice)
+}
+
+/// The LogGP(S) fit of one sweep. See the module doc for the choices.
+/// EEL = PRTT(1,0,s_min)/2 at the smallest sampled size (the caller samples
+/// s = 1); L = EEL − o_s(s_min) − o_r(s_min) of the first range, flagged when
+/// negative (Bell et al.: o and L overlap on modern NICs). An empty or
+/// unusable sweep gives the default (no ranges, NaN EEL/L).
+#[allow(non_snake_case)]
+pub fn fit_loggp(samples: &[SizeSamples]) -> LogGpFit {
+    let points = size_points(samples);
+    if points.is_empty() {
+        return LogGpFit {
+            eel_ns: f64::NAN,
+            L_ns: f64::NAN,
+            ..LogGpFit::default()
+        };
+    }
+    let (la, opt, (segmenter, changes)) = segment_points(&points);
+    let ranges = fit_ranges(&points, &changes);
+    let (eel_ns, L_ns) = eel_and_L(&points, &ranges);
+    let to_sizes = |c: &[usize]| c.iter().map(|&i| points[i].size_bytes).collect();
+    LogGpFit {
+        eel_ns,
+        L_ns,
+        L_negative: L_ns < 0.0,
+        S_bytes: rendezvous_threshold(&ranges, eel_ns),
+        segmenter: Some(segmenter),
+        changes_lookahead: to_sizes(&la),
+        changes_optimal: to_sizes(&opt),
+        ranges,
+        points,
+    }
+}
+
+fn param_keys(n_ranges: usize) -> Vec<String> {
+    let mut k: Vec<String> = [
+        "eel_ns",
+        "L_ns",
+        "o_s_ns",
+        "o_r_ns",
+        "g_ns",
+        "G_ns_per_byte",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for i in 0..n_ranges {
+        for f in [
+            "g_ns",
+            "G_ns_per_byte",
+            "o_s_ns",
+            "o_r_ns",
+            "O_s_ns_per_byte",
+            "O_r_ns_per_byte",
+        ] {
+            k.push(format!("ranges[{i}].{f}"));
+        }
+    }
+    k
+}
+
+/// Values in the order of [`param_keys`].
+#[allow(non_snake_case)]
+fn param_values(eel: f64, L: f64, ranges: &[Range], out: &mut Vec<f64>) {
+    out.clear();
+    let r0 = &ranges[0];
+    out.extend([eel, L, r0.o_s_ns, r0.o_r_ns, r0.g_ns, r0.G_ns_per_byte]);
+    for r in ranges {
+        out.extend([
+            r.g_ns,
+            r.G_ns_per_byte,
+            r.o_s_ns,
+            r.o_r_ns,
+            r.O_s_ns_per_byte,
+            r.O_r_ns_per_byte,
+        ]);
+    }
+}
+
+/// Bootstrap percentile 95 % intervals of every reported parameter.
+///
+/// Each resample draws, per size, every raw vector (PRTT(1,0,s), PRTT(n,0,s),
+/// PRTT(n,d,s), server o_r) with replacement, recomputes the medians and
+/// refits the ranges with the change points of the point fit held fixed (a
+/// re-segmented resample would fit different ranges, and "the interval of
+/// range 2's g" would mix parameters of different protocols). Keys:
+/// `eel_ns`, `L_ns`, `o_s_ns`, `o_r_ns`, `g_ns`, `G_ns_per_byte` (first
+/// range) and `ranges[i].{g_ns, G_ns_per_byte, o_s_ns, o_r_ns,
+/// O_s_ns_per_byte, O_r_ns_per_byte}`. Empty map for `resamples` = 0 or no
+/// usable size.
+pub fn ci95_loggp(
+    samples: &[SizeSamples],
+    resamples: usize,
+    seed: u64,
+) -> BTreeMap<String, Interval> {
+    let mut out = BTreeMap::new();
+    let sizes = usable(samples);
+    if resamples == 0 || sizes.is_empty() {
+        return out;
+    }
+    let points = size_points(samples);
+    let (_, _, (_, changes)) = segment_points(&points);
+    let n_ranges = fit_ranges(&points, &changes).len();
+    let keys = param_keys(n_ranges);
+    let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); keys.len()];
+    let mut rng: Rng = stats::seeded_rng(seed);
+    let mut scratch = Vec::new();
+    let mut pts_b = Vec::with_capacity(sizes.len());
+    let mut vals = Vec::with_capacity(keys.len());
+    for _ in 0..resamples {
+        pts_b.clear();
+        for s in &sizes {
+            let m1 = stats::resample_median(&s.prtt1_ns, &mut rng, &mut scratch);
+            let mn = stats::resample_median(&s.prttn_ns, &mut rng, &mut scratch);
+            let md = stats::resample_median(&s.prttd_ns, &mut rng, &mut scratch);
+            let or = stats::resample_median(&s.o_r_ns, &mut rng, &mut scratch);
+            pts_b.push(point(s, m1, mn, md, or));
+        }
+        let ranges = fit_ranges(&pts_b, &changes);
+        let (eel, l) = eel_and_L(&pts_b, &ranges);
+        param_values(eel, l, &ranges, &mut vals);
+        for (r, v) in reps.iter_mut().zip(&vals) {
+            r.push(*v);
+        }
+    }
+    for (k, r) in keys.into_iter().zip(reps) {
+        out.insert(k, stats::percentile_ci95(&r));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::stats::{seeded_rng, standard_normal};
+
+    /// Ground truth: LogGP with o_s = o_r = o and per-range (first size, g, G).
+    struct Truth {
+        l_ns: f64,
+        o_ns: f64,
+        ranges: Vec<(u64, f64, f64)>,
+        n: u32,
+    }
+
+    /// Paper Table 2, Open MPI/openib (µs → ns).
+    fn openib() -> Truth {
+        Truth {
+            l_ns: 5960.0,
+            o_ns: 4720.0,
+            ranges: vec![(1, 5140.0, 0.73), (12289, 21390.0, 1.03)],
+            n: 16,
+        }
+    }
+
+    /// Geometric grid 1..=1 MiB, two sizes per octave from 4 on, plus the
+    /// protocol boundary 12288/12289.
+    fn sizes() -> Vec<u64> {
+        let mut s = vec![1, 2];
+        for k in 2..=20 {
+            s.push(1 << k);
+            if k < 20 {
+                s.push(3 << (k - 1));
+            }
+        }
+        s.extend([12288, 12289]);
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// PRTT samples from the LogGP equations (1), (2), (5) with d = PRTT(1,0,s)
+    /// and median-one multiplicative log-normal noise of `sigma`.
+    fn generate(t: &Truth, reps: usize, sigma: f64, seed: u64) -> Vec<SizeSamples> {
+        let mut rng = seeded_rng(seed);
+        let noisy = |v: f64, rng: &mut Rng| v * (sigma * standard_normal(rng)).exp();
+        sizes()
+            .into_iter()
+            .map(|s| {
+                let &(_, g, big_g) = t.ranges.iter().rev().find(|r| r.0 <= s).unwrap();
+                let x = (s - 1) as f64;
+                let g_all = g + x * big_g;
+                let prtt1 = 2.0 * (t.l_ns + 2.0 * t.o_ns + x * big_g);
+                let d = prtt1;
+                let k = f64::from(t.n - 1);
+                let prttn = prtt1 + k * g_all;
+                let prttd = prtt1 + k * (t.o_ns + d).max(g_all);
+                SizeSamples {
+                    size_bytes: s,
+                    n: t.n,
+                    d_ns: d,
+                    prtt1_ns: (0..reps).map(|_| noisy(prtt1, &mut rng)).collect(),
+                    prttn_ns: (0..reps).map(|_| noisy(prttn, &mut rng)).collect(),
+                    prttd_ns: (0..reps).map(|_| noisy(prttd, &mut rng)).collect(),
+                    o_r_ns: (0..reps).map(|_| noisy(t.o_ns, &mut rng)).collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn rel(a: f64, b: f64) -> f64 {
+        ((a - b) / b).abs()
+    }
+
+    #[test]
+    fn points_from_medians() {
+        let s = SizeSamples {
+            size_bytes: 64,
+            n: 3,
+            d_ns: 100.0,
+            prtt1_ns: vec![10.0, 1000.0, 12.0, 11.0, 9.0],
+            prttn_ns: vec![30.0, 31.0, 29.0],
+            prttd_ns: vec![240.0, 250.0, 260.0],
+            o_r_ns: vec![],
+        };
+        let p = size_points(std::slice::from_ref(&s));
+        assert_eq!(p.len(), 1);
+        // median PRTT1 = 11 (the outlier 1000 does not matter)
+        assert!((p[0].half_rtt_ns - 5.5).abs() < 1e-12);
+        assert!((p[0].gap_ns - 9.5).abs() < 1e-12); // (30 − 11)/2
+        assert!((p[0].o_s_ns - 19.5).abs() < 1e-12); // (250−11)/2 − 100
+        assert_eq!(p[0].o_r_ns, 0.0);
+        // unusable sizes are skipped, order is by size
+        let mut a = s.clone();
+        a.size_bytes = 8;
+        let mut bad = s.clone();
+        bad.prttn_ns.clear();
+        let p = size_points(&[s, bad, a]);
+        assert_eq!(
+            p.iter().map(|p| p.size_bytes).collect::<Vec<_>>(),
+            vec![8, 64]
+        );
+    }
+
+    #[test]
+    fn exact_openib_recovered() {
+        let t = openib();
+        let fit = fit_loggp(&generate(&t, 5, 0.0, 1));
+        assert_eq!(fit.changes_lookahead, vec![12289]);
+        assert_eq!(fit.changes_optimal, vec![12289]);
+        assert_eq!(fit.ranges.len(), 2);
+        for (r, &(from, g, big_g)) in fit.ranges.iter().zip(&t.ranges) {
+            assert_eq!(r.from_bytes, from);
+            assert!(rel(r.g_ns, g) < 0.01, "{r:?}");
+            assert!(rel(r.G_ns_per_byte, big_g) < 0.01, "{r:?}");
+            assert!(rel(r.o_s_ns, t.o_ns) < 0.01, "{r:?}");
+            assert!(rel(r.o_r_ns, t.o_ns) < 0.01, "{r:?}");
+            assert!(r.O_s_ns_per_byte.abs() < 1e-6 && r.O_r_ns_per_byte.abs() < 1e-6);
+        }
+        assert_eq!(fit.ranges[0].to_bytes, 12288);
+        assert_eq!(fit.ranges[1].to_bytes, 1 << 20);
+        assert_eq!(fit.S_bytes, Some(12288));
+        assert!(rel(fit.eel_ns, t.l_ns + 2.0 * t.o_ns) < 1e-9);
+        assert!(rel(fit.L_ns, t.l_ns) < 0.01, "{}", fit.L_ns);
+        assert!(!fit.L_negative);
+        assert_eq!(fit.segmenter, Some(Segmenter::Lookahead)); // both agree
+        assert_eq!(fit.points.len(), sizes().len());
+    }
+
+    #[test]
+    fn noisy_openib_recovered_without_spurious_changes() {
+        let t = openib();
+        for seed in 0..10 {
+            let fit = fit_loggp(&generate(&t, 30, 0.02, 1000 + seed));
+            let froms: Vec<u64> = fit.ranges.iter().map(|r| r.from_bytes).collect();
+            assert_eq!(
+                froms,
+                vec![1, 12289],
+                "seed {seed}: {:?}",
+                fit.changes_optimal
+            );
+            assert_eq!(fit.S_bytes, Some(12288), "seed {seed}");
+            for (r, &(_, g, big_g)) in fit.ranges.iter().zip(&t.ranges) {
+                assert!(rel(r.g_ns, g) < 0.03, "seed {seed}: {r:?}");
+                assert!(rel(r.G_ns_per_byte, big_g) < 0.03, "seed {seed}: {r:?}");
+            }
+            assert!(rel(fit.eel_ns, t.l_ns + 2.0 * t.o_ns) < 0.03);
+            assert!(
+                rel(fit.ranges[0].o_s_ns, t.o_ns) < 0.05,
+                "{:?}",
+                fit.ranges[0]
+            );
+            assert!(rel(fit.L_ns, t.l_ns) < 0.05, "seed {seed}: L {}", fit.L_ns);
+        }
+    }
+
+    #[test]
+    fn single_protocol_has_no_s() {
+        let t = Truth {
+            l_ns: 2000.0,
+            o_ns: 500.0,
+            ranges: vec![(1, 800.0, 0.1)],
+            n: 8,
+        };
+        let fit = fit_loggp(&generate(&t, 30, 0.01, 5));
+        assert_eq!(fit.ranges.len(), 1, "{:?}", fit.changes_optimal);
+        assert_eq!(fit.S_bytes, None);
+        assert!(rel(fit.ranges[0].g_ns, 800.0) < 0.03);
+    }
+
+    #[test]
+    fn small_change_is_not_rendezvous() {
+        // A bandwidth change (G doubles) with a small g step: a protocol
+        // range, but no rendezvous threshold.
+        let t = Truth {
+            l_ns: 2000.0,
+            o_ns: 500.0,
+            ranges: vec![(1, 800.0, 0.1), (65537, 1000.0, 0.2)],
+            n: 8,
+        };
+        let fit = fit_loggp(&generate(&t, 5, 0.0, 5));
+        assert_eq!(fit.ranges.len(), 2);
+        assert_eq!(fit.ranges[1].from_bytes, 65537 + 32767); // first sampled size above
+        assert_eq!(fit.S_bytes, None);
+    }
+
+    #[test]
+    fn negative_l_is_flagged() {
+        // o_s measured larger than EEL allows (overlap of o and L).
+        let mut s = generate(&openib(), 5, 0.0, 1);
+        for x in &mut s {
+            x.o_r_ns.iter_mut().for_each(|v| *v *= 3.0);
+        }
+        let fit = fit_loggp(&s);
+        assert!(fit.L_ns < 0.0 && fit.L_negative);
+    }
+
+    #[test]
+    fn degenerate_sweeps_do_not_panic() {
+        let f = fit_loggp(&[]);
+        assert!(f.ranges.is_empty() && f.eel_ns.is_nan());
+        let one = generate(&openib(), 3, 0.0, 1).remove(0);
+        let f = fit_loggp(std::slice::from_ref(&one));
+        assert_eq!(f.ranges.len(), 1);
+        assert!(rel(f.ranges[0].g_ns, 5140.0) < 1e-9);
+        assert!(ci95_loggp(&[], 10, 1).is_empty());
+        assert!(ci95_loggp(&[one], 0, 1).is_empty());
+    }
+
+    const BOOT_TRUTH: [(&str, f64); 7] = [
+        ("eel_ns", 5960.0 + 2.0 * 4720.0),
+        ("g_ns", 5140.0),
+        ("G_ns_per_byte", 0.73),
+        ("ranges[1].g_ns", 21390.0),
+        ("ranges[1].G_ns_per_byte", 1.03),
+        ("o_r_ns", 4720.0),
+        ("L_ns", 5960.0),
+    ];
+
+    #[test]
+    fn bootstrap_covers_truth() {
+        // Coverage over 20 independent noisy sweeps (nominal 95 %; the
+        // bootstrap of a median from 20 repetitions runs a little under).
+        let t = openib();
+        let mut hits = [0usize; BOOT_TRUTH.len()];
+        for seed in 0..20 {
+            let ci = ci95_loggp(&generate(&t, 20, 0.03, 500 + seed), 200, seed);
+            for (h, (k, v)) in hits.iter_mut().zip(BOOT_TRUTH) {
+                let (lo, hi) = ci[k];
+                assert!(lo < hi, "{k}: [{lo}, {hi}]");
+                if lo <= v && v <= hi {
+                    *h += 1;
+                }
+            }
+        }
+        for (h, (k, _)) in hits.iter().zip(BOOT_TRUTH) {
+            assert!(*h >= 16, "{k}: covered {h} of 20");
+        }
+    }
+
+    #[test]
+    fn bootstrap_shrinks_with_repetitions() {
+        let t = openib();
+        // Widths summed over 4 sweeps each (one sweep's bootstrap of a median
+        // from few repetitions is lumpy: its width follows the spacing of the
+        // middle order statistics it happened to draw).
+        let width = |reps: usize, seed: u64| {
+            let ci = ci95_loggp(&generate(&t, reps, 0.03, seed), 200, seed);
+            BOOT_TRUTH.map(|(k, _)| ci[k].1 - ci[k].0)
+        };
+        let (mut w_few, mut w_many) = ([0.0; BOOT_TRUTH.len()], [0.0; BOOT_TRUTH.len()]);
+        for seed in 0..4 {
+            for (acc, w) in w_few.iter_mut().zip(width(16, 70 + seed)) {
+                *acc += w;
+            }
+            for (acc, w) in w_many.iter_mut().zip(width(128, 80 + seed)) {
+                *acc += w;
+            }
+        }
+        for (i, (k, _)) in BOOT_TRUTH.iter().enumerate() {
+            // 8× the repetitions: ~√8 ≈ 2.8× narrower
+            assert!(
+                w_many[i] < 0.6 * w_few[i],
+                "{k}: {} vs {}",
+                w_many[i],
+                w_few[i]
+            );
+        }
+        let ci_few = ci95_loggp(&generate(&t, 12, 0.03, 77), 20, 9);
+        assert_eq!(ci_few.len(), 6 + 2 * 6);
+        assert!(ci_few.contains_key("ranges[0].O_r_ns_per_byte"));
+        // reproducible
+        let few = generate(&t, 12, 0.03, 77);
+        assert_eq!(ci95_loggp(&few, 50, 3), ci95_loggp(&few, 50, 3));
+    }
+}

@@ -63,10 +63,13 @@ pub struct Range {
     /// Inclusive upper end (the last sampled size of the range; u64::MAX
     /// for the open last range is *not* used: it is the largest sampled size).
     pub to_bytes: u64,
+    /// g of the range's line gap(s) = g + (s−1)·G: its value at s = 1, as in
+    /// the paper's Table 2, also for ranges that start far above s = 1.
     pub g_ns: f64,
     pub G_ns_per_byte: f64,
-    /// o_s at the start of the range: o' of o'(s) = o' + (s−1)·O_s.
+    /// o' of o_s(s) = o' + (s−1)·O_s: the range's line at s = 1, like g.
     pub o_s_ns: f64,
+    /// o' of o_r(s) = o' + (s−1)·O_r (0 when the transport has no o_r).
     pub o_r_ns: f64,
     /// LogGPS size-linear overhead slopes, ns per byte.
     pub O_s_ns_per_byte: f64,
@@ -83,8 +86,9 @@ pub struct LogGpFit {
     pub L_ns: f64,
     pub L_negative: bool,
     pub ranges: Vec<Range>,
-    /// Rendezvous threshold: first size of the range where g jumps by about
-    /// one small-message round trip. None if no such change.
+    /// LogGPS rendezvous threshold S: the largest eager size, i.e. the last
+    /// sampled size of the range before the first change where g jumps by at
+    /// least half a small-message round trip (2·EEL). None if no such change.
     pub S_bytes: Option<u64>,
     /// The segmentation used, and both detectors' change points (the first
     /// size of each new range) for the report.
