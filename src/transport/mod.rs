@@ -75,11 +75,8 @@ pub trait Transport {
 
     /// Wait until one message has fully arrived, from `from` or (None) from
     /// any peer, for at most `timeout`.
-    fn recv(
-        &mut self,
-        from: Option<PeerId>,
-        timeout: Duration,
-    ) -> Result<Received, TransportError>;
+    fn recv(&mut self, from: Option<PeerId>, timeout: Duration)
+        -> Result<Received, TransportError>;
 
     /// Payload bytes and messages this endpoint has sent and received so far
     /// (probe economy accounting).
