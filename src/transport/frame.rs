@@ -276,7 +276,7 @@ mod tests {
         let len = frag.min(msg_len - off);
         Header {
             kind: Kind::Data,
-            answer: idx % 2 == 0,
+            answer: idx & 1 == 0,
             nonce: 0x0123_4567_89ab_cdef,
             seq: 0xfffffff0 + idx,
             frag_offset: off,
@@ -405,10 +405,10 @@ mod tests {
         for i in 0..100_000 {
             let len = rng.gen_range(0..buf.len());
             let b = &mut buf[..len];
-            if i % 2 == 0 {
+            if i & 1 == 0 {
                 rng.fill_bytes(b);
                 // Give the decoder a fair chance past the first checks.
-                if len >= 6 && i % 4 == 0 {
+                if len >= 6 && i & 3 == 0 {
                     b[0..6].copy_from_slice(&[0x4E, 0x47, 1, rng.gen_range(0..6), 0, 0]);
                 }
             } else {
