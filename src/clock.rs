@@ -942,8 +942,11 @@ mod tests {
         }
         let c = calibrate_tsc(Duration::from_millis(100)).unwrap();
         eprintln!("{c:?}");
-        assert!(c.pairs >= 50, "{c:?}");
-        assert!(c.interval_ns > 80e6 && c.interval_ns < 100e6, "{c:?}");
+        // Bins lost while the thread was descheduled are skipped, so the
+        // count and span depend on load; the fit quality does not.
+        assert!((8..=100).contains(&c.pairs), "{c:?}");
+        assert!(c.interval_ns > 0.0 && c.interval_ns < 100e6, "{c:?}");
+        assert!((1e8..1e10).contains(&c.hz), "{c:?}");
         assert!(c.residual_ppm < 100.0, "{c:?}");
     }
 
@@ -1085,5 +1088,58 @@ mod tests {
         if let (HostClock::Tsc(_), Some(d)) = (c, info.kernel_diff_ppm) {
             assert!(d.abs() < 100.0, "TSC rate {d} ppm off the kernel's");
         }
+    }
+
+    #[test]
+    fn mono_raw_info_has_no_tsc_diff() {
+        let info = clock_info(&HostClock::MonoRaw(MonoRawClock), false);
+        assert_eq!(info.source, "monotonic_raw");
+        assert_eq!(info.rate_hz, 1e9);
+        assert_eq!(info.rate_source, "nominal");
+        assert_eq!(info.kernel_diff_ppm, None);
+        assert!(info.read_cost_ns > 0.0);
+        assert!(!info.notes.is_empty());
+        assert!(info.to_string().contains("monotonic_raw"));
+    }
+
+    /// The 2 s calibration `clock_info(.., true)` falls back to, checked
+    /// against the kernel's log line (`cargo test -- --ignored`).
+    #[test]
+    #[ignore = "takes 2 s"]
+    fn long_calibration_matches_the_kernel_line() {
+        let mut notes = Vec::new();
+        let Some((k_hz, src)) = kernel_tsc_from_logs(&mut notes) else {
+            eprintln!("no kernel line: {notes:?}");
+            return;
+        };
+        let c = calibrate_tsc(Duration::from_secs(2)).unwrap();
+        let ppm = (c.hz - k_hz) / k_hz * 1e6;
+        eprintln!("long calibration {c:?}; kernel {k_hz} Hz ({src}); diff {ppm:+.3} ppm");
+        assert!(ppm.abs() < 50.0);
+    }
+
+    #[test]
+    fn log_command_fallback_parses_kills_and_degrades() {
+        let out = run_with_timeout(
+            "sh",
+            &[
+                "-c",
+                "echo '[    0.000062] tsc: Detected 2596.144 MHz processor'",
+            ],
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(
+            best_kernel_tsc_line(out.lines()),
+            Some(KernelTscLine::Detected(2_596_144_000.0))
+        );
+        let e = run_with_timeout("sleep", &["30"], Duration::from_millis(100)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(run_with_timeout(
+            "/nonexistent/netgauged-no-such-tool",
+            &[],
+            Duration::from_secs(1)
+        )
+        .is_err());
     }
 }
