@@ -74,7 +74,9 @@ fn main() {
     let sets: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100);
     let seed: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1);
     let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
-    println!("# fidelity over {sets} random sets per jitter level (seed {seed}), sizes 1 B – 128 KiB");
+    println!(
+        "# fidelity over {sets} random sets per jitter level (seed {seed}), sizes 1 B – 128 KiB"
+    );
     for jitter in [0.0, 0.02] {
         let mut errs: [Vec<f64>; 5] = Default::default();
         let (mut s_sets, mut s_exact) = (0, 0);
@@ -101,7 +103,9 @@ fn main() {
             let truth: Vec<u64> = t.s.map(|s| vec![s + 1]).unwrap_or_default();
             let near = |c: &[u64]| {
                 c.len() == truth.len()
-                    && c.iter().zip(&truth).all(|(a, b)| rel(*a as f64, *b as f64) < 0.05)
+                    && c.iter()
+                        .zip(&truth)
+                        .all(|(a, b)| rel(*a as f64, *b as f64) < 0.05)
             };
             la_right += near(&r.fit.changes_lookahead) as u32;
             opt_right += near(&r.fit.changes_optimal) as u32;

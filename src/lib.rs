@@ -6,7 +6,7 @@
 pub mod clock;
 pub mod model;
 pub mod pattern;
-pub mod transport;
 pub mod probe;
 pub mod report;
 pub mod sweep;
+pub mod transport;

@@ -91,7 +91,8 @@ pub fn run<T: Transport, C: Clock>(
         fit,
         logfp,
         ci95,
-        probe_bytes: (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes),
+        probe_bytes: (after.sent_bytes - before.sent_bytes)
+            + (after.recv_bytes - before.recv_bytes),
         probe_messages: (after.sent_messages - before.sent_messages)
             + (after.recv_messages - before.recv_messages),
         elapsed_ns,

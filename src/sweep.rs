@@ -8,6 +8,7 @@
 //!   least `min_reps`, at most `max_reps`;
 //! - around every suspected protocol change, sizes are bisected down to two
 //!   adjacent byte counts, so a rendezvous threshold is found exactly.
+//!
 //! Every payload byte the probe puts on the wire is counted by the transport.
 
 use std::time::Duration;
@@ -344,7 +345,15 @@ pub fn sweep<T: Transport, C: Clock>(
         samples.push(measure_size(transport, clock, peer, s, cfg, &mut guard)?);
     }
     if cfg.refine {
-        refine(transport, clock, peer, cfg, &mut guard, &mut samples, progress)?;
+        refine(
+            transport,
+            clock,
+            peer,
+            cfg,
+            &mut guard,
+            &mut samples,
+            progress,
+        )?;
     }
     samples.sort_by_key(|s| s.size_bytes);
     progress.sizes(samples.len(), samples.len(), cfg.max_size_bytes);
@@ -369,14 +378,17 @@ fn refine<T: Transport, C: Clock>(
     samples: &mut Vec<SizeSamples>,
     progress: &mut dyn Progress,
 ) -> Result<(), SweepError> {
-    let points = model::fit::size_points(samples);
-    let xs: Vec<f64> = points.iter().map(|p| (p.size_bytes - 1) as f64).collect();
-    let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
-    let mut changes = model::segment::lookahead(&xs, &ys, 3, 2.0);
-    changes.extend(model::segment::optimal_bic(&xs, &ys, 2));
-    changes.sort_unstable();
-    changes.dedup();
-    changes.truncate(MAX_REFINED_CHANGES);
+    // Only the changes the fit actually uses are refined: a detector's
+    // false alarm that the chosen segmentation rejected costs nothing.
+    let fit = model::fit::fit_loggp(samples);
+    let points = fit.points.clone();
+    let changes: Vec<usize> = fit
+        .ranges
+        .iter()
+        .skip(1)
+        .filter_map(|r| points.iter().position(|p| p.size_bytes == r.from_bytes))
+        .take(MAX_REFINED_CHANGES)
+        .collect();
 
     let total_guess = samples.len() + changes.len() * 12;
     for &c in &changes {
@@ -435,6 +447,7 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
             peers: p as u32,
             post_ns: Vec::with_capacity(cfg.max_reps as usize),
             rtt_ns: Vec::with_capacity(cfg.max_reps as usize),
+            recv_ns: Vec::with_capacity(cfg.max_reps as usize),
         };
         let mut warm = 0;
         loop {
@@ -447,6 +460,7 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
                     }
                     fs.post_ns.push(r.post_ns);
                     fs.rtt_ns.push(r.rtt_ns);
+                    fs.recv_ns.push(r.recv_ns);
                 }
                 Err(e) => {
                     guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?;

@@ -43,7 +43,10 @@ fn check_loggp(r: &ProbeResult, l: f64, o: f64, g: f64, big_g: f64, s: u64, tol:
     within("o_r", first.o_r_ns, o, tol);
     within("EEL", r.fit.eel_ns, l + 2.0 * o, tol);
     assert_eq!(r.fit.S_bytes, Some(s), "rendezvous threshold S");
-    assert!(r.fit.ranges.len() >= 2, "the rendezvous range is its own range");
+    assert!(
+        r.fit.ranges.len() >= 2,
+        "the rendezvous range is its own range"
+    );
     let rdv = r
         .fit
         .ranges
@@ -60,7 +63,14 @@ fn check_loggp(r: &ProbeResult, l: f64, o: f64, g: f64, big_g: f64, s: u64, tol:
     );
     within("G above S", rdv.G_ns_per_byte, big_g, 2.0 * tol);
     // Every parameter carries a 95 % interval.
-    for key in ["eel_ns", "L_ns", "o_s_ns", "o_r_ns", "g_ns", "G_ns_per_byte"] {
+    for key in [
+        "eel_ns",
+        "L_ns",
+        "o_s_ns",
+        "o_r_ns",
+        "g_ns",
+        "G_ns_per_byte",
+    ] {
         let (lo, hi) = r.ci95[key];
         assert!(lo <= hi, "{key} interval [{lo}, {hi}]");
     }

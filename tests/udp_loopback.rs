@@ -52,7 +52,10 @@ fn sweep_1b_to_64kib_is_sane() {
     let eel = num("eel_ns");
     assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");
     let g = num("g_ns");
-    assert!(g > 0.0 && g < 1e6, "g {g} ns is not sane (a millisecond-scale g is a Nagle-like artefact)");
+    assert!(
+        g > 0.0 && g < 1e6,
+        "g {g} ns is not sane (a millisecond-scale g is a Nagle-like artefact)"
+    );
     for r in v["ranges"].as_array().expect("ranges") {
         let big_g = r["G_ns_per_byte"].as_f64().expect("G");
         assert!(big_g >= 0.0, "negative G in range {r}");
@@ -80,7 +83,8 @@ fn dead_peer_ends_with_a_clear_error() {
     assert!(!out.status.success(), "a probe whose peer died must fail");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("probe of 127.0.0.1") && (err.contains("stopped answering") || err.contains("closed")),
+        err.contains("probe of 127.0.0.1")
+            && (err.contains("stopped answering") || err.contains("closed")),
         "unclear error: {err}"
     );
     // Not a timing assertion: a hang would never get here at all; this only

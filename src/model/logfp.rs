@@ -68,6 +68,18 @@ const SLOPE_T_MIN: f64 = 4.0;
 /// Required relative rise of the slope, c / b (see module doc).
 const SLOPE_RISE_MIN: f64 = 0.25;
 
+/// How much steeper than the client's CPU cost per message the P > f regime
+/// must be to count as a network gap.
+const CPU_BOUND_MARGIN: f64 = 1.1;
+
+fn median_or_zero(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        stats::median(xs)
+    }
+}
+
 fn usable(samples: &[FanoutSamples]) -> Vec<&FanoutSamples> {
     let mut v: Vec<&FanoutSamples> = samples
         .iter()
@@ -90,7 +102,7 @@ fn bic(sse: f64, n: usize, k: usize, floor: f64) -> f64 {
 }
 
 /// Hinge fit of RTT(P) (module doc). `points` sorted by P.
-fn rtt_regimes(points: &[FanoutPoint], o_min_ns: f64) -> Regimes {
+fn rtt_regimes(points: &[FanoutPoint], cpu_ns_per_msg: f64) -> Regimes {
     let ps: Vec<f64> = points.iter().map(|p| f64::from(p.peers)).collect();
     let rtt: Vec<f64> = points.iter().map(|p| p.rtt_ns).collect();
     let n = ps.len();
@@ -140,7 +152,11 @@ fn rtt_regimes(points: &[FanoutPoint], o_min_ns: f64) -> Regimes {
     let se_c = (sigma2 * m.xtx_inv[2 * 3 + 2]).sqrt();
     let significant = c > SLOPE_T_MIN * se_c;
     let bic_prefers = bic(m.sse, n, 4, floor) < bic(line.sse, n, 2, floor);
-    let gap_regime = b + c > o_min_ns && c >= SLOPE_RISE_MIN * b.abs();
+    // The upper regime must be the NIC's gap: steeper than what the client's
+    // own CPU spends per message (posting plus receiving an answer), else the
+    // knee is where the CPU, not the network, becomes the bottleneck and f
+    // is not identifiable from RTT(P).
+    let gap_regime = b + c > CPU_BOUND_MARGIN * cpu_ns_per_msg && c >= SLOPE_RISE_MIN * b.abs();
     if significant && bic_prefers && gap_regime {
         Regimes {
             f: Some(points[i].peers),
@@ -160,6 +176,7 @@ pub fn fit_logfp(samples: &[FanoutSamples]) -> LogfpFit {
             peers: s.peers,
             o_ns: stats::median(&s.post_ns) / f64::from(s.peers),
             rtt_ns: stats::median(&s.rtt_ns),
+            recv_ns: median_or_zero(&s.recv_ns),
         })
         .collect();
     fit_points(points)
@@ -192,7 +209,10 @@ fn fit_points(points: Vec<FanoutPoint>) -> LogfpFit {
             );
         (imin + 1 < points.len()).then(|| points[imin].peers)
     };
-    let r = rtt_regimes(&points, o_min_ns);
+    // Per answer, the client's CPU posts one message and receives one: a
+    // slope of RTT(P) no larger than that is the CPU's, not the NIC's gap.
+    let recv_ns = stats::median(&points.iter().map(|p| p.recv_ns).collect::<Vec<_>>());
+    let r = rtt_regimes(&points, o_min_ns + recv_ns.max(0.0));
     LogfpFit {
         f: r.f,
         f_paper,
@@ -231,6 +251,7 @@ pub fn ci95_logfp(
                 o_ns: stats::resample_median(&s.post_ns, &mut rng, &mut scratch)
                     / f64::from(s.peers),
                 rtt_ns: stats::resample_median(&s.rtt_ns, &mut rng, &mut scratch),
+                recv_ns: median_or_zero(&s.recv_ns),
             })
             .collect();
         let fit = fit_points(points);
@@ -310,6 +331,7 @@ mod tests {
                     .map(|_| noisy(f64::from(p) * sim.o(p), &mut rng))
                     .collect(),
                 rtt_ns: (0..reps).map(|_| noisy(sim.rtt(p), &mut rng)).collect(),
+                recv_ns: Vec::new(),
             })
             .collect()
     }
@@ -411,6 +433,7 @@ mod tests {
                     peers: p,
                     post_ns: vec![pf * o(pf)],
                     rtt_ns: vec![rtt],
+                    recv_ns: Vec::new(),
                 }
             })
             .collect();
@@ -428,6 +451,7 @@ mod tests {
                     peers: i as u32 + 1,
                     post_ns: vec![100.0],
                     rtt_ns: vec![*r],
+                    recv_ns: Vec::new(),
                 })
                 .collect()
         };
@@ -472,5 +496,37 @@ mod tests {
             let (wf, wm) = (few[k].1 - few[k].0, many[k].1 - many[k].0);
             assert!(wm < 0.6 * wf, "{k}: {wm} vs {wf}");
         }
+    }
+
+    /// A knee where the client's CPU (posting + receiving per answer) becomes
+    /// the bottleneck is not LogfP's f: below it RTT(P) rises by the network
+    /// gap, above it by the CPU cost. With the receive overhead reported, no f.
+    #[test]
+    fn cpu_bound_knee_is_not_f() {
+        let (post, recv, g) = (4720.0, 4720.0, 5140.0);
+        let data: Vec<FanoutSamples> = (1..=16u32)
+            .map(|p| {
+                let pf = f64::from(p);
+                // RTT(P): arrivals spaced by g until the client's posting and
+                // receiving (post + recv per message) dominate.
+                let rtt = (30_000.0 + pf * g).max(pf * (post + recv));
+                FanoutSamples {
+                    peers: p,
+                    post_ns: vec![pf * post],
+                    rtt_ns: vec![rtt],
+                    recv_ns: vec![recv],
+                }
+            })
+            .collect();
+        assert_eq!(fit_logfp(&data).f, None);
+        // Without the receive overhead the same knee would be taken for f.
+        let blind: Vec<FanoutSamples> = data
+            .into_iter()
+            .map(|mut s| {
+                s.recv_ns.clear();
+                s
+            })
+            .collect();
+        assert!(fit_logfp(&blind).f.is_some());
     }
 }

@@ -107,6 +107,10 @@ pub struct FanoutSamples {
     pub post_ns: Vec<f64>,
     /// Time from the first post until all P answers arrived, ns.
     pub rtt_ns: Vec<f64>,
+    /// The client's mean receive overhead per answer, ns (empty when the
+    /// transport reports none).
+    #[serde(default)]
+    pub recv_ns: Vec<f64>,
 }
 
 /// One point of the measured LogfP curves.
@@ -117,6 +121,9 @@ pub struct FanoutPoint {
     pub o_ns: f64,
     /// RTT(P)
     pub rtt_ns: f64,
+    /// The client's receive overhead per answer (0 when not reported).
+    #[serde(default)]
+    pub recv_ns: f64,
 }
 
 /// LogfP fit.

@@ -14,6 +14,8 @@ pub struct FanoutSample {
     pub post_ns: f64,
     /// Time from the first post until the last answer arrived, ns.
     pub rtt_ns: f64,
+    /// Mean receive overhead per answer, as the transport measured it, ns.
+    pub recv_ns: f64,
 }
 
 /// Send `size_bytes` to peers 0..`peers`, each asking for an answer, and wait
@@ -34,12 +36,14 @@ pub fn fanout<T: Transport, C: Clock>(
         transport.send(peer, size_bytes, meta)?;
     }
     let posted = clock.now();
+    let mut recv_ns = 0.0;
     for _ in 0..peers {
-        transport.recv(None, timeout)?;
+        recv_ns += transport.recv(None, timeout)?.overhead_ns;
     }
     let end = clock.now();
     Ok(FanoutSample {
         post_ns: clock.to_ns(posted.wrapping_sub(start)),
         rtt_ns: clock.to_ns(end.wrapping_sub(start)),
+        recv_ns: recv_ns / peers.max(1) as f64,
     })
 }
