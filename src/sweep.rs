@@ -34,8 +34,14 @@ pub struct SweepConfig {
     pub schedule: Schedule,
     pub min_size_bytes: u64,
     pub max_size_bytes: u64,
-    /// n of PRTT(n, d, s).
+    /// n of PRTT(n, d, s) during warm-up, and throughout when `n_max` ≤ `n`.
     pub n: u32,
+    /// Per size, n is chosen between `n_min` and `n_max` so that the n−1
+    /// gaps add up to about one round trip: the gap's signal then dominates
+    /// the round trip's noise (a small g under a large L needs a larger n),
+    /// while large, bandwidth-bound sizes need few messages.
+    pub n_min: u32,
+    pub n_max: u32,
     pub steps_per_octave: u32,
     /// Discarded PRTTs per size before measuring (also used to choose d).
     pub warmup: u32,
@@ -60,11 +66,13 @@ impl Default for SweepConfig {
             min_size_bytes: 1,
             max_size_bytes: 128 * 1024,
             n: 8,
+            n_min: 4,
+            n_max: 64,
             steps_per_octave: 2,
             warmup: 2,
             min_reps: 6,
             max_reps: 40,
-            rel_tol: 0.01,
+            rel_tol: 0.02,
             refine: true,
             timeout: Duration::from_millis(250),
             max_consecutive_losses: 4,
@@ -79,6 +87,8 @@ impl SweepConfig {
             schedule: Schedule::Netgauge,
             max_size_bytes,
             n: 10,
+            n_min: 10,
+            n_max: 10,
             warmup: 0,
             min_reps: 100,
             max_reps: 100,
@@ -230,12 +240,12 @@ fn measure_size<T: Transport, C: Clock>(
         });
     }
     let s = size_bytes as usize;
-    let n = cfg.n.max(2);
+    let warm_n = cfg.n.max(2);
     let t = cfg.timeout;
     let cap = cfg.max_reps.max(cfg.min_reps).max(1) as usize;
     let mut out = SizeSamples {
         size_bytes,
-        n,
+        n: warm_n,
         prtt1_ns: Vec::with_capacity(cap),
         prttn_ns: Vec::with_capacity(cap),
         prttd_ns: Vec::with_capacity(cap),
@@ -250,17 +260,31 @@ fn measure_size<T: Transport, C: Clock>(
     let mut warmed = 0;
     while warmed < cfg.warmup {
         let one = prtt(transport, clock, peer, 1, 0, s, t);
-        let many = one.and_then(|a| prtt(transport, clock, peer, n, 0, s, t).map(|b| (a, b)));
+        let many = one.and_then(|a| prtt(transport, clock, peer, warm_n, 0, s, t).map(|b| (a, b)));
         match many {
             Ok((a, b)) => {
                 guard.on_success();
                 warm_prtt1_ns = a.rtt_ns;
-                warm_gap_ns = (b.rtt_ns - a.rtt_ns) / f64::from(n - 1);
+                warm_gap_ns = (b.rtt_ns - a.rtt_ns) / f64::from(warm_n - 1);
                 warmed += 1;
             }
             Err(e) => guard.on_error(transport, e, size_bytes, t)?,
         }
     }
+    let n = if cfg.n_max > cfg.n_min && warmed > 0 && warm_gap_ns > 0.0 {
+        let want = 1.0 + (2.0 * warm_prtt1_ns / warm_gap_ns).ceil();
+        (want.min(f64::from(cfg.n_max)) as u32)
+            .max(cfg.n_min)
+            .max(2)
+    } else {
+        warm_n
+    };
+    out.n = n;
+    // Large sizes get no more repetitions than keep their payload at that of
+    // `max_reps` at BYTE_BUDGET_SIZE: the fit of G draws on every size of a
+    // range, so a large size need not be known alone as well as a small one.
+    let budget = (f64::from(cfg.max_reps) * BYTE_BUDGET_SIZE as f64 / size_bytes as f64).floor();
+    let max_reps = (budget.min(f64::from(cfg.max_reps)) as u32).max(cfg.min_reps);
 
     let mut d_ns = f64::NAN;
     loop {
@@ -306,11 +330,23 @@ fn measure_size<T: Transport, C: Clock>(
             out.o_r_ns.push(rd.server_o_r_ns);
         }
         let reps = out.prtt1_ns.len() as u32;
-        if reps >= cfg.max_reps || (reps >= cfg.min_reps && converged(&out, cfg.rel_tol)) {
+        // The smallest size also gives EEL = PRTT(1,0,s)/2 on its own, so its
+        // round trip must be known better than the gaps (cheap: tiny payload).
+        let eel_ok = size_bytes != cfg.min_size_bytes
+            || stats::rel_halfwidth(&out.prtt1_ns) <= cfg.rel_tol / 4.0;
+        let max_reps = if size_bytes == cfg.min_size_bytes {
+            cfg.max_reps
+        } else {
+            max_reps
+        };
+        if reps >= max_reps || (reps >= cfg.min_reps && eel_ok && converged(&out, cfg.rel_tol)) {
             return Ok(out);
         }
     }
 }
+
+/// See the repetition budget in [`measure_size`].
+const BYTE_BUDGET_SIZE: u64 = 16 * 1024;
 
 /// Are the gap and overhead estimates of this size known to `rel_tol`?
 fn converged(s: &SizeSamples, rel_tol: f64) -> bool {

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
 
+/// Client and server both busy-poll: two such pairs at once on a two-core
+/// machine measure the scheduler, not the network. One test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn free_port() -> u16 {
     let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.local_addr().expect("addr").port()
@@ -34,6 +38,7 @@ fn serve(port: u16) -> Server {
 
 #[test]
 fn sweep_1b_to_64kib_is_sane() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let port = free_port();
     let _server = serve(port);
     let out = Command::new(NGCTL)
@@ -66,6 +71,7 @@ fn sweep_1b_to_64kib_is_sane() {
 
 #[test]
 fn dead_peer_ends_with_a_clear_error() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let port = free_port();
     let mut server = serve(port);
     let child = Command::new(NGCTL)

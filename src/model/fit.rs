@@ -74,7 +74,14 @@ fn point(s: &SizeSamples, m1: f64, mn: f64, md: f64, o_r: f64) -> SizePoint {
         o_s_ns: (md - m1) / k - s.d_ns,
         o_r_ns: if o_r.is_nan() { 0.0 } else { o_r },
         half_rtt_ns: m1 / 2.0,
+        gap_hw_ns: 0.0,
     }
+}
+
+/// Half-width of a median's 95 % order-statistic interval.
+fn median_hw(xs: &[f64]) -> f64 {
+    let (lo, hi) = stats::median_ci95(xs);
+    (hi - lo) / 2.0
 }
 
 /// Per-size points from medians: gap = (med PRTT(n,0,s) − med PRTT(1,0,s))
@@ -85,13 +92,15 @@ pub fn size_points(samples: &[SizeSamples]) -> Vec<SizePoint> {
     usable(samples)
         .into_iter()
         .map(|s| {
-            point(
+            let mut p = point(
                 s,
                 stats::median(&s.prtt1_ns),
                 stats::median(&s.prttn_ns),
                 stats::median(&s.prttd_ns),
                 stats::median(&s.o_r_ns),
-            )
+            );
+            p.gap_hw_ns = (median_hw(&s.prtt1_ns) + median_hw(&s.prttn_ns)) / f64::from(s.n - 1);
+            p
         })
         .collect()
 }
@@ -121,6 +130,22 @@ fn line_or_mean(xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     })
 }
 
+/// Time per message cannot fall as messages grow: a negative fitted G (noise
+/// in a short or flat range) is replaced by the best constant, G = 0.
+fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
+    if line.slope >= 0.0 {
+        return line;
+    }
+    let sw: f64 = ws.iter().sum();
+    let mean = ys.iter().zip(ws).map(|(y, w)| y * w).sum::<f64>() / sw;
+    Line {
+        intercept: mean,
+        slope: 0.0,
+        sse: ys.iter().zip(ws).map(|(y, w)| w * (y - mean).powi(2)).sum(),
+        n: ys.len(),
+    }
+}
+
 /// One range's parameter set from its points (non-empty).
 #[allow(non_snake_case)]
 fn fit_range(pts: &[SizePoint]) -> Range {
@@ -130,7 +155,7 @@ fn fit_range(pts: &[SizePoint]) -> Range {
     let o_r: Vec<f64> = pts.iter().map(|p| p.o_r_ns).collect();
     let w_gap = rel_weights(gap.iter().copied());
     let w_rtt = rel_weights(pts.iter().map(|p| p.half_rtt_ns));
-    let g = line_or_mean(&xs, &gap, &w_gap);
+    let g = non_decreasing(line_or_mean(&xs, &gap, &w_gap), &gap, &w_gap);
     let os = line_or_mean(&xs, &o_s, &w_rtt);
     let or = line_or_mean(&xs, &o_r, &w_rtt);
     Range {
@@ -202,9 +227,63 @@ fn segment_points(points: &[SizePoint]) -> (Vec<usize>, Vec<usize>, (Segmenter, 
     let opt = segment::optimal_bic(&xs, &ys, MIN_RANGE_POINTS);
     let la_ok = segment::enforce_min_points(&la, n, MIN_RANGE_POINTS);
     let opt_ok = segment::enforce_min_points(&opt, n, MIN_RANGE_POINTS);
-    let choice = segment::choose(&xs, &ys, &la_ok, &opt_ok);
-    (la, opt, choice)
+    let (segmenter, chosen) = segment::choose(&xs, &ys, &la_ok, &opt_ok);
+    (la, opt, (segmenter, merge_insignificant(points, &chosen)))
 }
+
+/// A change is kept only where one line cannot explain both neighbouring
+/// ranges within the points' own noise.
+///
+/// Both detectors assume Gaussian residuals; heavy-tailed jitter leaves a
+/// median now and then far enough out to earn a split that no protocol
+/// made (a "range" of a few small sizes with a meaningless G). So, greedily,
+/// the pair of adjacent ranges whose merged (relatively weighted) line fits
+/// every point of both best is merged, as long as each residual stays within
+/// `MERGE_HW_FACTOR` × that point's 95 % half-width, or `MERGE_REL_FLOOR` of
+/// its gap when the point is known more precisely than that.
+fn merge_insignificant(points: &[SizePoint], changes: &[usize]) -> Vec<usize> {
+    let mut bounds: Vec<usize> = changes.to_vec();
+    loop {
+        let mut starts = vec![0];
+        starts.extend(&bounds);
+        starts.push(points.len());
+        let mut best: Option<(usize, f64)> = None;
+        for k in 0..bounds.len() {
+            let pts = &points[starts[k]..starts[k + 2]];
+            let xs: Vec<f64> = pts.iter().map(|p| x_of(p.size_bytes)).collect();
+            let ys: Vec<f64> = pts.iter().map(|p| p.gap_ns).collect();
+            let ws = rel_weights(ys.iter().copied());
+            let line = line_or_mean(&xs, &ys, &ws);
+            let worst = pts
+                .iter()
+                .zip(&xs)
+                .map(|(p, &x)| {
+                    // Too few repetitions for an interval: only the floor.
+                    let hw = if p.gap_hw_ns.is_finite() {
+                        p.gap_hw_ns
+                    } else {
+                        0.0
+                    };
+                    let allowed = (MERGE_HW_FACTOR * hw).max(MERGE_REL_FLOOR * p.gap_ns.abs());
+                    (line.at(x) - p.gap_ns).abs() / allowed
+                })
+                .fold(0.0_f64, f64::max);
+            if worst <= 1.0 && best.is_none_or(|(_, w)| worst < w) {
+                best = Some((k, worst));
+            }
+        }
+        match best {
+            Some((k, _)) => {
+                bounds.remove(k);
+            }
+            None => return bounds,
+        }
+    }
+}
+
+/// See [`merge_insignificant`].
+const MERGE_HW_FACTOR: f64 = 2.5;
+const MERGE_REL_FLOOR: f64 = 0.005;
 
 /// The LogGP(S) fit of one sweep. See the module doc for the choices.
 /// EEL = PRTT(1,0,s_min)/2 at the smallest sampled size (the caller samples

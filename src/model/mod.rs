@@ -43,6 +43,11 @@ pub struct SizePoint {
     pub o_r_ns: f64,
     /// PRTT(1,0,s) / 2
     pub half_rtt_ns: f64,
+    /// Half-width of the 95 % interval of `gap_ns` (from the order-statistic
+    /// intervals of the two medians; +∞ with too few repetitions, 0 in
+    /// bootstrap resamples where it is not used).
+    #[serde(default)]
+    pub gap_hw_ns: f64,
 }
 
 /// Which protocol-change detector produced a segmentation.

@@ -72,6 +72,7 @@ pub struct ServeStats {
     pub messages: u64,
     pub answers: u64,
     pub timeouts: u64,
+    pub sessions_ended: u64,
 }
 
 /// The mirror server: receive messages; when one asks for an answer, reply
@@ -92,6 +93,13 @@ pub fn serve<T: Transport>(
             Err(TransportError::Timeout(_)) => {
                 stats.timeouts += 1;
                 // A burst cut short by a lost message is abandoned.
+                burst_overhead_ns = 0.0;
+                burst_messages = 0;
+                continue;
+            }
+            Err(TransportError::PeerGone(_)) => {
+                // The client ended its session; wait for the next one.
+                stats.sessions_ended += 1;
                 burst_overhead_ns = 0.0;
                 burst_messages = 0;
                 continue;
