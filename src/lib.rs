@@ -10,3 +10,4 @@ pub mod probe;
 pub mod report;
 pub mod sweep;
 pub mod transport;
+pub mod publish;

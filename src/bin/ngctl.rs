@@ -78,8 +78,37 @@ enum Cmd {
         /// Include the raw samples in the JSON.
         #[arg(long)]
         raw: bool,
+        /// Write the result into the shared-memory segment.
+        #[arg(long)]
+        publish: bool,
+        /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+        #[arg(long)]
+        shm: Option<String>,
+    },
+    /// Show every entry of the shared-memory segment.
+    Dump {
+        #[arg(long)]
+        shm: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
+
+fn shm_path(shm: Option<String>) -> String {
+    shm.or_else(|| std::env::var(netgauge::PATH_ENV).ok())
+        .unwrap_or_else(|| netgauge::DEFAULT_PATH.to_string())
+}
+
+fn node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Capacity of a segment `ngctl probe --publish` creates (the daemon sizes
+/// its own from its peer list).
+const PROBE_SEGMENT_ENTRIES: usize = 64;
 
 struct Bar(Option<indicatif::ProgressBar>);
 
@@ -176,6 +205,8 @@ fn run(cli: Cli) -> Result<()> {
             resamples,
             json,
             raw,
+            publish,
+            shm,
         } => {
             let mut sweep = match schedule.as_str() {
                 "adaptive" => SweepConfig::default(),
@@ -191,6 +222,7 @@ fn run(cli: Cli) -> Result<()> {
                 ..ProbeOptions::default()
             };
             let mut bar = progress_bar(json);
+            let mut clock_desc = "virtual (sim)".to_string();
             let result = match transport {
                 TransportName::Sim => {
                     let params: SimParams = model
@@ -209,6 +241,7 @@ fn run(cli: Cli) -> Result<()> {
                     let peer = peer.context("--peer HOST:PORT is required for udp")?;
                     let addr = resolve(&peer)?;
                     let clock = HostClock::detect();
+                    clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
                     let mut t = UdpTransport::connect(addr, UdpOptions::default())
                         .with_context(|| format!("cannot start a probe session with {peer}"))?;
                     probe::run(&mut t, &clock, 0, &opts, &mut bar)
@@ -217,6 +250,25 @@ fn run(cli: Cli) -> Result<()> {
             };
             if let Some(b) = &bar.0 {
                 b.finish_and_clear();
+            }
+            if publish {
+                let path = shm_path(shm);
+                let peer_name = match transport {
+                    TransportName::Sim => "sim".to_string(),
+                    _ => peer.clone().unwrap_or_default(),
+                };
+                let name = format!("{transport:?}").to_lowercase();
+                let entry = netgauged::publish::entry_from_probe(&peer_name, &name, &result);
+                let mut w = netgauge::SegmentWriter::create_or_open(
+                    &path,
+                    PROBE_SEGMENT_ENTRIES,
+                    &node_name(),
+                    &clock_desc,
+                )
+                .with_context(|| format!("cannot open the segment {path}"))?;
+                w.upsert(&entry)
+                    .with_context(|| format!("cannot publish into {path}"))?;
+                eprintln!("published {peer_name}/{name} into {path}");
             }
             let out = result.to_json();
             if json {
@@ -237,7 +289,60 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Dump { shm, json } => dump(shm, json),
     }
+}
+
+fn dump(shm: Option<String>, json: bool) -> Result<()> {
+    let path = shm_path(shm);
+    let reader = netgauge::Reader::open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read the segment {path}: {e}"))?;
+    let info = reader
+        .info()
+        .map_err(|e| anyhow::anyhow!("the segment {path} is not valid: {e}"))?;
+    let entries = reader
+        .snapshot()
+        .map_err(|e| anyhow::anyhow!("the segment {path} is not valid: {e}"))?;
+    let now = netgauged::publish::unix_now_ns();
+    let alive = info.heartbeat_unix_ns != 0
+        && now.saturating_sub(info.heartbeat_unix_ns) < netgauge::DEFAULT_STALE_AFTER_NS;
+    if json {
+        let v = serde_json::json!({
+            "node": info.node_name,
+            "generation": info.generation,
+            "writer_pid": info.writer_pid,
+            "writer_alive": alive,
+            "clock": info.clock_desc,
+            "entries": entries.iter().map(|e| netgauged::publish::entry_json(e, now)).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "segment {path}: node {}, generation {:016x}, writer pid {} ({}), clock {}",
+        info.node_name,
+        info.generation,
+        info.writer_pid,
+        if alive { "alive" } else { "not running: values are as last published" },
+        info.clock_desc
+    );
+    if entries.is_empty() {
+        println!("  (no entries)");
+    }
+    for e in &entries {
+        let v = netgauged::publish::entry_json(e, now);
+        let probe = netgauged::publish::entry_probe_json(e);
+        println!(
+            "\n{} over {} — measured {:.1} s ago, {} samples, flags {}",
+            e.peer,
+            e.transport,
+            v["age_s"].as_f64().unwrap_or(f64::NAN),
+            e.samples,
+            netgauged::publish::flag_names(e.flags).join(",")
+        );
+        print!("{}", report::probe_table(&probe));
+    }
+    Ok(())
 }
 
 fn resolve(peer: &str) -> Result<SocketAddr> {
