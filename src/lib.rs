@@ -7,7 +7,7 @@ pub mod clock;
 pub mod model;
 pub mod pattern;
 pub mod probe;
+pub mod publish;
 pub mod report;
 pub mod sweep;
 pub mod transport;
-pub mod publish;

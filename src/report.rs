@@ -114,6 +114,15 @@ pub fn probe_table(p: &ProbeJson) -> String {
             fmt_ns(l.g_ns)
         );
     }
+    if p.sizes == 0 {
+        // A segment entry: no sweep details are kept.
+        let _ = writeln!(
+            s,
+            "  probe cost: {} payload",
+            fmt_bytes(p.probe_bytes as f64)
+        );
+        return s;
+    }
     let _ = writeln!(
         s,
         "  protocol changes: lookahead {:?}, optimal/BIC {:?}; used {}",

@@ -8,10 +8,17 @@ fn tsc_rate_agrees_with_the_kernel() {
         .args(["clock", "--json"])
         .output()
         .expect("run ngctl clock");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let read_cost = v["read_cost_ns"].as_f64().expect("read cost");
-    assert!(read_cost > 0.0 && read_cost < 10_000.0, "read cost {read_cost} ns");
+    assert!(
+        read_cost > 0.0 && read_cost < 10_000.0,
+        "read cost {read_cost} ns"
+    );
     match (v["source"].as_str(), v["kernel_diff_ppm"].as_f64()) {
         (Some("tsc"), Some(diff)) => {
             assert!(diff.abs() <= 50.0, "TSC rate {diff} ppm off the kernel's");
@@ -20,7 +27,10 @@ fn tsc_rate_agrees_with_the_kernel() {
         // kernel does not run on the TSC): the report must say why.
         (Some(source), None) => {
             let notes = v["notes"].as_array().map_or(0, Vec::len);
-            assert!(notes > 0, "source {source} without a kernel comparison and no note");
+            assert!(
+                notes > 0,
+                "source {source} without a kernel comparison and no note"
+            );
         }
         (s, d) => panic!("unexpected clock report: source {s:?}, diff {d:?}"),
     }

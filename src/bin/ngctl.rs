@@ -238,10 +238,13 @@ fn run(cli: Cli) -> Result<()> {
                     probe::run(&mut t, &clock, 0, &opts, &mut bar)?
                 }
                 TransportName::Udp => {
-                    let peer = peer.context("--peer HOST:PORT is required for udp")?;
+                    let peer = peer
+                        .clone()
+                        .context("--peer HOST:PORT is required for udp")?;
                     let addr = resolve(&peer)?;
                     let clock = HostClock::detect();
-                    clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+                    clock_desc =
+                        format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
                     let mut t = UdpTransport::connect(addr, UdpOptions::default())
                         .with_context(|| format!("cannot start a probe session with {peer}"))?;
                     probe::run(&mut t, &clock, 0, &opts, &mut bar)
@@ -323,7 +326,11 @@ fn dump(shm: Option<String>, json: bool) -> Result<()> {
         info.node_name,
         info.generation,
         info.writer_pid,
-        if alive { "alive" } else { "not running: values are as last published" },
+        if alive {
+            "alive"
+        } else {
+            "not running: values are as last published"
+        },
         info.clock_desc
     );
     if entries.is_empty() {
