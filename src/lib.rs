@@ -9,5 +9,6 @@ pub mod pattern;
 pub mod probe;
 pub mod publish;
 pub mod report;
+pub mod daemon;
 pub mod sweep;
 pub mod transport;

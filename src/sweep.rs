@@ -399,6 +399,21 @@ pub fn sweep<T: Transport, C: Clock>(
     })
 }
 
+/// Measure exactly `sizes` (a daemon's cheap re-check), no refinement.
+pub fn measure_sizes<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    sizes: &[u64],
+    cfg: &SweepConfig,
+) -> Result<Vec<SizeSamples>, SweepError> {
+    let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    sizes
+        .iter()
+        .map(|&s| measure_size(transport, clock, peer, s, cfg, &mut guard))
+        .collect()
+}
+
 /// At most this many protocol changes are refined, each with at most
 /// `MAX_BISECTIONS` extra sizes.
 const MAX_REFINED_CHANGES: usize = 6;

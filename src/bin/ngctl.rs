@@ -85,6 +85,13 @@ enum Cmd {
         #[arg(long)]
         shm: Option<String>,
     },
+    /// Is the daemon alive, and what is it doing?
+    Status {
+        #[arg(long)]
+        shm: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Show every entry of the shared-memory segment.
     Dump {
         #[arg(long)]
@@ -293,6 +300,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Dump { shm, json } => dump(shm, json),
+        Cmd::Status { shm, json } => status(shm, json),
     }
 }
 
@@ -350,6 +358,73 @@ fn dump(shm: Option<String>, json: bool) -> Result<()> {
         print!("{}", report::probe_table(&probe));
     }
     Ok(())
+}
+
+fn status(shm: Option<String>, json: bool) -> Result<()> {
+    let path = shm_path(shm);
+    let reader = netgauge::Reader::open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read the segment {path}: {e}"))?;
+    let info = reader
+        .info()
+        .map_err(|e| anyhow::anyhow!("the segment {path} is not valid: {e}"))?;
+    let now = netgauged::publish::unix_now_ns();
+    let beat_age_s = now.saturating_sub(info.heartbeat_unix_ns) as f64 / 1e9;
+    let alive = info.heartbeat_unix_ns != 0
+        && now.saturating_sub(info.heartbeat_unix_ns) < netgauge::DEFAULT_STALE_AFTER_NS;
+    let status_path = netgauged::daemon::status_path(std::path::Path::new(&path));
+    let st: Option<serde_json::Value> = std::fs::read(&status_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if json {
+        let v = serde_json::json!({
+            "alive": alive,
+            "heartbeat_age_s": beat_age_s,
+            "generation": format!("{:016x}", info.generation),
+            "node": info.node_name,
+            "writer_pid": info.writer_pid,
+            "daemon": st,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "netgauged on {}: {} (pid {}, generation {:016x}, heartbeat {:.1} s ago)",
+            info.node_name,
+            if alive { "alive" } else { "NOT RUNNING" },
+            info.writer_pid,
+            info.generation,
+            beat_age_s
+        );
+        if let Some(st) = &st {
+            println!(
+                "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}",
+                st["budget_bytes_per_s"],
+                st["spent_bytes_per_s"].as_f64().unwrap_or(0.0),
+                st["spent_bytes"],
+                st["uptime_s"].as_f64().unwrap_or(0.0),
+                st["control_rejects"]
+            );
+            for p in st["peers"].as_array().into_iter().flatten() {
+                let last = p["last_probe_unix_ns"]
+                    .as_u64()
+                    .map_or("never".to_string(), |t| {
+                        format!("{:.0} s ago", now.saturating_sub(t) as f64 / 1e9)
+                    });
+                println!(
+                    "  {:<20} {:<8} {:<4} last probe {last}, failures {}{}",
+                    p["name"].as_str().unwrap_or("?"),
+                    p["phase"].as_str().unwrap_or("?"),
+                    p["transport"].as_str().unwrap_or("?"),
+                    p["failures"],
+                    p["last_error"].as_str().map_or(String::new(), |e| format!(" ({e})"))
+                );
+            }
+        }
+    }
+    if alive {
+        Ok(())
+    } else {
+        bail!("the daemon writing {path} is not running")
+    }
 }
 
 fn resolve(peer: &str) -> Result<SocketAddr> {

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 pub mod frame;
+pub mod multi;
 pub mod sim;
 pub mod udp;
 

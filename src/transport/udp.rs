@@ -52,6 +52,9 @@ pub struct UdpOptions {
     pub socket_buffer_bytes: usize,
     /// Clock for deadlines and receive overhead.
     pub clock: HostClock,
+    /// Client: use this session nonce (agreed on the control plane) instead
+    /// of a random one.
+    pub session_nonce: Option<u64>,
 }
 
 impl Default for UdpOptions {
@@ -64,6 +67,7 @@ impl Default for UdpOptions {
             send_timeout: Duration::from_secs(1),
             socket_buffer_bytes: 8 << 20,
             clock: HostClock::default(),
+            session_nonce: None,
         }
     }
 }
@@ -321,6 +325,10 @@ pub struct UdpTransport {
     reasm: Reassembly,
     counters: Counters,
     ignored: IgnoredFrames,
+    /// Server: when set, only a Hello carrying the nonce it holds opens a
+    /// session (0: none is authorized). The daemon's control plane stores the
+    /// nonce of the probe session it accepted.
+    hello_gate: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// One datagram as it came off the socket.
@@ -347,7 +355,7 @@ impl UdpTransport {
             .mtu_bytes
             .or_else(|| path_mtu(sock.as_raw_fd(), peer.is_ipv6()))
             .unwrap_or(FALLBACK_MTU_BYTES);
-        let mut nonce = rand::random::<u64>();
+        let mut nonce = opts.session_nonce.unwrap_or_else(rand::random::<u64>);
         if nonce == 0 {
             nonce = 1;
         }
@@ -397,7 +405,14 @@ impl UdpTransport {
             reasm: Reassembly::new(opts.max_msg_bytes),
             counters: Counters::default(),
             ignored: IgnoredFrames::default(),
+            hello_gate: None,
         })
+    }
+
+    /// Server: accept only Hellos whose nonce `gate` holds (see
+    /// `hello_gate`); others are ignored and counted as `wrong_nonce`.
+    pub fn gate_hellos(&mut self, gate: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        self.hello_gate = Some(gate);
     }
 
     fn handshake(&mut self) -> Result<(), TransportError> {
@@ -542,6 +557,13 @@ impl UdpTransport {
         };
         let src = d.src.socket_addr();
         if self.role == Role::Server && h.kind == Kind::Hello {
+            if let Some(gate) = &self.hello_gate {
+                let allowed = gate.load(std::sync::atomic::Ordering::Acquire);
+                if allowed == 0 || allowed != h.nonce {
+                    self.ignored.wrong_nonce += 1;
+                    return Ok(None);
+                }
+            }
             if let Some(src) = src {
                 self.adopt(src, &d.src, h.nonce)?;
             } else {
@@ -1531,5 +1553,45 @@ mod tests {
         // 4096 B in 16-byte fragments = 256 > 4096/64+1 rounded to 128 bits.
         assert_eq!(r.offer(&frag(1, 4096, 16, 0), 1), Offer::Oversize);
         assert!(matches!(r.offer(&frag(1, 4096, 64, 63), 1), Offer::Partial));
+    }
+
+    #[test]
+    fn gated_server_accepts_only_the_authorized_nonce() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::Arc;
+        let gate = Arc::new(AtomicU64::new(0));
+        let mut server = UdpTransport::listen(lo(), opts()).unwrap();
+        server.gate_hellos(gate.clone());
+        let addr = server.local_addr().unwrap();
+        let stop = Arc::new(AtomicU64::new(0));
+        let stop2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            while stop2.load(Ordering::Acquire) == 0 {
+                let _ = server.recv(None, Duration::from_millis(20));
+            }
+            (server.sessions_started(), server.ignored())
+        });
+        let client = |nonce| {
+            UdpTransport::connect(
+                addr,
+                UdpOptions {
+                    handshake_timeout: Duration::from_millis(100),
+                    handshake_attempts: 3,
+                    session_nonce: Some(nonce),
+                    ..UdpOptions::default()
+                },
+            )
+        };
+        // Nothing authorized: every Hello is ignored.
+        assert!(matches!(client(111), Err(TransportError::Timeout(_))));
+        gate.store(222, Ordering::Release);
+        // The wrong nonce still is; the authorized one opens the session.
+        assert!(matches!(client(111), Err(TransportError::Timeout(_))));
+        let c = client(222).expect("authorized session");
+        assert_eq!(c.nonce(), Some(222));
+        stop.store(1, Ordering::Release);
+        let (sessions, ignored) = h.join().unwrap();
+        assert_eq!(sessions, 1);
+        assert!(ignored.wrong_nonce >= 6, "{ignored:?}");
     }
 }

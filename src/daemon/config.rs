@@ -1,0 +1,206 @@
+//! The daemon's configuration: a TOML file (see `systemd/netgauged.toml`),
+//! overridden by command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Transports a peer can be probed over, by their `ngctl` names.
+pub const KNOWN_TRANSPORTS: [&str; 4] = ["raw", "udp", "rdma", "msg"];
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node's name (as peers know it). Default: the host name.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Control plane address (TCP). Default 0.0.0.0:7470.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// UDP port the probe responder answers on. Default 7471.
+    #[serde(default = "default_udp_port")]
+    pub udp_port: u16,
+    /// The segment. Default /dev/shm/netgauged.
+    #[serde(default = "default_shm")]
+    pub shm: PathBuf,
+    /// Pre-shared cluster key (≥ 32 bytes), readable only by the daemon's user.
+    pub key_file: PathBuf,
+    /// Last good parameters, written by atomic rename, loaded at start.
+    #[serde(default = "default_state")]
+    pub state_file: PathBuf,
+    /// Probe traffic budget of this node, payload bytes per second.
+    #[serde(default = "default_budget")]
+    pub budget_bytes_per_s: u64,
+    /// Mean interval between re-checks of one peer, seconds (jittered ±25 %).
+    #[serde(default = "default_interval")]
+    pub recheck_interval_s: f64,
+    /// Largest message size of a full sweep.
+    #[serde(default = "default_max_size")]
+    pub max_size_bytes: u64,
+    /// CPU the probe thread is pinned to (none: not pinned).
+    #[serde(default)]
+    pub probe_cpu: Option<usize>,
+    /// Run the probe thread SCHED_FIFO at this priority (needs CAP_SYS_NICE).
+    #[serde(default)]
+    pub sched_fifo_priority: Option<i32>,
+    /// Lock all memory (mlockall); needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK.
+    #[serde(default = "yes")]
+    pub lock_memory: bool,
+    /// LogfP fan-out over all peers every this many seconds (0: never).
+    #[serde(default = "default_fanout_interval")]
+    pub fanout_interval_s: f64,
+    #[serde(default, rename = "peer")]
+    pub peers: Vec<PeerConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub name: String,
+    /// The peer's control plane, ADDR:PORT.
+    pub address: SocketAddr,
+    /// Local interface toward this peer, for raw Ethernet.
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Transports to probe; default: every transport that works.
+    #[serde(default)]
+    pub transports: Option<Vec<String>>,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 7470))
+}
+fn default_udp_port() -> u16 {
+    7471
+}
+fn default_shm() -> PathBuf {
+    PathBuf::from(netgauge::DEFAULT_PATH)
+}
+fn default_state() -> PathBuf {
+    PathBuf::from("/var/lib/netgauged/state.json")
+}
+fn default_budget() -> u64 {
+    // 2 MB/s: well under 0.1 % of a 25 Gbit/s link.
+    2_000_000
+}
+fn default_interval() -> f64 {
+    60.0
+}
+fn default_max_size() -> u64 {
+    128 * 1024
+}
+fn default_fanout_interval() -> f64 {
+    600.0
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let cfg: Config = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.budget_bytes_per_s == 0 {
+            return bad("budget_bytes_per_s must be positive".into());
+        }
+        if !(self.recheck_interval_s > 0.0) {
+            return bad("recheck_interval_s must be positive".into());
+        }
+        if self.max_size_bytes == 0 {
+            return bad("max_size_bytes must be positive".into());
+        }
+        let mut names = std::collections::HashSet::new();
+        for p in &self.peers {
+            if p.name.is_empty() || p.name.len() > netgauge::layout::PEER_MAX_BYTES {
+                return bad(format!("peer name {:?}: 1 to 63 bytes", p.name));
+            }
+            if !names.insert(&p.name) {
+                return bad(format!("peer {:?} is listed twice", p.name));
+            }
+            for t in p.transports.iter().flatten() {
+                if !KNOWN_TRANSPORTS.contains(&t.as_str()) {
+                    return bad(format!(
+                        "peer {}: unknown transport {t:?} (known: {})",
+                        p.name,
+                        KNOWN_TRANSPORTS.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's name: the configured one or the host name.
+    pub fn node_name(&self) -> String {
+        self.node.clone().unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".into())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../../systemd/netgauged.toml");
+
+    #[test]
+    fn the_sample_config_parses_and_validates() {
+        let c: Config = toml::from_str(SAMPLE).expect("sample parses");
+        c.validate().expect("sample is valid");
+        assert_eq!(c.peers.len(), 2);
+        assert_eq!(c.peers[0].transports.as_deref(), Some(&["raw".to_string(), "udp".to_string()][..]));
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let base = "key_file = \"/k\"\n";
+        let e = toml::from_str::<Config>(&format!("{base}bogus = 1\n")).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let c: Config = toml::from_str(&format!(
+            "{base}[[peer]]\nname = \"a\"\naddress = \"10.0.0.1:7470\"\ntransports = [\"tcp\"]\n"
+        ))
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("unknown transport \"tcp\""), "{e}");
+        let c: Config = toml::from_str(&format!(
+            "{base}[[peer]]\nname = \"a\"\naddress = \"10.0.0.1:7470\"\n[[peer]]\nname = \"a\"\naddress = \"10.0.0.2:7470\"\n"
+        ))
+        .unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("twice"));
+        let c: Config = toml::from_str(&format!("{base}budget_bytes_per_s = 0\n")).unwrap();
+        assert!(c.validate().is_err());
+    }
+}

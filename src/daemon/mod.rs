@@ -1,0 +1,745 @@
+//! netgauged: keeps the segment current for every configured peer.
+//!
+//! Threads (DESIGN.md "daemon/"):
+//! - **control** (`control::ControlServer`): authenticated TCP; answers
+//!   `Hello`, `Endpoints`, `ProbeRequest`/`ProbeDone` (one session at a time;
+//!   the UDP responder only admits the nonce of the accepted session) and
+//!   `Status`;
+//! - **responder**: the UDP mirror server (`pattern::prtt::serve`);
+//! - **probe**: pinned, optionally SCHED_FIFO; asks the scheduler what to
+//!   do, drives the sweep, sends results over a crossbeam channel; it is the
+//!   only thread that sends systemd watchdog keep-alives, so a wedged probe
+//!   loop gets the daemon restarted;
+//! - **publisher** (the main thread): owns the segment writer; publishes
+//!   whole results only (a failed probe publishes nothing and marks the
+//!   entry stale), beats the heartbeat, writes the state and status files.
+
+pub mod config;
+pub mod sched;
+pub mod state;
+pub mod sys;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use netgauge::{EntryData, SegmentWriter};
+use serde::Serialize;
+
+use crate::clock::HostClock;
+use crate::control::{
+    self, ClusterKey, ConnConfig, Connection, ControlServer, Msg, ProbeAccept, ProbeDone,
+    ProbeReject, ProbeRequest, RejectReason, ServerConfig, SizePlan, TransportKind,
+};
+use crate::model::{self, LogfpFit};
+use crate::probe::{self, ProbeOptions};
+use crate::sweep::{self, SweepConfig};
+use crate::transport::multi::Multi;
+use crate::transport::udp::{UdpOptions, UdpTransport};
+use crate::transport::Transport;
+use config::{Config, PeerConfig};
+use sched::{Job, PeerPhase, Scheduler};
+
+/// A responder session not closed by `ProbeDone` expires after this long.
+const SESSION_TTL: Duration = Duration::from_secs(120);
+/// Deadline of every control request.
+const CONTROL_DEADLINE: Duration = Duration::from_secs(3);
+/// Sizes of a cheap re-check (besides the EEL size 1).
+const RECHECK_SIZES: [u64; 3] = [1, 1024, 16384];
+/// A re-check disagrees when a point is off the published model by more
+/// than this fraction (and outside the published interval).
+const RECHECK_TOLERANCE: f64 = 0.15;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("cluster key: {0}")]
+    Key(#[from] control::KeyError),
+    #[error("segment {path}: {source}")]
+    Segment {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("UDP responder: {0}")]
+    Responder(crate::transport::TransportError),
+}
+
+/// The responder's current session (at most one per node).
+#[derive(Default)]
+struct Session {
+    nonce: u64,
+    driver: String,
+    until: Option<Instant>,
+}
+
+/// State the threads share (none of it on a hot path).
+struct Shared {
+    node: String,
+    generation: u64,
+    started: Instant,
+    udp_port: u16,
+    /// The nonce the UDP responder admits (0: none).
+    gate: Arc<AtomicU64>,
+    session: Mutex<Session>,
+    /// The peer the probe thread is driving a session with right now.
+    driving: Mutex<Option<String>>,
+    status: Mutex<Vec<PeerStatus>>,
+    spent_bytes: AtomicU64,
+    budget_bytes_per_s: u64,
+    shutdown: Arc<AtomicBool>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerStatus {
+    pub name: String,
+    pub phase: PeerPhase,
+    pub transport: String,
+    pub failures: u32,
+    pub last_probe_unix_ns: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+/// What `ngctl status` reads (`<shm>.status`, replaced atomically each second).
+#[derive(Clone, Debug, Serialize)]
+pub struct StatusFile {
+    pub node: String,
+    pub pid: u32,
+    pub generation: u64,
+    pub uptime_s: f64,
+    pub updated_unix_ns: u64,
+    pub peers: Vec<PeerStatus>,
+    pub budget_bytes_per_s: u64,
+    pub spent_bytes: u64,
+    pub spent_bytes_per_s: f64,
+    pub control_rejects: control::RejectSnapshot,
+    pub responder_sessions: u64,
+}
+
+/// What the probe thread hands the publisher.
+enum Outcome {
+    Publish(Box<EntryData>),
+    Stale { peer: String, transport: String },
+    Logfp { peers: Vec<String>, fit: LogfpFit },
+}
+
+pub fn status_path(shm: &Path) -> PathBuf {
+    let mut s = shm.as_os_str().to_owned();
+    s.push(".status");
+    PathBuf::from(s)
+}
+
+/// Run until `shutdown` is set (SIGTERM/SIGINT). Returns after a clean stop.
+pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    cfg.validate()?;
+    let key = control::load_key(&cfg.key_file)?;
+    let node = cfg.node_name();
+
+    // The segment first: readers get values from the state file at once.
+    let clock = HostClock::detect();
+    let clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+    let capacity = (cfg.peers.len() * config::KNOWN_TRANSPORTS.len()).max(16);
+    let mut writer = SegmentWriter::create_or_open(&cfg.shm, capacity, &node, &clock_desc)
+        .map_err(|source| DaemonError::Segment {
+            path: cfg.shm.clone(),
+            source,
+        })?;
+    let loaded = match state::load(&cfg.state_file) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!("{e}; starting without stored parameters");
+            Vec::new()
+        }
+    };
+    let mut entries: HashMap<(String, String), EntryData> = HashMap::new();
+    for e in loaded {
+        if cfg.peers.iter().any(|p| p.name == e.peer) {
+            if let Err(err) = writer.upsert(&e) {
+                tracing::warn!("stored entry {}/{} not restored: {err}", e.peer, e.transport);
+                continue;
+            }
+            entries.insert((e.peer.clone(), e.transport.clone()), e);
+        }
+    }
+    writer.heartbeat();
+    tracing::info!(
+        "segment {} ready: {} entries restored, generation {:016x}",
+        cfg.shm.display(),
+        entries.len(),
+        writer.generation()
+    );
+
+    let shared = Arc::new(Shared {
+        node: node.clone(),
+        generation: writer.generation(),
+        started: Instant::now(),
+        udp_port: cfg.udp_port,
+        gate: Arc::new(AtomicU64::new(0)),
+        session: Mutex::new(Session::default()),
+        driving: Mutex::new(None),
+        status: Mutex::new(Vec::new()),
+        spent_bytes: AtomicU64::new(0),
+        budget_bytes_per_s: cfg.budget_bytes_per_s,
+        shutdown: shutdown.clone(),
+    });
+
+    // The UDP responder.
+    let udp_addr = SocketAddr::new(cfg.listen.ip(), cfg.udp_port);
+    let mut responder = UdpTransport::listen(udp_addr, UdpOptions::default())
+        .map_err(DaemonError::Responder)?;
+    responder.gate_hellos(shared.gate.clone());
+    let responder_thread = {
+        let stop = shutdown.clone();
+        std::thread::Builder::new()
+            .name("ng-responder".into())
+            .spawn(move || {
+                let r = crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
+                    !stop.load(Ordering::Relaxed)
+                });
+                if let Err(e) = r {
+                    tracing::error!("UDP responder stopped: {e}");
+                }
+                responder.sessions_started()
+            })
+            .expect("spawn responder thread")
+    };
+
+    // The control plane.
+    let listener = TcpListener::bind(cfg.listen).map_err(|source| DaemonError::Listen {
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+    let mut scfg = ServerConfig::new(&node, key.clone());
+    scfg.allowed_peers = Some(cfg.peers.iter().map(|p| p.name.clone()).collect());
+    let handler_shared = shared.clone();
+    let server = ControlServer::spawn(listener, scfg, move |peer: &str, msg: Msg| {
+        handle_control(&handler_shared, peer, msg)
+    })
+    .map_err(|source| DaemonError::Listen {
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+
+    // The probe thread.
+    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
+    let known: Vec<bool> = cfg
+        .peers
+        .iter()
+        .map(|p| entries.keys().any(|(peer, _)| peer == &p.name))
+        .collect();
+    let probe_thread = {
+        let cfg = cfg.clone();
+        let shared = shared.clone();
+        let key = key.clone();
+        std::thread::Builder::new()
+            .name("ng-probe".into())
+            .spawn(move || probe_loop(&cfg, &shared, key, clock, &known, &tx))
+            .expect("spawn probe thread")
+    };
+
+    sys::notify(&[sd_notify::NotifyState::Ready]);
+    tracing::info!("netgauged {node} up: control {}, udp {udp_addr}, {} peers", cfg.listen, cfg.peers.len());
+
+    publish_loop(&cfg, &shared, &mut writer, &mut entries, &rx, &server);
+
+    sys::notify(&[sd_notify::NotifyState::Stopping]);
+    let _ = probe_thread.join();
+    let sessions = responder_thread.join().unwrap_or(0);
+    drop(server);
+    tracing::info!("netgauged stopped ({sessions} responder sessions served)");
+    writer.shutdown();
+    Ok(())
+}
+
+/// The control plane's answers. Runs on the control server's threads.
+fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
+    match msg {
+        Msg::Hello(_) => Some(Msg::Hello(control::Hello {
+            node: shared.node.clone(),
+            generation: shared.generation,
+            nonce: rand::random(),
+            time_unix_ns: crate::publish::unix_now_ns(),
+        })),
+        Msg::Endpoints(_) => Some(Msg::Endpoints(control::Endpoints {
+            node: shared.node.clone(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: shared.udp_port,
+            raw_ok: false,
+            verbs: None,
+        })),
+        Msg::ProbeRequest(req) => Some(accept_session(shared, peer, &req)),
+        Msg::ProbeDone(ProbeDone { session_nonce }) => {
+            let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
+            if s.nonce == session_nonce && s.driver == peer {
+                *s = Session::default();
+                shared.gate.store(0, Ordering::Release);
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// One session at a time per node; a node that is itself driving a session
+/// toward the requester refuses, so two daemons never both drive.
+fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
+    let reject = |reason| {
+        Msg::ProbeReject(ProbeReject {
+            session_nonce: req.session_nonce,
+            reason,
+        })
+    };
+    if req.driver != peer {
+        return reject(RejectReason::WrongDriver);
+    }
+    if req.transport != TransportKind::Udp {
+        return reject(RejectReason::Transport);
+    }
+    if shared.driving.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(peer) {
+        return reject(RejectReason::Busy);
+    }
+    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    let live = s.until.is_some_and(|u| u > now);
+    if live && s.driver != peer {
+        return reject(RejectReason::Busy);
+    }
+    *s = Session {
+        nonce: req.session_nonce,
+        driver: peer.to_string(),
+        until: Some(now + SESSION_TTL),
+    };
+    shared.gate.store(req.session_nonce, Ordering::Release);
+    Msg::ProbeAccept(ProbeAccept {
+        session_nonce: req.session_nonce,
+    })
+}
+
+/// Why one probe job failed.
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    #[error("control plane: {0}")]
+    Control(#[from] control::ControlError),
+    #[error("{0} refused the session: {1:?}")]
+    Refused(String, RejectReason),
+    #[error("unexpected control answer {0}")]
+    Unexpected(&'static str),
+    #[error("transport: {0}")]
+    Transport(#[from] crate::transport::TransportError),
+    #[error("{0}")]
+    Sweep(#[from] sweep::SweepError),
+}
+
+/// A negotiated probe session with one peer.
+struct Negotiated {
+    conn: Connection,
+    nonce: u64,
+    udp: SocketAddr,
+}
+
+fn negotiate(peer: &PeerConfig, cc: &ConnConfig, node: &str, plan: SizePlan) -> Result<Negotiated, JobError> {
+    let deadline = || Instant::now() + CONTROL_DEADLINE;
+    let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
+    let ep = match conn.request(
+        &Msg::Endpoints(control::Endpoints {
+            node: node.to_string(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: 0,
+            raw_ok: false,
+            verbs: None,
+        }),
+        deadline(),
+    )? {
+        Msg::Endpoints(e) => e,
+        other => return Err(JobError::Unexpected(other.kind())),
+    };
+    let nonce = loop {
+        let n: u64 = rand::random();
+        if n != 0 {
+            break n;
+        }
+    };
+    let req = ProbeRequest {
+        session_nonce: nonce,
+        transport: TransportKind::Udp,
+        sizes: plan,
+        driver: node.to_string(),
+    };
+    match conn.request(&Msg::ProbeRequest(req), deadline())? {
+        Msg::ProbeAccept(a) if a.session_nonce == nonce => {}
+        Msg::ProbeReject(r) => return Err(JobError::Refused(peer.name.clone(), r.reason)),
+        other => return Err(JobError::Unexpected(other.kind())),
+    }
+    Ok(Negotiated {
+        conn,
+        nonce,
+        udp: SocketAddr::new(peer.address.ip(), ep.udp_port),
+    })
+}
+
+fn finish(n: Negotiated) {
+    let mut conn = n.conn;
+    let _ = conn.send(&Msg::ProbeDone(ProbeDone {
+        session_nonce: n.nonce,
+    }));
+    conn.close();
+}
+
+fn udp_link(n: &Negotiated, clock: HostClock) -> Result<UdpTransport, JobError> {
+    Ok(UdpTransport::connect(
+        n.udp,
+        UdpOptions {
+            session_nonce: Some(n.nonce),
+            clock,
+            ..UdpOptions::default()
+        },
+    )?)
+}
+
+/// What a job produced.
+enum JobResult {
+    Swept(Box<probe::ProbeResult>),
+    Rechecked { agrees: bool, bytes: u64 },
+}
+
+fn run_job(
+    cfg: &Config,
+    peer: &PeerConfig,
+    job: Job,
+    cc: &ConnConfig,
+    clock: HostClock,
+    published: Option<&probe::ProbeResult>,
+    shared: &Shared,
+) -> Result<JobResult, JobError> {
+    let plan = match job {
+        Job::FullSweep => SizePlan::Full,
+        Job::Recheck => SizePlan::Recheck(RECHECK_SIZES.to_vec()),
+    };
+    let n = negotiate(peer, cc, &shared.node, plan)?;
+    *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer.name.clone());
+    let result = (|| {
+        let mut link = udp_link(&n, clock)?;
+        match (job, published) {
+            (Job::Recheck, Some(model)) => {
+                let mut sc = SweepConfig {
+                    refine: false,
+                    max_reps: 12,
+                    ..SweepConfig::default()
+                };
+                sc.min_size_bytes = 1;
+                sc.max_size_bytes = *RECHECK_SIZES.last().unwrap_or(&1);
+                let before = link.counters();
+                let samples = sweep::measure_sizes(&mut link, &clock, 0, &RECHECK_SIZES, &sc)?;
+                let after = link.counters();
+                let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+                Ok(JobResult::Rechecked {
+                    agrees: agrees_with(&samples, model),
+                    bytes,
+                })
+            }
+            _ => {
+                let mut opts = ProbeOptions::default();
+                opts.sweep.max_size_bytes = cfg.max_size_bytes;
+                let r = probe::run(&mut link, &clock, 0, &opts, &mut ())?;
+                Ok(JobResult::Swept(Box::new(r)))
+            }
+        }
+    })();
+    *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    finish(n);
+    result
+}
+
+/// Does a re-check agree with the published model?
+fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -> bool {
+    let points = model::fit::size_points(samples);
+    points.iter().all(|p| {
+        let Some(r) = published
+            .fit
+            .ranges
+            .iter()
+            .find(|r| p.size_bytes >= r.from_bytes && p.size_bytes <= r.to_bytes)
+            .or(published.fit.ranges.last())
+        else {
+            return false;
+        };
+        let want = r.g_ns + (p.size_bytes.saturating_sub(1)) as f64 * r.G_ns_per_byte;
+        let close = |got: f64, want: f64| (got - want).abs() <= RECHECK_TOLERANCE * want.abs();
+        let eel_ok = p.size_bytes != 1 || close(p.half_rtt_ns, published.fit.eel_ns);
+        close(p.gap_ns, want) && eel_ok
+    })
+}
+
+fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, known: &[bool], tx: &Sender<Outcome>) {
+    if let Some(cpu) = cfg.probe_cpu {
+        if let Err(e) = sys::pin_to_cpu(cpu) {
+            tracing::warn!("probe thread not pinned to CPU {cpu}: {e}");
+        }
+    }
+    if cfg.lock_memory {
+        if let Err(e) = sys::lock_memory() {
+            tracing::warn!("memory not locked (mlockall: {e}); needs CAP_IPC_LOCK or LimitMEMLOCK=infinity");
+        }
+    }
+    if let Some(prio) = cfg.sched_fifo_priority {
+        if let Err(e) = sys::sched_fifo(prio) {
+            tracing::warn!("probe thread not SCHED_FIFO {prio}: {e} (needs CAP_SYS_NICE)");
+        }
+    }
+    let watchdog = sys::watchdog_interval().map(|d| d / 2);
+    let mut last_keepalive = Instant::now();
+    let cc = ConnConfig::new(&shared.node, key);
+    let t0 = Instant::now();
+    let now_s = || t0.elapsed().as_secs_f64();
+    let mut sched = Scheduler::new(known, cfg.recheck_interval_s, cfg.budget_bytes_per_s, 0.0, rand::random());
+    let mut published: HashMap<String, probe::ProbeResult> = HashMap::new();
+    let mut errors: Vec<Option<String>> = vec![None; cfg.peers.len()];
+    let mut last_fanout: Option<f64> = None;
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        if let Some(w) = watchdog {
+            if last_keepalive.elapsed() >= w {
+                sys::notify(&[sd_notify::NotifyState::Watchdog]);
+                last_keepalive = Instant::now();
+            }
+        }
+        publish_status(cfg, shared, &sched, &errors, now_s());
+        // LogfP over all peers, now and then, once at least two are known.
+        let fanout_due = cfg.fanout_interval_s > 0.0
+            && last_fanout.is_none_or(|t| now_s() - t >= cfg.fanout_interval_s)
+            && cfg.peers.len() >= 2
+            && (0..cfg.peers.len()).all(|i| sched.peer(i).phase == PeerPhase::Known);
+        if fanout_due {
+            last_fanout = Some(now_s());
+            match fanout_job(cfg, &cc, clock, shared) {
+                Ok((fit, bytes)) => {
+                    sched.charge(bytes, now_s());
+                    let peers = cfg.peers.iter().map(|p| p.name.clone()).collect();
+                    let _ = tx.send(Outcome::Logfp { peers, fit });
+                }
+                Err(e) => tracing::warn!("LogfP fan-out failed: {e}"),
+            }
+            continue;
+        }
+        let (i, job) = match sched.next(now_s()) {
+            Ok(j) => j,
+            Err(wait) => {
+                std::thread::sleep(wait.min(Duration::from_millis(200)));
+                continue;
+            }
+        };
+        let peer = &cfg.peers[i];
+        let job = if published.contains_key(&peer.name) { job } else { Job::FullSweep };
+        match run_job(cfg, peer, job, &cc, clock, published.get(&peer.name), shared) {
+            Ok(JobResult::Swept(r)) => {
+                sched.charge(r.probe_bytes, now_s());
+                shared.spent_bytes.store(sched.spent_bytes, Ordering::Relaxed);
+                let entry = crate::publish::entry_from_probe(&peer.name, "udp", &r);
+                tracing::info!(
+                    "{}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes)",
+                    peer.name,
+                    r.fit.eel_ns,
+                    entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
+                    entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
+                    r.fit.S_bytes,
+                    r.probe_bytes
+                );
+                let _ = tx.send(Outcome::Publish(Box::new(entry)));
+                published.insert(peer.name.clone(), *r);
+                sched.swept(i, now_s());
+                errors[i] = None;
+            }
+            Ok(JobResult::Rechecked { agrees, bytes }) => {
+                sched.charge(bytes, now_s());
+                shared.spent_bytes.store(sched.spent_bytes, Ordering::Relaxed);
+                if !agrees {
+                    tracing::info!("{}: re-check disagrees with the published model; full sweep", peer.name);
+                }
+                sched.rechecked(i, agrees, now_s());
+                errors[i] = None;
+            }
+            Err(e) => {
+                tracing::warn!("{}: probe failed: {e}", peer.name);
+                sched.failed(i, now_s());
+                errors[i] = Some(e.to_string());
+                let _ = tx.send(Outcome::Stale {
+                    peer: peer.name.clone(),
+                    transport: "udp".into(),
+                });
+            }
+        }
+    }
+}
+
+/// The 1:P−P:1 pattern across every peer's UDP responder.
+fn fanout_job(cfg: &Config, cc: &ConnConfig, clock: HostClock, shared: &Shared) -> Result<(LogfpFit, u64), JobError> {
+    let mut sessions = Vec::with_capacity(cfg.peers.len());
+    let result = (|| {
+        let mut links = Vec::with_capacity(cfg.peers.len());
+        for p in &cfg.peers {
+            let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]))?;
+            links.push(udp_link(&n, clock)?);
+            sessions.push(n);
+        }
+        let mut multi = Multi::new(links);
+        let sc = SweepConfig::default();
+        let before = multi.counters();
+        let samples = sweep::fanout_sweep(&mut multi, &clock, cfg.peers.len(), 1, &sc)?;
+        let after = multi.counters();
+        let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+        Ok((model::logfp::fit_logfp(&samples), bytes))
+    })();
+    for n in sessions {
+        finish(n);
+    }
+    result
+}
+
+fn publish_status(cfg: &Config, shared: &Shared, sched: &Scheduler, errors: &[Option<String>], now_s: f64) {
+    let mut st = shared.status.lock().unwrap_or_else(|e| e.into_inner());
+    st.clear();
+    let now_unix = crate::publish::unix_now_ns();
+    for (i, p) in cfg.peers.iter().enumerate() {
+        let s = sched.peer(i);
+        st.push(PeerStatus {
+            name: p.name.clone(),
+            phase: s.phase,
+            transport: "udp".into(),
+            failures: s.failures,
+            last_probe_unix_ns: s
+                .last_probe_s
+                .map(|t| now_unix.saturating_sub(((now_s - t).max(0.0) * 1e9) as u64)),
+            last_error: errors[i].clone(),
+        });
+    }
+}
+
+fn publish_loop(
+    cfg: &Config,
+    shared: &Shared,
+    writer: &mut SegmentWriter,
+    entries: &mut HashMap<(String, String), EntryData>,
+    rx: &Receiver<Outcome>,
+    server: &ControlServer,
+) {
+    let mut logfp: Option<(Vec<String>, LogfpFit)> = None;
+    let mut last_beat = Instant::now() - Duration::from_secs(1);
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        let mut dirty = false;
+        match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(Outcome::Publish(mut e)) => {
+                if let Some((peers, fit)) = &logfp {
+                    if peers.contains(&e.peer) {
+                        attach_logfp(&mut e, fit);
+                    }
+                }
+                match writer.upsert(&e) {
+                    Ok(_) => {
+                        entries.insert((e.peer.clone(), e.transport.clone()), *e);
+                        dirty = true;
+                    }
+                    Err(err) => tracing::error!("cannot publish {}/{}: {err}", e.peer, e.transport),
+                }
+            }
+            Ok(Outcome::Stale { peer, transport }) => {
+                if entries.contains_key(&(peer.clone(), transport.clone())) {
+                    if let Err(err) = writer.mark_stale(&peer, &transport) {
+                        tracing::warn!("cannot mark {peer}/{transport} stale: {err}");
+                    }
+                    if let Some(e) = entries.get_mut(&(peer, transport)) {
+                        e.flags |= netgauge::flags::STALE;
+                    }
+                }
+            }
+            Ok(Outcome::Logfp { peers, fit }) => {
+                for p in &peers {
+                    if let Some(e) = entries.get_mut(&(p.clone(), "udp".to_string())) {
+                        attach_logfp(e, &fit);
+                        if let Err(err) = writer.upsert(e) {
+                            tracing::error!("cannot publish LogfP for {p}: {err}");
+                        }
+                    }
+                }
+                tracing::info!("LogfP over {} peers: f {:?}, o_min {:.0} ns, o_max {:.0} ns", peers.len(), fit.f, fit.o_min_ns, fit.o_max_ns);
+                logfp = Some((peers, fit));
+                dirty = true;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+        if dirty {
+            let all: Vec<EntryData> = entries.values().cloned().collect();
+            if let Err(e) = state::save(&cfg.state_file, &shared.node, &all) {
+                tracing::warn!("{e}");
+            }
+        }
+        if last_beat.elapsed() >= Duration::from_secs(1) {
+            last_beat = Instant::now();
+            writer.heartbeat();
+            expire_session(shared);
+            write_status(cfg, shared, server);
+        }
+    }
+}
+
+fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
+    e.f = fit.f;
+    e.o_min_ns = fit.o_min_ns;
+    e.o_max_ns = fit.o_max_ns;
+    e.g_f_ns = fit.g_ns;
+    e.curve = fit
+        .points
+        .iter()
+        .take(netgauge::layout::MAX_CURVE)
+        .map(|p| (p.peers, p.o_ns, p.rtt_ns))
+        .collect();
+}
+
+fn expire_session(shared: &Shared) {
+    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
+    if s.until.is_some_and(|u| u <= Instant::now()) {
+        *s = Session::default();
+        shared.gate.store(0, Ordering::Release);
+    }
+}
+
+fn write_status(cfg: &Config, shared: &Shared, server: &ControlServer) {
+    let uptime_s = shared.started.elapsed().as_secs_f64();
+    let spent = shared.spent_bytes.load(Ordering::Relaxed);
+    let st = StatusFile {
+        node: shared.node.clone(),
+        pid: std::process::id(),
+        generation: shared.generation,
+        uptime_s,
+        updated_unix_ns: crate::publish::unix_now_ns(),
+        peers: shared.status.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        budget_bytes_per_s: shared.budget_bytes_per_s,
+        spent_bytes: spent,
+        spent_bytes_per_s: spent as f64 / uptime_s.max(1.0),
+        control_rejects: server.counters().snapshot(),
+        responder_sessions: 0,
+    };
+    let path = status_path(&cfg.shm);
+    let tmp = {
+        let mut s = path.as_os_str().to_owned();
+        s.push(".tmp");
+        PathBuf::from(s)
+    };
+    let ok = serde_json::to_vec_pretty(&st)
+        .map_err(std::io::Error::other)
+        .and_then(|b| std::fs::write(&tmp, b))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = ok {
+        tracing::debug!("status file {}: {e}", path.display());
+    }
+}

@@ -1,0 +1,46 @@
+//! Process set-up for the probe thread: CPU pinning, locked memory,
+//! SCHED_FIFO, and systemd notification. Each returns a typed error; the
+//! daemon logs one line and carries on without it.
+
+use std::io;
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(io::Error::from)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
+}
+
+/// Lock current and future memory (no page faults in probe loops).
+pub fn lock_memory() -> io::Result<()> {
+    use nix::sys::mman::{mlockall, MlockAllFlags};
+    mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE).map_err(io::Error::from)
+}
+
+/// Run the calling thread SCHED_FIFO at `priority` (needs CAP_SYS_NICE).
+pub fn sched_fifo(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid, initialised sched_param that outlives the
+    // call; pid 0 means the calling thread; the call does not retain it.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Tell systemd something (no-op outside a `Type=notify` unit).
+pub fn notify(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, state) {
+        tracing::debug!("sd_notify: {e}");
+    }
+}
+
+/// The watchdog interval systemd asked for, if any.
+pub fn watchdog_interval() -> Option<std::time::Duration> {
+    let mut usec = 0u64;
+    sd_notify::watchdog_enabled(false, &mut usec).then(|| std::time::Duration::from_micros(usec))
+}
