@@ -4,6 +4,7 @@
 //! See docs/ARCHITECTURE.md.
 
 pub mod clock;
+pub mod control;
 pub mod model;
 pub mod pattern;
 pub mod probe;

@@ -1,0 +1,391 @@
+//! One authenticated control connection over a `TcpStream`, with deadlines
+//! on every read and write.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+
+use super::frame::{
+    check_prefix, handshake_mac, session_macs, unix_now_ns, FrameKind, HelloPayload, Opener,
+    Sealer, NONCE_BYTES, PREFIX_BYTES,
+};
+use super::msg::encode;
+use super::{ClusterKey, ControlError, Msg, RejectCounters, MAX_NODE_NAME_BYTES};
+
+/// Deadlines of a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// The whole handshake (connect, both hellos).
+    pub handshake: Duration,
+    /// One frame, from its first byte to its last (reading), or the whole
+    /// frame (writing).
+    pub frame: Duration,
+    /// Reject frames whose timestamp differs from the local clock by more
+    /// than this; `None` (default) trusts counters and nonces alone.
+    pub max_clock_skew: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(2),
+            frame: Duration::from_secs(2),
+            max_clock_skew: None,
+        }
+    }
+}
+
+/// Who this node is and how it authenticates.
+#[derive(Debug, Clone)]
+pub struct ConnConfig {
+    /// This node's name (1..=64 bytes).
+    pub node: String,
+    pub key: ClusterKey,
+    pub timeouts: Timeouts,
+    /// Where rejections are counted, if anywhere.
+    pub counters: Option<Arc<RejectCounters>>,
+}
+
+impl ConnConfig {
+    pub fn new(node: &str, key: ClusterKey) -> Self {
+        ConnConfig {
+            node: node.to_owned(),
+            key,
+            timeouts: Timeouts::default(),
+            counters: None,
+        }
+    }
+}
+
+enum ReadFail {
+    Timeout,
+    Eof,
+    Io(std::io::Error),
+}
+
+fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), ReadFail> {
+    let mut got = 0;
+    while got < buf.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ReadFail::Timeout);
+        }
+        let left = (deadline - now).max(Duration::from_micros(1));
+        stream.set_read_timeout(Some(left)).map_err(ReadFail::Io)?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err(ReadFail::Eof),
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(ReadFail::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+fn write_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant) -> Result<(), ControlError> {
+    let mut sent = 0;
+    while sent < buf.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ControlError::Timeout);
+        }
+        let left = (deadline - now).max(Duration::from_micros(1));
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(&buf[sent..]) {
+            Ok(0) => return Err(ControlError::Closed),
+            Ok(n) => sent += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(ControlError::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Read one frame: the prefix must start by `start_deadline` (else `Idle`),
+/// then the whole frame must be in by `frame_deadline(first byte time)`.
+fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    start_deadline: Instant,
+    frame_timeout: Duration,
+) -> Result<[u8; PREFIX_BYTES], ControlError> {
+    let mut prefix = [0u8; PREFIX_BYTES];
+    match read_by(stream, &mut prefix[..1], start_deadline) {
+        Ok(()) => {}
+        Err(ReadFail::Timeout) => return Err(ControlError::Idle),
+        Err(ReadFail::Eof) => return Err(ControlError::Closed),
+        Err(ReadFail::Io(e)) => return Err(ControlError::Io(e)),
+    }
+    let deadline = Instant::now() + frame_timeout;
+    let mid = |f: ReadFail| match f {
+        ReadFail::Timeout => ControlError::Timeout,
+        ReadFail::Eof => ControlError::Malformed("connection closed mid-frame"),
+        ReadFail::Io(e) => ControlError::Io(e),
+    };
+    read_by(stream, &mut prefix[1..], deadline).map_err(mid)?;
+    // The size limit is checked before the body buffer grows.
+    let len = check_prefix(prefix)?;
+    buf.clear();
+    buf.resize(len, 0);
+    read_by(stream, buf, deadline).map_err(mid)?;
+    Ok(prefix)
+}
+
+/// Abort a stream with a reset (no TIME_WAIT, no lingering data).
+pub(crate) fn abort_stream(stream: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    let _ = nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::Linger, &linger);
+    drop(stream);
+}
+
+/// An authenticated control connection. Any rejected input poisons it:
+/// later calls return [`ControlError::Poisoned`]; drop or [`abort`] it.
+///
+/// [`abort`]: Connection::abort
+pub struct Connection {
+    stream: TcpStream,
+    peer: String,
+    sealer: Sealer,
+    opener: Opener,
+    buf: Vec<u8>,
+    timeouts: Timeouts,
+    counters: Option<Arc<RejectCounters>>,
+    poisoned: bool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.peer)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_name(name: &str) -> Result<(), ControlError> {
+    if name.is_empty() || name.len() > MAX_NODE_NAME_BYTES {
+        return Err(ControlError::Encode(format!(
+            "node name {name:?} must be 1..={MAX_NODE_NAME_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn fresh_nonce() -> [u8; NONCE_BYTES] {
+    let mut n = [0u8; NONCE_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut n);
+    n
+}
+
+fn count(counters: &Option<Arc<RejectCounters>>, err: ControlError) -> ControlError {
+    if let Some(c) = counters {
+        c.record_error(&err);
+    }
+    err
+}
+
+impl Connection {
+    /// Connect to `addr`, which must be node `peer`, and authenticate.
+    pub fn connect(addr: SocketAddr, peer: &str, cfg: &ConnConfig) -> Result<Self, ControlError> {
+        let stream = TcpStream::connect_timeout(&addr, cfg.timeouts.handshake)?;
+        Self::client(stream, peer, cfg)
+    }
+
+    /// Authenticate as the connecting side over an established stream.
+    pub fn client(
+        mut stream: TcpStream,
+        peer: &str,
+        cfg: &ConnConfig,
+    ) -> Result<Self, ControlError> {
+        check_name(&cfg.node)?;
+        check_name(peer)?;
+        stream.set_nodelay(true)?;
+        let deadline = Instant::now() + cfg.timeouts.handshake;
+        let hs = handshake_mac(&cfg.key);
+        let r_c = fresh_nonce();
+        let hello = encode(&HelloPayload {
+            to: peer.to_owned(),
+            nonce: r_c,
+        })?;
+        let frame = Sealer::new(hs.clone(), FrameKind::ClientHello, &cfg.node)
+            .seal_payload(&hello, unix_now_ns())?;
+        write_by(&mut stream, &frame, deadline)?;
+        let mut buf = Vec::new();
+        let reply = read_frame(&mut stream, &mut buf, deadline, cfg.timeouts.handshake)
+            .map_err(|e| match e {
+                ControlError::Idle => ControlError::Timeout,
+                ControlError::Closed => ControlError::Malformed("closed during handshake"),
+                e => e,
+            })
+            .and_then(|prefix| {
+                Opener::new(hs, FrameKind::ServerHello, &cfg.node, Some(peer))
+                    .open_hello(prefix, &buf)
+            })
+            .and_then(|h| {
+                if h.hello.to != cfg.node {
+                    Err(ControlError::UnknownPeer(h.hello.to))
+                } else {
+                    Ok(h)
+                }
+            })
+            .map_err(|e| count(&cfg.counters, e))?;
+        let (c2s, s2c) = session_macs(&cfg.key, &cfg.node, peer, &r_c, &reply.hello.nonce);
+        Ok(Connection {
+            stream,
+            peer: peer.to_owned(),
+            sealer: Sealer::new(c2s, FrameKind::Data, &cfg.node),
+            opener: Opener::new(s2c, FrameKind::Data, &cfg.node, Some(peer))
+                .with_max_skew(cfg.timeouts.max_clock_skew),
+            buf,
+            timeouts: cfg.timeouts,
+            counters: cfg.counters.clone(),
+            poisoned: false,
+        })
+    }
+
+    /// Authenticate as the accepting side. `allowed`, if given, lists the
+    /// peers that may connect. On error the caller should
+    /// [`abort`](Self::abort_stream) the stream (the server does).
+    pub fn server(
+        mut stream: TcpStream,
+        cfg: &ConnConfig,
+        allowed: Option<&[String]>,
+    ) -> Result<Self, ControlError> {
+        check_name(&cfg.node)?;
+        stream.set_nodelay(true)?;
+        let deadline = Instant::now() + cfg.timeouts.handshake;
+        let hs = handshake_mac(&cfg.key);
+        let mut buf = Vec::new();
+        let opened = read_frame(&mut stream, &mut buf, deadline, cfg.timeouts.handshake)
+            .map_err(|e| match e {
+                ControlError::Idle => ControlError::Timeout,
+                ControlError::Closed => ControlError::Malformed("closed during handshake"),
+                e => e,
+            })
+            .and_then(|prefix| {
+                Opener::new(hs.clone(), FrameKind::ClientHello, &cfg.node, None)
+                    .open_hello(prefix, &buf)
+            })
+            .and_then(|h| {
+                if h.hello.to != cfg.node {
+                    return Err(ControlError::UnknownPeer(h.hello.to));
+                }
+                if allowed.is_some_and(|list| !list.iter().any(|p| *p == h.sender)) {
+                    return Err(ControlError::UnknownPeer(h.sender));
+                }
+                Ok(h)
+            })
+            .map_err(|e| count(&cfg.counters, e))?;
+        let peer = opened.sender;
+        let r_s = fresh_nonce();
+        let hello = encode(&HelloPayload {
+            to: peer.clone(),
+            nonce: r_s,
+        })?;
+        let frame = Sealer::new(hs, FrameKind::ServerHello, &cfg.node)
+            .seal_payload(&hello, unix_now_ns())?;
+        write_by(&mut stream, &frame, deadline)?;
+        let (c2s, s2c) = session_macs(&cfg.key, &peer, &cfg.node, &opened.hello.nonce, &r_s);
+        Ok(Connection {
+            stream,
+            sealer: Sealer::new(s2c, FrameKind::Data, &cfg.node),
+            opener: Opener::new(c2s, FrameKind::Data, &cfg.node, Some(&peer))
+                .with_max_skew(cfg.timeouts.max_clock_skew),
+            peer,
+            buf,
+            timeouts: cfg.timeouts,
+            counters: cfg.counters.clone(),
+            poisoned: false,
+        })
+    }
+
+    /// Abort a stream that failed its handshake (reset, no TIME_WAIT).
+    pub fn abort_stream(stream: TcpStream) {
+        abort_stream(stream)
+    }
+
+    /// The authenticated peer's node name.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// The peer's socket address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
+    /// Whether an earlier error made this connection unusable.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Send one message; the whole frame must be written within the frame
+    /// timeout.
+    pub fn send(&mut self, msg: &Msg) -> Result<(), ControlError> {
+        if self.poisoned {
+            return Err(ControlError::Poisoned);
+        }
+        let frame = self.sealer.seal(msg)?;
+        let deadline = Instant::now() + self.timeouts.frame;
+        let r = write_by(&mut self.stream, &frame, deadline);
+        self.poisoned = r.is_err();
+        r
+    }
+
+    /// Receive one message. A frame must start before `deadline` (else
+    /// [`ControlError::Idle`], and the connection stays usable) and be
+    /// complete within the frame timeout of its first byte (else
+    /// [`ControlError::Timeout`]). Any rejection is counted and poisons the
+    /// connection.
+    pub fn recv(&mut self, deadline: Instant) -> Result<Msg, ControlError> {
+        if self.poisoned {
+            return Err(ControlError::Poisoned);
+        }
+        let r = read_frame(
+            &mut self.stream,
+            &mut self.buf,
+            deadline,
+            self.timeouts.frame,
+        )
+        .and_then(|prefix| self.opener.open(prefix, &self.buf));
+        match r {
+            Ok(msg) => Ok(msg),
+            Err(ControlError::Idle) => Err(ControlError::Idle),
+            Err(e) => {
+                self.poisoned = true;
+                Err(count(&self.counters, e))
+            }
+        }
+    }
+
+    /// Send `msg` and wait for the answer until `deadline`.
+    pub fn request(&mut self, msg: &Msg, deadline: Instant) -> Result<Msg, ControlError> {
+        self.send(msg)?;
+        self.recv(deadline)
+    }
+
+    /// Send [`Msg::Bye`] (best effort) and close.
+    pub fn close(mut self) {
+        let _ = self.send(&Msg::Bye);
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Close with a reset, without a goodbye (after a rejection).
+    pub fn abort(self) {
+        abort_stream(self.stream)
+    }
+}

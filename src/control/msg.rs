@@ -1,0 +1,268 @@
+//! Control-plane messages and their bincode encoding.
+//!
+//! Every message travels inside an authenticated frame (see [`super::frame`]);
+//! the frame carries the protocol version, so the messages themselves do not.
+//! Decoding is bounded (size limit, no trailing bytes) and every decoded
+//! message is validated ([`Msg::validate`]) before the daemon sees it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ControlError, RejectSnapshot, MAX_FRAME_BYTES, MAX_NODE_NAME_BYTES};
+
+/// Longest list of sizes in a [`SizePlan::Recheck`].
+pub const MAX_RECHECK_SIZES: usize = 256;
+/// Longest free-text reason or transport name carried in a message.
+pub const MAX_TEXT_BYTES: usize = 256;
+/// Most peers listed in one [`DaemonStatus`].
+pub const MAX_STATUS_PEERS: usize = 1024;
+
+/// One control-plane message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Msg {
+    /// First message on a connection from each side: who I am, which daemon
+    /// incarnation (generation), a random nonce and my wall-clock time.
+    Hello(Hello),
+    /// What a transport needs to reach me.
+    Endpoints(Endpoints),
+    /// Ask the peer for a probe session.
+    ProbeRequest(ProbeRequest),
+    /// The peer agrees to the session named by the nonce.
+    ProbeAccept(ProbeAccept),
+    /// The peer refuses the session.
+    ProbeReject(ProbeReject),
+    /// The session named by the nonce is over (either side may send it).
+    ProbeDone(ProbeDone),
+    /// Ask for the daemon's status (`ngctl status`).
+    Status,
+    /// The answer to [`Msg::Status`].
+    StatusReply(DaemonStatus),
+    /// Orderly end of the connection.
+    Bye,
+}
+
+/// See [`Msg::Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub node: String,
+    /// Random per daemon start (the same number as in the segment header).
+    pub generation: u64,
+    pub nonce: u64,
+    /// Sender's wall clock, nanoseconds since the Unix epoch.
+    pub time_unix_ns: u64,
+}
+
+/// See [`Msg::Endpoints`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoints {
+    pub node: String,
+    /// MAC address of the probe interface (raw Ethernet).
+    pub mac: [u8; 6],
+    /// Interface index of the probe interface on the sender.
+    pub ifindex: u32,
+    /// UDP port the sender's probe responder listens on.
+    pub udp_port: u16,
+    /// Whether the sender can use raw Ethernet (has CAP_NET_RAW).
+    pub raw_ok: bool,
+    /// RDMA endpoint, when the sender has a verbs device.
+    pub verbs: Option<VerbsEndpoint>,
+}
+
+/// What an RDMA peer needs: queue pair, addressing and the target buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsEndpoint {
+    pub qpn: u32,
+    pub psn: u32,
+    pub gid: [u8; 16],
+    pub lid: u16,
+    pub rkey: u32,
+    /// Remote virtual address of the registered target buffer.
+    pub addr: u64,
+    pub len_bytes: u64,
+    pub max_inline_bytes: u32,
+}
+
+/// Which transport a probe session uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TransportKind {
+    Udp,
+    RawEth,
+    RdmaWrite,
+    VerbsMsg,
+    Mpi,
+    Sim,
+}
+
+/// Which sizes a probe session covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SizePlan {
+    /// A full sweep.
+    Full,
+    /// A cheap re-check of these message sizes (bytes).
+    Recheck(Vec<u64>),
+}
+
+/// See [`Msg::ProbeRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    /// Random, names the session; also stamped into every probe frame.
+    pub session_nonce: u64,
+    pub transport: TransportKind,
+    pub sizes: SizePlan,
+    /// The node that drives the session; must be [`super::driver_for`] the pair.
+    pub driver: String,
+}
+
+/// See [`Msg::ProbeAccept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeAccept {
+    pub session_nonce: u64,
+}
+
+/// Why a probe session was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RejectReason {
+    /// A session with this peer is already active or requested.
+    Busy,
+    /// The request names a driver other than the one the role rule picks.
+    WrongDriver,
+    /// The receiver cannot run this transport.
+    Transport,
+    /// Anything else, in words.
+    Other(String),
+}
+
+/// See [`Msg::ProbeReject`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeReject {
+    pub session_nonce: u64,
+    pub reason: RejectReason,
+}
+
+/// See [`Msg::ProbeDone`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeDone {
+    pub session_nonce: u64,
+}
+
+/// State of one peer as the daemon sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerState {
+    /// Configured, never reached.
+    New,
+    /// A probe session is running.
+    Probing,
+    /// Parameters published and current.
+    Current,
+    /// Parameters published but too old, or the peer stopped answering.
+    Stale,
+    /// Unreachable; retried with backoff.
+    Down,
+}
+
+/// One peer in a [`DaemonStatus`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    pub name: String,
+    pub state: PeerState,
+    /// Wall-clock end of the last successful probe session, if any.
+    pub last_probe_unix_ns: Option<u64>,
+    /// Transport of the last session, if any.
+    pub last_transport: Option<TransportKind>,
+    /// Consecutive failed attempts (drives the backoff).
+    pub failures: u32,
+}
+
+/// What `ngctl status` shows; filled by the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub node: String,
+    pub generation: u64,
+    pub uptime_ns: u64,
+    pub peers: Vec<PeerStatus>,
+    /// Probe traffic budget, bytes per second.
+    pub budget_bytes_per_s: u64,
+    /// Probe traffic actually used over the budget window, bytes per second.
+    pub budget_used_bytes_per_s: u64,
+    /// Control messages rejected since start, by kind.
+    pub rejects: RejectSnapshot,
+}
+
+fn codec() -> impl bincode::Options {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_little_endian()
+        .with_limit(MAX_FRAME_BYTES as u64)
+        .reject_trailing_bytes()
+}
+
+/// Encode any serde value with the control plane's bincode options.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ControlError> {
+    use bincode::Options;
+    codec()
+        .serialize(value)
+        .map_err(|e| ControlError::Encode(e.to_string()))
+}
+
+/// Decode a serde value; any failure (including trailing bytes) is `Malformed`.
+pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ControlError> {
+    use bincode::Options;
+    codec()
+        .deserialize(bytes)
+        .map_err(|_| ControlError::Malformed("payload does not decode"))
+}
+
+fn name_ok(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NODE_NAME_BYTES && !name.chars().any(char::is_control)
+}
+
+impl Msg {
+    /// Short name of the variant (for logs and counters).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Hello(_) => "hello",
+            Msg::Endpoints(_) => "endpoints",
+            Msg::ProbeRequest(_) => "probe_request",
+            Msg::ProbeAccept(_) => "probe_accept",
+            Msg::ProbeReject(_) => "probe_reject",
+            Msg::ProbeDone(_) => "probe_done",
+            Msg::Status => "status",
+            Msg::StatusReply(_) => "status_reply",
+            Msg::Bye => "bye",
+        }
+    }
+
+    /// Check the bounds a decoded message must respect (names, list lengths).
+    pub fn validate(&self) -> Result<(), ControlError> {
+        let bad = |what| Err(ControlError::Malformed(what));
+        match self {
+            Msg::Hello(h) if !name_ok(&h.node) => bad("hello: bad node name"),
+            Msg::Endpoints(e) if !name_ok(&e.node) => bad("endpoints: bad node name"),
+            Msg::ProbeRequest(r) => {
+                if !name_ok(&r.driver) {
+                    return bad("probe_request: bad driver name");
+                }
+                if let SizePlan::Recheck(sizes) = &r.sizes {
+                    if sizes.is_empty() || sizes.len() > MAX_RECHECK_SIZES {
+                        return bad("probe_request: recheck size list empty or too long");
+                    }
+                }
+                Ok(())
+            }
+            Msg::ProbeReject(ProbeReject {
+                reason: RejectReason::Other(s),
+                ..
+            }) if s.len() > MAX_TEXT_BYTES => bad("probe_reject: reason too long"),
+            Msg::StatusReply(s) => {
+                if !name_ok(&s.node) {
+                    return bad("status_reply: bad node name");
+                }
+                if s.peers.len() > MAX_STATUS_PEERS || s.peers.iter().any(|p| !name_ok(&p.name)) {
+                    return bad("status_reply: bad peer list");
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
