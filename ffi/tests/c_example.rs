@@ -21,7 +21,9 @@ fn crate_dir() -> PathBuf {
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
-    for d in [deps.parent().unwrap(), deps] {
+    // deps/ holds the copy built with this test; target/<profile>/ may hold
+    // an older uplifted one.
+    for d in [deps, deps.parent().unwrap()] {
         if d.join("libnetgauge.so").is_file() && d.join("libnetgauge.a").is_file() {
             return d.to_path_buf();
         }
