@@ -98,7 +98,7 @@ fn random_corruptions_and_truncations_never_crash() {
     let layout = Layout::new(CAP).unwrap();
     assert_eq!(good.len(), layout.total_bytes);
     let p = TmpPath::new("fuzz");
-    let mut rng = Rng(0x5eed_0f_f022);
+    let mut rng = Rng(0x005e_ed0f_f022);
     let mut o = Outcomes::default();
     let mut truncations = 0;
     for case in 0..CASES {
