@@ -310,7 +310,7 @@ pub unsafe extern "C" fn ng_entry_name(
 /// # Safety
 /// `r` NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn ng_info(r: *const NgReader, out: *mut NgInfo) -> c_int {
+pub unsafe extern "C" fn ng_get_info(r: *const NgReader, out: *mut NgInfo) -> c_int {
     // SAFETY: caller contract.
     let Some(r) = (unsafe { reader(r) }) else {
         return -libc::EINVAL;

@@ -363,7 +363,7 @@ fn c_abi() {
             -libc::ENOENT
         );
         let mut info: NgInfo = core::mem::zeroed();
-        assert_eq!(ng_info(r, &mut info), 0);
+        assert_eq!(ng_get_info(r, &mut info), 0);
         assert_eq!(CStr::from_ptr(info.node_name.as_ptr()), c"node001");
         assert_eq!(info.generation, w.generation());
         assert_eq!(info.entry_count, 1);

@@ -24,8 +24,10 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-const BPF_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
+// BPF_LD | BPF_W | BPF_ABS
+const BPF_LD_W_ABS: u16 = 0x20;
+// BPF_JMP | BPF_JEQ | BPF_K
+const BPF_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_RET_K: u16 = 0x06;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;

@@ -1,0 +1,332 @@
+//! ns per lookup (index path, string path, Rust API and C ABI), reader
+//! throughput while the writer republishes flat out, and the alternative a
+//! user would otherwise use: re-reading and parsing a JSON file per lookup.
+//!
+//! Run: cargo bench -p netgauge-ffi --bench lookup
+//! Plain measurement (no criterion): each figure is the best of 9 runs of
+//! 10^6 lookups, timed with the thread's CPU clock so that time spent
+//! descheduled on a shared machine does not count. The with-writer figures
+//! are wall-clock throughput over 2 s.
+
+use netgauge::capi::{ng_close, ng_index, ng_lookup, ng_lookup_index, ng_open};
+use netgauge::{flags, EntryData, Params, RangeData, Reader, SegmentWriter};
+use std::ffi::CString;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PEERS: usize = 64;
+
+fn entry(peer: &str, transport: &str, k: u64) -> EntryData {
+    let x = k as f64;
+    EntryData {
+        peer: peer.into(),
+        transport: transport.into(),
+        ranges: (0..4u64)
+            .map(|r| RangeData {
+                from_bytes: if r == 0 { 1 } else { 1 << (4 * r + 2) },
+                to_bytes: (1 << (4 * r + 6)) - 1,
+                g_ns: 500.0 + x,
+                G_ns_per_byte: 0.1,
+                o_s_ns: 300.0,
+                o_r_ns: 250.0,
+                O_s_ns_per_byte: 0.001,
+                O_r_ns_per_byte: 0.001,
+            })
+            .collect(),
+        eel_ns: 1500.0,
+        L_ns: 950.0 + x,
+        S_bytes: Some(8192),
+        f: Some(6),
+        o_min_ns: 120.0,
+        o_max_ns: 900.0,
+        g_f_ns: 210.0,
+        curve: (1..=16)
+            .map(|p| (p, 100.0 + p as f64, 1000.0 * p as f64))
+            .collect(),
+        ci95: vec![("L".into(), 930.0, 970.0), ("G".into(), 0.09, 0.11)],
+        samples: 4096,
+        probe_bytes: 1 << 20,
+        measured_unix_ns: 1_700_000_000_000_000_000 + k,
+        flags: flags::VALID,
+    }
+}
+
+fn peer(i: usize) -> String {
+    format!("node{i:03}.cluster")
+}
+
+/// This thread's CPU time in ns: on a shared, oversubscribed machine it
+/// leaves out the time the thread spent descheduled.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Best-of-9 ns (thread CPU time) per operation of `op` over `n` iterations.
+fn ns_per_op(n: u64, mut op: impl FnMut(u64)) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..9 {
+        let t = thread_cpu_ns();
+        for i in 0..n {
+            op(i);
+        }
+        best = best.min((thread_cpu_ns() - t) as f64 / n as f64);
+    }
+    best
+}
+
+fn json_of(entries: &[EntryData]) -> String {
+    let mut s = String::from("{\"entries\":[");
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let ranges: Vec<String> = e
+            .ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"from_bytes\":{},\"to_bytes\":{},\"g_ns\":{},\"G_ns_per_byte\":{},\"o_s_ns\":{},\"o_r_ns\":{},\"O_s_ns_per_byte\":{},\"O_r_ns_per_byte\":{}}}",
+                    r.from_bytes, r.to_bytes, r.g_ns, r.G_ns_per_byte, r.o_s_ns, r.o_r_ns, r.O_s_ns_per_byte, r.O_r_ns_per_byte
+                )
+            })
+            .collect();
+        let curve: Vec<String> = e
+            .curve
+            .iter()
+            .map(|(p, o, r)| format!("[{p},{o},{r}]"))
+            .collect();
+        s.push_str(&format!(
+            "{{\"peer\":\"{}\",\"transport\":\"{}\",\"eel_ns\":{},\"L_ns\":{},\"S_bytes\":{},\"f\":{},\"o_min_ns\":{},\"o_max_ns\":{},\"g_f_ns\":{},\"samples\":{},\"measured_unix_ns\":{},\"flags\":{},\"ranges\":[{}],\"curve\":[{}]}}",
+            e.peer, e.transport, e.eel_ns, e.L_ns, e.S_bytes.unwrap(), e.f.unwrap(), e.o_min_ns, e.o_max_ns, e.g_f_ns, e.samples, e.measured_unix_ns, e.flags, ranges.join(","), curve.join(",")
+        ));
+    }
+    s.push_str("]}");
+    s
+}
+
+/// What a user would otherwise do: re-read the file, parse, search.
+fn json_lookup(path: &std::path::Path, peer: &str, transport: &str, s: u64) -> Option<(f64, f64)> {
+    let bytes = std::fs::read(path).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let e = v["entries"]
+        .as_array()?
+        .iter()
+        .find(|e| e["peer"] == peer && e["transport"] == transport)?;
+    let ranges = e["ranges"].as_array()?;
+    let r = ranges
+        .iter()
+        .find(|r| r["to_bytes"].as_u64().is_some_and(|t| s <= t))
+        .or(ranges.last())?;
+    Some((e["L_ns"].as_f64()?, r["g_ns"].as_f64()?))
+}
+
+fn main() {
+    // cargo passes --bench; nothing to parse.
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    };
+    let seg = std::path::PathBuf::from(format!("{dir}/ngbench-{}", std::process::id()));
+    let json = std::path::PathBuf::from(format!("{dir}/ngbench-{}.json", std::process::id()));
+    let mut w = SegmentWriter::create_or_open(&seg, 256, "bench-node", "tsc").unwrap();
+    let mut all = Vec::new();
+    for i in 0..PEERS {
+        for t in ["rdma", "udp"] {
+            let e = entry(&peer(i), t, i as u64);
+            w.upsert(&e).unwrap();
+            all.push(e);
+        }
+    }
+    std::fs::write(&json, json_of(&all)).unwrap();
+    let mut r = Reader::open(&seg).unwrap();
+    r.set_stale_after_ns(3_600_000_000_000);
+    let names: Vec<String> = (0..PEERS).map(peer).collect();
+    let cnames: Vec<CString> = names
+        .iter()
+        .map(|n| CString::new(n.as_str()).unwrap())
+        .collect();
+    let sizes = [8u64, 100, 1000, 5000, 70_000, 200_000, 1 << 20, 3];
+    let n = 1_000_000u64;
+
+    println!(
+        "netgauge segment lookup benchmark ({} entries, capacity 256)",
+        2 * PEERS
+    );
+    let idx: Vec<usize> = (0..PEERS)
+        .map(|i| r.index(&names[i], "rdma").unwrap())
+        .collect();
+    let rust_index = ns_per_op(n, |i| {
+        let v = r.lookup_index(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize]);
+        black_box(v.unwrap());
+    });
+    r.set_stale_after_ns(0);
+    let rust_index_no_hb = ns_per_op(n, |i| {
+        let v = r.lookup_index(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize]);
+        black_box(v.unwrap());
+    });
+    r.set_stale_after_ns(3_600_000_000_000);
+    let coarse_clock = ns_per_op(n, |_| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+        black_box(ts.tv_nsec);
+    });
+    let rust_string = ns_per_op(n, |i| {
+        let v = r.lookup(
+            &names[(i as usize) & (PEERS - 1)],
+            "rdma",
+            sizes[(i & 7) as usize],
+        );
+        black_box(v.unwrap());
+    });
+    let rust_predict = ns_per_op(n, |i| {
+        black_box(
+            r.predict_index_ns(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize])
+                .unwrap(),
+        );
+    });
+    let path = CString::new(seg.to_str().unwrap()).unwrap();
+    // SAFETY: valid C strings; the reader is closed below.
+    let cr = unsafe { ng_open(path.as_ptr()) };
+    assert!(!cr.is_null());
+    // SAFETY: cr is live.
+    unsafe { netgauge::capi::ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    let cidx: Vec<i32> = cnames
+        .iter()
+        // SAFETY: valid pointers.
+        .map(|c| unsafe { ng_index(cr, c.as_ptr(), c"rdma".as_ptr()) })
+        .collect();
+    let mut out = Params::default();
+    let c_index = ns_per_op(n, |i| {
+        // SAFETY: valid pointers.
+        let rc = unsafe {
+            ng_lookup_index(
+                cr,
+                cidx[(i as usize) & (PEERS - 1)],
+                sizes[(i & 7) as usize],
+                &mut out,
+            )
+        };
+        black_box((rc, &out));
+    });
+    let c_string = ns_per_op(n, |i| {
+        // SAFETY: valid pointers.
+        let rc = unsafe {
+            ng_lookup(
+                cr,
+                cnames[(i as usize) & (PEERS - 1)].as_ptr(),
+                c"rdma".as_ptr(),
+                sizes[(i & 7) as usize],
+                &mut out,
+            )
+        };
+        black_box((rc, &out));
+    });
+    let json_n = 2000;
+    let json_ns = ns_per_op(json_n, |i| {
+        black_box(
+            json_lookup(
+                &json,
+                &names[(i as usize) & (PEERS - 1)],
+                "rdma",
+                sizes[(i & 7) as usize],
+            )
+            .unwrap(),
+        );
+    });
+
+    println!("{:<44} {:>10}", "operation", "ns/lookup");
+    println!(
+        "{:<44} {:>10.1}",
+        "Rust  lookup_index (index path)", rust_index
+    );
+    println!(
+        "{:<44} {:>10.1}",
+        "Rust  lookup_index, heartbeat rule off", rust_index_no_hb
+    );
+    println!(
+        "{:<44} {:>10.1}",
+        "      (CLOCK_REALTIME_COARSE read alone)", coarse_clock
+    );
+    println!("{:<44} {:>10.1}", "Rust  lookup (string path)", rust_string);
+    println!("{:<44} {:>10.1}", "Rust  predict_index_ns", rust_predict);
+    println!(
+        "{:<44} {:>10.1}",
+        "C     ng_lookup_index (index path)", c_index
+    );
+    println!("{:<44} {:>10.1}", "C     ng_lookup (string path)", c_string);
+    println!(
+        "{:<44} {:>10.1}",
+        "JSON  re-read + parse file per lookup", json_ns
+    );
+
+    // Throughput while the writer republishes as fast as it can.
+    let stop = Arc::new(AtomicBool::new(false));
+    let publishes = Arc::new(AtomicU64::new(0));
+    let (stop_w, pubs_w) = (stop.clone(), publishes.clone());
+    let writer = std::thread::spawn(move || {
+        let mut k = 0u64;
+        while !stop_w.load(Ordering::Relaxed) {
+            let i = (k as usize) % PEERS;
+            w.upsert(&entry(&peer(i), "rdma", k)).unwrap();
+            k += 1;
+            pubs_w.store(k, Ordering::Relaxed);
+        }
+        w
+    });
+    let window = Duration::from_secs(2);
+    for (label, string) in [("index", false), ("string", true)] {
+        let t = Instant::now();
+        let p0 = publishes.load(Ordering::Relaxed);
+        let (mut ok, mut busy, mut i) = (0u64, 0u64, 0u64);
+        while t.elapsed() < window {
+            for _ in 0..1000 {
+                let k = (i as usize) & (PEERS - 1);
+                let res = if string {
+                    r.lookup(&names[k], "rdma", sizes[(i & 7) as usize])
+                } else {
+                    r.lookup_index(idx[k], sizes[(i & 7) as usize])
+                };
+                match res {
+                    Ok(v) => {
+                        black_box(v);
+                        ok += 1
+                    }
+                    Err(_) => busy += 1,
+                }
+                i += 1;
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let pubs = publishes.load(Ordering::Relaxed) - p0;
+        println!(
+            "with active writer ({label} path): {:.1} M lookups/s, {:.1} ns/lookup, {} EAGAIN, writer {:.0} publishes/s",
+            ok as f64 / secs / 1e6,
+            secs * 1e9 / (ok + busy) as f64,
+            busy,
+            pubs as f64 / secs
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(writer.join().unwrap());
+    // SAFETY: closing the reader opened above.
+    unsafe { ng_close(cr) };
+    let _ = std::fs::remove_file(&seg);
+    let _ = std::fs::remove_file(&json);
+    println!(
+        "goal: <= 20 ns per index lookup, <= 100 ns per string lookup; JSON re-read is {:.0}x slower than the string path",
+        json_ns / rust_string
+    );
+}

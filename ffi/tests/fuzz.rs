@@ -1,0 +1,374 @@
+//! Corrupted or truncated segments: the reader returns errors (EINVAL /
+//! ReaderError::Invalid), never crashes. Seeded random corruptions of a
+//! valid segment, run in-process (a crash would fail the test binary), plus
+//! targeted corruptions of every structural field with the exact expected
+//! error.
+
+mod common;
+
+use common::*;
+use netgauge::capi::*;
+use netgauge::layout::{Layout, MAX_RANGES};
+use netgauge::{LookupError, Params, Reader, ReaderError, SegmentWriter};
+
+const CAP: usize = 8;
+const CASES: u64 = 4000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const NAMES: [(&str, &str); 5] = [
+    ("node002", "rdma"),
+    ("node003", "udp"),
+    ("a", "rdma"),
+    ("b", "rdma"),
+    ("a-much-longer-host-name.cluster.example.org", "mpi"),
+];
+
+fn valid_segment() -> Vec<u8> {
+    let p = TmpPath::new("fuzzsrc");
+    let mut w = SegmentWriter::create_or_open(&p.0, CAP, "node001", "tsc").unwrap();
+    w.upsert(&sample_entry(NAMES[0].0, NAMES[0].1)).unwrap();
+    w.upsert(&sample_entry(NAMES[1].0, NAMES[1].1)).unwrap();
+    w.upsert(&derived_entry(NAMES[2].0, NAMES[2].1, 5)).unwrap();
+    w.upsert(&derived_entry(NAMES[3].0, NAMES[3].1, 6)).unwrap();
+    w.upsert(&derived_entry(NAMES[4].0, NAMES[4].1, 7)).unwrap();
+    std::fs::read(&p.0).unwrap()
+}
+
+#[derive(Default, Debug)]
+struct Outcomes {
+    open_invalid: u64,
+    open_ok: u64,
+    lookups_ok: u64,
+    lookups_invalid: u64,
+    lookups_notfound: u64,
+    busy: u64,
+}
+
+/// Everything a reader can be asked; returns nothing, must not crash.
+fn exercise(r: &mut Reader, o: &mut Outcomes) {
+    r.set_stale_after_ns(0);
+    let mut tally = |res: Result<(), LookupError>| match res {
+        Ok(()) => o.lookups_ok += 1,
+        Err(LookupError::Invalid) => o.lookups_invalid += 1,
+        Err(LookupError::NotFound) => o.lookups_notfound += 1,
+        Err(LookupError::Busy) => o.busy += 1,
+        Err(LookupError::Stale) => {}
+    };
+    tally(r.entry_count().map(|_| ()));
+    tally(r.info().map(|_| ()));
+    tally(r.snapshot().map(|_| ()));
+    for (p, t) in NAMES {
+        for s in [0, 1, 999, 5000, u64::MAX] {
+            tally(r.lookup(p, t, s).map(|v| {
+                // NaN-safety: prediction is total over any bits.
+                let _ = v.predict_ns(s);
+            }));
+        }
+        tally(r.try_index(p, t).map(|_| ()));
+        tally(r.predict_ns(p, t, 100).map(|_| ()));
+    }
+    for i in 0..CAP + 2 {
+        tally(r.lookup_index(i, 100).map(|_| ()));
+        tally(r.snapshot_entry(i).map(|_| ()));
+    }
+}
+
+fn write_case(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn random_corruptions_and_truncations_never_crash() {
+    let good = valid_segment();
+    let layout = Layout::new(CAP).unwrap();
+    assert_eq!(good.len(), layout.total_bytes);
+    let p = TmpPath::new("fuzz");
+    let mut rng = Rng(0x005e_ed0f_f022);
+    let mut o = Outcomes::default();
+    let mut truncations = 0;
+    for case in 0..CASES {
+        let mut b = good.clone();
+        let kind = case % 6;
+        match kind {
+            // Truncation: always refused at open.
+            0 => {
+                let len = rng.below(b.len() as u64) as usize;
+                b.truncate(len);
+            }
+            // A few random bytes anywhere.
+            1 => {
+                for _ in 0..1 + rng.below(8) {
+                    let i = rng.below(b.len() as u64) as usize;
+                    b[i] ^= 1 << rng.below(8);
+                }
+            }
+            // Aligned words set to hostile values, biased to the header,
+            // metadata, slots and entry heads.
+            2 | 3 => {
+                for _ in 0..1 + rng.below(4) {
+                    let region = rng.below(4);
+                    let copy = rng.below(2) as usize;
+                    let base = layout.copy_offset[copy];
+                    let off = match region {
+                        0 => rng.below(256 / 8) as usize * 8,
+                        1 => base + rng.below(layout.meta_bytes as u64 / 8) as usize * 8,
+                        2 => {
+                            base + layout.slots_offset
+                                + rng.below(layout.hash_slots as u64) as usize * 8
+                        }
+                        _ => {
+                            base + layout.entries_offset
+                                + rng.below(CAP as u64) as usize * layout.entry_bytes
+                                + rng.below(256 / 8) as usize * 8
+                        }
+                    };
+                    let v = match rng.below(8) {
+                        0 => 0,
+                        1 => u64::MAX,
+                        2 => f64::NAN.to_bits(),
+                        3 => rng.below(300),
+                        4 => 1 << rng.below(64),
+                        5 => u64::from_le_bytes(b[off..off + 8].try_into().unwrap()) ^ 0xFF00,
+                        _ => rng.next(),
+                    };
+                    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            // A whole region of random bytes.
+            4 => {
+                let start = rng.below(b.len() as u64) as usize;
+                let len = (rng.below(512) as usize).min(b.len() - start);
+                for x in &mut b[start..start + len] {
+                    *x = rng.next() as u8;
+                }
+            }
+            // Corrupt, then truncate or extend.
+            _ => {
+                let i = rng.below(b.len() as u64) as usize;
+                b[i] = rng.next() as u8;
+                if rng.below(2) == 0 {
+                    b.truncate(layout.total_bytes - 1 - rng.below(64) as usize);
+                } else {
+                    b.extend((0..rng.below(5000)).map(|_| rng.next() as u8));
+                }
+            }
+        }
+        write_case(&p.0, &b);
+        match Reader::open(&p.0) {
+            Ok(mut r) => {
+                assert!(
+                    b.len() >= layout.total_bytes,
+                    "case {case}: truncated file ({} bytes) opened",
+                    b.len()
+                );
+                o.open_ok += 1;
+                exercise(&mut r, &mut o);
+            }
+            Err(ReaderError::Invalid(_)) => o.open_invalid += 1,
+            Err(e) => panic!("case {case}: unexpected open error {e}"),
+        }
+        if b.len() < layout.total_bytes {
+            truncations += 1;
+        }
+    }
+    eprintln!("fuzz: {CASES} cases, {truncations} truncated: {o:?}");
+    assert_eq!(o.busy, 0, "a static file can never be 'busy'");
+    assert!(o.open_invalid >= truncations);
+    assert!(
+        o.open_ok > CASES / 3,
+        "too few cases reached the lookups: {o:?}"
+    );
+    assert!(
+        o.lookups_invalid > 1000,
+        "corruption rarely detected: {o:?}"
+    );
+    assert!(o.lookups_ok > 1000, "{o:?}");
+}
+
+fn le_put(b: &mut [u8], off: usize, v: u64, width: usize) {
+    b[off..off + width].copy_from_slice(&v.to_le_bytes()[..width]);
+}
+
+#[test]
+fn each_structural_header_field_is_validated() {
+    let good = valid_segment();
+    let p = TmpPath::new("fuzzhdr");
+    // (offset, width, bad value)
+    let cases: &[(usize, usize, u64)] = &[
+        (0, 8, 0x1122_3344_5566_7788),  // magic
+        (8, 4, 2),                      // abi_major
+        (16, 4, 128),                   // header_bytes too small
+        (16, 4, 320),                   // header_bytes inconsistent with offsets
+        (20, 4, 255),                   // meta_bytes misaligned
+        (24, 4, 2240),                  // entry_bytes too small
+        (24, 4, 2304 + 64),             // entry_bytes inconsistent with total
+        (28, 4, 0),                     // capacity 0
+        (28, 4, 9),                     // capacity inconsistent
+        (28, 4, 1 << 20),               // capacity absurd
+        (32, 4, 12),                    // hash_slots not a power of two
+        (32, 4, 8),                     // hash_slots ≤ capacity
+        (36, 4, MAX_RANGES as u64 + 1), // max_ranges
+        (40, 4, 31),                    // max_curve
+        (44, 4, 17),                    // max_ci
+        (48, 8, u64::MAX),              // total_bytes
+        (48, 8, good.len() as u64 + 8), // total_bytes beyond the file
+        (56, 8, 4096),                  // copy_bytes
+        (64, 8, 0),                     // copy_offset[0]
+        (72, 8, u64::MAX - 7),          // copy_offset[1]
+        (80, 8, 1 << 40),               // unknown incompatible capability
+    ];
+    for &(off, width, v) in cases {
+        let mut b = good.clone();
+        le_put(&mut b, off, v, width);
+        write_case(&p.0, &b);
+        match Reader::open(&p.0) {
+            Err(ReaderError::Invalid(_)) => {}
+            other => panic!("offset {off} = {v:#x}: expected Invalid, got {other:?}"),
+        }
+        // And through the C ABI: NULL + errno EINVAL.
+        let c = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        // SAFETY: valid C string; errno read right after.
+        unsafe {
+            assert!(ng_open(c.as_ptr()).is_null());
+            assert_eq!(*libc::__errno_location(), libc::EINVAL);
+        }
+    }
+    // Unknown *compatible* capability bits and a newer minor are accepted.
+    let mut b = good.clone();
+    le_put(&mut b, 80, 1 << 20 | 0x1f, 8);
+    le_put(&mut b, 12, 7, 4);
+    write_case(&p.0, &b);
+    assert!(Reader::open(&p.0).is_ok());
+}
+
+#[test]
+fn each_structural_payload_field_is_validated() {
+    let good = valid_segment();
+    let layout = Layout::new(CAP).unwrap();
+    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
+    let c = layout.copy_offset[(seq & 1) as usize];
+    let entry = |i: usize| c + layout.entries_offset + i * layout.entry_bytes;
+    let p = TmpPath::new("fuzzpay");
+    let counts_of =
+        |b: &[u8], i: usize| u64::from_le_bytes(b[entry(i) + 8..entry(i) + 16].try_into().unwrap());
+
+    let check = |b: &[u8], what: &str, want_string: LookupError, want_index: LookupError| {
+        write_case(&p.0, b);
+        let mut r = Reader::open(&p.0).unwrap();
+        r.set_stale_after_ns(0);
+        assert_eq!(
+            r.lookup("node002", "rdma", 100),
+            Err(want_string),
+            "{what}: string path"
+        );
+        assert_eq!(
+            r.lookup_index(0, 100).err(),
+            Some(want_index),
+            "{what}: index path"
+        );
+        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        // SAFETY: valid pointers; the reader is closed before leaving.
+        unsafe {
+            let cr = ng_open(cpath.as_ptr());
+            assert!(!cr.is_null());
+            ng_set_stale_after_ns(cr, 0);
+            let mut out = Params::default();
+            assert_eq!(
+                ng_lookup_index(cr, 0, 100, &mut out),
+                want_index.errno(),
+                "{what}: C index path"
+            );
+            assert!(ng_predict_index_ns(cr, 0, 100).is_nan());
+            ng_close(cr);
+        }
+    };
+
+    // entry_count beyond capacity.
+    let mut b = good.clone();
+    le_put(&mut b, c, CAP as u64 + 1, 8);
+    check(
+        &b,
+        "entry_count",
+        LookupError::Invalid,
+        LookupError::Invalid,
+    );
+
+    // counts: zero ranges, too many ranges, empty peer, long peer, junk bits.
+    let base = counts_of(&good, 0);
+    for (what, v) in [
+        ("0 ranges", base & !(0xFF << 16)),
+        ("9 ranges", (base & !(0xFF << 16)) | (9 << 16)),
+        ("33 curve points", (base & !(0xFF << 24)) | (33 << 24)),
+        ("17 intervals", (base & !(0xFF << 32)) | (17 << 32)),
+        ("high bits", base | (1 << 50)),
+    ] {
+        let mut b = good.clone();
+        le_put(&mut b, entry(0) + 8, v, 8);
+        check(&b, what, LookupError::Invalid, LookupError::Invalid);
+    }
+    // A changed peer length no longer matches the name: unknown by name,
+    // and invalid by index when out of bounds.
+    let mut b = good.clone();
+    le_put(&mut b, entry(0) + 8, base & !0xFF, 8);
+    check(
+        &b,
+        "peer_len 0",
+        LookupError::NotFound,
+        LookupError::Invalid,
+    );
+    let mut b = good.clone();
+    le_put(&mut b, entry(0) + 8, (base & !0xFF) | 64, 8);
+    check(
+        &b,
+        "peer_len 64",
+        LookupError::NotFound,
+        LookupError::Invalid,
+    );
+
+    // A slot pointing past entry_count.
+    let mut b = good.clone();
+    let slots = c + layout.slots_offset;
+    for s in 0..layout.hash_slots {
+        let off = slots + 8 * s;
+        let w = u64::from_le_bytes(b[off..off + 8].try_into().unwrap());
+        if w != 0 {
+            le_put(&mut b, off, (w & !0xFFFF_FFFF) | 200, 8);
+        }
+    }
+    write_case(&p.0, &b);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    for (peer, t) in NAMES {
+        assert_eq!(r.lookup(peer, t, 1), Err(LookupError::Invalid), "{peer}");
+    }
+    // A full table (no empty slot) terminates: bounded probing.
+    let mut b = good.clone();
+    for s in 0..layout.hash_slots {
+        le_put(&mut b, slots + 8 * s, 0xDEAD_BEEF_0000_0001, 8);
+    }
+    write_case(&p.0, &b);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    assert_eq!(r.lookup("zz", "rdma", 1), Err(LookupError::NotFound));
+    // Non-UTF-8 names in a dump are an error, not a panic.
+    let mut b = good.clone();
+    b[entry(0) + 128] = 0xFF;
+    write_case(&p.0, &b);
+    let r = Reader::open(&p.0).unwrap();
+    assert_eq!(r.snapshot_entry(0), Err(LookupError::Invalid));
+}
