@@ -114,7 +114,7 @@ impl Scheduler {
             return Err(Duration::from_secs(1));
         };
         if p.due_s > now_s {
-            return Err(Duration::from_secs_f64((p.due_s - now_s).min(1.0)));
+            return Err(Duration::from_secs_f64((p.due_s - now_s).clamp(0.001, 1.0)));
         }
         if self.tokens < 0.0 {
             // In debt: wait until the budget has paid it back.
