@@ -10,3 +10,5 @@ pub mod probe;
 pub mod report;
 pub mod sweep;
 pub mod transport;
+#[cfg(feature = "verbs")]
+pub mod verbs;
