@@ -323,6 +323,30 @@ mod verbs_cli {
         Ok(o)
     }
 
+    /// Warm the path before measuring: first executions of the verbs code
+    /// paths (page faults, an emulated CPU's code translation, the
+    /// provider's lazy set-up) are much slower than later ones, and the
+    /// sweep's own warm-up is per size and short.
+    fn warm_up<T: Transport>(
+        t: &mut T,
+        clock: &HostClock,
+        max_size: u64,
+        opts: &ProbeOptions,
+    ) -> Result<()> {
+        let n = opts.sweep.n.max(2);
+        let top = usize::try_from(max_size)
+            .unwrap_or(usize::MAX)
+            .min(t.caps().max_msg_bytes);
+        for &s in &[1usize, 64, top / 2, top] {
+            let s = s.max(1);
+            for _ in 0..if s <= 64 { 50 } else { 3 } {
+                prtt::prtt(t, clock, 0, 1, 0, s, opts.sweep.timeout)?;
+                prtt::prtt(t, clock, 0, n, 0, s, opts.sweep.timeout)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn probe(
         which: TransportName,
         addr: SocketAddr,
@@ -341,6 +365,7 @@ mod verbs_cli {
                 t.max_inline_bytes(),
                 t.path_mtu_bytes()
             );
+            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
             Ok(probe::run(&mut t, &clock, 0, opts, bar)?)
         } else {
             let mo = MsgOptions {
@@ -348,6 +373,7 @@ mod verbs_cli {
                 eager_max_bytes: v.eager_max,
             };
             let mut t = VerbsMsgTransport::connect(addr, &mo)?;
+            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
             let r = probe::run(&mut t, &clock, 0, opts, bar)?;
             tracing::info!(
                 "msg: eager ≤ {} B, {} rendezvous, {} explicit credit messages",
@@ -372,7 +398,11 @@ mod verbs_cli {
             TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
         eprintln!(
             "ngctl serve: answering {} probes on {} ({})",
-            if which == TransportName::Rdma { "rdma" } else { "msg" },
+            if which == TransportName::Rdma {
+                "rdma"
+            } else {
+                "msg"
+            },
             listener.local_addr()?,
             o.link.device
         );

@@ -99,7 +99,15 @@ pub struct RdmaWriteTransport {
     counters: Counters,
     side: SideChannel,
     path_mtu_bytes: usize,
+    /// Posted writes not yet retired by a signaled completion.
+    outstanding: u32,
+    /// Writes posted since the last signaled one.
+    unsignaled: u32,
+    sq_depth: u32,
 }
+
+/// Inline writes per signaled one.
+const SIGNAL_EVERY: u32 = 4;
 
 impl RdmaWriteTransport {
     fn local(o: &VerbsOptions) -> Result<(Link, Mr, usize), VerbsError> {
@@ -110,7 +118,7 @@ impl RdmaWriteTransport {
             )));
         }
         let mut lo = o.link.clone();
-        lo.max_send_wr = lo.max_send_wr.max(4);
+        lo.max_send_wr = lo.max_send_wr.max(2 * SIGNAL_EVERY);
         lo.max_recv_wr = lo.max_recv_wr.max(1);
         let link = Link::open(&lo)?;
         let slot = slot_bytes(o.max_msg_bytes);
@@ -176,6 +184,9 @@ impl RdmaWriteTransport {
             send_timeout: o.send_timeout,
             counters: Counters::default(),
             side,
+            outstanding: 0,
+            unsignaled: 0,
+            sq_depth: o.link.max_send_wr.max(4).max(2 * SIGNAL_EVERY),
         })
     }
 
@@ -216,6 +227,39 @@ impl RdmaWriteTransport {
     }
     pub fn side_channel(&self) -> &SideChannel {
         &self.side
+    }
+
+    /// Reap send completions: one poll, or (`wait`) until one arrives
+    /// within the send timeout. Each signaled completion retires the
+    /// writes it covers (its wr_id). An error completion (e.g. retries
+    /// exceeded towards a dead peer) is `PeerGone`.
+    fn reap(&mut self, wait: bool) -> Result<(), TransportError> {
+        let start = self.clock.now();
+        let limit = self.clock.from_ns(self.send_timeout.as_nanos() as f64);
+        let mut spins = 0u32;
+        loop {
+            match self.send_cq.poll() {
+                Ok(Some(c)) if c.ok() => {
+                    self.outstanding = self.outstanding.saturating_sub(c.wr_id as u32);
+                    return Ok(());
+                }
+                Ok(Some(c)) => {
+                    return Err(TransportError::PeerGone(format!(
+                        "RDMA write completed with status {} ({})",
+                        verbs::wc_status_str(c.status),
+                        c.status
+                    )))
+                }
+                Ok(None) if !wait => return Ok(()),
+                Ok(None) => {}
+                Err(e) => return Err(TransportError::Protocol(e.to_string())),
+            }
+            spins = spins.wrapping_add(1);
+            if spins & 63 == 0 && self.clock.now().wrapping_sub(start) > limit {
+                return Err(TransportError::Timeout(self.send_timeout));
+            }
+            std::hint::spin_loop();
+        }
     }
 
     #[inline]
@@ -308,34 +352,37 @@ impl Transport for RdmaWriteTransport {
             std::ptr::write_volatile((tx_end - 16) as *mut u64, seq | u64::from(meta.report_ns));
             std::ptr::write_volatile((tx_end - 8) as *mut u64, seq | u64::from(lo));
         }
+        let inline = wire <= self.max_inline;
+        // Free a send-queue slot first if the queue is full.
+        if self.outstanding + 1 >= self.sq_depth {
+            self.reap(true)?;
+        }
+        self.unsignaled += 1;
+        // An inline write's source is reusable when the post returns (the
+        // local completion in the MPI sense), so only every SIGNAL_EVERY-th
+        // inline write asks for a completion, reaped later; a write from the
+        // buffer is signaled and waited for before `send` returns.
+        let signaled = !inline || self.unsignaled >= SIGNAL_EVERY;
         self.wr.set_local((tx_end - wire) as u64, wire as u32);
-        self.wr.set_remote(self.remote_end - wire as u64, self.remote_rkey);
-        self.wr.set_inline(wire <= self.max_inline);
+        self.wr
+            .set_remote(self.remote_end - wire as u64, self.remote_rkey);
+        self.wr.set_inline(inline);
+        self.wr.set_signaled(signaled);
+        self.wr.set_wr_id(u64::from(self.unsignaled));
         self.link
             .qp
             .post_send(&mut self.wr)
             .map_err(|e| TransportError::PeerGone(e.to_string()))?;
-        let start = self.clock.now();
-        let limit = self.clock.from_ns(self.send_timeout.as_nanos() as f64);
-        let mut spins = 0u32;
-        loop {
-            match self.send_cq.poll() {
-                Ok(Some(c)) if c.ok() => break,
-                Ok(Some(c)) => {
-                    return Err(TransportError::PeerGone(format!(
-                        "RDMA write completed with status {} ({})",
-                        verbs::wc_status_str(c.status),
-                        c.status
-                    )))
-                }
-                Ok(None) => {}
-                Err(e) => return Err(TransportError::Protocol(e.to_string())),
+        self.outstanding += 1;
+        if signaled {
+            self.unsignaled = 0;
+        }
+        if inline {
+            self.reap(false)?;
+        } else {
+            while self.outstanding > 0 {
+                self.reap(true)?;
             }
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && self.clock.now().wrapping_sub(start) > limit {
-                return Err(TransportError::Timeout(self.send_timeout));
-            }
-            std::hint::spin_loop();
         }
         self.counters.sent_bytes += bytes as u64;
         self.counters.sent_messages += 1;
@@ -363,8 +410,12 @@ impl Transport for RdmaWriteTransport {
                 return Ok(self.deliver());
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && self.clock.now().wrapping_sub(start) > limit {
-                return Err(TransportError::Timeout(timeout));
+            if spins & 63 == 0 {
+                // Reap our own writes meanwhile; a failed one ends the wait.
+                self.reap(false)?;
+                if self.clock.now().wrapping_sub(start) > limit {
+                    return Err(TransportError::Timeout(timeout));
+                }
             }
             std::hint::spin_loop();
         }

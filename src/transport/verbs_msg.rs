@@ -39,9 +39,7 @@ use super::rdma_write::VerbsOptions;
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
 use crate::clock::{Clock, HostClock};
 use crate::verbs::exchange::{self, EndpointKind, SideChannel};
-use crate::verbs::{
-    self, Access, Completion, Cq, Link, Mr, RecvWr, SendOp, SendWr, VerbsError,
-};
+use crate::verbs::{self, Access, Completion, Cq, Link, Mr, RecvWr, SendOp, SendWr, VerbsError};
 
 /// Data-class receive tokens each side posts (= the peer's credits).
 pub const DATA_TOKENS: u32 = 16;
@@ -190,7 +188,13 @@ impl VerbsMsgTransport {
         )
     }
 
-    fn endpoint(link: &Link, mr: &Mr, lay: &Layout, eager: usize, max_msg: usize) -> exchange::Endpoint {
+    fn endpoint(
+        link: &Link,
+        mr: &Mr,
+        lay: &Layout,
+        eager: usize,
+        max_msg: usize,
+    ) -> exchange::Endpoint {
         let mut ep = link.endpoint(EndpointKind::Msg, mr);
         ep.addr = mr.addr() + lay.app_tx_off as u64;
         ep.size_bytes = lay.app_bytes as u64;
@@ -219,7 +223,10 @@ impl VerbsMsgTransport {
             )));
         }
         if peer.tokens < 2 {
-            return Err(VerbsError::Invalid(format!("peer posts only {} tokens", peer.tokens)));
+            return Err(VerbsError::Invalid(format!(
+                "peer posts only {} tokens",
+                peer.tokens
+            )));
         }
         let mut recv_wrs = Vec::with_capacity(lay.tokens);
         for i in 0..lay.tokens {
@@ -231,7 +238,9 @@ impl VerbsMsgTransport {
         }
         link.connect(&peer)?;
         side.ready()?;
-        let max_msg = max_msg.min(peer.size_bytes as usize).min(peer.max_msg_bytes as usize);
+        let max_msg = max_msg
+            .min(peer.size_bytes as usize)
+            .min(peer.max_msg_bytes as usize);
         let mut send_wr = SendWr::new(SendOp::Send, WR_SEND, &mr);
         send_wr.set_local(mr.addr() + lay.bounce_off as u64, 0);
         let mut ctrl_wr = SendWr::new(SendOp::Send, WR_CTRL, &mr);
@@ -329,7 +338,7 @@ impl VerbsMsgTransport {
                 Err(e) => return Err(TransportError::Protocol(e.to_string())),
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && self.clock.now().wrapping_sub(start) > limit {
+            if spins & 63 == 0 && self.clock.now().wrapping_sub(start) > limit {
                 return Err(TransportError::Timeout(self.send_timeout));
             }
             std::hint::spin_loop();
@@ -349,7 +358,11 @@ impl VerbsMsgTransport {
         // SAFETY: the control slot is 64 bytes inside our registration; the
         // previous control send completed, so the NIC is not reading it.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(self.lay.ctrl_off), HDR_BYTES)
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base().add(self.lay.ctrl_off),
+                HDR_BYTES,
+            )
         };
         self.link
             .qp
@@ -427,7 +440,11 @@ impl VerbsMsgTransport {
                 self.repost(token)?;
                 self.to_return += 1;
                 let t1 = self.clock.now();
-                Ok(Some(self.received(len, meta, self.clock.to_ns(t1.wrapping_sub(t0)))))
+                Ok(Some(self.received(
+                    len,
+                    meta,
+                    self.clock.to_ns(t1.wrapping_sub(t0)),
+                )))
             }
             KIND_RNDV_REQ => {
                 let len = h.len as usize;
@@ -455,7 +472,9 @@ impl VerbsMsgTransport {
                 self.rendezvous += 1;
                 Ok(Some(self.received(len, meta, self.clock.to_ns(cpu))))
             }
-            k => Err(TransportError::Protocol(format!("unknown message kind {k}"))),
+            k => Err(TransportError::Protocol(format!(
+                "unknown message kind {k}"
+            ))),
         }
     }
 
@@ -511,7 +530,7 @@ impl VerbsMsgTransport {
         while !done(self) {
             if !self.poll_into_ready()? {
                 spins = spins.wrapping_add(1);
-                if spins % 64 == 0 {
+                if spins & 63 == 0 {
                     self.maybe_return_credits()?;
                     if self.clock.now().wrapping_sub(start) > limit {
                         return Err(TransportError::Timeout(timeout));
@@ -669,6 +688,6 @@ mod tests {
         // One FIN (a sender blocks until its rendezvous ends) plus the
         // CREDIT messages that can be unread: each returns ≥ DATA_TOKENS/2.
         let credit_msgs = DATA_TOKENS / (DATA_TOKENS / 2);
-        assert!(1 + credit_msgs <= CTRL_TOKENS);
+        assert!(credit_msgs < CTRL_TOKENS);
     }
 }

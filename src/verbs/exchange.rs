@@ -208,12 +208,11 @@ impl SideChannel {
     /// Connect to an `ngctl serve` (within `timeout`).
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<SideChannel, ExchangeError> {
         let peer = addr.to_string();
-        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|source| {
-            ExchangeError::Io {
+        let stream =
+            TcpStream::connect_timeout(&addr, timeout).map_err(|source| ExchangeError::Io {
                 peer: peer.clone(),
                 source,
-            }
-        })?;
+            })?;
         Self::from_stream(stream, timeout)
     }
 
@@ -396,22 +395,43 @@ mod tests {
         let good = sample().encode();
         let mut b = good;
         b[0] = b'X';
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadMagic(_))));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadMagic(_))
+        ));
         let mut b = good;
         b[4] = 9;
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadVersion(9))));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadVersion(9))
+        ));
         let mut b = good;
         b[6] = 7;
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadKind(7))));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadKind(7))
+        ));
         let mut b = good;
         b[7] = 0;
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadField { field: "mtu", .. })));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadField { field: "mtu", .. })
+        ));
         let mut b = good;
         b[11] = 1;
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadField { field: "qpn", .. })));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadField { field: "qpn", .. })
+        ));
         let mut b = good;
         b[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(matches!(Endpoint::decode(&b), Err(ExchangeError::BadField { field: "addr+size", .. })));
+        assert!(matches!(
+            Endpoint::decode(&b),
+            Err(ExchangeError::BadField {
+                field: "addr+size",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -475,7 +495,10 @@ mod tests {
         });
         let mut c = SideChannel::connect(addr, Duration::from_secs(2)).unwrap();
         c.send_endpoint(&sample()).unwrap();
-        assert!(matches!(t.join().unwrap(), Err(ExchangeError::KindMismatch { .. })));
+        assert!(matches!(
+            t.join().unwrap(),
+            Err(ExchangeError::KindMismatch { .. })
+        ));
     }
 
     #[test]

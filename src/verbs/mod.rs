@@ -53,7 +53,11 @@ pub enum VerbsError {
         source: io::Error,
     },
     #[error("port {port} of {device} is not active (state {state})")]
-    PortDown { device: String, port: u8, state: u32 },
+    PortDown {
+        device: String,
+        port: u8,
+        state: u32,
+    },
     #[error("GID index {index} of {device} port {port} is not usable ({why})")]
     BadGid {
         device: String,
@@ -104,7 +108,9 @@ fn check_rc(rc: i32, what: &'static str) -> Result<(), VerbsError> {
         let errno = if rc > 0 {
             rc
         } else {
-            io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+            io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
         };
         Err(VerbsError::Os {
             what,
@@ -256,9 +262,7 @@ impl Context {
     pub fn gid(&self, port: u8, index: u32) -> Result<[u8; 16], VerbsError> {
         let mut gid = sys::ibv_gid { raw: [0; 16] };
         // SAFETY: the context is open; gid is a valid 16-byte out-pointer.
-        let rc = unsafe {
-            sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut gid)
-        };
+        let rc = unsafe { sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut gid) };
         if rc != 0 {
             return Err(VerbsError::BadGid {
                 device: self.name.clone(),
@@ -278,7 +282,9 @@ impl Context {
             "/sys/class/infiniband/{}/ports/{port}/gid_attrs/types/{index}",
             self.name
         );
-        std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
     }
 
     /// The GID index to use when none is given: 0 on InfiniBand; on RoCE the
@@ -735,7 +741,12 @@ impl Qp {
         self.max_inline_bytes
     }
 
-    fn modify(&mut self, attr: &mut sys::ibv_qp_attr, mask: u32, what: &'static str) -> Result<(), VerbsError> {
+    fn modify(
+        &mut self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: u32,
+        what: &'static str,
+    ) -> Result<(), VerbsError> {
         // SAFETY: the QP is live; attr is a valid attribute struct whose
         // fields named by mask are set.
         let rc = unsafe { sys::ibv_modify_qp(self.qp.as_ptr(), attr, mask as i32) };
@@ -754,7 +765,8 @@ impl Qp {
             | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
             | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ)
             .0;
-        let mask = (m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS).0;
+        let mask =
+            (m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS).0;
         self.modify(&mut a, mask, "ibv_modify_qp(INIT)")
     }
 
@@ -908,6 +920,18 @@ impl SendWr {
     pub fn set_inline(&mut self, inline: bool) {
         let f = sys::ibv_send_flags::IBV_SEND_INLINE.0;
         if inline {
+            self.wr.send_flags |= f;
+        } else {
+            self.wr.send_flags &= !f;
+        }
+    }
+
+    /// Ask for a completion (or not: an unsignaled request completes
+    /// silently unless it fails).
+    #[inline]
+    pub fn set_signaled(&mut self, signaled: bool) {
+        let f = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        if signaled {
             self.wr.send_flags |= f;
         } else {
             self.wr.send_flags &= !f;
