@@ -394,6 +394,8 @@ mod verbs_cli {
         max_size: u64,
     ) -> Result<()> {
         let o = options(v, max_size, HostClock::detect())?;
+        // A missing device is one clear line, before anything else is said.
+        drop(netgauged::verbs::Context::open(&o.link.device)?);
         let listener =
             TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
         eprintln!(

@@ -83,7 +83,7 @@ echo $? >"$OUT/nodev.rc"
 "$NGCTL" serve --transport msg --device nosuch --listen $IP:7476 >/dev/null 2>"$OUT/nodev_serve.err"
 echo $? >"$OUT/nodev_serve.rc"
 "$NGCTL" serve --transport udp --listen $IP:7477 --idle-exit-s 3 2>/dev/null &
-sleep 0.5
+sleep 2
 "$NGCTL" probe --transport udp --peer $IP:7477 --max-size 256 --max-reps 6 --resamples 0 --json \
     >"$OUT/udp.json" 2>"$OUT/udp.err"
 echo $? >"$OUT/udp.rc"
