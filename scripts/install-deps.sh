@@ -4,7 +4,9 @@
 set -euo pipefail
 
 need_pkgs=()
-for p in pkg-config gcc libc6-dev iproute2; do
+# libibverbs-dev, librdmacm-dev, libclang-dev: the `verbs` feature (rdma-sys
+# runs bindgen against the system rdma-core headers).
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -13,3 +13,5 @@ pub mod report;
 pub mod daemon;
 pub mod sweep;
 pub mod transport;
+#[cfg(feature = "verbs")]
+pub mod verbs;

@@ -25,6 +25,24 @@ struct Cli {
 enum TransportName {
     Sim,
     Udp,
+    /// One-sided RDMA write (verbs; needs --device).
+    Rdma,
+    /// Two-sided "Myrinet-style" verbs messages with eager/rendezvous.
+    Msg,
+}
+
+/// Flags of the verbs transports (rdma, msg).
+#[derive(clap::Args, Clone, Debug)]
+struct VerbsArgs {
+    /// RDMA device (e.g. rxe0, mlx5_0).
+    #[arg(long)]
+    device: Option<String>,
+    /// GID index (RoCE); default: the first RoCE v2 GID (IPv4-mapped preferred).
+    #[arg(long)]
+    gid_index: Option<u32>,
+    /// msg: largest eager message; larger ones use the rendezvous.
+    #[arg(long, default_value_t = 16 * 1024)]
+    eager_max: usize,
 }
 
 #[derive(Subcommand)]
@@ -46,6 +64,11 @@ enum Cmd {
         /// Exit after this many seconds without a message (0: never).
         #[arg(long, default_value_t = 0)]
         idle_exit_s: u64,
+        #[command(flatten)]
+        verbs: VerbsArgs,
+        /// rdma/msg: largest message accepted.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_size: u64,
     },
     /// Measure once, like Netgauge, without the daemon.
     Probe {
@@ -84,6 +107,11 @@ enum Cmd {
         /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
         #[arg(long)]
         shm: Option<String>,
+        #[command(flatten)]
+        verbs: VerbsArgs,
+        /// Most repetitions per size (fewer: a quicker, rougher sweep).
+        #[arg(long)]
+        max_reps: Option<u32>,
     },
     /// Is the daemon alive, and what is it doing?
     Status {
@@ -174,7 +202,12 @@ fn run(cli: Cli) -> Result<()> {
             transport,
             listen,
             idle_exit_s,
+            verbs,
+            max_size,
         } => {
+            if matches!(transport, TransportName::Rdma | TransportName::Msg) {
+                return verbs_cli::serve(transport, listen, idle_exit_s, &verbs, max_size);
+            }
             if transport != TransportName::Udp {
                 bail!("`serve` answers real transports; sim needs no server");
             }
@@ -214,6 +247,8 @@ fn run(cli: Cli) -> Result<()> {
             raw,
             publish,
             shm,
+            verbs,
+            max_reps,
         } => {
             let mut sweep = match schedule.as_str() {
                 "adaptive" => SweepConfig::default(),
@@ -223,6 +258,10 @@ fn run(cli: Cli) -> Result<()> {
             sweep.max_size_bytes = max_size;
             sweep.min_size_bytes = min_size;
             sweep.timeout = Duration::from_millis(timeout_ms);
+            if let Some(r) = max_reps {
+                sweep.max_reps = r.max(1);
+                sweep.min_reps = sweep.min_reps.min(sweep.max_reps);
+            }
             let mut opts = ProbeOptions {
                 sweep,
                 resamples,
@@ -243,6 +282,12 @@ fn run(cli: Cli) -> Result<()> {
                     let clock = VirtualClock::new();
                     let mut t = SimTransport::new(params, clock.clone(), peers);
                     probe::run(&mut t, &clock, 0, &opts, &mut bar)?
+                }
+                TransportName::Rdma | TransportName::Msg => {
+                    let peer = peer.clone().context("--peer HOST:PORT is required for rdma/msg")?;
+                    let addr = resolve(&peer)?;
+                    verbs_cli::probe(transport, addr, &verbs, max_size, &opts, &mut bar)
+                        .with_context(|| format!("probe of {peer} failed"))?
                 }
                 TransportName::Udp => {
                     let peer = peer
@@ -433,4 +478,245 @@ fn resolve(peer: &str) -> Result<SocketAddr> {
         .with_context(|| format!("cannot resolve {peer}"))?
         .next()
         .with_context(|| format!("{peer} resolves to no address"))
+}
+
+/// The verbs arms of `serve` and `probe` (rdma, msg).
+#[cfg(feature = "verbs")]
+mod verbs_cli {
+    use std::net::{SocketAddr, TcpListener};
+    use std::time::Duration;
+
+    use anyhow::{Context, Result};
+    use netgauged::clock::HostClock;
+    use netgauged::pattern::prtt;
+    use netgauged::probe::{self, ProbeOptions, ProbeResult};
+    use netgauged::sweep::Progress;
+    use netgauged::transport::rdma_write::{RdmaWriteTransport, VerbsOptions};
+    use netgauged::transport::verbs_msg::{MsgOptions, VerbsMsgTransport};
+    use netgauged::transport::Transport;
+    use netgauged::verbs::exchange::SideChannel;
+
+    use super::{TransportName, VerbsArgs};
+
+    fn options(v: &VerbsArgs, max_size: u64, clock: HostClock) -> Result<VerbsOptions> {
+        let device = v
+            .device
+            .as_deref()
+            .context("--device DEV is required for rdma/msg (see `ibv_devices`)")?;
+        let mut o = VerbsOptions::new(device);
+        o.link.gid_index = v.gid_index;
+        o.max_msg_bytes = usize::try_from(max_size).context("--max-size too large")?;
+        o.clock = clock;
+        Ok(o)
+    }
+
+    /// Warm the path before measuring: first executions of the verbs code
+    /// paths (page faults, an emulated CPU's code translation, the
+    /// provider's lazy set-up) are much slower than later ones, and the
+    /// sweep's own warm-up is per size and short.
+    fn warm_up<T: Transport>(
+        t: &mut T,
+        clock: &HostClock,
+        max_size: u64,
+        opts: &ProbeOptions,
+    ) -> Result<()> {
+        let n = opts.sweep.n.max(2);
+        let top = usize::try_from(max_size)
+            .unwrap_or(usize::MAX)
+            .min(t.caps().max_msg_bytes);
+        for &s in &[1usize, 64, top / 2, top] {
+            let s = s.max(1);
+            for _ in 0..if s <= 64 { 50 } else { 3 } {
+                prtt::prtt(t, clock, 0, 1, 0, s, opts.sweep.timeout)?;
+                prtt::prtt(t, clock, 0, n, 0, s, opts.sweep.timeout)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn probe(
+        which: TransportName,
+        addr: SocketAddr,
+        v: &VerbsArgs,
+        max_size: u64,
+        opts: &ProbeOptions,
+        bar: &mut dyn Progress,
+    ) -> Result<ProbeResult> {
+        let clock = HostClock::detect();
+        let o = options(v, max_size, clock)?;
+        if which == TransportName::Rdma {
+            let mut t = RdmaWriteTransport::connect(addr, &o)?;
+            tracing::info!(
+                "rdma: {} inline ≤ {} B, path MTU {} B",
+                t.device(),
+                t.max_inline_bytes(),
+                t.path_mtu_bytes()
+            );
+            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
+            Ok(probe::run(&mut t, &clock, 0, opts, bar)?)
+        } else {
+            let mo = MsgOptions {
+                verbs: o,
+                eager_max_bytes: v.eager_max,
+            };
+            let mut t = VerbsMsgTransport::connect(addr, &mo)?;
+            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
+            let r = probe::run(&mut t, &clock, 0, opts, bar)?;
+            tracing::info!(
+                "msg: eager ≤ {} B, {} rendezvous, {} explicit credit messages",
+                t.eager_max_bytes(),
+                t.rendezvous,
+                t.credit_messages
+            );
+            Ok(r)
+        }
+    }
+
+    /// Answer one client after another until none comes for `idle_exit_s`.
+    pub fn serve(
+        which: TransportName,
+        listen: SocketAddr,
+        idle_exit_s: u64,
+        v: &VerbsArgs,
+        max_size: u64,
+    ) -> Result<()> {
+        let o = options(v, max_size, HostClock::detect())?;
+        // A missing device is one clear line, before anything else is said.
+        drop(netgauged::verbs::Context::open(&o.link.device)?);
+        let listener =
+            TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+        eprintln!(
+            "ngctl serve: answering {} probes on {} ({})",
+            if which == TransportName::Rdma {
+                "rdma"
+            } else {
+                "msg"
+            },
+            listener.local_addr()?,
+            o.link.device
+        );
+        let wait = (idle_exit_s > 0).then(|| Duration::from_secs(idle_exit_s));
+        loop {
+            let accepted = if which == TransportName::Rdma {
+                RdmaWriteTransport::accept(&listener, wait, &o).map(|t| {
+                    let side = t.side_channel().try_clone();
+                    (Box::new(t) as Box<dyn Transport>, side)
+                })
+            } else {
+                let mo = MsgOptions {
+                    verbs: o.clone(),
+                    eager_max_bytes: v.eager_max,
+                };
+                VerbsMsgTransport::accept(&listener, wait, &mo).map(|t| {
+                    let side = t.side_channel().try_clone();
+                    (Box::new(t) as Box<dyn Transport>, side)
+                })
+            };
+            let (mut t, side) = match accepted {
+                Ok(x) => x,
+                Err(netgauged::verbs::VerbsError::Exchange(
+                    netgauged::verbs::exchange::ExchangeError::AcceptTimeout(_),
+                )) => {
+                    eprintln!("ngctl serve: idle, exiting");
+                    return Ok(());
+                }
+                Err(e @ netgauged::verbs::VerbsError::Exchange(_)) => {
+                    eprintln!("ngctl serve: session set-up failed: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let side = side?;
+            let stats = session(&mut *t, &side, idle_exit_s);
+            match stats {
+                Ok(st) => eprintln!(
+                    "ngctl serve: session with {} ended after {} messages and {} answers",
+                    side.peer(),
+                    st.messages,
+                    st.answers
+                ),
+                Err(e) => eprintln!("ngctl serve: session with {} failed: {e}", side.peer()),
+            }
+        }
+    }
+
+    fn session(
+        t: &mut dyn Transport,
+        side: &SideChannel,
+        idle_exit_s: u64,
+    ) -> Result<prtt::ServeStats, netgauged::transport::TransportError> {
+        let idle = Duration::from_millis(500);
+        let limit = idle_exit_s * 2;
+        let mut last_timeouts = 0;
+        let mut quiet = 0u64;
+        let mut last_msgs = 0u64;
+        prtt::serve(&mut DynTransport(t), idle, |st| {
+            if st.timeouts == last_timeouts {
+                return true;
+            }
+            // Only after a quiet spell: is the client still there?
+            last_timeouts = st.timeouts;
+            if st.messages == last_msgs {
+                quiet += 1;
+            } else {
+                quiet = 0;
+                last_msgs = st.messages;
+            }
+            !side.peer_closed() && (limit == 0 || quiet <= limit)
+        })
+    }
+
+    /// `serve` takes `&mut impl Transport`; this forwards to a trait object.
+    struct DynTransport<'a>(&'a mut dyn Transport);
+
+    impl Transport for DynTransport<'_> {
+        fn caps(&self) -> netgauged::transport::Caps {
+            self.0.caps()
+        }
+        fn send(
+            &mut self,
+            peer: netgauged::transport::PeerId,
+            bytes: usize,
+            meta: netgauged::transport::Meta,
+        ) -> Result<(), netgauged::transport::TransportError> {
+            self.0.send(peer, bytes, meta)
+        }
+        fn recv(
+            &mut self,
+            from: Option<netgauged::transport::PeerId>,
+            timeout: Duration,
+        ) -> Result<netgauged::transport::Received, netgauged::transport::TransportError> {
+            self.0.recv(from, timeout)
+        }
+        fn counters(&self) -> netgauged::transport::Counters {
+            self.0.counters()
+        }
+    }
+}
+
+/// Without the `verbs` feature the verbs transports say so.
+#[cfg(not(feature = "verbs"))]
+mod verbs_cli {
+    use std::net::SocketAddr;
+
+    use anyhow::{bail, Result};
+    use netgauged::probe::{ProbeOptions, ProbeResult};
+    use netgauged::sweep::Progress;
+
+    use super::{TransportName, VerbsArgs};
+
+    pub fn probe(
+        _: TransportName,
+        _: SocketAddr,
+        _: &VerbsArgs,
+        _: u64,
+        _: &ProbeOptions,
+        _: &mut dyn Progress,
+    ) -> Result<ProbeResult> {
+        bail!("this ngctl was built without the `verbs` feature")
+    }
+
+    pub fn serve(_: TransportName, _: SocketAddr, _: u64, _: &VerbsArgs, _: u64) -> Result<()> {
+        bail!("this ngctl was built without the `verbs` feature")
+    }
 }

@@ -8,8 +8,12 @@ use std::time::Duration;
 
 pub mod frame;
 pub mod multi;
+#[cfg(feature = "verbs")]
+pub mod rdma_write;
 pub mod sim;
 pub mod udp;
+#[cfg(feature = "verbs")]
+pub mod verbs_msg;
 
 /// Index of a peer as the transport numbers them (0..caps().peers).
 pub type PeerId = usize;

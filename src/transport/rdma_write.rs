@@ -1,0 +1,447 @@
+//! One-sided RDMA-write probe transport over an RC queue pair.
+//!
+//! Each side registers one pinned buffer of two slots: `rx` (the peer writes
+//! into it) and `tx` (the source of our writes). A message of `s` bytes is
+//! written so that it ENDS at the end of the peer's `rx` slot; its last 16
+//! bytes are a trailer (for `s < 16`, 16 bytes are written):
+//!
+//! ```text
+//! end-16: report_ns u32 | seq u32        (word B)
+//! end-8:  len u31 + answer bit u32 | seq u32   (word A, the stamp)
+//! ```
+//!
+//! The receiver spins on the stamp (an atomic 8-byte load of the last 8
+//! bytes of its `rx` slot) until its sequence number changes, then checks
+//! that B carries the same sequence (so a newer write still being placed is
+//! never mixed with an older stamp). RC delivers in order, so when the stamp
+//! jumps by k, k messages have fully arrived: `recv` returns them one by one
+//! (the earlier ones without meta: within a PRTT burst only the last one
+//! carries `answer`).
+//!
+//! The work request is built once; sends up to the device's inline limit go
+//! inline; the sender busy-polls its signaled completion. The loop makes no
+//! allocation and no system call of its own (the provider's doorbell is the
+//! transport's own). One-sided: o_r = 0.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
+use crate::clock::{Clock, HostClock};
+use crate::verbs::exchange::{self, EndpointKind, SideChannel};
+use crate::verbs::{self, Access, Cq, Link, LinkOptions, Mr, SendOp, SendWr, VerbsError};
+
+/// Bytes of the trailer at the end of every written message.
+pub const TRAILER_BYTES: usize = 16;
+const ANSWER_BIT: u32 = 1 << 31;
+
+/// Settings of an RDMA transport session (also used by `verbs_msg`).
+#[derive(Clone, Debug)]
+pub struct VerbsOptions {
+    pub link: LinkOptions,
+    /// Largest message.
+    pub max_msg_bytes: usize,
+    /// Try huge pages for the buffers.
+    pub huge_pages: bool,
+    /// Deadline of the side-channel exchange (each read or write).
+    pub exchange_timeout: Duration,
+    /// How long `send` may wait for its local completion.
+    pub send_timeout: Duration,
+    pub clock: HostClock,
+}
+
+impl VerbsOptions {
+    pub fn new(device: &str) -> VerbsOptions {
+        VerbsOptions {
+            link: LinkOptions::new(device),
+            max_msg_bytes: 1 << 20,
+            huge_pages: false,
+            exchange_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(5),
+            clock: HostClock::default(),
+        }
+    }
+}
+
+/// Round up to a multiple of 64 (stamp alignment and cache lines).
+fn slot_bytes(max_msg: usize) -> usize {
+    max_msg.max(TRAILER_BYTES).div_ceil(64) * 64
+}
+
+fn next_seq(s: u32) -> u32 {
+    if s == u32::MAX {
+        1
+    } else {
+        s + 1
+    }
+}
+
+/// The RDMA-write transport (one peer).
+pub struct RdmaWriteTransport {
+    link: Link,
+    send_cq: Arc<Cq>,
+    mr: Mr,
+    slot: usize,
+    wr: SendWr,
+    remote_end: u64,
+    remote_rkey: u32,
+    max_inline: usize,
+    max_msg: usize,
+    send_seq: u32,
+    seen_seq: u32,
+    delivered_seq: u32,
+    latest_len: usize,
+    latest_meta: Meta,
+    clock: HostClock,
+    send_timeout: Duration,
+    counters: Counters,
+    side: SideChannel,
+    path_mtu_bytes: usize,
+    /// Posted writes not yet retired by a signaled completion.
+    outstanding: u32,
+    /// Writes posted since the last signaled one.
+    unsignaled: u32,
+    sq_depth: u32,
+}
+
+/// Inline writes per signaled one.
+const SIGNAL_EVERY: u32 = 4;
+
+impl RdmaWriteTransport {
+    fn local(o: &VerbsOptions) -> Result<(Link, Mr, usize), VerbsError> {
+        if o.max_msg_bytes >= ANSWER_BIT as usize {
+            return Err(VerbsError::Invalid(format!(
+                "max message of {} bytes exceeds 2^31−1",
+                o.max_msg_bytes
+            )));
+        }
+        let mut lo = o.link.clone();
+        lo.max_send_wr = lo.max_send_wr.max(2 * SIGNAL_EVERY);
+        lo.max_recv_wr = lo.max_recv_wr.max(1);
+        let link = Link::open(&lo)?;
+        let slot = slot_bytes(o.max_msg_bytes);
+        let mr = Mr::new(
+            &link.pd,
+            2 * slot,
+            Access {
+                remote_write: true,
+                remote_read: false,
+            },
+            o.huge_pages,
+        )?;
+        Ok((link, mr, slot))
+    }
+
+    fn endpoint(link: &Link, mr: &Mr, slot: usize, max_msg: usize) -> exchange::Endpoint {
+        let mut ep = link.endpoint(EndpointKind::RdmaWrite, mr);
+        // The peer may write only into the rx slot (the first one).
+        ep.size_bytes = slot as u64;
+        ep.max_msg_bytes = max_msg as u64;
+        ep
+    }
+
+    fn finish(
+        mut link: Link,
+        mr: Mr,
+        slot: usize,
+        peer: exchange::Endpoint,
+        mut side: SideChannel,
+        o: &VerbsOptions,
+    ) -> Result<Self, VerbsError> {
+        if peer.size_bytes < TRAILER_BYTES as u64 {
+            return Err(VerbsError::Invalid(format!(
+                "peer offers a target buffer of only {} bytes",
+                peer.size_bytes
+            )));
+        }
+        link.connect(&peer)?;
+        side.ready()?;
+        let max_msg = o
+            .max_msg_bytes
+            .min(peer.size_bytes as usize)
+            .min(peer.max_msg_bytes as usize)
+            .min(link.port.max_msg_bytes.max(TRAILER_BYTES as u32) as usize);
+        let wr = SendWr::new(SendOp::RdmaWrite, 1, &mr);
+        Ok(RdmaWriteTransport {
+            send_cq: link.send_cq.clone(),
+            max_inline: link.qp.max_inline_bytes() as usize,
+            path_mtu_bytes: link.path_mtu_bytes(&peer),
+            link,
+            mr,
+            slot,
+            wr,
+            remote_end: peer.addr + peer.size_bytes,
+            remote_rkey: peer.rkey,
+            max_msg,
+            send_seq: 0,
+            seen_seq: 0,
+            delivered_seq: 0,
+            latest_len: 0,
+            latest_meta: Meta::default(),
+            clock: o.clock,
+            send_timeout: o.send_timeout,
+            counters: Counters::default(),
+            side,
+            outstanding: 0,
+            unsignaled: 0,
+            sq_depth: o.link.max_send_wr.max(4).max(2 * SIGNAL_EVERY),
+        })
+    }
+
+    /// Client: open the device, exchange endpoints with the `ngctl serve`
+    /// at `server`, connect the QP.
+    pub fn connect(server: SocketAddr, o: &VerbsOptions) -> Result<Self, VerbsError> {
+        let (link, mr, slot) = Self::local(o)?;
+        let mut side = SideChannel::connect(server, o.exchange_timeout)?;
+        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
+        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
+        Self::finish(link, mr, slot, peer, side, o)
+    }
+
+    /// Server: wait for one client on `listener` (at most `wait`, None:
+    /// forever), then as `connect`.
+    pub fn accept(
+        listener: &TcpListener,
+        wait: Option<Duration>,
+        o: &VerbsOptions,
+    ) -> Result<Self, VerbsError> {
+        // Open the device first, so a missing device fails before waiting.
+        let (link, mr, slot) = Self::local(o)?;
+        let mut side = exchange::accept(listener, wait, o.exchange_timeout)?;
+        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
+        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
+        Self::finish(link, mr, slot, peer, side, o)
+    }
+
+    /// Inline payload limit the device granted.
+    pub fn max_inline_bytes(&self) -> usize {
+        self.max_inline
+    }
+    pub fn path_mtu_bytes(&self) -> usize {
+        self.path_mtu_bytes
+    }
+    pub fn device(&self) -> &str {
+        self.link.ctx.name()
+    }
+    pub fn side_channel(&self) -> &SideChannel {
+        &self.side
+    }
+
+    /// Reap send completions: one poll, or (`wait`) until one arrives
+    /// within the send timeout. Each signaled completion retires the
+    /// writes it covers (its wr_id). An error completion (e.g. retries
+    /// exceeded towards a dead peer) is `PeerGone`.
+    fn reap(&mut self, wait: bool) -> Result<(), TransportError> {
+        let start = self.clock.now();
+        let limit = self.clock.from_ns(self.send_timeout.as_nanos() as f64);
+        let mut spins = 0u32;
+        loop {
+            match self.send_cq.poll() {
+                Ok(Some(c)) if c.ok() => {
+                    self.outstanding = self.outstanding.saturating_sub(c.wr_id as u32);
+                    return Ok(());
+                }
+                Ok(Some(c)) => {
+                    return Err(TransportError::PeerGone(format!(
+                        "RDMA write completed with status {} ({})",
+                        verbs::wc_status_str(c.status),
+                        c.status
+                    )))
+                }
+                Ok(None) if !wait => return Ok(()),
+                Ok(None) => {}
+                Err(e) => return Err(TransportError::Protocol(e.to_string())),
+            }
+            spins = spins.wrapping_add(1);
+            if spins & 63 == 0 && self.clock.now().wrapping_sub(start) > limit {
+                return Err(TransportError::Timeout(self.send_timeout));
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    #[inline]
+    fn stamp(&self) -> &AtomicU64 {
+        // SAFETY: the rx slot is [0, slot) of our mapping, slot is a
+        // multiple of 64 and the mapping page-aligned, so slot−8 is an
+        // aligned 8-byte word inside it, alive as long as self. The NIC
+        // writes it concurrently, which is why it is read atomically.
+        unsafe { &*(self.mr.as_ptr().add(self.slot - 8) as *const AtomicU64) }
+    }
+
+    #[inline]
+    fn word_b(&self) -> &AtomicU64 {
+        // SAFETY: as for `stamp`, the word before it.
+        unsafe { &*(self.mr.as_ptr().add(self.slot - 16) as *const AtomicU64) }
+    }
+
+    /// Look at the stamp once; true when a newer message has arrived.
+    #[inline]
+    fn poll_stamp(&mut self) -> bool {
+        let a = self.stamp().load(Ordering::Acquire);
+        let seq = (a >> 32) as u32;
+        if seq == 0 || seq == self.seen_seq {
+            return false;
+        }
+        let b = self.word_b().load(Ordering::Acquire);
+        let a2 = self.stamp().load(Ordering::Acquire);
+        if a2 != a || (b >> 32) as u32 != seq {
+            // A newer write is being placed; look again.
+            return false;
+        }
+        let lo = a as u32;
+        self.seen_seq = seq;
+        self.latest_len = (lo & !ANSWER_BIT) as usize;
+        self.latest_meta = Meta {
+            answer: lo & ANSWER_BIT != 0,
+            report_ns: b as u32,
+        };
+        true
+    }
+
+    fn deliver(&mut self) -> Received {
+        self.delivered_seq = next_seq(self.delivered_seq);
+        let meta = if self.delivered_seq == self.seen_seq {
+            self.latest_meta
+        } else {
+            Meta::default()
+        };
+        self.counters.recv_bytes += self.latest_len as u64;
+        self.counters.recv_messages += 1;
+        Received {
+            peer: 0,
+            bytes: self.latest_len,
+            meta,
+            overhead_ns: 0.0,
+        }
+    }
+}
+
+impl Transport for RdmaWriteTransport {
+    fn caps(&self) -> Caps {
+        Caps {
+            max_msg_bytes: self.max_msg,
+            one_sided: true,
+            has_recv_overhead: false,
+            peers: 1,
+        }
+    }
+
+    fn send(&mut self, peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
+        if peer != 0 {
+            return Err(TransportError::NoPeer(peer));
+        }
+        if bytes > self.max_msg {
+            return Err(TransportError::TooLarge {
+                bytes,
+                max: self.max_msg,
+            });
+        }
+        self.send_seq = next_seq(self.send_seq);
+        let seq = u64::from(self.send_seq) << 32;
+        let lo = bytes as u32 | if meta.answer { ANSWER_BIT } else { 0 };
+        let wire = bytes.max(TRAILER_BYTES);
+        let tx = self.mr.as_ptr() as usize + self.slot; // tx slot start
+        let tx_end = tx + self.slot;
+        // SAFETY: tx_end−16 .. tx_end is the aligned end of our tx slot; the
+        // previous write's completion was reaped, so the NIC does not read
+        // it now.
+        unsafe {
+            std::ptr::write_volatile((tx_end - 16) as *mut u64, seq | u64::from(meta.report_ns));
+            std::ptr::write_volatile((tx_end - 8) as *mut u64, seq | u64::from(lo));
+        }
+        let inline = wire <= self.max_inline;
+        // Free a send-queue slot first if the queue is full.
+        if self.outstanding + 1 >= self.sq_depth {
+            self.reap(true)?;
+        }
+        self.unsignaled += 1;
+        // An inline write's source is reusable when the post returns (the
+        // local completion in the MPI sense), so only every SIGNAL_EVERY-th
+        // inline write asks for a completion, reaped later; a write from the
+        // buffer is signaled and waited for before `send` returns.
+        let signaled = !inline || self.unsignaled >= SIGNAL_EVERY;
+        self.wr.set_local((tx_end - wire) as u64, wire as u32);
+        self.wr
+            .set_remote(self.remote_end - wire as u64, self.remote_rkey);
+        self.wr.set_inline(inline);
+        self.wr.set_signaled(signaled);
+        self.wr.set_wr_id(u64::from(self.unsignaled));
+        self.link
+            .qp
+            .post_send(&mut self.wr)
+            .map_err(|e| TransportError::PeerGone(e.to_string()))?;
+        self.outstanding += 1;
+        if signaled {
+            self.unsignaled = 0;
+        }
+        if inline {
+            self.reap(false)?;
+        } else {
+            while self.outstanding > 0 {
+                self.reap(true)?;
+            }
+        }
+        self.counters.sent_bytes += bytes as u64;
+        self.counters.sent_messages += 1;
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        from: Option<PeerId>,
+        timeout: Duration,
+    ) -> Result<Received, TransportError> {
+        if let Some(p) = from {
+            if p != 0 {
+                return Err(TransportError::NoPeer(p));
+            }
+        }
+        if self.delivered_seq != self.seen_seq || self.poll_stamp() {
+            return Ok(self.deliver());
+        }
+        let start = self.clock.now();
+        let limit = self.clock.from_ns(timeout.as_nanos() as f64);
+        let mut spins = 0u32;
+        loop {
+            if self.poll_stamp() {
+                return Ok(self.deliver());
+            }
+            spins = spins.wrapping_add(1);
+            if spins & 63 == 0 {
+                // Reap our own writes meanwhile; a failed one ends the wait.
+                self.reap(false)?;
+                if self.clock.now().wrapping_sub(start) > limit {
+                    return Err(TransportError::Timeout(timeout));
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_aligned_and_hold_the_trailer() {
+        assert_eq!(slot_bytes(1), 64);
+        assert_eq!(slot_bytes(64), 64);
+        assert_eq!(slot_bytes(65), 128);
+        assert_eq!(slot_bytes(65_536), 65_536);
+    }
+
+    #[test]
+    fn sequence_skips_zero() {
+        assert_eq!(next_seq(0), 1);
+        assert_eq!(next_seq(7), 8);
+        assert_eq!(next_seq(u32::MAX), 1);
+    }
+}
