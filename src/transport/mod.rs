@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 pub mod frame;
+pub mod raw_eth;
 pub mod sim;
 pub mod udp;
 
