@@ -138,6 +138,11 @@ pub struct RawEthOptions {
     /// PACKET_QDISC_BYPASS: hand frames straight to the driver. Off by
     /// default: it also bypasses traffic shaping (`tc`) on the interface.
     pub qdisc_bypass: bool,
+    /// A wait that found nothing for this long calls `sched_yield` between
+    /// polls, so a waiter sharing its core with the peer (or with anything
+    /// else) does not starve it. Far above a small-message round trip, so it
+    /// does not touch latency measurements; `None`: spin only.
+    pub yield_after: Option<Duration>,
     /// Clock for deadlines and receive overhead.
     pub clock: HostClock,
 }
@@ -153,6 +158,7 @@ impl Default for RawEthOptions {
             rx: RxMode::Ring,
             buffer_bytes: 8 << 20,
             qdisc_bypass: false,
+            yield_after: Some(Duration::from_micros(50)),
             clock: HostClock::default(),
         }
     }
@@ -638,7 +644,9 @@ impl RawEthTransport {
             .from_ns(self.opts.handshake_timeout.as_nanos() as f64);
         for _ in 0..self.opts.handshake_attempts.max(1) {
             self.send_frame(&hello, 0, 0)?;
-            let deadline = self.clock.now().saturating_add(per_attempt);
+            let sent = self.clock.now();
+            let deadline = sent.saturating_add(per_attempt);
+            let yield_ticks = self.yield_ticks();
             loop {
                 if let Some(f) = self.poll_frame()? {
                     match f.header {
@@ -654,7 +662,7 @@ impl RawEthTransport {
                         None => self.ignored.malformed += 1,
                     }
                 } else {
-                    std::hint::spin_loop();
+                    self.idle(sent, yield_ticks);
                 }
                 if self.clock.now() >= deadline {
                     break;
@@ -669,10 +677,9 @@ impl RawEthTransport {
     /// Server: wait up to `timeout` for a client to open a session; returns
     /// its MAC. Returns at once if a session is already open.
     pub fn accept(&mut self, timeout: Duration) -> Result<[u8; 6], TransportError> {
-        let deadline = self
-            .clock
-            .now()
-            .saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        let start = self.clock.now();
+        let deadline = start.saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        let yield_ticks = self.yield_ticks();
         loop {
             if let Some(s) = self.session {
                 return Ok(s.peer);
@@ -681,7 +688,7 @@ impl RawEthTransport {
                 Some(f) => {
                     let _ = self.handle_frame(&f);
                 }
-                None => std::hint::spin_loop(),
+                None => self.idle(start, yield_ticks),
             }
             if self.clock.now() >= deadline {
                 return Err(TransportError::Timeout(timeout));
@@ -961,6 +968,25 @@ impl RawEthTransport {
         }
     }
 
+    /// Ticks after which an empty wait starts yielding (`u64::MAX`: never).
+    fn yield_ticks(&self) -> u64 {
+        self.opts
+            .yield_after
+            .map_or(u64::MAX, |d| self.clock.from_ns(d.as_nanos() as f64))
+    }
+
+    /// Nothing arrived: spin, or yield the CPU once the wait that began at
+    /// `since` has lasted `yield_ticks`.
+    #[inline]
+    fn idle(&self, since: u64, yield_ticks: u64) {
+        if self.clock.now().wrapping_sub(since) >= yield_ticks {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
     /// Frames received and not used, by reason.
     pub fn ignored(&self) -> IgnoredFrames {
         IgnoredFrames {
@@ -1088,18 +1114,18 @@ impl Transport for RawEthTransport {
         if self.gone && self.role == Role::Client {
             return Err(TransportError::PeerGone("the session peer has left".into()));
         }
-        let deadline = self
-            .clock
-            .now()
-            .saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        let start = self.clock.now();
+        let deadline = start.saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        let (mut since, yield_ticks) = (start, self.yield_ticks());
         loop {
             match self.poll_frame()? {
                 Some(f) => {
                     if let Some(r) = self.handle_frame(&f)? {
                         return Ok(r);
                     }
+                    since = self.clock.now();
                 }
-                None => std::hint::spin_loop(),
+                None => self.idle(since, yield_ticks),
             }
             if self.clock.now() >= deadline {
                 return Err(TransportError::Timeout(timeout));
