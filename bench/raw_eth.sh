@@ -9,7 +9,7 @@
 #     median PRTT(1,0,1)/2 from `ngctl probe --json` (sizes 1..64 B);
 #   - sockperf ping-pong, 16 B: its "percentile 50.000" latency (= RTT/2),
 #     once with its defaults (epoll) and once busy-polling
-#     (--nonblocked -F r, a non-blocking recvfrom loop).
+#     (-F r --nonblocked: a non-blocking recvfrom loop).
 # ROUNDS rounds (default 3) interleave the five, so a load change hits all.
 #
 # Needs root. Usage: bench/raw_eth.sh [ROUNDS]   (NGCTL=path overrides)
@@ -35,6 +35,7 @@ cleanup() {
     wait 2>/dev/null || true
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
+    rm -f "${FEED:-}" "${ROWS:-}"
 }
 trap cleanup EXIT
 ip netns add "$A"
@@ -51,7 +52,12 @@ inA() { ip netns exec "$A" taskset -c 0 "$@"; }
 inB() { ip netns exec "$B" taskset -c 1 "$@"; }
 
 eel_us() { # JSON on stdin → EEL in µs
-    python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["eel_ns"]/1000))'
+    python3 -c '
+import json, sys
+try:
+    print("%.3f" % (json.load(sys.stdin)["eel_ns"] / 1000))
+except Exception:
+    print("failed")'
 }
 
 run_ngctl() { # transport-args…  (server args after --)
@@ -66,11 +72,14 @@ run_ngctl() { # transport-args…  (server args after --)
     wait "$pid" || true
 }
 
-run_sockperf() { # extra args
-    inB sockperf server -i 10.211.0.2 -p 11111 "$@" >/dev/null 2>&1 &
+FEED=$(mktemp)
+ROWS=$(mktemp)
+echo "U:10.211.0.2:11111" >"$FEED"
+run_sockperf() { # extra args (both sides)
+    inB sockperf server -f "$FEED" "$@" >/dev/null 2>&1 &
     local pid=$!
     sleep 0.3
-    inA sockperf ping-pong -i 10.211.0.2 -p 11111 -m 16 -t "$SECS" "$@" 2>&1 |
+    inA sockperf ping-pong -f "$FEED" -m 16 -t "$SECS" "$@" 2>&1 |
         awk '/percentile 50.000/ { print $NF }'
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
@@ -86,5 +95,14 @@ for r in $(seq 1 "$ROUNDS"); do
     udp=$(run_ngctl --transport udp --listen 10.211.0.2:7470 -- --transport udp --peer 10.211.0.2:7470)
     sp=$(run_sockperf)
     spb=$(run_sockperf --nonblocked -F r)
-    printf "%-6s %12s %12s %12s %14s %14s\n" "$r" "$ring" "$recv" "$udp" "$sp" "$spb"
+    printf "%-6s %12s %12s %12s %14s %14s\n" "$r" "$ring" "$recv" "$udp" "$sp" "$spb" | tee -a "$ROWS"
 done
+python3 - "$ROWS" <<'PY'
+import statistics, sys
+rows = [l.split()[1:] for l in open(sys.argv[1])]
+med = []
+for col in zip(*rows):
+    v = [float(x) for x in col if x.replace(".", "", 1).isdigit()]
+    med.append("%.3f" % statistics.median(v) if v else "-")
+print("%-6s %12s %12s %12s %14s %14s" % ("median", *med))
+PY
