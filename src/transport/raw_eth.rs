@@ -1263,6 +1263,48 @@ mod tests {
     }
 
     #[test]
+    fn random_frames_never_panic() {
+        use rand::{Rng, RngCore, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(0x7261_775f_6574_6831);
+        let mut good = vec![0u8; ETH_HDR_LEN + HEADER_LEN + 100];
+        let h = Header {
+            kind: Kind::Data,
+            answer: false,
+            nonce: 9,
+            seq: 3,
+            frag_offset: 0,
+            msg_len: 100,
+            report_ns: 1,
+            frag_index: 0,
+            frag_count: 1,
+            frag_len: 100,
+        };
+        h.encode(&mut good[ETH_HDR_LEN..]).unwrap();
+        let mut buf = vec![0u8; 256];
+        let mut accepted = 0;
+        for i in 0..50_000 {
+            let len = rng.gen_range(0..buf.len());
+            if i & 1 == 0 {
+                rng.fill_bytes(&mut buf[..len]);
+            } else {
+                let n = len.min(good.len());
+                buf[..n].copy_from_slice(&good[..n]);
+                for _ in 0..rng.gen_range(0..3) {
+                    if n > 0 {
+                        buf[rng.gen_range(0..n)] = rng.gen();
+                    }
+                }
+            }
+            let s = RawEthTransport::inspect(&buf[..len], 0);
+            if let Some(h) = s.header {
+                accepted += 1;
+                assert!(ETH_HDR_LEN + h.frame_len() <= len);
+            }
+        }
+        assert!(accepted > 0);
+    }
+
+    #[test]
     fn unknown_interface_is_a_clear_error() {
         match interface_info("ng-no-such0") {
             Err(TransportError::Io(e)) => {
