@@ -1266,7 +1266,7 @@ mod tests {
     fn random_frames_never_panic() {
         use rand::{Rng, RngCore, SeedableRng};
         let mut rng = rand_pcg::Pcg64::seed_from_u64(0x7261_775f_6574_6831);
-        let mut good = vec![0u8; ETH_HDR_LEN + HEADER_LEN + 100];
+        let mut good = [0u8; ETH_HDR_LEN + HEADER_LEN + 100];
         let h = Header {
             kind: Kind::Data,
             answer: false,
