@@ -11,6 +11,7 @@ use netgauged::clock::{clock_info, HostClock, VirtualClock};
 use netgauged::probe::{self, ProbeOptions};
 use netgauged::report;
 use netgauged::sweep::{Progress, SweepConfig};
+use netgauged::transport::raw_eth::{self, RawEthOptions, RawEthTransport, RxMode};
 use netgauged::transport::sim::{SimParams, SimTransport};
 use netgauged::transport::udp::{UdpOptions, UdpTransport};
 
@@ -29,6 +30,33 @@ enum TransportName {
     Rdma,
     /// Two-sided "Myrinet-style" verbs messages with eager/rendezvous.
     Msg,
+    /// Raw Ethernet (AF_PACKET, needs CAP_NET_RAW).
+    Raw,
+}
+
+/// Options of `--transport raw`.
+#[derive(clap::Args)]
+struct RawArgs {
+    /// Network interface for `--transport raw`.
+    #[arg(long)]
+    interface: Option<String>,
+    /// Receive path of `--transport raw`: ring (PACKET_MMAP) or recv.
+    #[arg(long, default_value = "ring")]
+    raw_rx: RxMode,
+}
+
+impl RawArgs {
+    fn get(&self) -> Result<(&str, RawEthOptions)> {
+        let ifname = self
+            .interface
+            .as_deref()
+            .context("--interface IF is required for raw")?;
+        let opts = RawEthOptions {
+            rx: self.raw_rx,
+            ..RawEthOptions::default()
+        };
+        Ok((ifname, opts))
+    }
 }
 
 /// Flags of the verbs transports (rdma, msg).
@@ -69,6 +97,8 @@ enum Cmd {
         /// rdma/msg: largest message accepted.
         #[arg(long, default_value_t = 1 << 20)]
         max_size: u64,
+        #[command(flatten)]
+        raw: RawArgs,
     },
     /// Measure once, like Netgauge, without the daemon.
     Probe {
@@ -77,6 +107,11 @@ enum Cmd {
         /// HOST:PORT of an `ngctl serve` (udp).
         #[arg(long)]
         peer: Option<String>,
+        /// MAC of the `ngctl serve --transport raw` interface (raw).
+        #[arg(long)]
+        peer_mac: Option<String>,
+        #[command(flatten)]
+        raw_args: RawArgs,
         /// Ground truth of the sim transport, e.g. L=1100,o=300,g=450,G=0.08,S=16384
         #[arg(long)]
         model: Option<String>,
@@ -204,38 +239,39 @@ fn run(cli: Cli) -> Result<()> {
             idle_exit_s,
             verbs,
             max_size,
+            raw,
         } => {
             if matches!(transport, TransportName::Rdma | TransportName::Msg) {
                 return verbs_cli::serve(transport, listen, idle_exit_s, &verbs, max_size);
             }
-            if transport != TransportName::Udp {
-                bail!("`serve` answers real transports; sim needs no server");
-            }
-            let mut t = UdpTransport::listen(listen, UdpOptions::default())
-                .with_context(|| format!("cannot listen on {listen}"))?;
-            eprintln!("ngctl serve: answering udp probes on {}", t.local_addr()?);
-            let idle = Duration::from_millis(500);
-            let limit = idle_exit_s * 2;
-            let mut quiet = 0u64;
-            let mut last_msgs = 0u64;
-            let stats = netgauged::pattern::prtt::serve(&mut t, idle, |st| {
-                if st.messages == last_msgs {
-                    quiet += 1;
-                } else {
-                    quiet = 0;
-                    last_msgs = st.messages;
+            match transport {
+                TransportName::Udp => {
+                    let mut t = UdpTransport::listen(listen, UdpOptions::default())
+                        .with_context(|| format!("cannot listen on {listen}"))?;
+                    eprintln!("ngctl serve: answering udp probes on {}", t.local_addr()?);
+                    serve_loop(&mut t, idle_exit_s)
                 }
-                limit == 0 || quiet <= limit
-            })?;
-            eprintln!(
-                "ngctl serve: idle, exiting after {} messages and {} answers",
-                stats.messages, stats.answers
-            );
-            Ok(())
+                TransportName::Raw => {
+                    let (ifname, opts) = raw.get()?;
+                    let mut t = RawEthTransport::listen(ifname, opts)
+                        .with_context(|| format!("cannot open raw Ethernet on {ifname}"))?;
+                    let mac = raw_eth::format_mac(&t.interface().mac);
+                    eprintln!(
+                        "ngctl serve: answering raw probes on {ifname} ({mac}, {:?})",
+                        t.rx_mode()
+                    );
+                    let r = serve_loop(&mut t, idle_exit_s);
+                    eprintln!("ngctl serve: ignored frames: {:?}", t.ignored());
+                    r
+                }
+                _ => bail!("`serve` answers real transports; sim needs no server"),
+            }
         }
         Cmd::Probe {
             transport,
             peer,
+            peer_mac,
+            raw_args,
             model,
             max_size,
             min_size,
@@ -270,6 +306,22 @@ fn run(cli: Cli) -> Result<()> {
             let mut bar = progress_bar(json);
             let mut clock_desc = "virtual (sim)".to_string();
             let result = match transport {
+                TransportName::Raw => {
+                    let (ifname, o) = raw_args.get()?;
+                    let mac = peer_mac
+                        .clone()
+                        .context("--peer-mac AA:BB:CC:DD:EE:FF is required for raw")?;
+                    let mac = raw_eth::parse_mac(&mac)?;
+                    let who = format!("{} on {ifname}", raw_eth::format_mac(&mac));
+                    let clock = HostClock::detect();
+                    clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+                    let mut t = RawEthTransport::connect(ifname, mac, o)
+                        .with_context(|| format!("cannot start a raw probe session with {who}"))?;
+                    let r = probe::run(&mut t, &clock, 0, &opts, &mut bar)
+                        .with_context(|| format!("raw probe of {who} failed"))?;
+                    eprintln!("ngctl probe: ignored frames: {:?}", t.ignored());
+                    r
+                }
                 TransportName::Sim => {
                     let params: SimParams = model
                         .as_deref()
@@ -310,6 +362,7 @@ fn run(cli: Cli) -> Result<()> {
                 let path = shm_path(shm);
                 let peer_name = match transport {
                     TransportName::Sim => "sim".to_string(),
+                    TransportName::Raw => peer.clone().or(peer_mac.clone()).unwrap_or_default(),
                     _ => peer.clone().unwrap_or_default(),
                 };
                 let name = format!("{transport:?}").to_lowercase();
@@ -719,4 +772,26 @@ mod verbs_cli {
     pub fn serve(_: TransportName, _: SocketAddr, _: u64, _: &VerbsArgs, _: u64) -> Result<()> {
         bail!("this ngctl was built without the `verbs` feature")
     }
+}
+
+/// The mirror server, until `idle_exit_s` of silence (0: never).
+fn serve_loop<T: netgauged::transport::Transport>(t: &mut T, idle_exit_s: u64) -> Result<()> {
+    let idle = Duration::from_millis(500);
+    let limit = idle_exit_s * 2;
+    let mut quiet = 0u64;
+    let mut last_msgs = 0u64;
+    let stats = netgauged::pattern::prtt::serve(t, idle, |st| {
+        if st.messages == last_msgs {
+            quiet += 1;
+        } else {
+            quiet = 0;
+            last_msgs = st.messages;
+        }
+        limit == 0 || quiet <= limit
+    })?;
+    eprintln!(
+        "ngctl serve: idle, exiting after {} messages and {} answers",
+        stats.messages, stats.answers
+    );
+    Ok(())
 }

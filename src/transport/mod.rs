@@ -10,6 +10,7 @@ pub mod frame;
 pub mod multi;
 #[cfg(feature = "verbs")]
 pub mod rdma_write;
+pub mod raw_eth;
 pub mod sim;
 pub mod udp;
 #[cfg(feature = "verbs")]

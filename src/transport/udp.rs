@@ -185,9 +185,10 @@ struct Session {
     max_frag_bytes: usize,
 }
 
-/// Outcome of offering one data fragment to the reassembly.
+/// Outcome of offering one data fragment to the reassembly (shared with
+/// `raw_eth`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Offer {
+pub(crate) enum Offer {
     Partial,
     Complete {
         bytes: usize,
@@ -200,8 +201,9 @@ enum Offer {
     Oversize,
 }
 
-/// Reassembly of one message at a time, by (seq, fragment index).
-struct Reassembly {
+/// Reassembly of one message at a time, by (seq, fragment index) (shared
+/// with `raw_eth`).
+pub(crate) struct Reassembly {
     /// A message has been seen in this session; `seq` is the newest.
     active: bool,
     seq: u32,
@@ -215,7 +217,7 @@ struct Reassembly {
     /// One bit per fragment; preallocated for the most fragments accepted.
     bitmap: Vec<u64>,
     max_msg_bytes: usize,
-    dropped_incomplete: u64,
+    pub(crate) dropped_incomplete: u64,
 }
 
 /// `a` is newer than `b` in wrapping sequence space.
@@ -224,7 +226,7 @@ fn seq_newer(a: u32, b: u32) -> bool {
 }
 
 impl Reassembly {
-    fn new(max_msg_bytes: usize) -> Self {
+    pub(crate) fn new(max_msg_bytes: usize) -> Self {
         let max_frags = max_msg_bytes / MIN_FRAG_BYTES + 1;
         Reassembly {
             active: false,
@@ -243,7 +245,7 @@ impl Reassembly {
     }
 
     /// Forget the session's messages (a new session starts).
-    fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.active = false;
         self.complete = false;
     }
@@ -254,7 +256,7 @@ impl Reassembly {
 
     /// Offer a decoded Data fragment whose datagram took `cost_ticks` to
     /// receive.
-    fn offer(&mut self, h: &Header, cost_ticks: u64) -> Offer {
+    pub(crate) fn offer(&mut self, h: &Header, cost_ticks: u64) -> Offer {
         if h.msg_len as usize > self.max_msg_bytes || h.frag_count as usize > self.max_frags() {
             return Offer::Oversize;
         }
