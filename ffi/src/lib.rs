@@ -1,1 +1,27 @@
-pub fn _placeholder() {}
+//! netgauged's segment ABI: the shared-memory file in which the daemon
+//! publishes LogGP / LogGPS / LogfP parameters per (peer, transport), and the
+//! lock-free, zero-system-call reader that MPI libraries and schedulers link.
+//!
+//! - [`SegmentWriter`]: creates or re-opens the segment, publishes entries
+//!   with a latch seqlock (two copies; see [`reader`] for the protocol).
+//! - [`Reader`]: maps it once; [`Reader::lookup`] / [`Reader::lookup_index`]
+//!   then make no system call, take no lock and never allocate.
+//! - The C ABI in [`capi`] (`include/netgauge.h`), built as `libnetgauge.so`
+//!   and `libnetgauge.a`.
+//!
+//! Dependencies: libc only.
+
+pub mod capi;
+pub mod layout;
+pub mod reader;
+mod sys;
+mod types;
+mod view;
+pub mod writer;
+
+pub use layout::flags;
+pub use reader::{Reader, DEFAULT_PATH, DEFAULT_STALE_AFTER_NS, MAX_RETRIES, PATH_ENV};
+pub use types::{
+    EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
+};
+pub use writer::SegmentWriter;

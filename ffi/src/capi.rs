@@ -1,0 +1,409 @@
+//! The C ABI (`include/netgauge.h`). Thin wrappers over [`Reader`]: every
+//! function checks its pointers, never unwinds, and returns the codes the
+//! header documents.
+
+use core::ffi::{c_char, c_int, CStr};
+use core::ptr;
+
+use crate::layout::{ABI_MAJOR, ABI_MINOR};
+use crate::reader::Reader;
+use crate::types::{LookupError, Params};
+
+/// Opaque handle type for C (`ng_reader`).
+pub type NgReader = Reader;
+
+/// C's `ng_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NgInfo {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub capabilities: u64,
+    pub generation: u64,
+    pub heartbeat_unix_ns: u64,
+    pub seq: u64,
+    pub writer_pid: u32,
+    pub capacity_entries: u32,
+    pub entry_count: u32,
+    pub reserved: u32,
+    pub node_name: [c_char; 64],
+    pub clock_desc: [c_char; 128],
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<NgInfo>() == 248);
+    assert!(core::mem::offset_of!(NgInfo, node_name) == 56);
+};
+
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for reads.
+unsafe fn bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: caller contract: non-null and NUL-terminated.
+        Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+    }
+}
+
+/// Opens a segment; `path` NULL means `$NETGAUGE_SEGMENT` or the default.
+///
+/// # Safety
+/// `path` is NULL or a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ng_open(path: *const c_char) -> *mut NgReader {
+    // SAFETY: forwarded caller contract.
+    let r = match unsafe { bytes(path) } {
+        None => Reader::open_default(),
+        Some(b) => {
+            use std::os::unix::ffi::OsStrExt;
+            Reader::open(std::ffi::OsStr::from_bytes(b))
+        }
+    };
+    match r {
+        Ok(r) => Box::into_raw(Box::new(r)),
+        Err(e) => {
+            set_errno(e.errno());
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Unmaps and frees a reader (NULL is ignored).
+///
+/// # Safety
+/// `r` is NULL or a pointer from `ng_open` not yet closed.
+#[no_mangle]
+pub unsafe extern "C" fn ng_close(r: *mut NgReader) {
+    if !r.is_null() {
+        // SAFETY: caller contract: r came from Box::into_raw in ng_open.
+        drop(unsafe { Box::from_raw(r) });
+    }
+}
+
+fn code(e: LookupError) -> c_int {
+    e.errno()
+}
+
+/// # Safety
+/// `r` is NULL or a live reader from `ng_open`.
+unsafe fn reader<'a>(r: *const NgReader) -> Option<&'a Reader> {
+    // SAFETY: caller contract.
+    unsafe { r.as_ref() }
+}
+
+/// Looks up the parameters of (peer, transport) for `msg_bytes`.
+/// Returns 0, -ENOENT, -ESTALE, -EAGAIN or -EINVAL.
+///
+/// # Safety
+/// Pointers are NULL or valid (strings NUL-terminated, `out` writable).
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    msg_bytes: u64,
+    out: *mut Params,
+) -> c_int {
+    // SAFETY: caller contract for all four pointers.
+    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
+        bytes(transport)
+    }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    match r.lookup_bytes(p, t, msg_bytes) {
+        Ok(v) => {
+            // SAFETY: out is non-null and, by contract, writable.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Predicted time of one message, ns; NaN on any error.
+///
+/// # Safety
+/// As for `ng_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_predict_ns(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    msg_bytes: u64,
+) -> f64 {
+    // SAFETY: caller contract.
+    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
+        bytes(transport)
+    }) else {
+        return f64::NAN;
+    };
+    r.lookup_bytes(p, t, msg_bytes)
+        .map(|v| v.predict_ns(msg_bytes))
+        .unwrap_or(f64::NAN)
+}
+
+/// Index of (peer, transport): ≥ 0, or -ENOENT / -EAGAIN / -EINVAL.
+///
+/// # Safety
+/// As for `ng_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_index(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+) -> c_int {
+    // SAFETY: caller contract.
+    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
+        bytes(transport)
+    }) else {
+        return -libc::EINVAL;
+    };
+    match r.index_bytes(p, t) {
+        Ok(i) => i as c_int,
+        Err(e) => code(e),
+    }
+}
+
+/// Lookup by index (the hot-loop path). Same return codes as `ng_lookup`.
+///
+/// # Safety
+/// `r` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_index(
+    r: *const NgReader,
+    index: c_int,
+    msg_bytes: u64,
+    out: *mut Params,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    if index < 0 {
+        return -libc::ENOENT;
+    }
+    match r.lookup_index(index as usize, msg_bytes) {
+        Ok(v) => {
+            // SAFETY: non-null, writable by contract.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// `ng_predict_ns` by index; NaN on error.
+///
+/// # Safety
+/// `r` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn ng_predict_index_ns(
+    r: *const NgReader,
+    index: c_int,
+    msg_bytes: u64,
+) -> f64 {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return f64::NAN;
+    };
+    if index < 0 {
+        return f64::NAN;
+    }
+    r.predict_index_ns(index as usize, msg_bytes)
+        .unwrap_or(f64::NAN)
+}
+
+/// Model prediction from already looked-up parameters; NaN if `p` is NULL.
+///
+/// # Safety
+/// `p` NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_params_predict_ns(p: *const Params, msg_bytes: u64) -> f64 {
+    // SAFETY: caller contract.
+    match unsafe { p.as_ref() } {
+        Some(p) => p.predict_ns(msg_bytes),
+        None => f64::NAN,
+    }
+}
+
+/// Number of entries (≥ 0) or -EAGAIN / -EINVAL.
+///
+/// # Safety
+/// `r` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn ng_entry_count(r: *const NgReader) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    match r.entry_count() {
+        Ok(n) => n as c_int,
+        Err(e) => code(e),
+    }
+}
+
+fn copy_cstr(dst: *mut c_char, cap: usize, src: &[u8]) -> c_int {
+    if dst.is_null() || cap == 0 {
+        return -libc::EINVAL;
+    }
+    if src.len() >= cap {
+        return -libc::ERANGE;
+    }
+    // SAFETY: dst is writable for cap > src.len() bytes by the caller's
+    // contract; the regions cannot overlap (src is our own buffer).
+    unsafe {
+        ptr::copy_nonoverlapping(src.as_ptr(), dst.cast::<u8>(), src.len());
+        *dst.add(src.len()) = 0;
+    }
+    0
+}
+
+/// Copies the names of entry `index` into caller buffers (NUL-terminated).
+/// 0, -ENOENT, -ERANGE (buffer too small), -EAGAIN or -EINVAL.
+///
+/// # Safety
+/// `peer` writable for `peer_cap` bytes, `transport` for `transport_cap`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_entry_name(
+    r: *const NgReader,
+    index: c_int,
+    peer: *mut c_char,
+    peer_cap: usize,
+    transport: *mut c_char,
+    transport_cap: usize,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if index < 0 {
+        return -libc::ENOENT;
+    }
+    let mut pb = [0u8; 64];
+    let mut tb = [0u8; 16];
+    match r.entry_names(index as usize, &mut pb, &mut tb) {
+        Ok((pl, tl)) => {
+            let rc = copy_cstr(peer, peer_cap, &pb[..pl]);
+            if rc != 0 {
+                return rc;
+            }
+            copy_cstr(transport, transport_cap, &tb[..tl])
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Fills `out` with header and identity information. 0, -EAGAIN or -EINVAL.
+///
+/// # Safety
+/// `r` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_info(r: *const NgReader, out: *mut NgInfo) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    match r.info() {
+        Ok(i) => {
+            let mut v = NgInfo {
+                abi_major: i.abi_major,
+                abi_minor: i.abi_minor,
+                capabilities: i.capabilities,
+                generation: i.generation,
+                heartbeat_unix_ns: i.heartbeat_unix_ns,
+                seq: i.seq,
+                writer_pid: i.writer_pid,
+                capacity_entries: i.capacity_entries as u32,
+                entry_count: i.entry_count as u32,
+                reserved: 0,
+                node_name: [0; 64],
+                clock_desc: [0; 128],
+            };
+            for (d, s) in v.node_name.iter_mut().zip(i.node_name.bytes().take(63)) {
+                *d = s as c_char;
+            }
+            for (d, s) in v.clock_desc.iter_mut().zip(i.clock_desc.bytes().take(127)) {
+                *d = s as c_char;
+            }
+            // SAFETY: non-null, writable by contract.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Nanoseconds since the last heartbeat; -1 if the writer shut down or `r`
+/// is NULL.
+///
+/// # Safety
+/// `r` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn ng_heartbeat_age_ns(r: *const NgReader) -> i64 {
+    // SAFETY: caller contract.
+    match unsafe { reader(r) }.and_then(|r| r.heartbeat_age_ns()) {
+        Some(a) => a.min(i64::MAX as u64) as i64,
+        None => -1,
+    }
+}
+
+/// Sets the heartbeat threshold (ns; 0 disables the heartbeat rule).
+///
+/// # Safety
+/// `r` NULL or live, not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn ng_set_stale_after_ns(r: *mut NgReader, ns: u64) {
+    // SAFETY: caller contract.
+    if let Some(r) = unsafe { r.as_mut() } {
+        r.set_stale_after_ns(ns);
+    }
+}
+
+/// Sets the maximum measurement age (ns; 0 = no limit, the default).
+///
+/// # Safety
+/// `r` NULL or live, not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn ng_set_max_age_ns(r: *mut NgReader, ns: u64) {
+    // SAFETY: caller contract.
+    if let Some(r) = unsafe { r.as_mut() } {
+        r.set_max_age_ns(ns);
+    }
+}
+
+/// `major << 16 | minor` of the ABI this library reads.
+#[no_mangle]
+pub extern "C" fn ng_abi_version() -> u32 {
+    (ABI_MAJOR << 16) | ABI_MINOR
+}
+
+/// A static description of a return code (never NULL).
+#[no_mangle]
+pub extern "C" fn ng_strerror(err: c_int) -> *const c_char {
+    let e = |v: c_int| v.unsigned_abs();
+    let s: &'static CStr = match err.unsigned_abs() {
+        0 => c"ok",
+        x if x == e(libc::ENOENT) => c"unknown peer or transport",
+        x if x == e(libc::ESTALE) => c"stale: daemon gone or data too old",
+        x if x == e(libc::EAGAIN) => c"no consistent snapshot after bounded retries",
+        x if x == e(libc::EINVAL) => c"invalid segment or argument",
+        x if x == e(libc::ERANGE) => c"buffer too small",
+        _ => c"unknown error",
+    };
+    s.as_ptr()
+}

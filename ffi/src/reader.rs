@@ -1,0 +1,413 @@
+//! The reader: maps the segment once, then answers lookups with plain
+//! (atomic) loads: no system call, no allocation, no lock.
+//!
+//! # The latch seqlock, reader side
+//!
+//! The writer keeps two copies of the table. Publication `n` (sequence value
+//! `n`) lives in `copy[n & 1]`. To publish `n + 1` the writer
+//!
+//! 1. issues a release fence,
+//! 2. writes `copy[(n + 1) & 1]` (the copy readers are *not* directed to)
+//!    with relaxed atomic stores,
+//! 3. stores `seq = n + 1` with release ordering.
+//!
+//! A reader loads `s1 = seq` (acquire), reads `copy[s1 & 1]` with relaxed
+//! loads, issues an acquire fence, loads `s2 = seq` and accepts the values
+//! iff `s2 == s1`.
+//!
+//! Why that is exactly right: the only writes that can ever touch
+//! `copy[s1 & 1]` after publication `s1` are those of publication `s1 + 2`,
+//! and they come after the writer's store `seq = s1 + 1` and its release
+//! fence (step 1 of publishing `s1 + 2`). If any relaxed load of ours
+//! observed such a write, that fence synchronises with our acquire fence, so
+//! the store `seq = s1 + 1` happens-before our second load and `s2 ≥ s1 + 1`.
+//! Hence `s2 == s1` proves every value we read belongs to publication `s1`
+//! (whose stores all happen-before our first, acquire, load of `s1`).
+//! `s2 == s1 + 1` is *not* enough: the writer may already be filling our copy
+//! for `s1 + 2`. In return the reader is only disturbed when a publish *store*
+//! lands inside its read window (tens of ns), not for the whole time the
+//! writer spends filling a copy, and it never waits for the writer.
+//!
+//! A writer killed while filling a copy never stored the new `seq`, so readers
+//! keep reading the previously published copy, which nobody touches.
+//!
+//! # Staleness
+//!
+//! The header's heartbeat word holds the writer's CLOCK_REALTIME in ns at its
+//! last beat (the daemon beats every second); 0 means the writer shut down.
+//! A lookup returns [`LookupError::Stale`] when the heartbeat is 0 or older
+//! than `stale_after_ns` (default [`DEFAULT_STALE_AFTER_NS`], 0 disables the
+//! rule), when the entry carries the STALE flag, or, if a maximum data age is
+//! set, when the entry's `measured_unix_ns` is older than that. "Now" is
+//! CLOCK_REALTIME_COARSE, which glibc reads from the vDSO data page: no
+//! system call and no TSC read.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{fence, Ordering};
+
+use crate::layout::*;
+use crate::sys::{self, Mapping};
+use crate::types::*;
+use crate::view::{self, Seg};
+
+/// The default segment path.
+pub const DEFAULT_PATH: &str = "/dev/shm/netgauged";
+/// Environment variable that overrides the default path (only consulted
+/// when no path is given).
+pub const PATH_ENV: &str = "NETGAUGE_SEGMENT";
+/// Default heartbeat threshold: 5 s (five missed beats).
+pub const DEFAULT_STALE_AFTER_NS: u64 = 5_000_000_000;
+/// Attempts to get a consistent snapshot before giving up with Busy.
+pub const MAX_RETRIES: usize = 64;
+
+/// A (peer, transport) key, packed and hashed once per lookup.
+struct Key {
+    peer: [u64; 8],
+    transport: [u64; 2],
+    peer_len: usize,
+    transport_len: usize,
+    hash: u64,
+}
+
+impl Key {
+    #[inline]
+    fn new(peer: &[u8], transport: &[u8]) -> Result<Key, LookupError> {
+        // A name that cannot be stored cannot be in the table.
+        let pw: [u64; 8] = pack_name(peer).ok_or(LookupError::NotFound)?;
+        let tw: [u64; 2] = pack_name(transport).ok_or(LookupError::NotFound)?;
+        Ok(Key {
+            hash: key_hash(&pw, peer.len(), &tw, transport.len()),
+            peer: pw,
+            transport: tw,
+            peer_len: peer.len(),
+            transport_len: transport.len(),
+        })
+    }
+}
+
+/// A read-only mapping of a segment.
+pub struct Reader {
+    seg: Seg,
+    stale_after_ns: u64,
+    max_age_ns: u64,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("layout", self.seg.layout())
+            .field("stale_after_ns", &self.stale_after_ns)
+            .field("max_age_ns", &self.max_age_ns)
+            .finish()
+    }
+}
+
+impl Reader {
+    /// Opens and validates the segment at `path` (open O_RDONLY, fstat,
+    /// mmap PROT_READ; the file is closed again, the mapping stays).
+    pub fn open(path: impl AsRef<Path>) -> Result<Reader, ReaderError> {
+        let file = File::open(path.as_ref())?;
+        let len = file.metadata()?.len();
+        let len = usize::try_from(len).map_err(|_| ReaderError::Invalid("file too large"))?;
+        if len < core::mem::size_of::<HeaderRaw>() {
+            return Err(ReaderError::Invalid("file shorter than the header"));
+        }
+        let map = Mapping::map(&file, len, false)?;
+        let seg = Seg::new(map).map_err(ReaderError::Invalid)?;
+        Ok(Reader {
+            seg,
+            stale_after_ns: DEFAULT_STALE_AFTER_NS,
+            max_age_ns: 0,
+        })
+    }
+
+    /// Opens `$NETGAUGE_SEGMENT` if set, else [`DEFAULT_PATH`].
+    pub fn open_default() -> Result<Reader, ReaderError> {
+        match std::env::var_os(PATH_ENV) {
+            Some(p) if !p.is_empty() => Reader::open(p),
+            _ => Reader::open(DEFAULT_PATH),
+        }
+    }
+
+    /// Heartbeat threshold in ns; 0 disables the heartbeat rule.
+    pub fn set_stale_after_ns(&mut self, ns: u64) {
+        self.stale_after_ns = ns;
+    }
+
+    /// Maximum age of an entry's measurement in ns; 0 (default) disables it.
+    pub fn set_max_age_ns(&mut self, ns: u64) {
+        self.max_age_ns = ns;
+    }
+
+    /// Runs `f` on the published copy until it reads a consistent snapshot
+    /// (see the module comment). `f` must only load.
+    #[inline]
+    fn read<T>(&self, f: impl Fn(&Seg, usize) -> Result<T, LookupError>) -> Result<T, LookupError> {
+        let seq = &self.seg.header().seq;
+        for _ in 0..MAX_RETRIES {
+            let s1 = seq.load(Ordering::Acquire);
+            let r = f(&self.seg, (s1 & 1) as usize);
+            fence(Ordering::Acquire);
+            let s2 = seq.load(Ordering::Relaxed);
+            if s1 == s2 {
+                return r;
+            }
+            core::hint::spin_loop();
+        }
+        Err(LookupError::Busy)
+    }
+
+    #[inline]
+    fn check_heartbeat(&self) -> Result<(), LookupError> {
+        if self.stale_after_ns == 0 {
+            return Ok(());
+        }
+        let hb = self.seg.header().heartbeat_unix_ns.load(Ordering::Relaxed);
+        if hb == 0 {
+            return Err(LookupError::Stale);
+        }
+        let now = sys::realtime_coarse_ns();
+        if now > hb && now - hb > self.stale_after_ns {
+            return Err(LookupError::Stale);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn check_entry(&self, p: Params) -> Result<Params, LookupError> {
+        if p.flags & flags::STALE != 0 {
+            return Err(LookupError::Stale);
+        }
+        if self.max_age_ns != 0 {
+            let now = sys::realtime_coarse_ns();
+            if now > p.measured_unix_ns && now - p.measured_unix_ns > self.max_age_ns {
+                return Err(LookupError::Stale);
+            }
+        }
+        Ok(p)
+    }
+
+    #[inline]
+    fn count(seg: &Seg, copy: usize) -> Result<usize, LookupError> {
+        let n = seg.meta(copy).entry_count.load(Ordering::Relaxed);
+        if n > seg.layout().capacity as u64 {
+            return Err(LookupError::Invalid);
+        }
+        Ok(n as usize)
+    }
+
+    /// Name → index inside one copy.
+    #[inline]
+    fn find(seg: &Seg, copy: usize, k: &Key) -> Result<usize, LookupError> {
+        let hash = k.hash;
+        let n = Self::count(seg, copy)?;
+        let slots = seg.layout().hash_slots;
+        let mut i = hash as usize;
+        for _ in 0..slots {
+            let v = seg.slot(copy, i).load(Ordering::Relaxed);
+            if v == 0 {
+                return Err(LookupError::NotFound);
+            }
+            if v >> 32 == hash >> 32 {
+                let idx = ((v & 0xFFFF_FFFF) - 1) as usize;
+                if idx >= n {
+                    return Err(LookupError::Invalid);
+                }
+                let e = seg.entry(copy, idx).ok_or(LookupError::Invalid)?;
+                if view::entry_matches(e, hash, &k.peer, k.peer_len, &k.transport, k.transport_len)
+                {
+                    return Ok(idx);
+                }
+            }
+            i = i.wrapping_add(1);
+        }
+        Err(LookupError::NotFound)
+    }
+
+    /// Index of (peer, transport) for [`Reader::lookup_index`]. Indices are
+    /// stable for the life of the segment (entries are never moved).
+    pub fn try_index(&self, peer: &str, transport: &str) -> Result<usize, LookupError> {
+        self.index_bytes(peer.as_bytes(), transport.as_bytes())
+    }
+
+    /// Index of (peer, transport), None when unknown (or on error).
+    pub fn index(&self, peer: &str, transport: &str) -> Option<usize> {
+        self.try_index(peer, transport).ok()
+    }
+
+    pub(crate) fn index_bytes(&self, peer: &[u8], transport: &[u8]) -> Result<usize, LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.read(|seg, c| Self::find(seg, c, &k))
+    }
+
+    /// Parameters of the protocol range of (peer, transport) containing
+    /// `msg_bytes`. No allocation, no system call.
+    #[inline]
+    pub fn lookup(
+        &self,
+        peer: &str,
+        transport: &str,
+        msg_bytes: u64,
+    ) -> Result<Params, LookupError> {
+        self.lookup_bytes(peer.as_bytes(), transport.as_bytes(), msg_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn lookup_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+        msg_bytes: u64,
+    ) -> Result<Params, LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.check_heartbeat()?;
+        let p = self.read(|seg, c| {
+            let idx = Self::find(seg, c, &k)?;
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            view::read_params(e, msg_bytes)
+        })?;
+        self.check_entry(p)
+    }
+
+    /// The fast path: like [`Reader::lookup`] for an index from
+    /// [`Reader::index`].
+    #[inline]
+    pub fn lookup_index(&self, idx: usize, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.check_heartbeat()?;
+        let p = self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            view::read_params(e, msg_bytes)
+        })?;
+        self.check_entry(p)
+    }
+
+    /// Predicted time of one message (see [`Params::predict_ns`]).
+    pub fn predict_ns(
+        &self,
+        peer: &str,
+        transport: &str,
+        msg_bytes: u64,
+    ) -> Result<f64, LookupError> {
+        self.lookup(peer, transport, msg_bytes)
+            .map(|p| p.predict_ns(msg_bytes))
+    }
+
+    /// [`Reader::predict_ns`] by index.
+    pub fn predict_index_ns(&self, idx: usize, msg_bytes: u64) -> Result<f64, LookupError> {
+        self.lookup_index(idx, msg_bytes)
+            .map(|p| p.predict_ns(msg_bytes))
+    }
+
+    /// Entries in the current snapshot.
+    pub fn entry_count(&self) -> Result<usize, LookupError> {
+        self.read(Self::count)
+    }
+
+    /// The full entry at `idx` (allocates; ignores staleness: for dumps).
+    pub fn snapshot_entry(&self, idx: usize) -> Result<EntryData, LookupError> {
+        self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            view::decode_entry(seg.entry(c, idx).ok_or(LookupError::Invalid)?)
+        })
+    }
+
+    /// All entries of one consistent snapshot (allocates).
+    pub fn snapshot(&self) -> Result<Vec<EntryData>, LookupError> {
+        self.read(|seg, c| {
+            let n = Self::count(seg, c)?;
+            (0..n)
+                .map(|i| view::decode_entry(seg.entry(c, i).ok_or(LookupError::Invalid)?))
+                .collect()
+        })
+    }
+
+    /// Header and identity (allocates).
+    pub fn info(&self) -> Result<SegmentInfo, LookupError> {
+        let h = self.seg.header();
+        let l = *self.seg.layout();
+        self.read(|seg, c| {
+            let m = seg.meta(c);
+            Ok(SegmentInfo {
+                abi_major: h.abi_major.load(Ordering::Relaxed),
+                abi_minor: h.abi_minor.load(Ordering::Relaxed),
+                capabilities: h.capabilities.load(Ordering::Relaxed),
+                capacity_entries: l.capacity,
+                total_bytes: l.total_bytes,
+                generation: m.generation.load(Ordering::Relaxed),
+                writer_pid: m
+                    .writer_pid
+                    .load(Ordering::Relaxed)
+                    .min(u64::from(u32::MAX)) as u32,
+                node_name: view::read_name(
+                    &m.node_name,
+                    m.node_len.load(Ordering::Relaxed),
+                    NODE_MAX_BYTES,
+                )?,
+                clock_desc: view::read_name(
+                    &m.clock_desc,
+                    m.clock_len.load(Ordering::Relaxed),
+                    CLOCK_DESC_MAX_BYTES,
+                )?,
+                entry_count: Self::count(seg, c)?,
+                heartbeat_unix_ns: h.heartbeat_unix_ns.load(Ordering::Relaxed),
+                seq: h.seq.load(Ordering::Relaxed),
+            })
+        })
+    }
+
+    /// The daemon generation as published in the current snapshot.
+    pub fn generation(&self) -> Result<u64, LookupError> {
+        self.read(|seg, c| Ok(seg.meta(c).generation.load(Ordering::Relaxed)))
+    }
+
+    /// Time since the last heartbeat in ns (coarse clock); None if the writer
+    /// shut down (heartbeat 0). Negative skew reads as 0.
+    pub fn heartbeat_age_ns(&self) -> Option<u64> {
+        let hb = self.seg.header().heartbeat_unix_ns.load(Ordering::Relaxed);
+        if hb == 0 {
+            return None;
+        }
+        Some(sys::realtime_coarse_ns().saturating_sub(hb))
+    }
+
+    /// Copies the names of entry `idx` into caller buffers (no allocation).
+    /// Returns (peer_len, transport_len).
+    pub(crate) fn entry_names(
+        &self,
+        idx: usize,
+        peer: &mut [u8; 64],
+        transport: &mut [u8; 16],
+    ) -> Result<(usize, usize), LookupError> {
+        let (pw, tw, pl, tl) = self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let (pl, tl, ..) = view::split_counts(e.counts.load(Ordering::Relaxed))?;
+            let mut pw = [0u64; 8];
+            for (o, w) in pw.iter_mut().zip(&e.peer) {
+                *o = w.load(Ordering::Relaxed);
+            }
+            let mut tw = [0u64; 2];
+            for (o, w) in tw.iter_mut().zip(&e.transport) {
+                *o = w.load(Ordering::Relaxed);
+            }
+            Ok((pw, tw, pl, tl))
+        })?;
+        for (i, w) in pw.iter().enumerate() {
+            peer[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        for (i, w) in tw.iter().enumerate() {
+            transport[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        peer[pl..].fill(0);
+        transport[tl..].fill(0);
+        Ok((pl, tl))
+    }
+}

@@ -1,0 +1,248 @@
+//! Plain data types and errors shared by the reader, the writer and the C ABI.
+
+use std::fmt;
+use std::io;
+
+/// One protocol range of an entry (owned form, for the writer and dumps).
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RangeData {
+    /// First message size of the range, bytes.
+    pub from_bytes: u64,
+    /// Last message size of the range (inclusive), bytes.
+    pub to_bytes: u64,
+    pub g_ns: f64,
+    pub G_ns_per_byte: f64,
+    /// o_s at s = 1: o' of o_s(s) = o' + (s−1)·O_s.
+    pub o_s_ns: f64,
+    /// o_r at s = 1: o' of o_r(s) = o' + (s−1)·O_r.
+    pub o_r_ns: f64,
+    /// LogGPS send overhead slope, ns per byte (0 when not measured).
+    pub O_s_ns_per_byte: f64,
+    /// LogGPS receive overhead slope, ns per byte (0 when not measured).
+    pub O_r_ns_per_byte: f64,
+}
+
+/// Everything the segment holds for one (peer, transport) pair.
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryData {
+    /// Peer host name, 1..=63 bytes, no NUL.
+    pub peer: String,
+    /// Transport name as `ngctl probe --transport` takes it (sim, udp, raw,
+    /// rdma, msg, mpi), 1..=15 bytes.
+    pub transport: String,
+    /// 1..=8 protocol ranges, sorted, non-overlapping.
+    pub ranges: Vec<RangeData>,
+    /// End-to-end latency PRTT(1,0,1)/2, what Netgauge reports as L.
+    pub eel_ns: f64,
+    /// LogGP L = EEL − o_s − o_r (may be negative: flag L_NEGATIVE).
+    pub L_ns: f64,
+    /// LogGPS rendezvous threshold.
+    pub S_bytes: Option<u64>,
+    /// LogfP f (messages injected without paying g).
+    pub f: Option<u32>,
+    /// LogfP o(P) = o_min + o_max / P.
+    pub o_min_ns: f64,
+    pub o_max_ns: f64,
+    /// LogfP gap per message beyond f.
+    pub g_f_ns: f64,
+    /// Measured 1:P−P:1 points: (P, o(P) ns, RTT(P) ns), at most 32.
+    pub curve: Vec<(u32, f64, f64)>,
+    /// Named 95 % intervals (name ≤ 31 bytes, lo, hi), at most 16.
+    pub ci95: Vec<(String, f64, f64)>,
+    /// Number of samples the fit used.
+    pub samples: u64,
+    /// Bytes the probe put on the wire.
+    pub probe_bytes: u64,
+    /// When it was measured, CLOCK_REALTIME ns.
+    pub measured_unix_ns: u64,
+    /// [`crate::flags`] bits (the writer sets HAS_S / HAS_LOGFP / HAS_LOGGPS
+    /// itself from the data).
+    pub flags: u32,
+}
+
+/// The parameters of the protocol range that contains a message size:
+/// what a lookup returns. Identical in layout to C's `ng_params`.
+#[allow(non_snake_case)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Params {
+    pub eel_ns: f64,
+    pub L_ns: f64,
+    pub o_s_ns: f64,
+    pub o_r_ns: f64,
+    pub g_ns: f64,
+    pub G_ns_per_byte: f64,
+    pub O_s_ns_per_byte: f64,
+    pub O_r_ns_per_byte: f64,
+    pub o_min_ns: f64,
+    pub o_max_ns: f64,
+    pub g_f_ns: f64,
+    /// u64::MAX when the entry has no S.
+    pub S_bytes: u64,
+    pub range_from_bytes: u64,
+    pub range_to_bytes: u64,
+    pub measured_unix_ns: u64,
+    pub samples: u64,
+    /// LogfP f, 0 when unknown.
+    pub f: u32,
+    /// Entry flags, plus EXTRAPOLATED when msg_bytes lies outside all ranges.
+    pub flags: u32,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Params>() == 136);
+    assert!(offset_of!(Params, S_bytes) == 88);
+    assert!(offset_of!(Params, samples) == 120);
+    assert!(offset_of!(Params, f) == 128);
+    assert!(offset_of!(Params, flags) == 132);
+};
+
+impl Params {
+    /// Time for one message of `msg_bytes` under the model, ns:
+    /// o_s(s) + L + (s−1)·G + o_r(s), with o_x(s) = o_x + (s−1)·O_x, plus the
+    /// rendezvous handshake 2·EEL (a request-to-send / clear-to-send round
+    /// trip) when the entry has S and s > S.
+    #[inline]
+    pub fn predict_ns(&self, msg_bytes: u64) -> f64 {
+        let k = msg_bytes.saturating_sub(1) as f64;
+        let mut t = self.o_s_ns
+            + k * self.O_s_ns_per_byte
+            + self.L_ns
+            + k * self.G_ns_per_byte
+            + self.o_r_ns
+            + k * self.O_r_ns_per_byte;
+        if self.S_bytes != u64::MAX && msg_bytes > self.S_bytes {
+            t += 2.0 * self.eel_ns;
+        }
+        t
+    }
+}
+
+/// Why a lookup failed. [`LookupError::errno`] gives the C return code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupError {
+    /// Unknown peer or transport (-ENOENT).
+    NotFound,
+    /// Daemon gone (no heartbeat within the threshold), entry marked stale, or
+    /// data older than the reader's maximum age (-ESTALE).
+    Stale,
+    /// No consistent snapshot after the bounded number of retries (-EAGAIN).
+    Busy,
+    /// The segment contents are inconsistent / corrupt (-EINVAL).
+    Invalid,
+}
+
+impl LookupError {
+    /// The negative errno the C ABI returns for this error.
+    pub fn errno(self) -> i32 {
+        match self {
+            LookupError::NotFound => -libc::ENOENT,
+            LookupError::Stale => -libc::ESTALE,
+            LookupError::Busy => -libc::EAGAIN,
+            LookupError::Invalid => -libc::EINVAL,
+        }
+    }
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LookupError::NotFound => "unknown peer or transport",
+            LookupError::Stale => "stale: daemon gone or data too old",
+            LookupError::Busy => "no consistent snapshot after bounded retries",
+            LookupError::Invalid => "invalid segment",
+        })
+    }
+}
+
+impl std::error::Error for LookupError {}
+
+/// Why a segment could not be opened for reading.
+#[derive(Debug)]
+pub enum ReaderError {
+    /// open/fstat/mmap failed.
+    Io(io::Error),
+    /// The file is not a usable segment (the reason says which check failed).
+    Invalid(&'static str),
+}
+
+impl ReaderError {
+    /// The positive errno for C (`errno` after `ng_open` returns NULL).
+    pub fn errno(&self) -> i32 {
+        match self {
+            ReaderError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            ReaderError::Invalid(_) => libc::EINVAL,
+        }
+    }
+}
+
+impl fmt::Display for ReaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReaderError::Io(e) => write!(f, "cannot map segment: {e}"),
+            ReaderError::Invalid(why) => write!(f, "invalid segment: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ReaderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReaderError::Io(e) => Some(e),
+            ReaderError::Invalid(_) => None,
+        }
+    }
+}
+
+impl From<io::Error> for ReaderError {
+    fn from(e: io::Error) -> Self {
+        ReaderError::Io(e)
+    }
+}
+
+/// Why the writer refused an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegmentError {
+    /// All `capacity` entries are in use.
+    Full { capacity: usize },
+    /// No entry for that (peer, transport).
+    NotFound,
+    /// The entry's content does not fit the segment (the reason says why).
+    BadEntry(&'static str),
+}
+
+impl fmt::Display for SegmentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SegmentError::Full { capacity } => write!(f, "segment full ({capacity} entries)"),
+            SegmentError::NotFound => f.write_str("no such (peer, transport) entry"),
+            SegmentError::BadEntry(why) => write!(f, "entry rejected: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for SegmentError {}
+
+/// Header and identity information of a mapped segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub capabilities: u64,
+    pub capacity_entries: usize,
+    pub total_bytes: usize,
+    /// Random per daemon start.
+    pub generation: u64,
+    pub writer_pid: u32,
+    pub node_name: String,
+    pub clock_desc: String,
+    /// Entries in the current snapshot.
+    pub entry_count: usize,
+    /// CLOCK_REALTIME ns of the last heartbeat, 0 if the writer shut down.
+    pub heartbeat_unix_ns: u64,
+    /// Latch sequence (number of publishes since creation).
+    pub seq: u64,
+}

@@ -1,0 +1,235 @@
+//! Zero system calls, proven: a forked child maps the segment, enters a
+//! seccomp filter that allows only read, write, exit and exit_group (anything
+//! else: SECCOMP_RET_KILL_PROCESS, i.e. SIGSYS, shell status 159), performs
+//! 10^6 lookups through each of the Rust API and the C ABI (string and index
+//! paths), and exits with a code saying whether every answer was right.
+//!
+//! Filter mode rather than SECCOMP_MODE_STRICT: strict mode also disables
+//! rdtsc, which kills vDSO clock reads (see shared/RIGS.md).
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+mod common;
+
+use common::*;
+use netgauge::capi::*;
+use netgauge::{Params, Reader, SegmentWriter};
+
+const LOOKUPS: usize = 1_000_000;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+const BPF_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
+const BPF_RET_K: u16 = 0x06;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: BPF_JEQ_K,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The filter program: allow read, write, exit, exit_group; kill otherwise.
+fn filter() -> Vec<libc::sock_filter> {
+    vec![
+        stmt(BPF_LD_W_ABS, 4), // seccomp_data.arch
+        jeq(AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET_K, RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, 0), // seccomp_data.nr
+        jeq(libc::SYS_read as u32, 4, 0),
+        jeq(libc::SYS_write as u32, 3, 0),
+        jeq(libc::SYS_exit as u32, 2, 0),
+        jeq(libc::SYS_exit_group as u32, 1, 0),
+        stmt(BPF_RET_K, RET_KILL_PROCESS),
+        stmt(BPF_RET_K, RET_ALLOW),
+    ]
+}
+
+/// Forks; the child enters the filter and runs `body`, then `_exit`s with its
+/// return value. `body` must neither allocate nor panic. Returns the raw wait
+/// status.
+fn run_confined(prog: &mut [libc::sock_filter], body: impl FnOnce() -> i32) -> i32 {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: fork in a test process; the child only runs `body` (no
+    // allocation, no locks) and leaves with _exit, never returning.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: prctl with valid arguments; fprog outlives the call.
+        let ok = unsafe {
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &fprog as *const libc::sock_fprog,
+                ) == 0
+        };
+        let code = if ok { body() } else { 100 };
+        // SAFETY: ends the child at once (exit_group, allowed by the filter).
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid);
+    status
+}
+
+fn describe(status: i32) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exited with {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        format!(
+            "killed by signal {} (shell status {})",
+            libc::WTERMSIG(status),
+            128 + libc::WTERMSIG(status)
+        )
+    } else {
+        format!("status {status:#x}")
+    }
+}
+
+fn segment() -> (TmpPath, SegmentWriter) {
+    let p = TmpPath::new("seccomp");
+    let mut w = SegmentWriter::create_or_open(&p.0, 128, "node001", "tsc").unwrap();
+    for i in 0..40 {
+        w.upsert(&derived_entry(&format!("node{i:03}"), "rdma", i))
+            .unwrap();
+        w.upsert(&derived_entry(&format!("node{i:03}"), "udp", 1000 + i))
+            .unwrap();
+    }
+    (p, w)
+}
+
+#[test]
+fn filter_kills_a_stray_system_call() {
+    // Negative control: the harness must see SIGSYS (159) for a stray call.
+    let status = run_confined(&mut filter(), || {
+        // SAFETY: getpid has no preconditions.
+        unsafe { libc::getpid() };
+        0
+    });
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS,
+        "expected SIGSYS, got {}",
+        describe(status)
+    );
+    // And write/exit stay allowed.
+    let status = run_confined(&mut filter(), || {
+        // SAFETY: writes 0 bytes to stderr.
+        unsafe { libc::write(2, b"".as_ptr().cast(), 0) };
+        7
+    });
+    assert_eq!(describe(status), "exited with 7");
+}
+
+#[test]
+fn rust_api_lookups_make_no_system_call() {
+    let (p, w) = segment();
+    let mut r = Reader::open(&p.0).unwrap();
+    // Keep the heartbeat rule active (it reads the clock on every lookup),
+    // with a threshold a slow debug build cannot hit; same for data age.
+    r.set_stale_after_ns(3_600_000_000_000);
+    r.set_max_age_ns(u64::MAX);
+    w.heartbeat();
+    let names: Vec<String> = (0..40).map(|i| format!("node{i:03}")).collect();
+    let status = run_confined(&mut filter(), || {
+        let mut bad = 0u64;
+        for n in 0..LOOKUPS {
+            let i = n % 40;
+            let (t, k) = if n % 2 == 0 {
+                ("rdma", i as u64)
+            } else {
+                ("udp", 1000 + i as u64)
+            };
+            let s = ((n * 7919) % 4000) as u64;
+            match r.lookup(&names[i], t, s) {
+                Ok(v) if derived_k(&v, s / 1000) == Some(k) => {}
+                _ => bad += 1,
+            }
+            let idx = 2 * i + (n % 2);
+            match r.lookup_index(idx, s) {
+                Ok(v) if derived_k(&v, s / 1000) == Some(k) => {}
+                _ => bad += 1,
+            }
+        }
+        if r.lookup("nobody", "rdma", 1).is_ok() || r.predict_ns(&names[0], "rdma", 1).is_err() {
+            bad += 1;
+        }
+        i32::from(bad != 0)
+    });
+    assert_eq!(describe(status), "exited with 0");
+    drop(w);
+}
+
+#[test]
+fn c_abi_lookups_make_no_system_call() {
+    let (p, w) = segment();
+    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+    // SAFETY: valid C string.
+    let r = unsafe { ng_open(path.as_ptr()) };
+    assert!(!r.is_null());
+    // SAFETY: r is live.
+    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
+    w.heartbeat();
+    let names: Vec<std::ffi::CString> = (0..40)
+        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
+        .collect();
+    let status = run_confined(&mut filter(), || {
+        let mut bad = 0u64;
+        let mut out = Params::default();
+        for n in 0..LOOKUPS {
+            let i = n % 40;
+            let (t, k) = if n % 2 == 0 {
+                (c"rdma", i as u64)
+            } else {
+                (c"udp", 1000 + i as u64)
+            };
+            let s = ((n * 7919) % 4000) as u64;
+            // SAFETY: r live, strings valid, out writable.
+            let rc = unsafe { ng_lookup(r, names[i].as_ptr(), t.as_ptr(), s, &mut out) };
+            if rc != 0 || derived_k(&out, s / 1000) != Some(k) {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let idx = unsafe { ng_index(r, names[i].as_ptr(), t.as_ptr()) };
+            // SAFETY: as above.
+            let rc = unsafe { ng_lookup_index(r, idx, s, &mut out) };
+            if rc != 0 || derived_k(&out, s / 1000) != Some(k) {
+                bad += 1;
+            }
+        }
+        // SAFETY: as above.
+        let nan = unsafe { ng_predict_ns(r, c"nobody".as_ptr(), c"udp".as_ptr(), 1) };
+        if !nan.is_nan() {
+            bad += 1;
+        }
+        i32::from(bad != 0)
+    });
+    assert_eq!(describe(status), "exited with 0");
+    // SAFETY: closing the reader we opened.
+    unsafe { ng_close(r) };
+    drop(w);
+}
