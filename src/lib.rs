@@ -4,9 +4,12 @@
 //! See docs/ARCHITECTURE.md.
 
 pub mod clock;
+pub mod export;
 pub mod model;
 pub mod pattern;
+pub mod predict;
 pub mod probe;
+pub mod publish;
 pub mod report;
 pub mod sweep;
 pub mod transport;

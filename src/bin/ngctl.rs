@@ -25,6 +25,8 @@ struct Cli {
 enum TransportName {
     Sim,
     Udp,
+    /// MPI point-to-point (build with `--features mpi`, run under mpirun).
+    Mpi,
 }
 
 #[derive(Subcommand)]
@@ -78,7 +80,17 @@ enum Cmd {
         /// Include the raw samples in the JSON.
         #[arg(long)]
         raw: bool,
+        /// Publish the result into the segment (see --shm).
+        #[arg(long)]
+        publish: bool,
+        /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+        #[arg(long)]
+        shm: Option<std::path::PathBuf>,
     },
+    /// Predict collective algorithms from the segment and choose the fastest.
+    Predict(netgauged::predict::PredictArgs),
+    /// Export the segment's parameters for simulators and MPI libraries.
+    Export(netgauged::export::ExportArgs),
 }
 
 struct Bar(Option<indicatif::ProgressBar>);
@@ -124,6 +136,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
+        Cmd::Predict(args) => netgauged::predict::run(&args),
+        Cmd::Export(args) => netgauged::export::run(&args),
         Cmd::Clock { json, long } => {
             let clock = HostClock::detect();
             let info = clock_info(&clock, long);
@@ -176,6 +190,8 @@ fn run(cli: Cli) -> Result<()> {
             resamples,
             json,
             raw,
+            publish,
+            shm,
         } => {
             let mut sweep = match schedule.as_str() {
                 "adaptive" => SweepConfig::default(),
@@ -191,7 +207,15 @@ fn run(cli: Cli) -> Result<()> {
                 ..ProbeOptions::default()
             };
             let mut bar = progress_bar(json);
+            let mut peer_name = peer.clone().unwrap_or_else(|| "sim".into());
             let result = match transport {
+                TransportName::Mpi => match probe_mpi(&mut opts, fanout_peers, &mut bar)? {
+                    Some((r, name)) => {
+                        peer_name = name;
+                        r
+                    }
+                    None => return Ok(()), // a serving rank
+                },
                 TransportName::Sim => {
                     let params: SimParams = model
                         .as_deref()
@@ -219,6 +243,16 @@ fn run(cli: Cli) -> Result<()> {
                 b.finish_and_clear();
             }
             let out = result.to_json();
+            if publish {
+                let path = netgauged::predict::segment_path(shm.as_deref());
+                let name = format!("{transport:?}").to_lowercase();
+                let entry = netgauged::publish::entry_from_probe(&result, &peer_name, &name);
+                netgauged::publish::publish(&path, &entry)?;
+                eprintln!(
+                    "ngctl probe: published ({peer_name}, {name}) into {}",
+                    path.display()
+                );
+            }
             if json {
                 let mut v = serde_json::to_value(&out)?;
                 if raw {
@@ -238,6 +272,28 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+#[cfg(feature = "mpi")]
+fn probe_mpi(
+    opts: &mut ProbeOptions,
+    fanout_peers: Option<usize>,
+    bar: &mut Bar,
+) -> Result<Option<(probe::ProbeResult, String)>> {
+    let _universe = netgauged::transport::mpi::initialize().context("MPI is already initialized")?;
+    let (_, size) = netgauged::transport::mpi::world_rank_size();
+    opts.fanout_peers = fanout_peers.or(Some(size - 1)).filter(|&p| p >= 2);
+    let probe = netgauged::transport::mpi::run_probe(opts, bar)?;
+    Ok(probe.map(|p| (p.result, p.peer_name)))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn probe_mpi(
+    _opts: &mut ProbeOptions,
+    _fanout_peers: Option<usize>,
+    _bar: &mut Bar,
+) -> Result<Option<(probe::ProbeResult, String)>> {
+    bail!("this ngctl was built without MPI: rebuild with `cargo build --features mpi`")
 }
 
 fn resolve(peer: &str) -> Result<SocketAddr> {

@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 pub mod frame;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod sim;
 pub mod udp;
 
