@@ -4,7 +4,8 @@
 set -euo pipefail
 
 need_pkgs=()
-for p in pkg-config gcc libc6-dev iproute2; do
+# MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin libclang-dev
+for p in pkg-config gcc libc6-dev iproute2 libopenmpi-dev openmpi-bin libclang-dev python3; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then
