@@ -145,7 +145,11 @@ fn lowbit(r: usize) -> usize {
 /// Children of `r` in the binomial tree over `p` ranks, largest subtree
 /// first, with their subtree sizes (same tree as the selector's).
 fn children(r: usize, p: usize) -> Vec<(usize, usize)> {
-    let limit = if r == 0 { p.next_power_of_two() } else { lowbit(r) };
+    let limit = if r == 0 {
+        p.next_power_of_two()
+    } else {
+        lowbit(r)
+    };
     let mut v = Vec::new();
     let mut mask = limit >> 1;
     while mask > 0 {
@@ -283,7 +287,12 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
         };
         let n = keep.1 - keep.0;
         let sbuf = v[give.0..give.1].to_vec();
-        c.sendrecv(as_bytes(&sbuf), partner, as_bytes_mut(&mut tmp[..n]), partner);
+        c.sendrecv(
+            as_bytes(&sbuf),
+            partner,
+            as_bytes_mut(&mut tmp[..n]),
+            partner,
+        );
         for (a, b) in v[keep.0..keep.1].iter_mut().zip(tmp.iter()) {
             *a += *b;
         }
@@ -298,7 +307,12 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
         let partner = r ^ d;
         let (olo, ohi) = if lo == plo { (hi, phi) } else { (plo, lo) };
         let sbuf = v[lo..hi].to_vec();
-        c.sendrecv(as_bytes(&sbuf), partner, as_bytes_mut(&mut v[olo..ohi]), partner);
+        c.sendrecv(
+            as_bytes(&sbuf),
+            partner,
+            as_bytes_mut(&mut v[olo..ohi]),
+            partner,
+        );
         lo = plo;
         hi = phi;
         d *= 2;
@@ -313,7 +327,12 @@ fn allreduce_ring(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
         let (slo, shi) = block(n, p, (r + p - i) % p);
         let (rlo, rhi) = block(n, p, (r + p - i - 1) % p);
         let sbuf = v[slo..shi].to_vec();
-        c.sendrecv(as_bytes(&sbuf), right, as_bytes_mut(&mut tmp[..rhi - rlo]), left);
+        c.sendrecv(
+            as_bytes(&sbuf),
+            right,
+            as_bytes_mut(&mut tmp[..rhi - rlo]),
+            left,
+        );
         for (a, b) in v[rlo..rhi].iter_mut().zip(tmp.iter()) {
             *a += *b;
         }
@@ -431,10 +450,14 @@ fn run_once(c: &Comm, run: Run, b: &mut Bufs, m: usize, check: bool) -> bool {
     }
     let p = c.size;
     match run {
-        Run::Alg(a, _) if a.collective() == Collective::Bcast => {
-            b.bytes[..m].iter().enumerate().all(|(i, &x)| x == (i * 7 + 3) as u8)
-        }
-        Run::MpiBcast => b.bytes[..m].iter().enumerate().all(|(i, &x)| x == (i * 7 + 3) as u8),
+        Run::Alg(a, _) if a.collective() == Collective::Bcast => b.bytes[..m]
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (i * 7 + 3) as u8),
+        Run::MpiBcast => b.bytes[..m]
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (i * 7 + 3) as u8),
         Run::Alg(a, _) if a.collective() == Collective::Allreduce => check_sum(&b.v[..n], p),
         Run::MpiAllreduce => check_sum(&b.v[..n], p),
         _ => true,
@@ -450,7 +473,11 @@ fn check_sum(v: &[f64], p: usize) -> bool {
 
 /// Median over repetitions of the slowest rank's time, ns.
 fn measure(c: &Comm, run: Run, b: &mut Bufs, m: usize, ok: &mut bool) -> f64 {
-    *ok &= c.max_f64(if run_once(c, run, b, m, true) { 0.0 } else { 1.0 }) == 0.0;
+    *ok &= c.max_f64(if run_once(c, run, b, m, true) {
+        0.0
+    } else {
+        1.0
+    }) == 0.0;
     run_once(c, run, b, m, false);
     // Repetitions: about 40 ms of work, between 5 and 41 (odd).
     c.barrier();
@@ -629,7 +656,8 @@ fn main() {
 }
 
 fn p_display(p: &Option<std::path::PathBuf>) -> String {
-    p.as_ref().map_or(String::new(), |p| p.display().to_string())
+    p.as_ref()
+        .map_or(String::new(), |p| p.display().to_string())
 }
 
 fn fmt_ns(ns: f64) -> String {
@@ -659,7 +687,11 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
             .min_by(|a, b| a.2.total_cmp(&b.2))
             .map(|x| (x.0, x.2))
             .unwrap_or((r.choice, f64::NAN));
-        let chosen_t = r.algs.iter().find(|x| x.0 == r.choice).map_or(f64::NAN, |x| x.2);
+        let chosen_t = r
+            .algs
+            .iter()
+            .find(|x| x.0 == r.choice)
+            .map_or(f64::NAN, |x| x.2);
         let within = chosen_t <= 1.10 * fastest.1;
         if within {
             hits += 1;
@@ -704,14 +736,23 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
             r.bytes,
             lib,
             fmt_ns(r.mpi_ns),
-            if within { "within 10 % of" } else { "NOT within 10 % of" },
+            if within {
+                "within 10 % of"
+            } else {
+                "NOT within 10 % of"
+            },
             fmt_ns(fastest.1)
         );
         let ratio = r.mpi_ns / chosen_t;
         if ratio > 1.10 {
             beats.push(format!("{} {} B: {:.2}×", r.coll.name(), r.bytes, ratio));
         } else if ratio < 1.0 / 1.10 {
-            loses.push(format!("{} {} B: {:.2}×", r.coll.name(), r.bytes, 1.0 / ratio));
+            loses.push(format!(
+                "{} {} B: {:.2}×",
+                r.coll.name(),
+                r.bytes,
+                1.0 / ratio
+            ));
         }
     }
     println!();
@@ -725,12 +766,22 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
     println!("|---|---:|---:|");
     for (a, mut e) in errors {
         e.sort_by(f64::total_cmp);
-        let med = if e.is_empty() { f64::NAN } else { e[e.len() / 2] };
+        let med = if e.is_empty() {
+            f64::NAN
+        } else {
+            e[e.len() / 2]
+        };
         println!("| {} | {:.0} | {} |", a.name(), med, e.len());
     }
     println!();
-    println!("our choice faster than Open MPI by > 10 %: {}", join_or_none(&beats));
-    println!("our choice slower than Open MPI by > 10 %: {}", join_or_none(&loses));
+    println!(
+        "our choice faster than Open MPI by > 10 %: {}",
+        join_or_none(&beats)
+    );
+    println!(
+        "our choice slower than Open MPI by > 10 %: {}",
+        join_or_none(&loses)
+    );
 }
 
 fn join_or_none(v: &[String]) -> String {

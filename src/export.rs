@@ -77,7 +77,9 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
 pub fn mpich_name(a: Algorithm) -> &'static str {
     match a {
         Algorithm::BcastBinomial => "MPIR_Bcast_intra_binomial",
-        Algorithm::BcastScatterRdAllgather => "MPIR_Bcast_intra_scatter_recursive_doubling_allgather",
+        Algorithm::BcastScatterRdAllgather => {
+            "MPIR_Bcast_intra_scatter_recursive_doubling_allgather"
+        }
         Algorithm::BcastScatterRingAllgather | Algorithm::BcastChain => {
             "MPIR_Bcast_intra_scatter_ring_allgather"
         }
@@ -227,10 +229,7 @@ pub fn ompi_rules(
                     segsize,
                 });
             }
-            comms.push(OmpiCommRule {
-                comm_size: p,
-                msgs,
-            });
+            comms.push(OmpiCommRule { comm_size: p, msgs });
         }
         rules.colls.push(OmpiCollRule { coll_id: id, comms });
     }
@@ -248,19 +247,29 @@ pub fn mpich_json(
     let s_bytes = net.at(max_bytes)?.S_bytes;
     let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
     let mut root = Map::new();
-    for coll in [Collective::Bcast, Collective::Allreduce, Collective::Barrier] {
+    for coll in [
+        Collective::Bcast,
+        Collective::Allreduce,
+        Collective::Barrier,
+    ] {
         let mut by_size = Map::new();
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {
             let runs = choice_runs(net, coll, p as usize, &grid, opts)?;
             let leaf = |a: Algorithm| {
                 let mut m = Map::new();
-                m.insert(format!("algorithm={}", mpich_name(a)), Value::Object(Map::new()));
+                m.insert(
+                    format!("algorithm={}", mpich_name(a)),
+                    Value::Object(Map::new()),
+                );
                 Value::Object(m)
             };
             let mut by_msg = Map::new();
             if coll == Collective::Barrier {
-                let a = runs[0].1.algorithm().unwrap_or(Algorithm::BarrierDissemination);
+                let a = runs[0]
+                    .1
+                    .algorithm()
+                    .unwrap_or(Algorithm::BarrierDissemination);
                 by_msg = match leaf(a) {
                     Value::Object(m) => m,
                     _ => Map::new(),
@@ -384,7 +393,12 @@ pub fn smpi(e: &EntryData) -> String {
                 // SMPI: overhead(s) = offset + s·factor for s ≥ size. Our
                 // o(s) = o' + (s−1)·O, so offset = o' − O.
                 let from = if i == 0 { 0 } else { r.from_bytes };
-                format!("{}:{:e}:{:e}", from, sec((at1 - slope).max(0.0)), sec(slope.max(0.0)))
+                format!(
+                    "{}:{:e}:{:e}",
+                    from,
+                    sec((at1 - slope).max(0.0)),
+                    sec(slope.max(0.0))
+                )
             })
             .collect::<Vec<_>>()
             .join(";")

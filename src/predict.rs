@@ -59,7 +59,7 @@ pub fn load_entry(shm: Option<&Path>, peer: Option<&str>, transport: &str) -> Re
         .map_err(|e| anyhow::anyhow!("cannot read segment {}: {e}", path.display()))?;
     entries
         .into_iter()
-        .find(|e| e.transport == transport && peer.map_or(true, |p| e.peer == p))
+        .find(|e| e.transport == transport && peer.is_none_or(|p| e.peer == p))
         .with_context(|| {
             format!(
                 "no entry for peer {} over {transport} in {}",
@@ -161,8 +161,15 @@ pub fn run(args: &PredictArgs) -> Result<()> {
             } else {
                 String::new()
             };
-            let mark = if c.algorithm == out.choice.algorithm { " <- choice" } else { "" };
-            println!("  {:<24} {:>14.0} ns{seg}{mark}", c.algorithm, c.predicted_ns);
+            let mark = if c.algorithm == out.choice.algorithm {
+                " <- choice"
+            } else {
+                ""
+            };
+            println!(
+                "  {:<24} {:>14.0} ns{seg}{mark}",
+                c.algorithm, c.predicted_ns
+            );
         }
     }
     Ok(())

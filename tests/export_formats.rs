@@ -191,7 +191,10 @@ fn ompi_rules_follow_the_4_1_reader_grammar() {
     }
     // Small broadcasts use the binomial tree, large ones a bandwidth-bound
     // algorithm.
-    let b64 = rules.iter().find(|r| r.coll == 7 && r.comm_size == 64).unwrap();
+    let b64 = rules
+        .iter()
+        .find(|r| r.coll == 7 && r.comm_size == 64)
+        .unwrap();
     assert_eq!(b64.msgs[0].1, 6);
     assert_ne!(b64.msgs.last().unwrap().1, 6);
 }
@@ -209,7 +212,11 @@ fn mpich_json_is_a_selection_tree() {
     let text = export::render(&args(Format::MpichJson), &entry()).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let root = v.as_object().unwrap();
-    for coll in ["collective=bcast", "collective=allreduce", "collective=barrier"] {
+    for coll in [
+        "collective=bcast",
+        "collective=allreduce",
+        "collective=barrier",
+    ] {
         let intra = root[coll]["comm_type=intra"].as_object().unwrap();
         let keys: Vec<&String> = intra.keys().collect();
         assert_eq!(keys.last().unwrap().as_str(), "comm_size=any");
@@ -221,7 +228,8 @@ fn mpich_json_is_a_selection_tree() {
                     sub.clone()
                 } else {
                     assert!(
-                        mk == "avg_msg_size=any" || mk["avg_msg_size<=".len()..].parse::<u64>().is_ok()
+                        mk == "avg_msg_size=any"
+                            || mk["avg_msg_size<=".len()..].parse::<u64>().is_ok()
                     );
                     leaf.as_object().unwrap().clone()
                 };
@@ -240,12 +248,20 @@ fn loggopsim_flags_are_integers_in_ns() {
     let toks: Vec<&str> = text.split_whitespace().collect();
     let flags: Vec<&str> = toks.iter().step_by(2).copied().collect();
     assert_eq!(flags, ["-L", "-o", "-g", "-G", "-O", "-S"]);
-    let vals: Vec<i64> = toks.iter().skip(1).step_by(2).map(|v| v.parse().unwrap()).collect();
+    let vals: Vec<i64> = toks
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
     assert_eq!(vals, [150, 220, 400, 0, 0, 4096]);
     let mut a = args(Format::Loggopsim);
     a.loggopsim_unit = "ps".into();
     let text = export::render(&a, &entry()).unwrap();
-    assert!(text.starts_with("-L 150000 -o 220000 -g 400000 -G 55 -O 50 -S 4096"), "{text}");
+    assert!(
+        text.starts_with("-L 150000 -o 220000 -g 400000 -G 55 -O 50 -S 4096"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -256,7 +272,10 @@ fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
     ));
     let mut rows = 0;
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let c: Vec<f64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let c: Vec<f64> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
         assert_eq!(c.len(), 11);
         let (s, n, p1, pn, pd) = (c[0], c[1], c[2], c[3], c[4]);
         // Netgauge's plot hints: o = ($5-$3)/($2-1)-$3, g+(s-1)G = ($4-$3)/($2-1).
@@ -285,11 +304,11 @@ fn smpi_piecewise_overheads() {
                 let size: u64 = f[0].parse().unwrap();
                 let offset: f64 = f[1].parse().unwrap();
                 let factor: f64 = f[2].parse().unwrap();
-                assert!(offset >= 0.0 && offset < 1e-3 && factor >= 0.0 && factor < 1e-6);
+                assert!((0.0..1e-3).contains(&offset) && (0.0..1e-6).contains(&factor));
                 if i == 0 {
                     assert_eq!(size, 0);
                 }
-                assert!(last.map_or(true, |l| size > l));
+                assert!(last.is_none_or(|l| size > l));
                 last = Some(size);
             }
         } else {
@@ -298,7 +317,12 @@ fn smpi_piecewise_overheads() {
     }
     assert_eq!(
         keys,
-        ["smpi/os", "smpi/or", "smpi/async-small-thresh", "smpi/send-is-detached-thresh"]
+        [
+            "smpi/os",
+            "smpi/or",
+            "smpi/async-small-thresh",
+            "smpi/send-is-detached-thresh"
+        ]
     );
     // o_r of the second range: 1200 ns at s = 1, 0.1 ns/B: offset 1199.9 ns.
     assert!(text.contains("4097:1.1999"), "{text}");

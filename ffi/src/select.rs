@@ -106,7 +106,9 @@ impl std::str::FromStr for Collective {
             "bcast" => Ok(Collective::Bcast),
             "allreduce" => Ok(Collective::Allreduce),
             "barrier" => Ok(Collective::Barrier),
-            _ => Err(format!("unknown collective {s:?} (bcast, allreduce, barrier)")),
+            _ => Err(format!(
+                "unknown collective {s:?} (bcast, allreduce, barrier)"
+            )),
         }
     }
 }
@@ -927,10 +929,20 @@ mod tests {
         let ring = 14.0 * t(m / 8) + 7.0 * gamma * (m / 8) as f64;
         assert!((c.as_slice()[2].predicted_ns - ring).abs() < 1e-6);
         // Small: recursive doubling; large: Rabenseifner beats doubling.
-        let small = candidates(&p, Collective::Allreduce, 8, 8, &opts).unwrap().best();
-        assert_eq!(small.algorithm, Algorithm::AllreduceRecursiveDoubling as u32);
-        let large = candidates(&p, Collective::Allreduce, 8, 4 << 20, &opts).unwrap().best();
-        assert_ne!(large.algorithm, Algorithm::AllreduceRecursiveDoubling as u32);
+        let small = candidates(&p, Collective::Allreduce, 8, 8, &opts)
+            .unwrap()
+            .best();
+        assert_eq!(
+            small.algorithm,
+            Algorithm::AllreduceRecursiveDoubling as u32
+        );
+        let large = candidates(&p, Collective::Allreduce, 8, 4 << 20, &opts)
+            .unwrap()
+            .best();
+        assert_ne!(
+            large.algorithm,
+            Algorithm::AllreduceRecursiveDoubling as u32
+        );
     }
 
     #[test]
@@ -976,22 +988,27 @@ mod tests {
         let mut all = [best; 4];
         let mut n = 0usize;
         // SAFETY: valid pointers to locals.
-        let rc = unsafe {
-            ng_select(&p, 1, 2, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n)
-        };
+        let rc = unsafe { ng_select(&p, 1, 2, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
         assert_eq!(rc, 0);
         assert_eq!(n, 2);
         assert!(best.predicted_ns > 0.0);
-        assert_eq!(best.predicted_ns, all[0].predicted_ns.min(all[1].predicted_ns));
+        assert_eq!(
+            best.predicted_ns,
+            all[0].predicted_ns.min(all[1].predicted_ns)
+        );
         // SAFETY: as above.
         let bad = unsafe { ng_select(&p, 1, 7, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
         assert_eq!(bad, -libc::EINVAL);
         // SAFETY: as above.
-        let zero = unsafe { ng_select(&p, 1, 0, 0, 8, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+        let zero =
+            unsafe { ng_select(&p, 1, 0, 0, 8, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
         assert_eq!(zero, -libc::EINVAL);
         let name = ng_algorithm_name(Algorithm::BcastChain as u32);
         // SAFETY: a static NUL-terminated string.
-        assert_eq!(unsafe { std::ffi::CStr::from_ptr(name) }.to_str().unwrap(), "pipelined_chain");
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(name) }.to_str().unwrap(),
+            "pipelined_chain"
+        );
         assert!(ng_algorithm_name(5).is_null());
     }
 }

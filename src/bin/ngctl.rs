@@ -280,7 +280,8 @@ fn probe_mpi(
     fanout_peers: Option<usize>,
     bar: &mut Bar,
 ) -> Result<Option<(probe::ProbeResult, String)>> {
-    let _universe = netgauged::transport::mpi::initialize().context("MPI is already initialized")?;
+    let _universe =
+        netgauged::transport::mpi::initialize().context("MPI is already initialized")?;
     let (_, size) = netgauged::transport::mpi::world_rank_size();
     opts.fanout_peers = fanout_peers.or(Some(size - 1)).filter(|&p| p >= 2);
     let probe = netgauged::transport::mpi::run_probe(opts, bar)?;

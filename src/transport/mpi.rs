@@ -60,7 +60,9 @@ fn check(rc: c_int, what: &str) -> Result<(), TransportError> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(TransportError::Protocol(format!("{what} failed with MPI error {rc}")))
+        Err(TransportError::Protocol(format!(
+            "{what} failed with MPI error {rc}"
+        )))
     }
 }
 
@@ -234,9 +236,7 @@ impl MpiTransport {
             let mut flag: c_int = 0;
             // SAFETY: our communicator; valid out-pointers.
             check(
-                unsafe {
-                    ffi::MPI_Improbe(rank, tag, self.comm, &mut flag, &mut msg, &mut status)
-                },
+                unsafe { ffi::MPI_Improbe(rank, tag, self.comm, &mut flag, &mut msg, &mut status) },
                 "MPI_Improbe",
             )?;
             if flag != 0 {
@@ -348,7 +348,7 @@ impl MpiTransport {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && Instant::now() >= deadline {
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
                 // SAFETY: freeing an active request is allowed; it completes
                 // in the background. Its buffer is never freed (abandoned).
                 unsafe { ffi::MPI_Request_free(req) };
@@ -429,7 +429,7 @@ impl Transport for MpiTransport {
                 break clock.now();
             }
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && Instant::now() >= deadline {
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
                 return Err(TransportError::Timeout(timeout));
             }
         };
@@ -484,7 +484,9 @@ impl Transport for MpiTransport {
             .rank_peer(src_rank)
             .ok_or_else(|| TransportError::Protocol(format!("message from rank {src_rank}")))?;
         if tag & TAG_STOP != 0 && tag & TAG_ANSWER == 0 {
-            return Err(TransportError::PeerGone(format!("rank {src_rank} ended the session")));
+            return Err(TransportError::PeerGone(format!(
+                "rank {src_rank} ended the session"
+            )));
         }
         self.counters.recv_bytes += bytes as u64;
         self.counters.recv_messages += 1;

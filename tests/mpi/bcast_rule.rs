@@ -32,7 +32,10 @@ fn main() {
         )
     };
     let ms = (mpi::time() - t0) * 1e3;
-    assert!(buf.iter().all(|&b| b == 0), "broadcast delivered wrong data");
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "broadcast delivered wrong data"
+    );
     if rank == 3 {
         println!("rank3_bcast_ms={ms:.3}");
     }
