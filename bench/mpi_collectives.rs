@@ -648,7 +648,9 @@ fn main() {
     if rank == 0 {
         report(&rows, size, &source, gamma, all_ok);
     }
-    drop(c);
+    let mut comm = c.comm;
+    // SAFETY: our duplicate communicator, freed once before MPI_Finalize.
+    unsafe { ffi::MPI_Comm_free(&mut comm) };
     drop(universe);
     if !all_ok {
         std::process::exit(1);
