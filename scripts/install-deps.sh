@@ -6,7 +6,8 @@ set -euo pipefail
 need_pkgs=()
 # libibverbs-dev, librdmacm-dev, libclang-dev: the `verbs` feature (rdma-sys
 # runs bindgen against the system rdma-core headers).
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev; do
+# MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin python3; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ((${#need_pkgs[@]})); then

@@ -5,8 +5,10 @@
 
 pub mod clock;
 pub mod control;
+pub mod export;
 pub mod model;
 pub mod pattern;
+pub mod predict;
 pub mod probe;
 pub mod publish;
 pub mod report;

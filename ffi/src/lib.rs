@@ -14,6 +14,7 @@
 pub mod capi;
 pub mod layout;
 pub mod reader;
+pub mod select;
 mod sys;
 mod types;
 mod view;

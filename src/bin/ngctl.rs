@@ -32,6 +32,8 @@ enum TransportName {
     Msg,
     /// Raw Ethernet (AF_PACKET, needs CAP_NET_RAW).
     Raw,
+    /// MPI point-to-point (build with `--features mpi`, run under mpirun).
+    Mpi,
 }
 
 /// Options of `--transport raw`.
@@ -155,6 +157,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Predict collective algorithms from the segment and choose the fastest.
+    Predict(netgauged::predict::PredictArgs),
+    /// Export the segment's parameters for simulators and MPI libraries.
+    Export(netgauged::export::ExportArgs),
     /// Show every entry of the shared-memory segment.
     Dump {
         #[arg(long)]
@@ -223,6 +229,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
+        Cmd::Predict(args) => netgauged::predict::run(&args),
+        Cmd::Export(args) => netgauged::export::run(&args),
         Cmd::Clock { json, long } => {
             let clock = HostClock::detect();
             let info = clock_info(&clock, long);
@@ -305,7 +313,15 @@ fn run(cli: Cli) -> Result<()> {
             };
             let mut bar = progress_bar(json);
             let mut clock_desc = "virtual (sim)".to_string();
+            let mut mpi_peer: Option<String> = None;
             let result = match transport {
+                TransportName::Mpi => match probe_mpi(&mut opts, fanout_peers, &mut bar)? {
+                    Some((r, name)) => {
+                        mpi_peer = Some(name);
+                        r
+                    }
+                    None => return Ok(()), // a serving rank
+                },
                 TransportName::Raw => {
                     let (ifname, o) = raw_args.get()?;
                     let mac = peer_mac
@@ -362,6 +378,7 @@ fn run(cli: Cli) -> Result<()> {
                 let path = shm_path(shm);
                 let peer_name = match transport {
                     TransportName::Sim => "sim".to_string(),
+                    TransportName::Mpi => mpi_peer.clone().unwrap_or_else(|| "rank1".into()),
                     TransportName::Raw => peer.clone().or(peer_mac.clone()).unwrap_or_default(),
                     _ => peer.clone().unwrap_or_default(),
                 };
@@ -523,6 +540,29 @@ fn status(shm: Option<String>, json: bool) -> Result<()> {
     } else {
         bail!("the daemon writing {path} is not running")
     }
+}
+
+#[cfg(feature = "mpi")]
+fn probe_mpi(
+    opts: &mut ProbeOptions,
+    fanout_peers: Option<usize>,
+    bar: &mut Bar,
+) -> Result<Option<(probe::ProbeResult, String)>> {
+    let _universe =
+        netgauged::transport::mpi::initialize().context("MPI is already initialized")?;
+    let (_, size) = netgauged::transport::mpi::world_rank_size();
+    opts.fanout_peers = fanout_peers.or(Some(size - 1)).filter(|&p| p >= 2);
+    let probe = netgauged::transport::mpi::run_probe(opts, bar)?;
+    Ok(probe.map(|p| (p.result, p.peer_name)))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn probe_mpi(
+    _opts: &mut ProbeOptions,
+    _fanout_peers: Option<usize>,
+    _bar: &mut Bar,
+) -> Result<Option<(probe::ProbeResult, String)>> {
+    bail!("this ngctl was built without MPI: rebuild with `cargo build --features mpi`")
 }
 
 fn resolve(peer: &str) -> Result<SocketAddr> {

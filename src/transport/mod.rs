@@ -11,6 +11,8 @@ pub mod multi;
 #[cfg(feature = "verbs")]
 pub mod rdma_write;
 pub mod raw_eth;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod sim;
 pub mod udp;
 #[cfg(feature = "verbs")]

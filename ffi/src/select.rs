@@ -1,0 +1,1014 @@
+//! Model-based choice of MPI collective algorithms from measured LogGP(S) /
+//! LogfP parameters, for Rust and (through `ng_select*`, header
+//! `include/netgauge_select.h`) for C MPI libraries.
+//!
+//! Given the number of ranks P, the message size m and the parameters of the
+//! network (one [`Params`] per protocol range, i.e. what
+//! [`Reader::lookup`](crate::Reader::lookup) returns), every candidate
+//! algorithm's completion time is predicted and the fastest returned.
+//!
+//! # The cost of one message and of a burst
+//!
+//! With o_s(s) = o_s + (s−1)·O_s and o_r(s) = o_r + (s−1)·O_r (LogGPS), one
+//! message of s bytes, from the sender's first instruction to the receiver
+//! having it, costs
+//!
+//! ```text
+//! T(s) = o_s(s) + L + (s−1)·G + o_r(s)              (LogGP)
+//!      + 2·EEL                          if s > S     (LogGPS rendezvous)
+//! ```
+//!
+//! The `+ 2·EEL` is the request-to-send / clear-to-send round trip a
+//! rendezvous message waits for before its data moves ([`Params::predict_ns`]).
+//! G and g are those of the range that contains s (eager and rendezvous
+//! ranges have different G), so every size is looked up separately.
+//!
+//! A process sending several messages in a row can start the next one
+//! `gap(s) = max(g + (s−1)·G, o_s(s))` after the previous (LogGP: the NIC /
+//! copy engine accepts one message per g + (s−1)G, the CPU one per o_s).
+//! LogfP refines this for small messages: the first f messages of a burst
+//! are injected without paying g, each costing only the per-message posting
+//! overhead o(k) = o_min + o_max/k of a burst of k; messages beyond f pay the
+//! LogfP gap g_f. It is used for messages of at most [`LOGFP_MAX_BYTES`]
+//! when the parameters have f > 0.
+//!
+//! # Trees
+//!
+//! Tree algorithms are evaluated exactly over their tree instead of with a
+//! closed form: a node that has its data at time `ready` issues its sends in
+//! order, the j-th at `ready + Σ_{i<j} gap_i`, and the j-th child has the data
+//! at `start_j + T(s_j)`. The result is the latest arrival. For a binomial
+//! tree with equal sizes this reproduces the textbook ⌈log2 P⌉·T(m) when
+//! gap ≥ T, and is tighter (the root's later sends overlap its children's
+//! forwarding) when gap < T.
+
+use crate::types::{LookupError, Params};
+use crate::Reader;
+
+/// Messages up to this size use LogfP's burst model when f is known.
+pub const LOGFP_MAX_BYTES: u64 = 256;
+
+/// Default cost of combining one byte in a reduction (ns per byte), used when
+/// the caller does not measure it. Summing doubles streams at several GB/s
+/// on current CPUs: 0.1–0.3 ns/byte.
+pub const DEFAULT_GAMMA_NS_PER_BYTE: f64 = 0.2;
+
+/// The collectives the selector knows.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    Bcast = 0,
+    Allreduce = 1,
+    Barrier = 2,
+}
+
+impl Collective {
+    pub fn from_u32(v: u32) -> Option<Collective> {
+        match v {
+            0 => Some(Collective::Bcast),
+            1 => Some(Collective::Allreduce),
+            2 => Some(Collective::Barrier),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Bcast => "bcast",
+            Collective::Allreduce => "allreduce",
+            Collective::Barrier => "barrier",
+        }
+    }
+
+    /// The candidate algorithms of this collective.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        match self {
+            Collective::Bcast => &[
+                Algorithm::BcastBinomial,
+                Algorithm::BcastScatterRdAllgather,
+                Algorithm::BcastScatterRingAllgather,
+                Algorithm::BcastChain,
+            ],
+            Collective::Allreduce => &[
+                Algorithm::AllreduceRecursiveDoubling,
+                Algorithm::AllreduceRabenseifner,
+                Algorithm::AllreduceRing,
+            ],
+            Collective::Barrier => &[Algorithm::BarrierDissemination, Algorithm::BarrierTree],
+        }
+    }
+}
+
+impl std::str::FromStr for Collective {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "bcast" => Ok(Collective::Bcast),
+            "allreduce" => Ok(Collective::Allreduce),
+            "barrier" => Ok(Collective::Barrier),
+            _ => Err(format!(
+                "unknown collective {s:?} (bcast, allreduce, barrier)"
+            )),
+        }
+    }
+}
+
+/// Candidate algorithms (values are the C ABI's `NG_ALG_*`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    BcastBinomial = 0,
+    BcastScatterRdAllgather = 1,
+    BcastScatterRingAllgather = 2,
+    BcastChain = 3,
+    AllreduceRecursiveDoubling = 10,
+    AllreduceRabenseifner = 11,
+    AllreduceRing = 12,
+    BarrierDissemination = 20,
+    BarrierTree = 21,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 9] = [
+        Algorithm::BcastBinomial,
+        Algorithm::BcastScatterRdAllgather,
+        Algorithm::BcastScatterRingAllgather,
+        Algorithm::BcastChain,
+        Algorithm::AllreduceRecursiveDoubling,
+        Algorithm::AllreduceRabenseifner,
+        Algorithm::AllreduceRing,
+        Algorithm::BarrierDissemination,
+        Algorithm::BarrierTree,
+    ];
+
+    pub fn from_u32(v: u32) -> Option<Algorithm> {
+        Self::ALL.into_iter().find(|a| *a as u32 == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::BcastBinomial => "binomial",
+            Algorithm::BcastScatterRdAllgather => "scatter_rd_allgather",
+            Algorithm::BcastScatterRingAllgather => "scatter_ring_allgather",
+            Algorithm::BcastChain => "pipelined_chain",
+            Algorithm::AllreduceRecursiveDoubling => "recursive_doubling",
+            Algorithm::AllreduceRabenseifner => "rabenseifner",
+            Algorithm::AllreduceRing => "ring",
+            Algorithm::BarrierDissemination => "dissemination",
+            Algorithm::BarrierTree => "tree",
+        }
+    }
+
+    pub fn collective(self) -> Collective {
+        match self as u32 {
+            0..=9 => Collective::Bcast,
+            10..=19 => Collective::Allreduce,
+            _ => Collective::Barrier,
+        }
+    }
+}
+
+/// One prediction: C's `ng_choice`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    /// An [`Algorithm`] value.
+    pub algorithm: u32,
+    pub reserved: u32,
+    pub predicted_ns: f64,
+    /// Segment size of a pipelined algorithm (0: not segmented).
+    pub segment_bytes: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<Choice>() == 24);
+
+impl Choice {
+    pub fn algorithm(&self) -> Option<Algorithm> {
+        Algorithm::from_u32(self.algorithm)
+    }
+}
+
+/// At most 4 candidates per collective, without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidates {
+    items: [Choice; 4],
+    len: usize,
+}
+
+impl Candidates {
+    pub fn as_slice(&self) -> &[Choice] {
+        &self.items[..self.len]
+    }
+
+    /// The fastest candidate (first on ties, in the order of
+    /// [`Collective::algorithms`]).
+    pub fn best(&self) -> Choice {
+        let mut best = self.items[0];
+        for c in &self.items[1..self.len] {
+            if c.predicted_ns < best.predicted_ns {
+                best = *c;
+            }
+        }
+        best
+    }
+}
+
+/// Parameters as a function of the message size.
+pub trait Network {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError>;
+}
+
+impl Network for Params {
+    fn at(&self, _msg_bytes: u64) -> Result<Params, LookupError> {
+        Ok(*self)
+    }
+}
+
+/// One [`Params`] per protocol range (as lookups of sizes in each range
+/// return them); the range containing the size is used, the nearest one
+/// outside all ranges.
+impl Network for [Params] {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        let first = self.first().ok_or(LookupError::NotFound)?;
+        let mut best = *first;
+        for p in self {
+            if msg_bytes >= p.range_from_bytes && msg_bytes <= p.range_to_bytes {
+                return Ok(*p);
+            }
+            if msg_bytes > p.range_to_bytes {
+                best = *p;
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// Live lookups of one (peer, transport) entry of a segment.
+#[derive(Clone, Copy, Debug)]
+pub struct ReaderNetwork<'a> {
+    pub reader: &'a Reader,
+    pub peer: &'a str,
+    pub transport: &'a str,
+}
+
+impl Network for ReaderNetwork<'_> {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.reader.lookup(self.peer, self.transport, msg_bytes)
+    }
+}
+
+/// Options of a selection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SelectOptions {
+    /// Cost of combining one byte in a reduction, ns.
+    pub gamma_ns_per_byte: f64,
+}
+
+impl Default for SelectOptions {
+    fn default() -> Self {
+        Self {
+            gamma_ns_per_byte: DEFAULT_GAMMA_NS_PER_BYTE,
+        }
+    }
+}
+
+/// Why a selection failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectError {
+    /// P must be at least 1.
+    NoRanks,
+    Lookup(LookupError),
+}
+
+impl std::fmt::Display for SelectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectError::NoRanks => f.write_str("need at least one rank"),
+            SelectError::Lookup(e) => write!(f, "parameter lookup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SelectError {}
+
+impl From<LookupError> for SelectError {
+    fn from(e: LookupError) -> Self {
+        SelectError::Lookup(e)
+    }
+}
+
+/// The point-to-point costs of the model at one size.
+struct Msg {
+    /// T(s): one message end to end, rendezvous included.
+    t_ns: f64,
+    /// gap(s): earliest start of the sender's next message.
+    gap_ns: f64,
+    /// o_s(s) and o_r(s), the CPU time of each end.
+    o_s_ns: f64,
+    o_r_ns: f64,
+}
+
+fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
+    let p = net.at(bytes)?;
+    let k = bytes.saturating_sub(1) as f64;
+    let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+    let o_r_ns = (p.o_r_ns + k * p.O_r_ns_per_byte).max(0.0);
+    let t_ns = p.predict_ns(bytes).max(0.0);
+    let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
+    Ok(Msg {
+        t_ns,
+        gap_ns,
+        o_s_ns,
+        o_r_ns,
+    })
+}
+
+/// Gap before the (j+1)-th of a burst of `burst` sends of `bytes`, LogfP
+/// for small messages: the first f messages pay only the posting overhead
+/// o(burst) = o_min + o_max / burst, later ones the LogfP gap g_f.
+fn burst_gap<N: Network + ?Sized>(
+    net: &N,
+    bytes: u64,
+    j: usize,
+    burst: usize,
+    m: &Msg,
+) -> Result<f64, LookupError> {
+    if bytes <= LOGFP_MAX_BYTES {
+        let p = net.at(bytes)?;
+        if p.f > 0 && (p.o_min_ns > 0.0 || p.o_max_ns > 0.0) {
+            let o_burst = p.o_min_ns + p.o_max_ns / burst.max(1) as f64;
+            return Ok(if j < p.f as usize {
+                o_burst
+            } else {
+                p.g_f_ns.max(o_burst)
+            });
+        }
+    }
+    Ok(m.gap_ns)
+}
+
+/// Children of `rel` (relative rank) in the binomial tree over `p` ranks,
+/// in send order (largest subtree first), with the size of each subtree.
+/// Node r's parent is r − lowbit(r); its children are r + 2^k for
+/// 2^k < lowbit(r) (all k for the root).
+fn binomial_children(rel: usize, p: usize, out: &mut [(usize, usize); 64]) -> usize {
+    let limit = if rel == 0 {
+        p.next_power_of_two()
+    } else {
+        rel & rel.wrapping_neg()
+    };
+    let mut n = 0;
+    let mut mask = limit >> 1;
+    while mask > 0 {
+        let child = rel + mask;
+        if child < p {
+            out[n] = (child, mask.min(p - child));
+            n += 1;
+        }
+        mask >>= 1;
+    }
+    n
+}
+
+/// Completion time of a binomial-tree broadcast (or scatter when
+/// `per_rank_bytes` > 0: each edge carries its subtree's share) from the
+/// root: evaluated node by node as described in the module documentation.
+fn binomial_tree<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bcast_bytes: u64,
+    per_rank_bytes: u64,
+) -> Result<f64, LookupError> {
+    // ready[r]: when relative rank r holds its data. Parents have smaller
+    // ranks than their children, so one pass in rank order suffices.
+    let mut ready = [0f64; 1024];
+    if p > ready.len() {
+        // Beyond 1024 ranks: the closed form ⌈log2 P⌉·T(m) (bcast) or
+        // Σ_k T(m/2^k) (scatter).
+        let rounds = usize::BITS - (p - 1).leading_zeros();
+        let mut t = 0.0;
+        for k in 1..=rounds {
+            let s = if per_rank_bytes > 0 {
+                per_rank_bytes * (p as u64 >> k).max(1)
+            } else {
+                bcast_bytes
+            };
+            t += msg(net, s)?.t_ns;
+        }
+        return Ok(t);
+    }
+    let mut kids = [(0usize, 0usize); 64];
+    let mut finish: f64 = 0.0;
+    for r in 0..p {
+        let n = binomial_children(r, p, &mut kids);
+        let mut start = ready[r];
+        for (j, &(child, subtree)) in kids[..n].iter().enumerate() {
+            let s = if per_rank_bytes > 0 {
+                per_rank_bytes * subtree as u64
+            } else {
+                bcast_bytes
+            };
+            let m = msg(net, s)?;
+            ready[child] = start + m.t_ns;
+            finish = finish.max(ready[child]);
+            start += burst_gap(net, s, j, n, &m)?;
+        }
+    }
+    Ok(finish)
+}
+
+fn ceil_log2(p: usize) -> u32 {
+    usize::BITS - (p.max(1) - 1).leading_zeros()
+}
+
+/// Broadcast candidates. Root holds m bytes; c = ⌈m/P⌉ is one rank's share.
+fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, LookupError> {
+    let c = m.div_ceil(p as u64).max(1);
+    let rounds = ceil_log2(p);
+
+    // Binomial tree: every edge carries all m bytes (tree evaluation).
+    let binomial = binomial_tree(net, p, m, 0)?;
+
+    // Scatter + allgather (van de Geijn): a binomial scatter (the edge to a
+    // subtree of k ranks carries k·c bytes) then an allgather of the P
+    // shares.
+    let scatter = binomial_tree(net, p, 0, c)?;
+    // Recursive-doubling allgather: in step k = 0..log2 P − 1 every rank
+    // exchanges the 2^k·c bytes it has with rank ⊕ 2^k; send and receive
+    // overlap, so a step costs T(2^k·c). Non-powers of two need one more
+    // step of the largest size (the ranks beyond the power of two are folded
+    // in and out).
+    let mut rd = 0.0;
+    for k in 0..rounds {
+        rd += msg(net, c << k)?.t_ns;
+    }
+    if !p.is_power_of_two() {
+        rd += msg(net, c << rounds.saturating_sub(1))?.t_ns;
+    }
+    // Ring allgather: P − 1 steps, each passes one share of c bytes to the
+    // right neighbour while receiving one from the left: (P−1)·T(c).
+    let ring = (p as f64 - 1.0) * msg(net, c)?.t_ns;
+
+    // Pipelined chain with segments of k bytes, n = ⌈m/k⌉ segments over
+    // P − 1 hops. The first segment reaches the last rank after
+    // (P−1)·T(k); every later one follows a pipeline period behind. The
+    // period is the slowest stage: a link accepts one segment per gap(k); an
+    // inner rank spends o_r(k) + o_s(k) of CPU per segment (receive, then
+    // forward). T = (P−1)·T(k) + (n−1)·max(gap(k), o_r(k) + o_s(k)).
+    // The optimal k (d T / d k = 0 gives k* = sqrt(m·a / ((P−2)·G)) for
+    // T(k) ≈ a + k·G) is found by evaluating powers of two and S, since the
+    // range boundaries make T non-smooth.
+    let (chain, seg) = if p <= 1 {
+        (0.0, m)
+    } else {
+        let mut best = (f64::INFINITY, m);
+        let mut k = 64u64.min(m.max(1));
+        let mut candidates = [0u64; 48];
+        let mut n = 0;
+        while n < 40 {
+            candidates[n] = k.min(m.max(1));
+            n += 1;
+            if k >= m {
+                break;
+            }
+            k *= 2;
+        }
+        let s_bytes = net.at(m)?.S_bytes;
+        if s_bytes != u64::MAX && s_bytes > 0 && s_bytes < m {
+            candidates[n] = s_bytes;
+            n += 1;
+        }
+        for &k in &candidates[..n] {
+            let segs = m.div_ceil(k).max(1);
+            let x = msg(net, k)?;
+            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns);
+            let t = (p as f64 - 1.0) * x.t_ns + (segs as f64 - 1.0) * period;
+            if t < best.0 {
+                best = (t, k);
+            }
+        }
+        best
+    };
+
+    let mut out = Candidates {
+        items: [Choice {
+            algorithm: 0,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        }; 4],
+        len: 4,
+    };
+    let vals = [
+        (Algorithm::BcastBinomial, binomial, 0),
+        (Algorithm::BcastScatterRdAllgather, scatter + rd, 0),
+        (Algorithm::BcastScatterRingAllgather, scatter + ring, 0),
+        (Algorithm::BcastChain, chain, seg),
+    ];
+    for (i, (a, t, s)) in vals.into_iter().enumerate() {
+        out.items[i] = Choice {
+            algorithm: a as u32,
+            reserved: 0,
+            predicted_ns: if p <= 1 { 0.0 } else { t },
+            segment_bytes: s,
+        };
+    }
+    Ok(out)
+}
+
+/// Allreduce candidates over m bytes, combining at γ ns per byte.
+fn allreduce<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    m: u64,
+    gamma: f64,
+) -> Result<Candidates, LookupError> {
+    let rounds = ceil_log2(p);
+    let pow2 = p.is_power_of_two();
+    let mf = m as f64;
+
+    // Recursive doubling: log2 P steps, each exchanges all m bytes with
+    // rank ⊕ 2^k and combines them: log2 P·(T(m) + γ·m). A non-power of two
+    // adds a fold-in step before and a fold-out step after: +2·T(m) + γ·m.
+    let tm = msg(net, m)?.t_ns;
+    let mut rd = f64::from(rounds) * (tm + gamma * mf);
+    if !pow2 {
+        rd = f64::from(rounds - 1) * (tm + gamma * mf) + 2.0 * tm + gamma * mf;
+    }
+
+    // Rabenseifner: reduce-scatter by recursive halving (step k exchanges
+    // and combines m/2^k bytes), then allgather by recursive doubling (the
+    // same sizes in reverse, without combining):
+    // Σ_{k=1..log2 P} [2·T(m/2^k) + γ·m/2^k]; non-powers of two fold in and
+    // out like recursive doubling (+2·T(m) + γ·m).
+    let q = if pow2 { p } else { p.next_power_of_two() / 2 };
+    let q_rounds = ceil_log2(q);
+    let mut rab = 0.0;
+    for k in 1..=q_rounds {
+        let s = (m >> k).max(1);
+        rab += 2.0 * msg(net, s)?.t_ns + gamma * s as f64;
+    }
+    if !pow2 {
+        rab += 2.0 * tm + gamma * mf;
+    }
+
+    // Ring: a reduce-scatter of P − 1 steps (pass one block of m/P to the
+    // right, combine the one from the left) and an allgather of P − 1
+    // steps: 2(P−1)·T(m/P) + (P−1)·γ·m/P.
+    let b = m.div_ceil(p as u64).max(1);
+    let ring = 2.0 * (p as f64 - 1.0) * msg(net, b)?.t_ns + (p as f64 - 1.0) * gamma * b as f64;
+
+    let mut out = Candidates {
+        items: [Choice {
+            algorithm: 0,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        }; 4],
+        len: 3,
+    };
+    let vals = [
+        (Algorithm::AllreduceRecursiveDoubling, rd),
+        (Algorithm::AllreduceRabenseifner, rab),
+        (Algorithm::AllreduceRing, ring),
+    ];
+    for (i, (a, t)) in vals.into_iter().enumerate() {
+        out.items[i] = Choice {
+            algorithm: a as u32,
+            reserved: 0,
+            predicted_ns: if p <= 1 { 0.0 } else { t },
+            segment_bytes: 0,
+        };
+    }
+    Ok(out)
+}
+
+/// Barrier candidates (messages of 0 bytes; LogfP applies).
+fn barrier<N: Network + ?Sized>(net: &N, p: usize) -> Result<Candidates, LookupError> {
+    // Dissemination: ⌈log2 P⌉ rounds; in round k rank r notifies r + 2^k
+    // and waits for r − 2^k. Sends and receives overlap: ⌈log2 P⌉·T(0).
+    let dis = f64::from(ceil_log2(p)) * msg(net, 0)?.t_ns;
+    // Tree: a binomial fan-in to the root and a binomial fan-out back. The
+    // fan-in is the fan-out run backwards (the root receives where it would
+    // send), so it takes as long: 2 × binomial broadcast of 0 bytes.
+    let tree = 2.0 * binomial_tree(net, p, 0, 0)?;
+    let mut out = Candidates {
+        items: [Choice {
+            algorithm: 0,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        }; 4],
+        len: 2,
+    };
+    out.items[0] = Choice {
+        algorithm: Algorithm::BarrierDissemination as u32,
+        reserved: 0,
+        predicted_ns: if p <= 1 { 0.0 } else { dis },
+        segment_bytes: 0,
+    };
+    out.items[1] = Choice {
+        algorithm: Algorithm::BarrierTree as u32,
+        reserved: 0,
+        predicted_ns: if p <= 1 { 0.0 } else { tree },
+        segment_bytes: 0,
+    };
+    Ok(out)
+}
+
+/// Predict every candidate algorithm of `coll` for `ranks` processes and
+/// `msg_bytes` (ignored for the barrier). No allocation, no system call
+/// beyond the network's lookups.
+pub fn candidates<N: Network + ?Sized>(
+    net: &N,
+    coll: Collective,
+    ranks: usize,
+    msg_bytes: u64,
+    opts: &SelectOptions,
+) -> Result<Candidates, SelectError> {
+    if ranks == 0 {
+        return Err(SelectError::NoRanks);
+    }
+    Ok(match coll {
+        Collective::Bcast => bcast(net, ranks, msg_bytes)?,
+        Collective::Allreduce => allreduce(net, ranks, msg_bytes, opts.gamma_ns_per_byte)?,
+        Collective::Barrier => barrier(net, ranks)?,
+    })
+}
+
+/// The fastest candidate and its predicted time.
+pub fn select<N: Network + ?Sized>(
+    net: &N,
+    coll: Collective,
+    ranks: usize,
+    msg_bytes: u64,
+    opts: &SelectOptions,
+) -> Result<Choice, SelectError> {
+    Ok(candidates(net, coll, ranks, msg_bytes, opts)?.best())
+}
+
+// ---------------------------------------------------------------- C ABI
+
+fn write_choices(
+    c: &Candidates,
+    best: *mut Choice,
+    all: *mut Choice,
+    all_cap: usize,
+    n_all: *mut usize,
+) {
+    if !best.is_null() {
+        // SAFETY: the caller passes a valid, writable ng_choice or NULL.
+        unsafe { *best = c.best() };
+    }
+    let items = c.as_slice();
+    if !all.is_null() {
+        for (i, item) in items.iter().take(all_cap).enumerate() {
+            // SAFETY: the caller guarantees `all` has `all_cap` elements.
+            unsafe { *all.add(i) = *item };
+        }
+    }
+    if !n_all.is_null() {
+        // SAFETY: valid, writable size_t or NULL.
+        unsafe { *n_all = items.len() };
+    }
+}
+
+fn select_errno(e: SelectError) -> i32 {
+    match e {
+        SelectError::NoRanks => -libc::EINVAL,
+        SelectError::Lookup(l) => l.errno(),
+    }
+}
+
+/// C: `ng_select`. `ranges` points to `n_ranges` parameter sets (one per
+/// protocol range, or a single lookup result). Writes the fastest choice to
+/// `best` and up to `all_cap` candidates to `all` (either may be NULL), the
+/// number of candidates to `n_all`. Returns 0 or a negative errno.
+///
+/// # Safety
+/// `ranges` must point to `n_ranges` valid `ng_params`; `best`, `n_all`
+/// must be NULL or valid; `all` NULL or valid for `all_cap` elements.
+#[no_mangle]
+pub unsafe extern "C" fn ng_select(
+    ranges: *const Params,
+    n_ranges: usize,
+    collective: u32,
+    ranks: u32,
+    msg_bytes: u64,
+    gamma_ns_per_byte: f64,
+    best: *mut Choice,
+    all: *mut Choice,
+    all_cap: usize,
+    n_all: *mut usize,
+) -> i32 {
+    let Some(coll) = Collective::from_u32(collective) else {
+        return -libc::EINVAL;
+    };
+    if ranges.is_null() || n_ranges == 0 {
+        return -libc::EINVAL;
+    }
+    // SAFETY: the caller guarantees `n_ranges` valid elements.
+    let net = unsafe { std::slice::from_raw_parts(ranges, n_ranges) };
+    let opts = SelectOptions {
+        gamma_ns_per_byte: if gamma_ns_per_byte.is_finite() && gamma_ns_per_byte >= 0.0 {
+            gamma_ns_per_byte
+        } else {
+            DEFAULT_GAMMA_NS_PER_BYTE
+        },
+    };
+    match candidates(net, coll, ranks as usize, msg_bytes, &opts) {
+        Ok(c) => {
+            write_choices(&c, best, all, all_cap, n_all);
+            0
+        }
+        Err(e) => select_errno(e),
+    }
+}
+
+/// C: `ng_select_lookup`: like [`ng_select`] with the parameters of
+/// (peer, transport) looked up in a mapped segment size by size.
+///
+/// # Safety
+/// `r` from `ng_open`; `peer`, `transport` NUL-terminated strings; output
+/// pointers as for [`ng_select`].
+#[no_mangle]
+pub unsafe extern "C" fn ng_select_lookup(
+    r: *const Reader,
+    peer: *const libc::c_char,
+    transport: *const libc::c_char,
+    collective: u32,
+    ranks: u32,
+    msg_bytes: u64,
+    gamma_ns_per_byte: f64,
+    best: *mut Choice,
+    all: *mut Choice,
+    all_cap: usize,
+    n_all: *mut usize,
+) -> i32 {
+    if r.is_null() || peer.is_null() || transport.is_null() {
+        return -libc::EINVAL;
+    }
+    let Some(coll) = Collective::from_u32(collective) else {
+        return -libc::EINVAL;
+    };
+    // SAFETY: checked non-null; the caller passes NUL-terminated strings.
+    let (peer, transport) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(peer).to_str(),
+            std::ffi::CStr::from_ptr(transport).to_str(),
+        )
+    };
+    let (Ok(peer), Ok(transport)) = (peer, transport) else {
+        return -libc::EINVAL;
+    };
+    // SAFETY: `r` came from ng_open and is not freed while in use.
+    let reader = unsafe { &*r };
+    let net = ReaderNetwork {
+        reader,
+        peer,
+        transport,
+    };
+    let opts = SelectOptions {
+        gamma_ns_per_byte: if gamma_ns_per_byte.is_finite() && gamma_ns_per_byte >= 0.0 {
+            gamma_ns_per_byte
+        } else {
+            DEFAULT_GAMMA_NS_PER_BYTE
+        },
+    };
+    match candidates(&net, coll, ranks as usize, msg_bytes, &opts) {
+        Ok(c) => {
+            write_choices(&c, best, all, all_cap, n_all);
+            0
+        }
+        Err(e) => select_errno(e),
+    }
+}
+
+/// C: `ng_algorithm_name`: a static NUL-terminated name, or NULL.
+#[no_mangle]
+pub extern "C" fn ng_algorithm_name(algorithm: u32) -> *const libc::c_char {
+    let s: &'static [u8] = match Algorithm::from_u32(algorithm) {
+        Some(Algorithm::BcastBinomial) => b"binomial\0",
+        Some(Algorithm::BcastScatterRdAllgather) => b"scatter_rd_allgather\0",
+        Some(Algorithm::BcastScatterRingAllgather) => b"scatter_ring_allgather\0",
+        Some(Algorithm::BcastChain) => b"pipelined_chain\0",
+        Some(Algorithm::AllreduceRecursiveDoubling) => b"recursive_doubling\0",
+        Some(Algorithm::AllreduceRabenseifner) => b"rabenseifner\0",
+        Some(Algorithm::AllreduceRing) => b"ring\0",
+        Some(Algorithm::BarrierDissemination) => b"dissemination\0",
+        Some(Algorithm::BarrierTree) => b"tree\0",
+        None => return std::ptr::null(),
+    };
+    s.as_ptr() as *const libc::c_char
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A LogGP network without S or LogfP.
+    fn net(l: f64, o: f64, g: f64, big_g: f64) -> Params {
+        Params {
+            eel_ns: l + 2.0 * o,
+            L_ns: l,
+            o_s_ns: o,
+            o_r_ns: o,
+            g_ns: g,
+            G_ns_per_byte: big_g,
+            S_bytes: u64::MAX,
+            range_from_bytes: 0,
+            range_to_bytes: u64::MAX,
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn binomial_tree_shape() {
+        let mut kids = [(0, 0); 64];
+        let n = binomial_children(0, 8, &mut kids);
+        assert_eq!(&kids[..n], &[(4, 4), (2, 2), (1, 1)]);
+        let n = binomial_children(4, 8, &mut kids);
+        assert_eq!(&kids[..n], &[(6, 2), (5, 1)]);
+        let n = binomial_children(5, 8, &mut kids);
+        assert_eq!(n, 0);
+        let n = binomial_children(0, 5, &mut kids);
+        assert_eq!(&kids[..n], &[(4, 1), (2, 2), (1, 1)]);
+    }
+
+    #[test]
+    fn binomial_matches_closed_form_when_gap_dominates() {
+        // gap = T: the root's sends do not overlap its children's, and the
+        // evaluation gives the textbook log2 P · T for P = 8 (root: 3 sends;
+        // its last child, rank 1, receives at 2·gap + T = 3T).
+        let p = net(1000.0, 500.0, 2000.0, 0.0);
+        let t = p.predict_ns(8);
+        assert!((t - 2000.0).abs() < 1e-9);
+        let got = binomial_tree(&p, 8, 8, 0).unwrap();
+        assert!((got - 3.0 * t).abs() < 1e-6, "{got}");
+    }
+
+    #[test]
+    fn binomial_overlaps_with_small_gap() {
+        // gap = o = 100 < T = 1200: the root's sends are 100 ns apart; rank 4
+        // gets the data at T, forwards to 6 at T + T, and 6 to 7 at 3T; rank
+        // 7 is last at 3T; rank 1 at 2·gap + T. So 3T total.
+        let p = net(1000.0, 100.0, 100.0, 0.0);
+        let t = p.predict_ns(1);
+        let got = binomial_tree(&p, 8, 1, 0).unwrap();
+        assert!((got - 3.0 * t).abs() < 1e-6);
+        // P = 3: root sends to 2 then 1: 1 receives at gap + T.
+        let got = binomial_tree(&p, 3, 1, 0).unwrap();
+        assert!((got - (100.0 + t)).abs() < 1e-6, "{got}");
+    }
+
+    #[test]
+    fn bandwidth_bound_bcast_prefers_pipelines() {
+        let p = net(1000.0, 300.0, 400.0, 0.1); // 10 GB/s
+        let opts = SelectOptions::default();
+        let c = candidates(&p, Collective::Bcast, 16, 4 << 20, &opts).unwrap();
+        let best = c.best();
+        assert_ne!(best.algorithm, Algorithm::BcastBinomial as u32);
+        let binom = c.as_slice()[0].predicted_ns;
+        // Binomial on 16 ranks moves m four times along the critical path.
+        assert!(binom > 4.0 * 0.1 * (4u64 << 20) as f64 * 0.99);
+        assert!(best.predicted_ns < binom / 1.5);
+        // Small message: latency bound, binomial wins.
+        let c = candidates(&p, Collective::Bcast, 16, 8, &opts).unwrap();
+        assert_eq!(c.best().algorithm, Algorithm::BcastBinomial as u32);
+    }
+
+    #[test]
+    fn chain_segment_is_optimal_among_powers() {
+        let p = net(2000.0, 200.0, 300.0, 0.2);
+        let m = 1u64 << 20;
+        let c = bcast(&p, 4, m).unwrap();
+        let chain = c.as_slice()[3];
+        assert!(chain.segment_bytes > 64 && chain.segment_bytes < m);
+        // Closed form with the chosen k, and neighbours are not better.
+        let eval = |k: u64| {
+            let x = msg(&p, k).unwrap();
+            3.0 * x.t_ns + (m.div_ceil(k) as f64 - 1.0) * x.gap_ns.max(x.o_r_ns + x.o_s_ns)
+        };
+        let k = chain.segment_bytes;
+        assert!((eval(k) - chain.predicted_ns).abs() < 1e-6);
+        assert!(eval(k * 2) >= chain.predicted_ns && eval(k / 2) >= chain.predicted_ns);
+    }
+
+    #[test]
+    fn rendezvous_threshold_changes_the_cost() {
+        let mut p = net(1000.0, 200.0, 300.0, 0.2);
+        let without = candidates(&p, Collective::Bcast, 4, 8192, &SelectOptions::default())
+            .unwrap()
+            .as_slice()[0]
+            .predicted_ns;
+        p.S_bytes = 4096;
+        let with = candidates(&p, Collective::Bcast, 4, 8192, &SelectOptions::default())
+            .unwrap()
+            .as_slice()[0]
+            .predicted_ns;
+        // Binomial on 4 ranks: 2 rounds on the critical path, each +2·EEL.
+        assert!((with - without - 2.0 * 2.0 * p.eel_ns).abs() < 1e-6);
+    }
+
+    #[test]
+    fn allreduce_formulas() {
+        let p = net(1000.0, 200.0, 300.0, 0.25);
+        let gamma = 0.5;
+        let opts = SelectOptions {
+            gamma_ns_per_byte: gamma,
+        };
+        let m = 1u64 << 16;
+        let c = candidates(&p, Collective::Allreduce, 8, m, &opts).unwrap();
+        let t = |s: u64| p.predict_ns(s);
+        let rd = 3.0 * (t(m) + gamma * m as f64);
+        assert!((c.as_slice()[0].predicted_ns - rd).abs() < 1e-6);
+        let rab: f64 = (1..=3)
+            .map(|k| 2.0 * t(m >> k) + gamma * (m >> k) as f64)
+            .sum();
+        assert!((c.as_slice()[1].predicted_ns - rab).abs() < 1e-6);
+        let ring = 14.0 * t(m / 8) + 7.0 * gamma * (m / 8) as f64;
+        assert!((c.as_slice()[2].predicted_ns - ring).abs() < 1e-6);
+        // Small: recursive doubling; large: Rabenseifner beats doubling.
+        let small = candidates(&p, Collective::Allreduce, 8, 8, &opts)
+            .unwrap()
+            .best();
+        assert_eq!(
+            small.algorithm,
+            Algorithm::AllreduceRecursiveDoubling as u32
+        );
+        let large = candidates(&p, Collective::Allreduce, 8, 4 << 20, &opts)
+            .unwrap()
+            .best();
+        assert_ne!(
+            large.algorithm,
+            Algorithm::AllreduceRecursiveDoubling as u32
+        );
+    }
+
+    #[test]
+    fn logfp_makes_tree_fan_out_cheaper() {
+        let mut p = net(1000.0, 300.0, 2000.0, 0.0);
+        let plain = binomial_tree(&p, 16, 1, 0).unwrap();
+        p.f = 8;
+        p.o_min_ns = 100.0;
+        p.o_max_ns = 200.0;
+        p.g_f_ns = 2000.0;
+        let logfp = binomial_tree(&p, 16, 1, 0).unwrap();
+        assert!(logfp < plain, "{logfp} vs {plain}");
+        // Big messages ignore LogfP.
+        let big_plain = binomial_tree(&net(1000.0, 300.0, 2000.0, 0.0), 16, 4096, 0).unwrap();
+        assert!((binomial_tree(&p, 16, 4096, 0).unwrap() - big_plain).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ranges_pick_the_containing_one() {
+        let mut a = net(1000.0, 200.0, 300.0, 0.1);
+        a.range_from_bytes = 1;
+        a.range_to_bytes = 4096;
+        let mut b = a;
+        b.range_from_bytes = 4097;
+        b.range_to_bytes = 1 << 20;
+        b.G_ns_per_byte = 0.05;
+        let set = [a, b];
+        assert_eq!(set[..].at(100).unwrap().G_ns_per_byte, 0.1);
+        assert_eq!(set[..].at(10_000).unwrap().G_ns_per_byte, 0.05);
+        assert_eq!(set[..].at(1 << 30).unwrap().G_ns_per_byte, 0.05);
+        assert_eq!(set[..].at(0).unwrap().G_ns_per_byte, 0.1);
+    }
+
+    #[test]
+    fn c_abi_select() {
+        let p = net(1000.0, 200.0, 300.0, 0.1);
+        let mut best = Choice {
+            algorithm: 99,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        };
+        let mut all = [best; 4];
+        let mut n = 0usize;
+        // SAFETY: valid pointers to locals.
+        let rc = unsafe { ng_select(&p, 1, 2, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+        assert_eq!(rc, 0);
+        assert_eq!(n, 2);
+        assert!(best.predicted_ns > 0.0);
+        assert_eq!(
+            best.predicted_ns,
+            all[0].predicted_ns.min(all[1].predicted_ns)
+        );
+        // SAFETY: as above.
+        let bad = unsafe { ng_select(&p, 1, 7, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+        assert_eq!(bad, -libc::EINVAL);
+        // SAFETY: as above.
+        let zero =
+            unsafe { ng_select(&p, 1, 0, 0, 8, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+        assert_eq!(zero, -libc::EINVAL);
+        let name = ng_algorithm_name(Algorithm::BcastChain as u32);
+        // SAFETY: a static NUL-terminated string.
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(name) }.to_str().unwrap(),
+            "pipelined_chain"
+        );
+        assert!(ng_algorithm_name(5).is_null());
+    }
+}

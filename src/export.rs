@@ -1,0 +1,494 @@
+//! `ngctl export`: the segment's parameters in the formats simulators and
+//! MPI libraries already read.
+//!
+//! - `loggopsim`: LogGOPSim's command-line flags `-L -o -g -G -O -S`
+//!   (simulator.ggo: all `int`; times in ns, G and O in ns per byte, S in
+//!   bytes). G of a fast network is below 1 ns/byte and would round to 0,
+//!   so `--loggopsim-unit ps` scales every time to picoseconds (then the
+//!   schedule's compute times must be in ps too).
+//! - `netgauge`: the columns of Netgauge's `loggp.out` (`# size n PRTT(1,0,s)
+//!   PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)`, times in µs),
+//!   the rows generated from the fitted model at sizes spanning each range.
+//! - `smpi`: SimGrid SMPI `--cfg=` options: `smpi/os` and `smpi/or` as
+//!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
+//!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
+//! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
+//!   (format 1 of 5.0; the only one of 4.1), for bcast (collective id 7),
+//!   allreduce (2) and barrier (6), one block per communicator size; our
+//!   choices mapped onto coll/tuned's algorithm numbers.
+//! - `mpich-json`: an MPICH collective-selection tree
+//!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use netgauge::select::{self, Algorithm, Collective, Network, SelectOptions};
+use netgauge::{EntryData, Params};
+
+use crate::predict::{load_entry, params_of_entry};
+
+/// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
+pub const OMPI_ALLREDUCE: u32 = 2;
+pub const OMPI_BARRIER: u32 = 6;
+pub const OMPI_BCAST: u32 = 7;
+/// Number of COLLTYPEs (COLLCOUNT) in Open MPI 4.1: the reader rejects a
+/// collective id at or above it.
+pub const OMPI_COLLCOUNT: u32 = 22;
+
+/// Open MPI coll/tuned algorithm numbers (`ompi_info --param coll tuned
+/// --level 9`, 4.1).
+pub mod ompi_alg {
+    pub const BCAST_BASIC_LINEAR: u32 = 1;
+    pub const BCAST_CHAIN: u32 = 2;
+    pub const BCAST_PIPELINE: u32 = 3;
+    pub const BCAST_BINOMIAL: u32 = 6;
+    pub const BCAST_SCATTER_ALLGATHER: u32 = 8;
+    pub const BCAST_SCATTER_ALLGATHER_RING: u32 = 9;
+    pub const ALLREDUCE_RECURSIVE_DOUBLING: u32 = 3;
+    pub const ALLREDUCE_RING: u32 = 4;
+    pub const ALLREDUCE_RABENSEIFNER: u32 = 6;
+    pub const BARRIER_BRUCK: u32 = 4;
+    pub const BARRIER_TREE: u32 = 6;
+}
+
+/// (Open MPI algorithm, fan-in/out, segment size) for one of our choices.
+pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
+    use ompi_alg::*;
+    match c.algorithm() {
+        Some(Algorithm::BcastBinomial) => (BCAST_BINOMIAL, 0, 0),
+        Some(Algorithm::BcastScatterRdAllgather) => (BCAST_SCATTER_ALLGATHER, 0, 0),
+        Some(Algorithm::BcastScatterRingAllgather) => (BCAST_SCATTER_ALLGATHER_RING, 0, 0),
+        // coll/tuned's pipeline is a chain of fan-out 1, segmented.
+        Some(Algorithm::BcastChain) => (BCAST_PIPELINE, 1, c.segment_bytes),
+        Some(Algorithm::AllreduceRecursiveDoubling) => (ALLREDUCE_RECURSIVE_DOUBLING, 0, 0),
+        Some(Algorithm::AllreduceRabenseifner) => (ALLREDUCE_RABENSEIFNER, 0, 0),
+        Some(Algorithm::AllreduceRing) => (ALLREDUCE_RING, 0, 0),
+        // Bruck's barrier is the dissemination barrier.
+        Some(Algorithm::BarrierDissemination) => (BARRIER_BRUCK, 0, 0),
+        Some(Algorithm::BarrierTree) => (BARRIER_TREE, 0, 0),
+        None => (0, 0, 0),
+    }
+}
+
+/// MPICH algorithm container names. MPICH has no plain chain broadcast
+/// (its pipelined tree needs version-specific parameters) nor a tree
+/// barrier: those map to the nearest algorithm it has.
+pub fn mpich_name(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::BcastBinomial => "MPIR_Bcast_intra_binomial",
+        Algorithm::BcastScatterRdAllgather => {
+            "MPIR_Bcast_intra_scatter_recursive_doubling_allgather"
+        }
+        Algorithm::BcastScatterRingAllgather | Algorithm::BcastChain => {
+            "MPIR_Bcast_intra_scatter_ring_allgather"
+        }
+        Algorithm::AllreduceRecursiveDoubling => "MPIR_Allreduce_intra_recursive_doubling",
+        Algorithm::AllreduceRabenseifner => "MPIR_Allreduce_intra_reduce_scatter_allgather",
+        Algorithm::AllreduceRing => "MPIR_Allreduce_intra_ring",
+        Algorithm::BarrierDissemination | Algorithm::BarrierTree => {
+            "MPIR_Barrier_intra_dissemination"
+        }
+    }
+}
+
+/// One message-size rule: from `msg_bytes` upwards use `alg`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OmpiMsgRule {
+    pub msg_bytes: u64,
+    pub alg: u32,
+    pub faninout: u32,
+    pub segsize: u64,
+}
+
+/// The rules of one collective for one communicator size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OmpiCommRule {
+    pub comm_size: u32,
+    pub msgs: Vec<OmpiMsgRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OmpiCollRule {
+    pub coll_id: u32,
+    pub comms: Vec<OmpiCommRule>,
+}
+
+/// A whole coll/tuned dynamic rules file.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct OmpiRules {
+    pub colls: Vec<OmpiCollRule>,
+}
+
+impl OmpiRules {
+    /// The text Open MPI reads: numbers separated by white space; `#`
+    /// starts a comment to the end of the line (the reader skips any
+    /// non-numeric character, and `#` with the rest of its line). No number
+    /// has a leading zero (`%li` would read it as octal).
+    pub fn render(&self, header: &str) -> String {
+        let mut s = String::new();
+        for line in header.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+        let _ = writeln!(s, "{} # number of collectives", self.colls.len());
+        for c in &self.colls {
+            let _ = writeln!(s, "{} # collective id", c.coll_id);
+            let _ = writeln!(s, "{} # number of communicator sizes", c.comms.len());
+            for cs in &c.comms {
+                let _ = writeln!(s, "{} # communicator size", cs.comm_size);
+                let _ = writeln!(s, "{} # number of message sizes", cs.msgs.len());
+                for m in &cs.msgs {
+                    let _ = writeln!(
+                        s,
+                        "{} {} {} {} # message size, algorithm, fan in/out, segment size",
+                        m.msg_bytes, m.alg, m.faninout, m.segsize
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Sizes at which the choice is evaluated: 0 and powers of two up to
+/// `max_bytes`, plus S and S + 1 (the protocol switch).
+pub fn size_grid(max_bytes: u64, s_bytes: Option<u64>) -> Vec<u64> {
+    let mut v = vec![0u64];
+    let mut k = 1u64;
+    while k <= max_bytes {
+        v.push(k);
+        k *= 2;
+    }
+    if let Some(s) = s_bytes {
+        if s < max_bytes {
+            v.push(s);
+            v.push(s + 1);
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Our choice over the size grid as (first size, choice) runs.
+pub fn choice_runs<N: Network + ?Sized>(
+    net: &N,
+    coll: Collective,
+    ranks: usize,
+    grid: &[u64],
+    opts: &SelectOptions,
+) -> Result<Vec<(u64, select::Choice)>> {
+    let mut runs: Vec<(u64, select::Choice)> = Vec::new();
+    for &m in grid {
+        let c = select::select(net, coll, ranks, m, opts)?;
+        let same = runs.last().is_some_and(|(_, prev)| {
+            prev.algorithm == c.algorithm && prev.segment_bytes == c.segment_bytes
+        });
+        if !same {
+            runs.push((m, c));
+        }
+        if coll == Collective::Barrier {
+            break;
+        }
+    }
+    Ok(runs)
+}
+
+/// Build the coll/tuned rules for the given communicator sizes.
+pub fn ompi_rules(
+    net: &[Params],
+    comm_sizes: &[u32],
+    max_bytes: u64,
+    opts: &SelectOptions,
+) -> Result<OmpiRules> {
+    let s_bytes = net.at(max_bytes)?.S_bytes;
+    let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
+    let mut rules = OmpiRules::default();
+    for (coll, id) in [
+        (Collective::Allreduce, OMPI_ALLREDUCE),
+        (Collective::Barrier, OMPI_BARRIER),
+        (Collective::Bcast, OMPI_BCAST),
+    ] {
+        let mut comms = Vec::new();
+        for &p in comm_sizes {
+            let runs = choice_runs(net, coll, p as usize, &grid, opts)?;
+            let mut msgs: Vec<OmpiMsgRule> = Vec::new();
+            for (m, c) in runs {
+                let (alg, faninout, segsize) = ompi_mapping(&c);
+                // Adjacent choices may map onto the same Open MPI rule.
+                if msgs
+                    .last()
+                    .is_some_and(|r| r.alg == alg && r.faninout == faninout && r.segsize == segsize)
+                {
+                    continue;
+                }
+                msgs.push(OmpiMsgRule {
+                    msg_bytes: if msgs.is_empty() { 0 } else { m },
+                    alg,
+                    faninout,
+                    segsize,
+                });
+            }
+            comms.push(OmpiCommRule { comm_size: p, msgs });
+        }
+        rules.colls.push(OmpiCollRule { coll_id: id, comms });
+    }
+    Ok(rules)
+}
+
+/// MPICH selection JSON for the given communicator sizes.
+pub fn mpich_json(
+    net: &[Params],
+    comm_sizes: &[u32],
+    max_bytes: u64,
+    opts: &SelectOptions,
+) -> Result<serde_json::Value> {
+    use serde_json::{Map, Value};
+    let s_bytes = net.at(max_bytes)?.S_bytes;
+    let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
+    let mut root = Map::new();
+    for coll in [
+        Collective::Bcast,
+        Collective::Allreduce,
+        Collective::Barrier,
+    ] {
+        let mut by_size = Map::new();
+        let n = comm_sizes.len();
+        for (i, &p) in comm_sizes.iter().enumerate() {
+            let runs = choice_runs(net, coll, p as usize, &grid, opts)?;
+            let leaf = |a: Algorithm| {
+                let mut m = Map::new();
+                m.insert(
+                    format!("algorithm={}", mpich_name(a)),
+                    Value::Object(Map::new()),
+                );
+                Value::Object(m)
+            };
+            let mut by_msg = Map::new();
+            if coll == Collective::Barrier {
+                let a = runs[0]
+                    .1
+                    .algorithm()
+                    .unwrap_or(Algorithm::BarrierDissemination);
+                by_msg = match leaf(a) {
+                    Value::Object(m) => m,
+                    _ => Map::new(),
+                };
+            } else {
+                // Run j covers [start_j, start_{j+1} − 1]; the last is "any".
+                for (j, (_, c)) in runs.iter().enumerate() {
+                    let a = c.algorithm().unwrap_or(Algorithm::BcastBinomial);
+                    let key = match runs.get(j + 1) {
+                        Some((next, _)) => format!("avg_msg_size<={}", next - 1),
+                        None => "avg_msg_size=any".to_string(),
+                    };
+                    by_msg.insert(key, leaf(a));
+                }
+            }
+            let key = if i + 1 == n {
+                "comm_size=any".to_string()
+            } else {
+                format!("comm_size<={p}")
+            };
+            by_size.insert(key, Value::Object(by_msg));
+        }
+        let mut intra = Map::new();
+        intra.insert("comm_type=intra".into(), Value::Object(by_size));
+        root.insert(format!("collective={}", coll.name()), Value::Object(intra));
+    }
+    Ok(Value::Object(root))
+}
+
+/// LogGOPSim flags. `picoseconds` scales every time by 1000.
+pub fn loggopsim(e: &EntryData, picoseconds: bool) -> String {
+    let first = e.ranges.first().cloned().unwrap_or_default();
+    // The bandwidth that matters most for a simulation is that of large
+    // messages: the last range's G.
+    let last = e.ranges.last().cloned().unwrap_or_default();
+    let scale = if picoseconds { 1000.0 } else { 1.0 };
+    let r = |x: f64| (x * scale).round().max(0.0) as i64;
+    let o = 0.5 * (first.o_s_ns + first.o_r_ns);
+    let s = e.S_bytes.unwrap_or(i32::MAX as u64).min(i32::MAX as u64);
+    format!(
+        "-L {} -o {} -g {} -G {} -O {} -S {}",
+        r(e.L_ns.max(0.0)),
+        r(o),
+        r(first.g_ns),
+        r(last.G_ns_per_byte),
+        r(0.5 * (last.O_s_ns_per_byte + last.O_r_ns_per_byte)),
+        s
+    )
+}
+
+/// Netgauge loggp.out rows (n = 10) synthesized from the fit.
+pub fn netgauge_out(e: &EntryData) -> String {
+    let n = 10u32;
+    let nets = params_of_entry(e);
+    let mut s = String::from(
+        "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)\n",
+    );
+    s.push_str("# to get o: plot \"./loggp.out\" using 1:(($5-$3)/($2-1)-$3)\n");
+    s.push_str("# to get g,G: plot \"./loggp.out\" using 1:($4-$3)/($2-1)\n");
+    let _ = writeln!(
+        s,
+        "# generated by netgauged from the fitted model of {} over {} (times in us)",
+        e.peer, e.transport
+    );
+    let max = e.ranges.last().map_or(1, |r| r.to_bytes.max(1));
+    let mut sizes = vec![1u64];
+    let mut k = 2u64;
+    while k <= max {
+        sizes.push(k);
+        k *= 2;
+    }
+    for r in &e.ranges {
+        sizes.push(r.from_bytes.max(1));
+        sizes.push(r.to_bytes.max(1));
+    }
+    sizes.sort_unstable();
+    sizes.dedup();
+    let us = |ns: f64| ns / 1000.0;
+    for size in sizes {
+        let Ok(p) = nets[..].at(size) else { continue };
+        let k = (size - 1) as f64;
+        let o_s = p.o_s_ns + k * p.O_s_ns_per_byte;
+        let o_r = p.o_r_ns + k * p.O_r_ns_per_byte;
+        let rndv = if p.S_bytes != u64::MAX && size > p.S_bytes {
+            2.0 * p.eel_ns
+        } else {
+            0.0
+        };
+        let prtt1 = 2.0 * (p.L_ns + o_s + o_r + k * p.G_ns_per_byte + rndv);
+        let gap = p.g_ns + k * p.G_ns_per_byte;
+        let prttn = prtt1 + f64::from(n - 1) * gap;
+        let prttd = prtt1 + f64::from(n - 1) * (o_s + prtt1);
+        let _ = writeln!(
+            s,
+            "{} {} {:.6} {:.6} {:.6} {:.6} {:.6} {:.6} {:.6} {:.9} {:.6}",
+            size,
+            n,
+            us(prtt1),
+            us(prttn),
+            us(prttd),
+            us(p.L_ns),
+            us(o_s),
+            us(o_r),
+            us(p.g_ns),
+            us(p.G_ns_per_byte),
+            0.0
+        );
+    }
+    s
+}
+
+/// SimGrid SMPI `--cfg=` options.
+pub fn smpi(e: &EntryData) -> String {
+    let sec = |ns: f64| ns * 1e-9;
+    let piece = |o: fn(&netgauge::RangeData) -> (f64, f64)| {
+        e.ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (at1, slope) = o(r);
+                // SMPI: overhead(s) = offset + s·factor for s ≥ size. Our
+                // o(s) = o' + (s−1)·O, so offset = o' − O.
+                let from = if i == 0 { 0 } else { r.from_bytes };
+                format!(
+                    "{}:{:e}:{:e}",
+                    from,
+                    sec((at1 - slope).max(0.0)),
+                    sec(slope.max(0.0))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let os = piece(|r| (r.o_s_ns, r.O_s_ns_per_byte));
+    let or = piece(|r| (r.o_r_ns, r.O_r_ns_per_byte));
+    let mut s = String::new();
+    let _ = writeln!(s, "--cfg=smpi/os:{os}");
+    let _ = writeln!(s, "--cfg=smpi/or:{or}");
+    if let Some(th) = e.S_bytes {
+        let _ = writeln!(s, "--cfg=smpi/async-small-thresh:{th}");
+        let _ = writeln!(s, "--cfg=smpi/send-is-detached-thresh:{th}");
+    }
+    s
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Loggopsim,
+    Netgauge,
+    Smpi,
+    OmpiRules,
+    MpichJson,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ExportArgs {
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Peer of the entry (default: the first of the transport).
+    #[arg(long)]
+    pub peer: Option<String>,
+    #[arg(long, default_value = "mpi")]
+    pub transport: String,
+    /// Communicator sizes of the ompi-rules / mpich-json tables.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128")]
+    pub comm_sizes: Vec<u32>,
+    /// Largest message size the rule tables consider.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_bytes: u64,
+    #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
+    pub gamma_ns_per_byte: f64,
+    /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
+    #[arg(long, default_value = "ns")]
+    pub loggopsim_unit: String,
+}
+
+/// Render one export of `entry`.
+pub fn render(args: &ExportArgs, entry: &EntryData) -> Result<String> {
+    let net = params_of_entry(entry);
+    if net.is_empty() {
+        bail!("the entry has no protocol ranges");
+    }
+    let opts = SelectOptions {
+        gamma_ns_per_byte: args.gamma_ns_per_byte,
+    };
+    let mut sizes = args.comm_sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.retain(|&p| p >= 1);
+    if sizes.is_empty() {
+        bail!("--comm-sizes needs at least one size ≥ 1");
+    }
+    Ok(match args.format {
+        Format::Loggopsim => {
+            let ps = match args.loggopsim_unit.as_str() {
+                "ns" => false,
+                "ps" => true,
+                u => bail!("unknown --loggopsim-unit {u:?} (ns or ps)"),
+            };
+            format!("{}\n", loggopsim(entry, ps))
+        }
+        Format::Netgauge => netgauge_out(entry),
+        Format::Smpi => smpi(entry),
+        Format::OmpiRules => ompi_rules(&net, &sizes, args.max_bytes, &opts)?.render(&format!(
+            "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
+             use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
+            entry.peer, entry.transport
+        )),
+        Format::MpichJson => {
+            serde_json::to_string_pretty(&mpich_json(&net, &sizes, args.max_bytes, &opts)?)? + "\n"
+        }
+    })
+}
+
+pub fn run(args: &ExportArgs) -> Result<()> {
+    let entry = load_entry(args.shm.as_deref(), args.peer.as_deref(), &args.transport)?;
+    print!("{}", render(args, &entry)?);
+    Ok(())
+}

@@ -1,0 +1,586 @@
+//! MPI point-to-point transport (cargo feature `mpi`): MPI_Isend / matched
+//! probe + MPI_Imrecv on a private duplicate of a communicator, so the probe
+//! measures the MPI library's own LogGP(S) parameters, eager/rendezvous
+//! switch included (Netgauge's MPI mode).
+//!
+//! - Peer ids number the *other* ranks in order: peer p is rank p if p < me,
+//!   else rank p + 1. Rank 0 probing rank 1 uses peer 0.
+//! - [`Meta`] travels in the tag, so the payload is exactly the requested
+//!   size: bit 0 = answer, bit 1 = stop (end of session), bits 2.. =
+//!   report_ns (clamped to what MPI_TAG_UB allows; Open MPI's is 2^31 − 1,
+//!   i.e. 0.5 s of receive overhead).
+//! - Every wait is bounded: sends are MPI_Isend + MPI_Test polled against a
+//!   deadline; receives poll MPI_Improbe against the deadline, then
+//!   MPI_Imrecv + MPI_Test against it. Nothing calls a blocking MPI function.
+//!   A request that cannot finish by its deadline is freed and its buffer is
+//!   kept alive until the process ends (MPI may still read or write it).
+//! - Receive overhead: the time from the matched probe that found the message
+//!   to the MPI_Test that completed its receive (for eager messages the copy
+//!   out of the shared-memory/eager buffer).
+
+use std::ffi::{c_int, c_void};
+use std::time::{Duration, Instant};
+
+use mpi::ffi;
+
+use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
+use crate::clock::{Clock, HostClock};
+
+const TAG_ANSWER: c_int = 1;
+const TAG_STOP: c_int = 2;
+const TAG_REPORT_SHIFT: u32 = 2;
+/// Answer and stop together never occur in a probe: the tag of a control
+/// message carrying a rank's processor name.
+const TAG_NAME: c_int = TAG_ANSWER | TAG_STOP;
+const MAX_NAME_BYTES: usize = 255;
+
+/// Settings of an [`MpiTransport`].
+#[derive(Clone, Copy, Debug)]
+pub struct MpiOptions {
+    /// Largest message (and size of each of the two preallocated buffers).
+    pub max_msg_bytes: usize,
+    /// How long `send` may wait for local completion (a rendezvous send
+    /// completes only once the receiver has matched it).
+    pub send_timeout: Duration,
+    pub clock: HostClock,
+}
+
+impl Default for MpiOptions {
+    fn default() -> Self {
+        Self {
+            max_msg_bytes: 4 << 20,
+            send_timeout: Duration::from_secs(2),
+            clock: HostClock::default(),
+        }
+    }
+}
+
+fn check(rc: c_int, what: &str) -> Result<(), TransportError> {
+    // MPI_SUCCESS is 0 in every implementation.
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(TransportError::Protocol(format!(
+            "{what} failed with MPI error {rc}"
+        )))
+    }
+}
+
+/// Initialize MPI (MPI_THREAD_SINGLE). `None` if MPI was already initialized.
+pub fn initialize() -> Option<mpi::environment::Universe> {
+    mpi::initialize()
+}
+
+/// Rank and size of MPI_COMM_WORLD.
+pub fn world_rank_size() -> (usize, usize) {
+    let (mut rank, mut size) = (0 as c_int, 0 as c_int);
+    // SAFETY: MPI is initialized by the caller (an `initialize()` Universe is
+    // alive); the out-pointers are valid locals.
+    unsafe {
+        ffi::MPI_Comm_rank(ffi::RSMPI_COMM_WORLD, &mut rank);
+        ffi::MPI_Comm_size(ffi::RSMPI_COMM_WORLD, &mut size);
+    }
+    (rank.max(0) as usize, size.max(1) as usize)
+}
+
+/// The MPI processor name (host name) of this rank.
+pub fn processor_name() -> String {
+    mpi::environment::processor_name().unwrap_or_else(|_| String::from("unknown"))
+}
+
+/// The MPI transport on a duplicate of MPI_COMM_WORLD.
+pub struct MpiTransport {
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    size: usize,
+    max_report_ns: u32,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    /// A request was abandoned at a deadline: MPI may still touch the
+    /// buffers, so they are leaked instead of freed on drop.
+    abandoned: bool,
+    counters: Counters,
+    opts: MpiOptions,
+}
+
+impl std::fmt::Debug for MpiTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("max_msg_bytes", &self.opts.max_msg_bytes)
+            .finish()
+    }
+}
+
+impl MpiTransport {
+    /// Duplicate MPI_COMM_WORLD (collective: every rank must call it).
+    /// MPI must be initialized (see [`initialize`]).
+    pub fn world(opts: MpiOptions) -> Result<MpiTransport, TransportError> {
+        // SAFETY: a plain handle value, overwritten by MPI_Comm_dup.
+        let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: MPI is initialized; `comm` is a valid out-pointer.
+        check(
+            unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm) },
+            "MPI_Comm_dup",
+        )?;
+        let (mut rank, mut size) = (0 as c_int, 0 as c_int);
+        // SAFETY: `comm` is the communicator MPI just created.
+        unsafe {
+            check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
+            check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
+        }
+        let mut tag_ub: *mut c_int = std::ptr::null_mut();
+        let mut flag: c_int = 0;
+        // SAFETY: MPI_TAG_UB is a predefined attribute of every communicator;
+        // MPI stores a pointer to its int value in `tag_ub`.
+        let tag_ub_value = unsafe {
+            ffi::MPI_Comm_get_attr(
+                comm,
+                ffi::MPI_TAG_UB as c_int,
+                &mut tag_ub as *mut *mut c_int as *mut c_void,
+                &mut flag,
+            );
+            if flag != 0 && !tag_ub.is_null() {
+                *tag_ub
+            } else {
+                32767
+            }
+        };
+        let max_report_ns = (tag_ub_value.max(32767) >> TAG_REPORT_SHIFT) as u32;
+        Ok(MpiTransport {
+            comm,
+            rank: rank as usize,
+            size: size as usize,
+            max_report_ns,
+            tx: vec![0x5a; opts.max_msg_bytes.max(1)],
+            rx: vec![0; opts.max_msg_bytes.max(1)],
+            abandoned: false,
+            counters: Counters::default(),
+            opts,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The rank a peer id stands for.
+    pub fn peer_rank(&self, peer: PeerId) -> Option<usize> {
+        if peer + 1 >= self.size {
+            return None;
+        }
+        Some(if peer < self.rank { peer } else { peer + 1 })
+    }
+
+    /// The peer id of a rank (None for this rank itself or out of range).
+    pub fn rank_peer(&self, rank: usize) -> Option<PeerId> {
+        if rank >= self.size || rank == self.rank {
+            None
+        } else if rank < self.rank {
+            Some(rank)
+        } else {
+            Some(rank - 1)
+        }
+    }
+
+    fn encode_tag(&self, meta: Meta, stop: bool) -> c_int {
+        let report = meta.report_ns.min(self.max_report_ns) as c_int;
+        (report << TAG_REPORT_SHIFT)
+            | if meta.answer { TAG_ANSWER } else { 0 }
+            | if stop { TAG_STOP } else { 0 }
+    }
+
+    /// Rank 0 learns the processor name of every other rank (each other rank
+    /// sends its own); a bounded wait of `timeout` per rank. On rank 0 the
+    /// result is indexed by rank (its own name first); elsewhere it is empty.
+    pub fn gather_names(&mut self, timeout: Duration) -> Result<Vec<String>, TransportError> {
+        let me = processor_name();
+        if self.rank != 0 {
+            let n = me.len().min(MAX_NAME_BYTES).min(self.tx.len());
+            let mut buf = std::mem::take(&mut self.tx);
+            buf[..n].copy_from_slice(&me.as_bytes()[..n]);
+            self.tx = buf;
+            let peer = self.rank_peer(0).ok_or(TransportError::NoPeer(0))?;
+            self.post_tag(peer, n, TAG_NAME)?;
+            // Restore the probe fill pattern.
+            self.tx[..n].fill(0x5a);
+            return Ok(Vec::new());
+        }
+        let mut names = vec![me];
+        for rank in 1..self.size {
+            let bytes = self.recv_tag(rank as c_int, TAG_NAME, timeout)?;
+            let end = bytes.min(MAX_NAME_BYTES);
+            names.push(String::from_utf8_lossy(&self.rx[..end]).into_owned());
+        }
+        Ok(names)
+    }
+
+    /// Receive one message with exactly this tag from `rank` into `rx`.
+    fn recv_tag(
+        &mut self,
+        rank: c_int,
+        tag: c_int,
+        timeout: Duration,
+    ) -> Result<usize, TransportError> {
+        let deadline = Instant::now() + timeout;
+        // SAFETY: plain handle values / plain old data.
+        let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+        // SAFETY: MPI_Status is plain old data.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        loop {
+            let mut flag: c_int = 0;
+            // SAFETY: our communicator; valid out-pointers.
+            check(
+                unsafe { ffi::MPI_Improbe(rank, tag, self.comm, &mut flag, &mut msg, &mut status) },
+                "MPI_Improbe",
+            )?;
+            if flag != 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(TransportError::Timeout(timeout));
+            }
+        }
+        let mut count: c_int = 0;
+        // SAFETY: status filled by the matched probe.
+        check(
+            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
+            "MPI_Get_count",
+        )?;
+        let bytes = count.max(0) as usize;
+        if bytes > self.rx.len() {
+            return Err(TransportError::TooLarge {
+                bytes,
+                max: self.rx.len(),
+            });
+        }
+        // SAFETY: a plain handle value.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: rx holds `bytes` bytes and outlives the request.
+        check(
+            unsafe {
+                ffi::MPI_Imrecv(
+                    self.rx.as_mut_ptr() as *mut c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    &mut msg,
+                    &mut req,
+                )
+            },
+            "MPI_Imrecv",
+        )?;
+        self.wait_request(&mut req, Instant::now() + timeout, timeout)?;
+        Ok(bytes)
+    }
+
+    /// Tell `peer` the session is over (its `recv` returns `PeerGone`, and
+    /// the generic `serve` counts a session end).
+    pub fn send_stop(&mut self, peer: PeerId) -> Result<(), TransportError> {
+        self.post(peer, 0, Meta::default(), true)
+    }
+
+    fn post(
+        &mut self,
+        peer: PeerId,
+        bytes: usize,
+        meta: Meta,
+        stop: bool,
+    ) -> Result<(), TransportError> {
+        if bytes > self.opts.max_msg_bytes {
+            return Err(TransportError::TooLarge {
+                bytes,
+                max: self.opts.max_msg_bytes,
+            });
+        }
+        let tag = self.encode_tag(meta, stop);
+        self.post_tag(peer, bytes, tag)
+    }
+
+    fn post_tag(&mut self, peer: PeerId, bytes: usize, tag: c_int) -> Result<(), TransportError> {
+        let rank = self.peer_rank(peer).ok_or(TransportError::NoPeer(peer))?;
+        // SAFETY: RSMPI_REQUEST_NULL is a plain handle value.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `tx` holds at least `bytes` bytes and lives as long as the
+        // transport (or forever, if the request is abandoned below); the
+        // communicator is ours.
+        check(
+            unsafe {
+                ffi::MPI_Isend(
+                    self.tx.as_ptr() as *const c_void,
+                    bytes as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    rank as c_int,
+                    tag,
+                    self.comm,
+                    &mut req,
+                )
+            },
+            "MPI_Isend",
+        )?;
+        let deadline = Instant::now() + self.opts.send_timeout;
+        self.wait_request(&mut req, deadline, self.opts.send_timeout)?;
+        self.counters.sent_bytes += bytes as u64;
+        self.counters.sent_messages += 1;
+        Ok(())
+    }
+
+    /// Poll `req` with MPI_Test until it completes or `deadline` passes.
+    fn wait_request(
+        &mut self,
+        req: &mut ffi::MPI_Request,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
+        let mut spins = 0u32;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `req` is an active request of ours; status is ignored.
+            check(
+                unsafe { ffi::MPI_Test(req, &mut done, ffi::RSMPI_STATUS_IGNORE) },
+                "MPI_Test",
+            )?;
+            if done != 0 {
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
+                // SAFETY: freeing an active request is allowed; it completes
+                // in the background. Its buffer is never freed (abandoned).
+                unsafe { ffi::MPI_Request_free(req) };
+                self.abandoned = true;
+                return Err(TransportError::Timeout(timeout));
+            }
+        }
+    }
+}
+
+impl Drop for MpiTransport {
+    fn drop(&mut self) {
+        if self.abandoned {
+            std::mem::forget(std::mem::take(&mut self.tx));
+            std::mem::forget(std::mem::take(&mut self.rx));
+        }
+        // SAFETY: `comm` is our duplicate; MPI is still initialized as long as
+        // the Universe outlives the transport (callers drop it first). If MPI
+        // was already finalized, skip.
+        unsafe {
+            let mut finalized: c_int = 0;
+            ffi::MPI_Finalized(&mut finalized);
+            if finalized == 0 {
+                ffi::MPI_Comm_free(&mut self.comm);
+            }
+        }
+    }
+}
+
+impl Transport for MpiTransport {
+    fn caps(&self) -> Caps {
+        Caps {
+            max_msg_bytes: self.opts.max_msg_bytes,
+            one_sided: false,
+            has_recv_overhead: true,
+            peers: self.size.saturating_sub(1),
+        }
+    }
+
+    fn send(&mut self, peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
+        self.post(peer, bytes, meta, false)
+    }
+
+    fn recv(
+        &mut self,
+        from: Option<PeerId>,
+        timeout: Duration,
+    ) -> Result<Received, TransportError> {
+        let source = match from {
+            Some(p) => self.peer_rank(p).ok_or(TransportError::NoPeer(p))? as c_int,
+            // SAFETY: a plain constant.
+            None => unsafe { ffi::RSMPI_ANY_SOURCE },
+        };
+        let clock = self.opts.clock;
+        let deadline = Instant::now() + timeout;
+        // SAFETY: plain constant handle values.
+        let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+        // SAFETY: MPI_Status is plain old data.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        let mut spins = 0u32;
+        let found_at = loop {
+            let mut flag: c_int = 0;
+            // SAFETY: our communicator; valid out-pointers.
+            check(
+                unsafe {
+                    ffi::MPI_Improbe(
+                        source,
+                        ffi::RSMPI_ANY_TAG,
+                        self.comm,
+                        &mut flag,
+                        &mut msg,
+                        &mut status,
+                    )
+                },
+                "MPI_Improbe",
+            )?;
+            if flag != 0 {
+                break clock.now();
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
+                return Err(TransportError::Timeout(timeout));
+            }
+        };
+        let mut count: c_int = 0;
+        // SAFETY: `status` was filled by the matched probe.
+        check(
+            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
+            "MPI_Get_count",
+        )?;
+        let bytes = count.max(0) as usize;
+        let tag = status.MPI_TAG;
+        let src_rank = status.MPI_SOURCE.max(0) as usize;
+        if bytes > self.rx.len() {
+            // Receive it anyway in pieces is impossible with a matched
+            // message: drain it into a temporary buffer (never on a valid
+            // probe, whose sizes are bounded by max_msg_bytes).
+            let mut sink = vec![0u8; bytes];
+            // SAFETY: `sink` holds `bytes` bytes; `msg` is the matched message.
+            unsafe {
+                ffi::MPI_Mrecv(
+                    sink.as_mut_ptr() as *mut c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    &mut msg,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
+            return Err(TransportError::TooLarge {
+                bytes,
+                max: self.rx.len(),
+            });
+        }
+        // SAFETY: a plain handle value.
+        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `rx` holds at least `bytes` bytes and outlives the request
+        // (or is leaked if the request is abandoned); `msg` is matched.
+        check(
+            unsafe {
+                ffi::MPI_Imrecv(
+                    self.rx.as_mut_ptr() as *mut c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    &mut msg,
+                    &mut req,
+                )
+            },
+            "MPI_Imrecv",
+        )?;
+        self.wait_request(&mut req, deadline.max(Instant::now() + timeout), timeout)?;
+        let overhead_ns = clock.to_ns(clock.now().wrapping_sub(found_at));
+        let peer = self
+            .rank_peer(src_rank)
+            .ok_or_else(|| TransportError::Protocol(format!("message from rank {src_rank}")))?;
+        if tag & TAG_STOP != 0 && tag & TAG_ANSWER == 0 {
+            return Err(TransportError::PeerGone(format!(
+                "rank {src_rank} ended the session"
+            )));
+        }
+        self.counters.recv_bytes += bytes as u64;
+        self.counters.recv_messages += 1;
+        Ok(Received {
+            peer,
+            bytes,
+            meta: Meta {
+                answer: tag & TAG_ANSWER != 0,
+                report_ns: (tag >> TAG_REPORT_SHIFT).max(0) as u32,
+            },
+            overhead_ns,
+        })
+    }
+
+    fn counters(&self) -> Counters {
+        self.counters
+    }
+}
+
+/// `mpirun -np N ngctl probe --transport mpi`: what every rank but 0 does.
+/// Serves probes until rank 0 sends stop, or until `idle_limit` passes
+/// without a message. Returns the number of answers sent.
+pub fn serve_until_stopped(
+    t: &mut MpiTransport,
+    idle_limit: Duration,
+) -> Result<u64, TransportError> {
+    let idle = Duration::from_millis(200);
+    let mut last_msgs = 0u64;
+    let mut quiet_since = Instant::now();
+    let stats = crate::pattern::prtt::serve(t, idle, |st| {
+        if st.messages != last_msgs {
+            last_msgs = st.messages;
+            quiet_since = Instant::now();
+        }
+        st.sessions_ended == 0 && quiet_since.elapsed() < idle_limit
+    })?;
+    Ok(stats.answers)
+}
+
+/// What `mpirun -np N ngctl probe --transport mpi` measured (on rank 0).
+#[derive(Debug)]
+pub struct MpiProbe {
+    pub result: crate::probe::ProbeResult,
+    /// Processor name of rank 1 ("rank1" if it did not say).
+    pub peer_name: String,
+    pub ranks: usize,
+}
+
+/// Why an MPI probe failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MpiProbeError {
+    #[error("needs at least 2 MPI ranks (run under mpirun -np 2)")]
+    TooFewRanks,
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Sweep(#[from] crate::sweep::SweepError),
+}
+
+/// The whole MPI probe, every rank calls it (MPI initialized): rank 0
+/// probes rank 1 (and runs the 1:P−P:1 fan-out over all other ranks when
+/// `opts.fanout_peers` asks for it), then tells every other rank to stop;
+/// the others serve. Returns `Some` on rank 0 only.
+pub fn run_probe(
+    opts: &crate::probe::ProbeOptions,
+    progress: &mut dyn crate::sweep::Progress,
+) -> Result<Option<MpiProbe>, MpiProbeError> {
+    let mut t = MpiTransport::world(MpiOptions {
+        max_msg_bytes: (opts.sweep.max_size_bytes as usize).max(opts.fanout_size_bytes),
+        ..MpiOptions::default()
+    })?;
+    if t.size() < 2 {
+        return Err(MpiProbeError::TooFewRanks);
+    }
+    let names = t.gather_names(Duration::from_secs(10))?;
+    if t.rank() != 0 {
+        serve_until_stopped(&mut t, Duration::from_secs(120))?;
+        return Ok(None);
+    }
+    let clock = HostClock::detect();
+    let result = crate::probe::run(&mut t, &clock, 0, opts, progress);
+    // Stop the servers whatever happened, so mpirun never hangs.
+    for peer in 0..t.size() - 1 {
+        let _ = t.send_stop(peer);
+    }
+    let result = result?;
+    let peer_name = names
+        .get(1)
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "rank1".into());
+    Ok(Some(MpiProbe {
+        result,
+        peer_name,
+        ranks: t.size(),
+    }))
+}

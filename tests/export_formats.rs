@@ -1,0 +1,329 @@
+//! Every export against its consumer's documented format. The Open MPI rules
+//! file is parsed with the grammar and checks of Open MPI 4.1's reader
+//! (coll_base_dynamic_file.c: numbers read with `%li`, any other character
+//! skipped, `#` skipping to the end of the line; counts ≥ 0; collective id <
+//! COLLCOUNT; the first message size of every communicator size must be 0).
+
+use netgauge::{EntryData, RangeData};
+use netgauged::export::{self, ExportArgs, Format, OMPI_COLLCOUNT};
+
+fn entry() -> EntryData {
+    EntryData {
+        peer: "node1".into(),
+        transport: "mpi".into(),
+        ranges: vec![
+            RangeData {
+                from_bytes: 1,
+                to_bytes: 4096,
+                g_ns: 400.0,
+                G_ns_per_byte: 0.08,
+                o_s_ns: 330.0,
+                o_r_ns: 110.0,
+                O_s_ns_per_byte: 0.01,
+                O_r_ns_per_byte: 0.02,
+            },
+            RangeData {
+                from_bytes: 4097,
+                to_bytes: 4 << 20,
+                g_ns: 2300.0,
+                G_ns_per_byte: 0.055,
+                o_s_ns: 900.0,
+                o_r_ns: 1200.0,
+                O_s_ns_per_byte: 0.0,
+                O_r_ns_per_byte: 0.1,
+            },
+        ],
+        eel_ns: 590.0,
+        L_ns: 150.0,
+        S_bytes: Some(4096),
+        ..EntryData::default()
+    }
+}
+
+fn args(format: Format) -> ExportArgs {
+    ExportArgs {
+        format,
+        shm: None,
+        peer: None,
+        transport: "mpi".into(),
+        comm_sizes: vec![2, 4, 8, 64],
+        max_bytes: 4 << 20,
+        gamma_ns_per_byte: 0.2,
+        loggopsim_unit: "ns".into(),
+    }
+}
+
+/// Open MPI 4.1's tokenizer: the next number as `%li` reads it.
+struct Tokens<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Tokens<'_> {
+    fn next_long(&mut self) -> Option<i64> {
+        loop {
+            while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+                self.i += 1;
+            }
+            if self.i >= self.s.len() {
+                return None;
+            }
+            let start = self.i;
+            let mut j = self.i;
+            if self.s[j] == b'+' || self.s[j] == b'-' {
+                j += 1;
+            }
+            let digits = j;
+            while j < self.s.len() && self.s[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > digits {
+                let text = std::str::from_utf8(&self.s[start..j]).unwrap();
+                // %li: a leading 0 means octal (and 0x hex): we never want that.
+                let body = text.trim_start_matches(['+', '-']);
+                assert!(
+                    body == "0" || !body.starts_with('0'),
+                    "number {text} would be read as octal by %li"
+                );
+                self.i = j;
+                return Some(text.parse().unwrap());
+            }
+            // Not a number: fread one character; '#' skips to the newline.
+            let c = self.s[self.i];
+            self.i += 1;
+            if c == b'#' {
+                while self.i < self.s.len() && self.s[self.i] != b'\n' {
+                    self.i += 1;
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Rule {
+    coll: i64,
+    comm_size: i64,
+    msgs: Vec<(i64, i64, i64, i64)>,
+}
+
+/// The reader's grammar and checks; Err(reason) where Open MPI would reject
+/// the file (and silently fall back to its fixed rules).
+fn parse_ompi(text: &str) -> Result<Vec<Rule>, String> {
+    let mut t = Tokens {
+        s: text.as_bytes(),
+        i: 0,
+    };
+    let mut next = |what: &str| -> Result<i64, String> {
+        match t.next_long() {
+            Some(v) if v >= 0 => Ok(v),
+            _ => Err(format!("could not read {what}")),
+        }
+    };
+    let n = next("number of collectives")?;
+    if n > i64::from(OMPI_COLLCOUNT) {
+        return Err("more collectives than exist".into());
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..n {
+        let ci = next("collective id")?;
+        if ci >= i64::from(OMPI_COLLCOUNT) {
+            return Err("collective id too large".into());
+        }
+        if !seen.insert(ci) {
+            return Err("collective given twice".into());
+        }
+        let ncs = next("count of communicators")?;
+        for _ in 0..ncs {
+            let cs = next("communicator size")?;
+            let nms = next("number of message sizes")?;
+            let mut msgs = Vec::new();
+            for k in 0..nms {
+                let ms = next("message size")?;
+                let alg = next("algorithm")?;
+                let fan = next("fan in/out")?;
+                let seg = next("segment size")?;
+                if k == 0 && ms != 0 {
+                    return Err("first message size must be 0".into());
+                }
+                msgs.push((ms, alg, fan, seg));
+            }
+            out.push(Rule {
+                coll: ci,
+                comm_size: cs,
+                msgs,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn ompi_rules_follow_the_4_1_reader_grammar() {
+    let text = export::render(&args(Format::OmpiRules), &entry()).unwrap();
+    let rules = parse_ompi(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // 3 collectives × 4 communicator sizes.
+    assert_eq!(rules.len(), 12);
+    let valid = |coll: i64| -> &'static [i64] {
+        match coll {
+            7 => &[2, 3, 6, 8, 9],
+            2 => &[3, 4, 6],
+            6 => &[4, 6],
+            _ => &[],
+        }
+    };
+    for r in &rules {
+        assert!([2, 6, 7].contains(&r.coll));
+        assert!([2, 4, 8, 64].contains(&r.comm_size));
+        // Thresholds strictly increase (the reader takes the last rule whose
+        // size is ≤ the message).
+        for w in r.msgs.windows(2) {
+            assert!(w[0].0 < w[1].0, "{r:?}");
+        }
+        for m in &r.msgs {
+            assert!(valid(r.coll).contains(&m.1), "{r:?}");
+            if r.coll == 7 && m.1 == 3 {
+                assert_eq!(m.2, 1, "pipeline is a chain of fan-out 1");
+                assert!(m.3 > 0, "pipeline needs a segment size");
+            }
+        }
+    }
+    // Small broadcasts use the binomial tree, large ones a bandwidth-bound
+    // algorithm.
+    let b64 = rules
+        .iter()
+        .find(|r| r.coll == 7 && r.comm_size == 64)
+        .unwrap();
+    assert_eq!(b64.msgs[0].1, 6);
+    assert_ne!(b64.msgs.last().unwrap().1, 6);
+}
+
+#[test]
+fn ompi_reader_grammar_rejects_malformed_files() {
+    assert!(parse_ompi("1\n7\n1\n4\n1\n1024 6 0 0\n").is_err()); // first size not 0
+    assert!(parse_ompi("1\n30\n1\n4\n1\n0 6 0 0\n").is_err()); // bad id
+    assert!(parse_ompi("1\n7\n1\n4\n2\n0 6 0 0\n").is_err()); // truncated
+    assert!(parse_ompi("# c\n1 # n\n7\n1\n4\n1\n0 6 0 0\n").is_ok());
+}
+
+#[test]
+fn mpich_json_is_a_selection_tree() {
+    let text = export::render(&args(Format::MpichJson), &entry()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let root = v.as_object().unwrap();
+    for coll in [
+        "collective=bcast",
+        "collective=allreduce",
+        "collective=barrier",
+    ] {
+        let intra = root[coll]["comm_type=intra"].as_object().unwrap();
+        let keys: Vec<&String> = intra.keys().collect();
+        assert_eq!(keys.last().unwrap().as_str(), "comm_size=any");
+        for (k, sub) in intra {
+            assert!(k == "comm_size=any" || k.starts_with("comm_size<="));
+            let sub = sub.as_object().unwrap();
+            for (mk, leaf) in sub {
+                let alg_obj = if mk.starts_with("algorithm=") {
+                    sub.clone()
+                } else {
+                    assert!(
+                        mk == "avg_msg_size=any"
+                            || mk["avg_msg_size<=".len()..].parse::<u64>().is_ok()
+                    );
+                    leaf.as_object().unwrap().clone()
+                };
+                assert_eq!(alg_obj.len(), 1);
+                let (alg, params) = alg_obj.iter().next().unwrap();
+                assert!(alg.starts_with("algorithm=MPIR_"), "{alg}");
+                assert!(params.as_object().unwrap().is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn loggopsim_flags_are_integers_in_ns() {
+    let text = export::render(&args(Format::Loggopsim), &entry()).unwrap();
+    let toks: Vec<&str> = text.split_whitespace().collect();
+    let flags: Vec<&str> = toks.iter().step_by(2).copied().collect();
+    assert_eq!(flags, ["-L", "-o", "-g", "-G", "-O", "-S"]);
+    let vals: Vec<i64> = toks
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(vals, [150, 220, 400, 0, 0, 4096]);
+    let mut a = args(Format::Loggopsim);
+    a.loggopsim_unit = "ps".into();
+    let text = export::render(&a, &entry()).unwrap();
+    assert!(
+        text.starts_with("-L 150000 -o 220000 -g 400000 -G 55 -O 50 -S 4096"),
+        "{text}"
+    );
+}
+
+#[test]
+fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
+    let text = export::render(&args(Format::Netgauge), &entry()).unwrap();
+    assert!(text.starts_with(
+        "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)"
+    ));
+    let mut rows = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let c: Vec<f64> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(c.len(), 11);
+        let (s, n, p1, pn, pd) = (c[0], c[1], c[2], c[3], c[4]);
+        // Netgauge's plot hints: o = ($5-$3)/($2-1)-$3, g+(s-1)G = ($4-$3)/($2-1).
+        let o = (pd - p1) / (n - 1.0) - p1;
+        assert!((o - c[6]).abs() < 1e-4, "{line}");
+        let gap = (pn - p1) / (n - 1.0);
+        assert!((gap - (c[8] + (s - 1.0) * c[9])).abs() < 1e-3, "{line}");
+        rows += 1;
+    }
+    assert!(rows > 10);
+}
+
+#[test]
+fn smpi_piecewise_overheads() {
+    let text = export::render(&args(Format::Smpi), &entry()).unwrap();
+    let mut keys = Vec::new();
+    for line in text.lines() {
+        let kv = line.strip_prefix("--cfg=").unwrap();
+        let (k, v) = kv.split_once(':').unwrap();
+        keys.push(k.to_string());
+        if k == "smpi/os" || k == "smpi/or" {
+            let mut last = None;
+            for (i, piece) in v.split(';').enumerate() {
+                let f: Vec<&str> = piece.split(':').collect();
+                assert_eq!(f.len(), 3, "{piece}");
+                let size: u64 = f[0].parse().unwrap();
+                let offset: f64 = f[1].parse().unwrap();
+                let factor: f64 = f[2].parse().unwrap();
+                assert!((0.0..1e-3).contains(&offset) && (0.0..1e-6).contains(&factor));
+                if i == 0 {
+                    assert_eq!(size, 0);
+                }
+                assert!(last.is_none_or(|l| size > l));
+                last = Some(size);
+            }
+        } else {
+            assert_eq!(v, "4096");
+        }
+    }
+    assert_eq!(
+        keys,
+        [
+            "smpi/os",
+            "smpi/or",
+            "smpi/async-small-thresh",
+            "smpi/send-is-detached-thresh"
+        ]
+    );
+    // o_r of the second range: 1200 ns at s = 1, 0.1 ns/B: offset 1199.9 ns.
+    assert!(text.contains("4097:1.1999"), "{text}");
+}
