@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod control;
+pub mod daemon;
 pub mod export;
 pub mod model;
 pub mod pattern;
@@ -12,7 +13,6 @@ pub mod predict;
 pub mod probe;
 pub mod publish;
 pub mod report;
-pub mod daemon;
 pub mod sweep;
 pub mod transport;
 #[cfg(feature = "verbs")]

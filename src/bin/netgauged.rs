@@ -9,7 +9,11 @@ use clap::Parser;
 use netgauged::daemon::{self, config::Config};
 
 #[derive(Parser)]
-#[command(name = "netgauged", version, about = "netgauged: keeps the LogGP segment current")]
+#[command(
+    name = "netgauged",
+    version,
+    about = "netgauged: keeps the LogGP segment current"
+)]
 struct Cli {
     /// TOML configuration (see systemd/netgauged.toml).
     #[arg(long, default_value = "/etc/netgauged/netgauged.toml")]
@@ -51,7 +55,9 @@ fn main() -> ExitCode {
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if journal {
         fmt.without_time().with_ansi(false).init();
     } else {
@@ -68,7 +74,17 @@ fn main() -> ExitCode {
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = cli.$f { cfg.$f = v; } )* };
     }
-    set!(listen, udp_port, shm, key_file, state_file, budget_bytes_per_s, recheck_interval_s, max_size_bytes, fanout_interval_s);
+    set!(
+        listen,
+        udp_port,
+        shm,
+        key_file,
+        state_file,
+        budget_bytes_per_s,
+        recheck_interval_s,
+        max_size_bytes,
+        fanout_interval_s
+    );
     if cli.node.is_some() {
         cfg.node = cli.node;
     }

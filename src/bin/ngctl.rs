@@ -330,7 +330,8 @@ fn run(cli: Cli) -> Result<()> {
                     let mac = raw_eth::parse_mac(&mac)?;
                     let who = format!("{} on {ifname}", raw_eth::format_mac(&mac));
                     let clock = HostClock::detect();
-                    clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+                    clock_desc =
+                        format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
                     let mut t = RawEthTransport::connect(ifname, mac, o)
                         .with_context(|| format!("cannot start a raw probe session with {who}"))?;
                     let r = probe::run(&mut t, &clock, 0, &opts, &mut bar)
@@ -352,7 +353,9 @@ fn run(cli: Cli) -> Result<()> {
                     probe::run(&mut t, &clock, 0, &opts, &mut bar)?
                 }
                 TransportName::Rdma | TransportName::Msg => {
-                    let peer = peer.clone().context("--peer HOST:PORT is required for rdma/msg")?;
+                    let peer = peer
+                        .clone()
+                        .context("--peer HOST:PORT is required for rdma/msg")?;
                     let addr = resolve(&peer)?;
                     verbs_cli::probe(transport, addr, &verbs, max_size, &opts, &mut bar)
                         .with_context(|| format!("probe of {peer} failed"))?
@@ -530,7 +533,9 @@ fn status(shm: Option<String>, json: bool) -> Result<()> {
                     p["phase"].as_str().unwrap_or("?"),
                     p["transport"].as_str().unwrap_or("?"),
                     p["failures"],
-                    p["last_error"].as_str().map_or(String::new(), |e| format!(" ({e})"))
+                    p["last_error"]
+                        .as_str()
+                        .map_or(String::new(), |e| format!(" ({e})"))
                 );
             }
         }

@@ -181,7 +181,10 @@ mod tests {
         let c: Config = toml::from_str(SAMPLE).expect("sample parses");
         c.validate().expect("sample is valid");
         assert_eq!(c.peers.len(), 2);
-        assert_eq!(c.peers[0].transports.as_deref(), Some(&["raw".to_string(), "udp".to_string()][..]));
+        assert_eq!(
+            c.peers[0].transports.as_deref(),
+            Some(&["raw".to_string(), "udp".to_string()][..])
+        );
     }
 
     #[test]

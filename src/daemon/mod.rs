@@ -164,7 +164,11 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     for e in loaded {
         if cfg.peers.iter().any(|p| p.name == e.peer) {
             if let Err(err) = writer.upsert(&e) {
-                tracing::warn!("stored entry {}/{} not restored: {err}", e.peer, e.transport);
+                tracing::warn!(
+                    "stored entry {}/{} not restored: {err}",
+                    e.peer,
+                    e.transport
+                );
                 continue;
             }
             entries.insert((e.peer.clone(), e.transport.clone()), e);
@@ -194,17 +198,18 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
 
     // The UDP responder.
     let udp_addr = SocketAddr::new(cfg.listen.ip(), cfg.udp_port);
-    let mut responder = UdpTransport::listen(udp_addr, UdpOptions::default())
-        .map_err(DaemonError::Responder)?;
+    let mut responder =
+        UdpTransport::listen(udp_addr, UdpOptions::default()).map_err(DaemonError::Responder)?;
     responder.gate_hellos(shared.gate.clone());
     let responder_thread = {
         let stop = shutdown.clone();
         std::thread::Builder::new()
             .name("ng-responder".into())
             .spawn(move || {
-                let r = crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
-                    !stop.load(Ordering::Relaxed)
-                });
+                let r =
+                    crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
+                        !stop.load(Ordering::Relaxed)
+                    });
                 if let Err(e) = r {
                     tracing::error!("UDP responder stopped: {e}");
                 }
@@ -247,7 +252,11 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     };
 
     sys::notify(&[sd_notify::NotifyState::Ready]);
-    tracing::info!("netgauged {node} up: control {}, udp {udp_addr}, {} peers", cfg.listen, cfg.peers.len());
+    tracing::info!(
+        "netgauged {node} up: control {}, udp {udp_addr}, {} peers",
+        cfg.listen,
+        cfg.peers.len()
+    );
 
     publish_loop(&cfg, &shared, &mut writer, &mut entries, &rx, &server);
 
@@ -305,13 +314,21 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
     if req.transport != TransportKind::Udp {
         return reject(RejectReason::Transport);
     }
-    if shared.driving.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(peer) {
+    if shared
+        .driving
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_deref()
+        == Some(peer)
+    {
+        tracing::debug!("session from {peer} refused: this node is driving one toward it");
         return reject(RejectReason::Busy);
     }
     let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
     let now = Instant::now();
     let live = s.until.is_some_and(|u| u > now);
     if live && s.driver != peer {
+        tracing::debug!("session from {peer} refused: serving {}", s.driver);
         return reject(RejectReason::Busy);
     }
     *s = Session {
@@ -347,7 +364,12 @@ struct Negotiated {
     udp: SocketAddr,
 }
 
-fn negotiate(peer: &PeerConfig, cc: &ConnConfig, node: &str, plan: SizePlan) -> Result<Negotiated, JobError> {
+fn negotiate(
+    peer: &PeerConfig,
+    cc: &ConnConfig,
+    node: &str,
+    plan: SizePlan,
+) -> Result<Negotiated, JobError> {
     let deadline = || Instant::now() + CONTROL_DEADLINE;
     let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
     let ep = match conn.request(
@@ -442,7 +464,8 @@ fn run_job(
                 let before = link.counters();
                 let samples = sweep::measure_sizes(&mut link, &clock, 0, &RECHECK_SIZES, &sc)?;
                 let after = link.counters();
-                let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+                let bytes =
+                    (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
                 Ok(JobResult::Rechecked {
                     agrees: agrees_with(&samples, model),
                     bytes,
@@ -481,7 +504,14 @@ fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -
     })
 }
 
-fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, known: &[bool], tx: &Sender<Outcome>) {
+fn probe_loop(
+    cfg: &Config,
+    shared: &Shared,
+    key: ClusterKey,
+    clock: HostClock,
+    known: &[bool],
+    tx: &Sender<Outcome>,
+) {
     if let Some(cpu) = cfg.probe_cpu {
         if let Err(e) = sys::pin_to_cpu(cpu) {
             tracing::warn!("probe thread not pinned to CPU {cpu}: {e}");
@@ -489,7 +519,9 @@ fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, 
     }
     if cfg.lock_memory {
         if let Err(e) = sys::lock_memory() {
-            tracing::warn!("memory not locked (mlockall: {e}); needs CAP_IPC_LOCK or LimitMEMLOCK=infinity");
+            tracing::warn!(
+                "memory not locked (mlockall: {e}); needs CAP_IPC_LOCK or LimitMEMLOCK=infinity"
+            );
         }
     }
     if let Some(prio) = cfg.sched_fifo_priority {
@@ -502,7 +534,13 @@ fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, 
     let cc = ConnConfig::new(&shared.node, key);
     let t0 = Instant::now();
     let now_s = || t0.elapsed().as_secs_f64();
-    let mut sched = Scheduler::new(known, cfg.recheck_interval_s, cfg.budget_bytes_per_s, 0.0, rand::random());
+    let mut sched = Scheduler::new(
+        known,
+        cfg.recheck_interval_s,
+        cfg.budget_bytes_per_s,
+        0.0,
+        rand::random(),
+    );
     let mut published: HashMap<String, probe::ProbeResult> = HashMap::new();
     let mut errors: Vec<Option<String>> = vec![None; cfg.peers.len()];
     let mut last_fanout: Option<f64> = None;
@@ -539,11 +577,25 @@ fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, 
             }
         };
         let peer = &cfg.peers[i];
-        let job = if published.contains_key(&peer.name) { job } else { Job::FullSweep };
-        match run_job(cfg, peer, job, &cc, clock, published.get(&peer.name), shared) {
+        let job = if published.contains_key(&peer.name) {
+            job
+        } else {
+            Job::FullSweep
+        };
+        match run_job(
+            cfg,
+            peer,
+            job,
+            &cc,
+            clock,
+            published.get(&peer.name),
+            shared,
+        ) {
             Ok(JobResult::Swept(r)) => {
                 sched.charge(r.probe_bytes, now_s());
-                shared.spent_bytes.store(sched.spent_bytes, Ordering::Relaxed);
+                shared
+                    .spent_bytes
+                    .store(sched.spent_bytes, Ordering::Relaxed);
                 let entry = crate::publish::entry_from_probe(&peer.name, "udp", &r);
                 tracing::info!(
                     "{}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes)",
@@ -561,12 +613,23 @@ fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, 
             }
             Ok(JobResult::Rechecked { agrees, bytes }) => {
                 sched.charge(bytes, now_s());
-                shared.spent_bytes.store(sched.spent_bytes, Ordering::Relaxed);
+                shared
+                    .spent_bytes
+                    .store(sched.spent_bytes, Ordering::Relaxed);
                 if !agrees {
-                    tracing::info!("{}: re-check disagrees with the published model; full sweep", peer.name);
+                    tracing::info!(
+                        "{}: re-check disagrees with the published model; full sweep",
+                        peer.name
+                    );
                 }
                 sched.rechecked(i, agrees, now_s());
                 errors[i] = None;
+            }
+            Err(JobError::Refused(_, RejectReason::Busy)) => {
+                // The peer is busy with another session (or driving one
+                // toward us): not a failure; try again shortly.
+                tracing::debug!("{}: busy, retrying shortly", peer.name);
+                sched.defer(i, now_s() + 0.2 + rand::random::<f64>());
             }
             Err(e) => {
                 tracing::warn!("{}: probe failed: {e}", peer.name);
@@ -582,7 +645,12 @@ fn probe_loop(cfg: &Config, shared: &Shared, key: ClusterKey, clock: HostClock, 
 }
 
 /// The 1:P−P:1 pattern across every peer's UDP responder.
-fn fanout_job(cfg: &Config, cc: &ConnConfig, clock: HostClock, shared: &Shared) -> Result<(LogfpFit, u64), JobError> {
+fn fanout_job(
+    cfg: &Config,
+    cc: &ConnConfig,
+    clock: HostClock,
+    shared: &Shared,
+) -> Result<(LogfpFit, u64), JobError> {
     let mut sessions = Vec::with_capacity(cfg.peers.len());
     let result = (|| {
         let mut links = Vec::with_capacity(cfg.peers.len());
@@ -605,7 +673,13 @@ fn fanout_job(cfg: &Config, cc: &ConnConfig, clock: HostClock, shared: &Shared) 
     result
 }
 
-fn publish_status(cfg: &Config, shared: &Shared, sched: &Scheduler, errors: &[Option<String>], now_s: f64) {
+fn publish_status(
+    cfg: &Config,
+    shared: &Shared,
+    sched: &Scheduler,
+    errors: &[Option<String>],
+    now_s: f64,
+) {
     let mut st = shared.status.lock().unwrap_or_else(|e| e.into_inner());
     st.clear();
     let now_unix = crate::publish::unix_now_ns();
@@ -670,7 +744,13 @@ fn publish_loop(
                         }
                     }
                 }
-                tracing::info!("LogfP over {} peers: f {:?}, o_min {:.0} ns, o_max {:.0} ns", peers.len(), fit.f, fit.o_min_ns, fit.o_max_ns);
+                tracing::info!(
+                    "LogfP over {} peers: f {:?}, o_min {:.0} ns, o_max {:.0} ns",
+                    peers.len(),
+                    fit.f,
+                    fit.o_min_ns,
+                    fit.o_max_ns
+                );
                 logfp = Some((peers, fit));
                 dirty = true;
             }
@@ -722,7 +802,11 @@ fn write_status(cfg: &Config, shared: &Shared, server: &ControlServer) {
         generation: shared.generation,
         uptime_s,
         updated_unix_ns: crate::publish::unix_now_ns(),
-        peers: shared.status.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        peers: shared
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
         budget_bytes_per_s: shared.budget_bytes_per_s,
         spent_bytes: spent,
         spent_bytes_per_s: spent as f64 / uptime_s.max(1.0),

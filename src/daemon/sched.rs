@@ -61,7 +61,13 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// `known[i]`: peer i has parameters already (from the state file).
-    pub fn new(known: &[bool], interval_s: f64, budget_bytes_per_s: u64, now_s: f64, seed: u64) -> Self {
+    pub fn new(
+        known: &[bool],
+        interval_s: f64,
+        budget_bytes_per_s: u64,
+        now_s: f64,
+        seed: u64,
+    ) -> Self {
         use rand::SeedableRng;
         let mut s = Scheduler {
             peers: Vec::with_capacity(known.len()),
@@ -76,7 +82,11 @@ impl Scheduler {
         for &k in known {
             // Known peers are re-checked soon (spread over one interval);
             // new ones are swept as soon as the budget allows.
-            let due_s = if k { now_s + s.jitter(interval_s) * 0.5 } else { now_s };
+            let due_s = if k {
+                now_s + s.jitter(interval_s) * 0.5
+            } else {
+                now_s
+            };
             s.peers.push(PeerSched {
                 phase: if k { PeerPhase::Known } else { PeerPhase::New },
                 due_s,
@@ -160,6 +170,11 @@ impl Scheduler {
         }
     }
 
+    /// The peer was busy: try again at `at_s`, nothing else changes.
+    pub fn defer(&mut self, i: usize, at_s: f64) {
+        self.peers[i].due_s = at_s;
+    }
+
     /// A probe failed (dead peer, timeout, rejected session).
     pub fn failed(&mut self, i: usize, now_s: f64) {
         let p = &mut self.peers[i];
@@ -204,7 +219,10 @@ mod tests {
         assert_eq!(s.peer(0).phase, PeerPhase::Suspect);
         assert_eq!(s.next(100.0), Ok((0, Job::FullSweep)));
         s.rechecked(0, true, 100.0);
-        assert!(s.next(100.0).is_err(), "an agreeing re-check waits an interval");
+        assert!(
+            s.next(100.0).is_err(),
+            "an agreeing re-check waits an interval"
+        );
     }
 
     #[test]
@@ -241,6 +259,9 @@ mod tests {
         let rate = s.spent_bytes as f64 / t;
         // At most the budget plus the first job (paid from an empty bucket).
         assert!(rate <= budget as f64 * 1.01 + 5e6 / t, "rate {rate} B/s");
-        assert!(rate >= budget as f64 * 0.9, "the budget is used: {rate} B/s ({jobs} jobs)");
+        assert!(
+            rate >= budget as f64 * 0.9,
+            "the budget is used: {rate} B/s ({jobs} jobs)"
+        );
     }
 }

@@ -174,7 +174,10 @@ pub fn save(path: &Path, node: &str, entries: &[EntryData]) -> Result<(), StateE
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = dir.join(format!(
         ".{}.tmp.{}",
@@ -209,7 +212,10 @@ pub fn load(path: &Path) -> Result<Vec<EntryData>, StateError> {
     if file.version != STATE_VERSION {
         return Err(StateError::Invalid {
             path: path.display().to_string(),
-            reason: format!("version {} (this daemon writes {STATE_VERSION})", file.version),
+            reason: format!(
+                "version {} (this daemon writes {STATE_VERSION})",
+                file.version
+            ),
         });
     }
     Ok(file.entries.into_iter().map(EntryData::from).collect())
@@ -258,7 +264,10 @@ mod tests {
         assert_eq!(back.len(), 1);
         let (a, b) = (&back[0], entry());
         assert_eq!(a.ranges, b.ranges);
-        assert_eq!((a.eel_ns, a.S_bytes, a.curve.clone(), a.flags), (b.eel_ns, b.S_bytes, b.curve.clone(), b.flags));
+        assert_eq!(
+            (a.eel_ns, a.S_bytes, a.curve.clone(), a.flags),
+            (b.eel_ns, b.S_bytes, b.curve.clone(), b.flags)
+        );
         assert!(a.o_min_ns.is_nan());
         let _ = std::fs::remove_dir_all(dir);
     }

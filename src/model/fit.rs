@@ -211,9 +211,18 @@ fn rendezvous_threshold(ranges: &[Range], eel_ns: f64) -> Option<u64> {
     if !(jump.is_finite() && jump > 0.0) {
         return None;
     }
+    // A rendezvous adds a handshake to every message above S: the gap jumps
+    // at the boundary itself, and the per-message part g jumps with it. Either
+    // alone is a change of bandwidth: a faster or slower G that is continuous
+    // at the boundary moves the intercept, a steeper G far from s = 1 moves
+    // the boundary value.
+    let at = |r: &Range, s: u64| r.g_ns + x_of(s) * r.G_ns_per_byte;
     ranges
         .windows(2)
-        .find(|w| w[1].g_ns - w[0].g_ns >= jump)
+        .find(|w| {
+            let at_boundary = at(&w[1], w[1].from_bytes) - at(&w[0], w[1].from_bytes);
+            at_boundary >= jump && w[1].g_ns - w[0].g_ns >= jump
+        })
         .map(|w| w[0].to_bytes)
 }
 

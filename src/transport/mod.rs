@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 pub mod frame;
-pub mod multi;
-#[cfg(feature = "verbs")]
-pub mod rdma_write;
-pub mod raw_eth;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod multi;
+pub mod raw_eth;
+#[cfg(feature = "verbs")]
+pub mod rdma_write;
 pub mod sim;
 pub mod udp;
 #[cfg(feature = "verbs")]

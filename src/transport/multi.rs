@@ -45,7 +45,11 @@ impl<T: Transport> Transport for Multi<T> {
             .send(0, bytes, meta)
     }
 
-    fn recv(&mut self, from: Option<PeerId>, timeout: Duration) -> Result<Received, TransportError> {
+    fn recv(
+        &mut self,
+        from: Option<PeerId>,
+        timeout: Duration,
+    ) -> Result<Received, TransportError> {
         if let Some(p) = from {
             let mut r = self
                 .links
@@ -107,11 +111,15 @@ mod tests {
         let mut servers = Vec::new();
         let mut links = Vec::new();
         for _ in 0..3 {
-            let mut srv = UdpTransport::listen("127.0.0.1:0".parse().unwrap(), UdpOptions::default()).unwrap();
+            let mut srv =
+                UdpTransport::listen("127.0.0.1:0".parse().unwrap(), UdpOptions::default())
+                    .unwrap();
             let addr = srv.local_addr().unwrap();
             let stop = stop.clone();
             servers.push(std::thread::spawn(move || {
-                serve(&mut srv, Duration::from_millis(20), |_| !stop.load(Ordering::Relaxed))
+                serve(&mut srv, Duration::from_millis(20), |_| {
+                    !stop.load(Ordering::Relaxed)
+                })
             }));
             links.push(UdpTransport::connect(addr, UdpOptions::default()).unwrap());
         }
@@ -127,12 +135,16 @@ mod tests {
         assert_eq!((r.peer, r.bytes), (2, 8));
         m.send(0, 4, ask).unwrap();
         m.send(1, 5, ask).unwrap();
-        let mut got = [m.recv(None, t).unwrap(), m.recv(None, t).unwrap()].map(|r| (r.peer, r.bytes));
+        let mut got =
+            [m.recv(None, t).unwrap(), m.recv(None, t).unwrap()].map(|r| (r.peer, r.bytes));
         got.sort_unstable();
         assert_eq!(got, [(0, 4), (1, 5)]);
         assert!(matches!(m.send(3, 1, ask), Err(TransportError::NoPeer(3))));
         assert_eq!(m.counters().sent_messages, 3);
-        assert!(matches!(m.recv(None, Duration::from_millis(30)), Err(TransportError::Timeout(_))));
+        assert!(matches!(
+            m.recv(None, Duration::from_millis(30)),
+            Err(TransportError::Timeout(_))
+        ));
         stop.store(true, Ordering::Relaxed);
         drop(m);
         for s in servers {

@@ -55,6 +55,10 @@ pub struct UdpOptions {
     /// Client: use this session nonce (agreed on the control plane) instead
     /// of a random one.
     pub session_nonce: Option<u64>,
+    /// `recv` busy-polls for this long after the last datagram, then sleeps
+    /// in poll(2) until one arrives: a probe in progress never sleeps (its
+    /// gaps are far shorter), an idle responder costs no CPU.
+    pub spin_window: Duration,
 }
 
 impl Default for UdpOptions {
@@ -68,6 +72,7 @@ impl Default for UdpOptions {
             socket_buffer_bytes: 8 << 20,
             clock: HostClock::default(),
             session_nonce: None,
+            spin_window: Duration::from_millis(20),
         }
     }
 }
@@ -331,6 +336,9 @@ pub struct UdpTransport {
     /// session (0: none is authorized). The daemon's control plane stores the
     /// nonce of the probe session it accepted.
     hello_gate: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Clock reading of the last datagram received (see `spin_window`).
+    last_rx_ticks: u64,
+    spin_ticks: u64,
 }
 
 /// One datagram as it came off the socket.
@@ -408,6 +416,8 @@ impl UdpTransport {
             counters: Counters::default(),
             ignored: IgnoredFrames::default(),
             hello_gate: None,
+            last_rx_ticks: 0,
+            spin_ticks: opts.clock.from_ns(opts.spin_window.as_nanos() as f64),
         })
     }
 
@@ -792,11 +802,22 @@ impl Transport for UdpTransport {
         loop {
             match self.recv_datagram()? {
                 Some(d) => {
+                    self.last_rx_ticks = self.clock.now();
                     if let Some(r) = self.handle_datagram(&d)? {
                         return Ok(r);
                     }
                 }
-                None => std::hint::spin_loop(),
+                None => {
+                    let now = self.clock.now();
+                    if now.saturating_sub(self.last_rx_ticks) > self.spin_ticks && now < deadline {
+                        // Idle: sleep until the socket is readable, at most
+                        // 10 ms at a time (the deadline is checked below).
+                        let left_ms = self.clock.to_ns(deadline - now) / 1e6;
+                        wait_readable(self.fd, left_ms.clamp(0.0, 10.0).ceil() as i32);
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
             }
             if self.clock.now() >= deadline {
                 return Err(TransportError::Timeout(timeout));
@@ -816,6 +837,20 @@ impl Drop for UdpTransport {
             let dest = (self.role == Role::Server).then_some(&s.peer_raw);
             let _ = send_frame(self.fd, dest, &bye, &[], &self.clock, Duration::ZERO);
         }
+    }
+}
+
+/// Block in poll(2) until `fd` is readable or `timeout_ms` passed.
+fn wait_readable(fd: RawFd, timeout_ms: i32) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is a valid pollfd for the duration of the call, and the
+    // count 1 matches it; poll does not keep the pointer.
+    unsafe {
+        libc::poll(&mut pfd, 1, timeout_ms);
     }
 }
 
