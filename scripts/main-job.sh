@@ -1,30 +1,91 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: no cluster and no RDMA hardware needed.
-# Builds netgauged, shows the probe clock, measures the simulated Open MPI/openib
-# network of Hoefler/Lichei/Rehm's Table 2 (ground truth known), then measures
-# a real UDP path on loopback against `ngctl serve`, publishes both into a
-# shared-memory segment and dumps it.
+#
+# 1. Builds netgauged and shows the probe clock.
+# 2. Probes the simulated Open MPI/openib network of Hoefler, Lichei and
+#    Rehm's Table 2 (ground truth known) once, like Netgauge would.
+# 3. Makes two hosts out of network namespaces joined by a veth pair shaped
+#    to 1 Gbit/s, starts a netgauged on each, lets them probe each other over
+#    raw Ethernet and UDP, shows `ngctl status` and `ngctl dump` of one node,
+#    then stops the daemons and removes the namespaces.
+# Needs root (namespaces, raw sockets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-cargo build --release --workspace
-NGCTL=target/release/ngctl
-SHM=${NETGAUGE_SEGMENT:-/dev/shm/netgauged-demo}
+cargo build --release --bin ngctl --bin netgauged
+NGCTL=$PWD/target/release/ngctl
+NETGAUGED=$PWD/target/release/netgauged
 
 echo "== the probe clock"
 $NGCTL clock
 
+echo
 echo "== sim: Open MPI/openib of Table 2 (L=5.96 µs, o=4.72 µs, g=5.14 µs, G=0.73 ns/B, S=12288 B), 2 % jitter"
-$NGCTL probe --transport sim --model L=5960,o=4720,g=5140,G=0.73,S=12288,jitter=0.02,seed=7 \
-    --publish --shm "$SHM"
+$NGCTL probe --transport sim --model L=5960,o=4720,g=5140,G=0.73,S=12288,jitter=0.02,seed=7
 
-echo "== udp over loopback against ngctl serve"
-$NGCTL serve --transport udp --listen 127.0.0.1:7470 --idle-exit-s 5 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-sleep 0.3
-$NGCTL probe --transport udp --peer 127.0.0.1:7470 --max-size 65536 --publish --shm "$SHM"
+echo
+echo "== two hosts (network namespaces, veth, tbf 1 Gbit/s), a netgauged on each"
+TAG=ngmain$$
+WORK=$(mktemp -d /tmp/netgauged-main.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del ${TAG}a 2>/dev/null || true
+    ip netns del ${TAG}b 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+ip netns add ${TAG}a
+ip netns add ${TAG}b
+ip link add ${TAG}x type veth peer name ${TAG}y
+ip link set ${TAG}x netns ${TAG}a name eth0
+ip link set ${TAG}y netns ${TAG}b name eth0
+ip -n ${TAG}a addr add 10.91.0.1/24 dev eth0
+ip -n ${TAG}b addr add 10.91.0.2/24 dev eth0
+for n in a b; do
+    ip -n ${TAG}$n link set lo up
+    ip -n ${TAG}$n link set eth0 mtu 9000 up
+    ip netns exec ${TAG}$n tc qdisc add dev eth0 root tbf rate 1gbit burst 64kb latency 200ms
+done
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/cluster.key"
+chmod 600 "$WORK/cluster.key"
+for n in a b; do
+    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
+    cat > "$WORK/$n.toml" <<EOT
+node = "node-$n"
+listen = "10.91.0.$me:7470"
+shm = "$WORK/segment-$n"
+key_file = "$WORK/cluster.key"
+state_file = "$WORK/state-$n.json"
+budget_bytes_per_s = 50000000
+recheck_interval_s = 30.0
+max_size_bytes = 131072
+lock_memory = false
+fanout_interval_s = 0
 
-echo "== the segment, as MPI libraries and schedulers read it"
-$NGCTL dump --shm "$SHM"
+[[peer]]
+name = "node-$on"
+address = "10.91.0.$other:7470"
+interface = "eth0"
+transports = ["raw", "udp"]
+EOT
+    ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" 2> "$WORK/$n.log" &
+    PIDS+=($!)
+done
+
+# Wait (at most 3 minutes) until node-a has published node-b over both transports.
+for _ in $(seq 1 180); do
+    n=$($NGCTL dump --json --shm "$WORK/segment-a" 2>/dev/null \
+        | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0)
+    [ "$n" -ge 2 ] && break
+    sleep 1
+done
+echo
+$NGCTL status --shm "$WORK/segment-a" || true
+echo
+$NGCTL dump --shm "$WORK/segment-a"
+echo
+echo "== daemon log of node-a"
+sed -e 's/\x1b\[[0-9;]*m//g' "$WORK/a.log" | tail -n 8

@@ -284,7 +284,7 @@ impl Connection {
                 if h.hello.to != cfg.node {
                     return Err(ControlError::UnknownPeer(h.hello.to));
                 }
-                if allowed.is_some_and(|list| !list.iter().any(|p| *p == h.sender)) {
+                if allowed.is_some_and(|list| !list.contains(&h.sender)) {
                     return Err(ControlError::UnknownPeer(h.sender));
                 }
                 Ok(h)

@@ -78,7 +78,7 @@ impl fmt::Debug for ClusterKey {
 }
 
 fn decode_hex(text: &[u8]) -> Option<Vec<u8>> {
-    if text.is_empty() || text.len() % 2 != 0 || !text.iter().all(u8::is_ascii_hexdigit) {
+    if text.is_empty() || !text.len().is_multiple_of(2) || !text.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let nibble = |c: u8| match c {

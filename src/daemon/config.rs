@@ -132,7 +132,7 @@ impl Config {
         if self.budget_bytes_per_s == 0 {
             return bad("budget_bytes_per_s must be positive".into());
         }
-        if !(self.recheck_interval_s > 0.0) {
+        if self.recheck_interval_s.is_nan() || self.recheck_interval_s <= 0.0 {
             return bad("recheck_interval_s must be positive".into());
         }
         if self.max_size_bytes == 0 {

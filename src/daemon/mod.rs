@@ -39,6 +39,7 @@ use crate::model::{self, LogfpFit};
 use crate::probe::{self, ProbeOptions};
 use crate::sweep::{self, SweepConfig};
 use crate::transport::multi::Multi;
+use crate::transport::raw_eth::{self, RawEthOptions, RawEthTransport};
 use crate::transport::udp::{UdpOptions, UdpTransport};
 use crate::transport::Transport;
 use config::{Config, PeerConfig};
@@ -74,6 +75,35 @@ pub enum DaemonError {
     Responder(crate::transport::TransportError),
 }
 
+/// A transport the daemon probes peers over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tx {
+    Udp,
+    Raw,
+}
+
+impl Tx {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tx::Udp => "udp",
+            Tx::Raw => "raw",
+        }
+    }
+    fn kind(self) -> TransportKind {
+        match self {
+            Tx::Udp => TransportKind::Udp,
+            Tx::Raw => TransportKind::RawEth,
+        }
+    }
+}
+
+/// One (peer, transport) the scheduler keeps current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Target {
+    peer: usize,
+    tx: Tx,
+}
+
 /// The responder's current session (at most one per node).
 #[derive(Default)]
 struct Session {
@@ -94,6 +124,9 @@ struct Shared {
     /// The peer the probe thread is driving a session with right now.
     driving: Mutex<Option<String>>,
     status: Mutex<Vec<PeerStatus>>,
+    /// Per peer name: the local interface toward it and its MAC, when a raw
+    /// responder runs there (what `Endpoints` tells that peer).
+    raw_toward: HashMap<String, (String, [u8; 6])>,
     spent_bytes: AtomicU64,
     budget_bytes_per_s: u64,
     shutdown: Arc<AtomicBool>,
@@ -180,7 +213,70 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         cfg.shm.display(),
         entries.len(),
         writer.generation()
-    );
+    ); // Raw Ethernet responders, one per interface named by a peer that
+       // wants raw. Without CAP_NET_RAW: one line, and those peers use udp.
+    let mut raw_responders: Vec<RawEthTransport> = Vec::new();
+    let mut raw_toward: HashMap<String, (String, [u8; 6])> = HashMap::new();
+    let mut raw_ifaces: HashMap<String, [u8; 6]> = HashMap::new();
+    let mut raw_denied = false;
+    for p in &cfg.peers {
+        let Some(ifname) = p.interface.as_deref().filter(|_| wants(p, Tx::Raw)) else {
+            continue;
+        };
+        if raw_denied {
+            continue;
+        }
+        if let Some(mac) = raw_ifaces.get(ifname) {
+            raw_toward.insert(p.name.clone(), (ifname.to_string(), *mac));
+            continue;
+        }
+        match RawEthTransport::listen(ifname, RawEthOptions::default()) {
+            Ok(t) => {
+                let mac = t.interface().mac;
+                raw_ifaces.insert(ifname.to_string(), mac);
+                raw_toward.insert(p.name.clone(), (ifname.to_string(), mac));
+                raw_responders.push(t);
+            }
+            Err(e) if raw_eth::needs_cap_net_raw(&e) => {
+                tracing::warn!("raw Ethernet unavailable (no CAP_NET_RAW): peers use udp");
+                raw_denied = true;
+            }
+            Err(e) => tracing::warn!(
+                "raw Ethernet on {ifname} unavailable ({e}): {} uses udp",
+                p.name
+            ),
+        }
+    }
+    let targets: Vec<Target> = cfg
+        .peers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            let raw = raw_toward.contains_key(&p.name);
+            let mut v = Vec::new();
+            if raw {
+                v.push(Target {
+                    peer: i,
+                    tx: Tx::Raw,
+                });
+            }
+            if wants(p, Tx::Udp) || !raw {
+                v.push(Target {
+                    peer: i,
+                    tx: Tx::Udp,
+                });
+            }
+            for t in p.transports.iter().flatten() {
+                if t == "rdma" || t == "msg" {
+                    tracing::warn!(
+                        "{}: transport {t} is not run by the daemon yet; use ngctl probe",
+                        p.name
+                    );
+                }
+            }
+            v
+        })
+        .collect();
 
     let shared = Arc::new(Shared {
         node: node.clone(),
@@ -191,6 +287,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         session: Mutex::new(Session::default()),
         driving: Mutex::new(None),
         status: Mutex::new(Vec::new()),
+        raw_toward,
         spent_bytes: AtomicU64::new(0),
         budget_bytes_per_s: cfg.budget_bytes_per_s,
         shutdown: shutdown.clone(),
@@ -217,6 +314,24 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
             })
             .expect("spawn responder thread")
     };
+    let raw_threads: Vec<_> = raw_responders
+        .into_iter()
+        .map(|mut t| {
+            t.gate_hellos(shared.gate.clone());
+            let stop = shutdown.clone();
+            std::thread::Builder::new()
+                .name("ng-raw-responder".into())
+                .spawn(move || {
+                    let r = crate::pattern::prtt::serve(&mut t, Duration::from_millis(200), |_| {
+                        !stop.load(Ordering::Relaxed)
+                    });
+                    if let Err(e) = r {
+                        tracing::error!("raw responder stopped: {e}");
+                    }
+                })
+                .expect("spawn raw responder thread")
+        })
+        .collect();
 
     // The control plane.
     let listener = TcpListener::bind(cfg.listen).map_err(|source| DaemonError::Listen {
@@ -236,10 +351,9 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
 
     // The probe thread.
     let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
-    let known: Vec<bool> = cfg
-        .peers
+    let known: Vec<bool> = targets
         .iter()
-        .map(|p| entries.keys().any(|(peer, _)| peer == &p.name))
+        .map(|t| entries.contains_key(&(cfg.peers[t.peer].name.clone(), t.tx.name().to_string())))
         .collect();
     let probe_thread = {
         let cfg = cfg.clone();
@@ -247,7 +361,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let key = key.clone();
         std::thread::Builder::new()
             .name("ng-probe".into())
-            .spawn(move || probe_loop(&cfg, &shared, key, clock, &known, &tx))
+            .spawn(move || probe_loop(&cfg, &shared, key, clock, &targets, &known, &tx))
             .expect("spawn probe thread")
     };
 
@@ -263,10 +377,22 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     sys::notify(&[sd_notify::NotifyState::Stopping]);
     let _ = probe_thread.join();
     let sessions = responder_thread.join().unwrap_or(0);
+    for t in raw_threads {
+        let _ = t.join();
+    }
     drop(server);
     tracing::info!("netgauged stopped ({sessions} responder sessions served)");
     writer.shutdown();
     Ok(())
+}
+
+/// Does the configuration ask for `tx` toward `p`? (Default: every
+/// transport that works: raw where an interface is given, and udp.)
+fn wants(p: &PeerConfig, tx: Tx) -> bool {
+    match &p.transports {
+        Some(list) => list.iter().any(|t| t == tx.name()),
+        None => tx == Tx::Udp || p.interface.is_some(),
+    }
 }
 
 /// The control plane's answers. Runs on the control server's threads.
@@ -278,14 +404,17 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
             nonce: rand::random(),
             time_unix_ns: crate::publish::unix_now_ns(),
         })),
-        Msg::Endpoints(_) => Some(Msg::Endpoints(control::Endpoints {
-            node: shared.node.clone(),
-            mac: [0; 6],
-            ifindex: 0,
-            udp_port: shared.udp_port,
-            raw_ok: false,
-            verbs: None,
-        })),
+        Msg::Endpoints(_) => {
+            let raw = shared.raw_toward.get(peer);
+            Some(Msg::Endpoints(control::Endpoints {
+                node: shared.node.clone(),
+                mac: raw.map_or([0; 6], |r| r.1),
+                ifindex: 0,
+                udp_port: shared.udp_port,
+                raw_ok: raw.is_some(),
+                verbs: None,
+            }))
+        }
         Msg::ProbeRequest(req) => Some(accept_session(shared, peer, &req)),
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
             let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
@@ -311,8 +440,11 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
     if req.driver != peer {
         return reject(RejectReason::WrongDriver);
     }
-    if req.transport != TransportKind::Udp {
-        return reject(RejectReason::Transport);
+    let raw_here = shared.raw_toward.contains_key(peer);
+    match req.transport {
+        TransportKind::Udp => {}
+        TransportKind::RawEth if raw_here => {}
+        _ => return reject(RejectReason::Transport),
     }
     if shared
         .driving
@@ -362,6 +494,8 @@ struct Negotiated {
     conn: Connection,
     nonce: u64,
     udp: SocketAddr,
+    /// The peer's MAC on our link (raw), when it runs a raw responder there.
+    mac: Option<[u8; 6]>,
 }
 
 fn negotiate(
@@ -369,6 +503,7 @@ fn negotiate(
     cc: &ConnConfig,
     node: &str,
     plan: SizePlan,
+    tx: Tx,
 ) -> Result<Negotiated, JobError> {
     let deadline = || Instant::now() + CONTROL_DEADLINE;
     let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
@@ -392,9 +527,15 @@ fn negotiate(
             break n;
         }
     };
+    if tx == Tx::Raw && !ep.raw_ok {
+        return Err(JobError::Refused(
+            peer.name.clone(),
+            RejectReason::Transport,
+        ));
+    }
     let req = ProbeRequest {
         session_nonce: nonce,
-        transport: TransportKind::Udp,
+        transport: tx.kind(),
         sizes: plan,
         driver: node.to_string(),
     };
@@ -407,6 +548,7 @@ fn negotiate(
         conn,
         nonce,
         udp: SocketAddr::new(peer.address.ip(), ep.udp_port),
+        mac: ep.raw_ok.then_some(ep.mac),
     })
 }
 
@@ -435,53 +577,100 @@ enum JobResult {
     Rechecked { agrees: bool, bytes: u64 },
 }
 
-fn run_job(
-    cfg: &Config,
-    peer: &PeerConfig,
-    job: Job,
-    cc: &ConnConfig,
+/// What every job needs besides its target.
+struct JobCtx<'a> {
+    cfg: &'a Config,
+    cc: &'a ConnConfig,
     clock: HostClock,
+    shared: &'a Shared,
+}
+
+fn run_job(
+    ctx: &JobCtx<'_>,
+    peer: &PeerConfig,
+    tx: Tx,
+    job: Job,
     published: Option<&probe::ProbeResult>,
-    shared: &Shared,
 ) -> Result<JobResult, JobError> {
     let plan = match job {
         Job::FullSweep => SizePlan::Full,
         Job::Recheck => SizePlan::Recheck(RECHECK_SIZES.to_vec()),
     };
-    let n = negotiate(peer, cc, &shared.node, plan)?;
+    let JobCtx {
+        cfg,
+        cc,
+        clock,
+        shared,
+    } = *ctx;
+    let n = negotiate(peer, cc, &shared.node, plan, tx)?;
     *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer.name.clone());
-    let result = (|| {
-        let mut link = udp_link(&n, clock)?;
-        match (job, published) {
-            (Job::Recheck, Some(model)) => {
-                let mut sc = SweepConfig {
-                    refine: false,
-                    max_reps: 12,
-                    ..SweepConfig::default()
-                };
-                sc.min_size_bytes = 1;
-                sc.max_size_bytes = *RECHECK_SIZES.last().unwrap_or(&1);
-                let before = link.counters();
-                let samples = sweep::measure_sizes(&mut link, &clock, 0, &RECHECK_SIZES, &sc)?;
-                let after = link.counters();
-                let bytes =
-                    (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-                Ok(JobResult::Rechecked {
-                    agrees: agrees_with(&samples, model),
-                    bytes,
-                })
-            }
-            _ => {
-                let mut opts = ProbeOptions::default();
-                opts.sweep.max_size_bytes = cfg.max_size_bytes;
-                let r = probe::run(&mut link, &clock, 0, &opts, &mut ())?;
-                Ok(JobResult::Swept(Box::new(r)))
-            }
+    let result = match tx {
+        Tx::Udp => {
+            udp_link(&n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
         }
-    })();
+        Tx::Raw => {
+            raw_link(peer, &n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
+        }
+    };
     *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = None;
     finish(n);
     result
+}
+
+fn raw_link(
+    peer: &PeerConfig,
+    n: &Negotiated,
+    clock: HostClock,
+) -> Result<RawEthTransport, JobError> {
+    let (Some(ifname), Some(mac)) = (peer.interface.as_deref(), n.mac) else {
+        return Err(JobError::Refused(
+            peer.name.clone(),
+            RejectReason::Transport,
+        ));
+    };
+    Ok(RawEthTransport::connect(
+        ifname,
+        mac,
+        RawEthOptions {
+            session_nonce: Some(n.nonce),
+            clock,
+            ..RawEthOptions::default()
+        },
+    )?)
+}
+
+/// A full sweep, or a cheap re-check against the published model.
+fn measure<T: Transport>(
+    link: &mut T,
+    cfg: &Config,
+    job: Job,
+    clock: HostClock,
+    published: Option<&probe::ProbeResult>,
+) -> Result<JobResult, JobError> {
+    match (job, published) {
+        (Job::Recheck, Some(model)) => {
+            let sc = SweepConfig {
+                refine: false,
+                max_reps: 12,
+                ..SweepConfig::default()
+            };
+            let before = link.counters();
+            let samples = sweep::measure_sizes(link, &clock, 0, &RECHECK_SIZES, &sc)?;
+            let after = link.counters();
+            let bytes =
+                (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+            Ok(JobResult::Rechecked {
+                agrees: agrees_with(&samples, model),
+                bytes,
+            })
+        }
+        _ => {
+            let mut opts = ProbeOptions::default();
+            opts.sweep.max_size_bytes = cfg.max_size_bytes;
+            let r = probe::run(link, &clock, 0, &opts, &mut ())?;
+            Ok(JobResult::Swept(Box::new(r)))
+        }
+    }
 }
 
 /// Does a re-check agree with the published model?
@@ -509,6 +698,7 @@ fn probe_loop(
     shared: &Shared,
     key: ClusterKey,
     clock: HostClock,
+    targets: &[Target],
     known: &[bool],
     tx: &Sender<Outcome>,
 ) {
@@ -541,9 +731,15 @@ fn probe_loop(
         0.0,
         rand::random(),
     );
-    let mut published: HashMap<String, probe::ProbeResult> = HashMap::new();
-    let mut errors: Vec<Option<String>> = vec![None; cfg.peers.len()];
+    let mut published: HashMap<(usize, Tx), probe::ProbeResult> = HashMap::new();
+    let mut errors: Vec<Option<String>> = vec![None; targets.len()];
     let mut last_fanout: Option<f64> = None;
+    let ctx = JobCtx {
+        cfg,
+        cc: &cc,
+        clock,
+        shared,
+    };
     while !shared.shutdown.load(Ordering::Relaxed) {
         if let Some(w) = watchdog {
             if last_keepalive.elapsed() >= w {
@@ -551,12 +747,12 @@ fn probe_loop(
                 last_keepalive = Instant::now();
             }
         }
-        publish_status(cfg, shared, &sched, &errors, now_s());
+        publish_status(cfg, shared, targets, &sched, &errors, now_s());
         // LogfP over all peers, now and then, once at least two are known.
         let fanout_due = cfg.fanout_interval_s > 0.0
             && last_fanout.is_none_or(|t| now_s() - t >= cfg.fanout_interval_s)
             && cfg.peers.len() >= 2
-            && (0..cfg.peers.len()).all(|i| sched.peer(i).phase == PeerPhase::Known);
+            && (0..targets.len()).all(|i| sched.peer(i).phase == PeerPhase::Known);
         if fanout_due {
             last_fanout = Some(now_s());
             match fanout_job(cfg, &cc, clock, shared) {
@@ -576,30 +772,25 @@ fn probe_loop(
                 continue;
             }
         };
-        let peer = &cfg.peers[i];
-        let job = if published.contains_key(&peer.name) {
+        let target = targets[i];
+        let peer = &cfg.peers[target.peer];
+        let key = (target.peer, target.tx);
+        let job = if published.contains_key(&key) {
             job
         } else {
             Job::FullSweep
         };
-        match run_job(
-            cfg,
-            peer,
-            job,
-            &cc,
-            clock,
-            published.get(&peer.name),
-            shared,
-        ) {
+        match run_job(&ctx, peer, target.tx, job, published.get(&key)) {
             Ok(JobResult::Swept(r)) => {
                 sched.charge(r.probe_bytes, now_s());
                 shared
                     .spent_bytes
                     .store(sched.spent_bytes, Ordering::Relaxed);
-                let entry = crate::publish::entry_from_probe(&peer.name, "udp", &r);
+                let entry = crate::publish::entry_from_probe(&peer.name, target.tx.name(), &r);
                 tracing::info!(
-                    "{}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes)",
+                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes)",
                     peer.name,
+                    target.tx.name(),
                     r.fit.eel_ns,
                     entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
                     entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
@@ -607,7 +798,7 @@ fn probe_loop(
                     r.probe_bytes
                 );
                 let _ = tx.send(Outcome::Publish(Box::new(entry)));
-                published.insert(peer.name.clone(), *r);
+                published.insert(key, *r);
                 sched.swept(i, now_s());
                 errors[i] = None;
             }
@@ -637,7 +828,7 @@ fn probe_loop(
                 errors[i] = Some(e.to_string());
                 let _ = tx.send(Outcome::Stale {
                     peer: peer.name.clone(),
-                    transport: "udp".into(),
+                    transport: target.tx.name().into(),
                 });
             }
         }
@@ -655,7 +846,7 @@ fn fanout_job(
     let result = (|| {
         let mut links = Vec::with_capacity(cfg.peers.len());
         for p in &cfg.peers {
-            let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]))?;
+            let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]), Tx::Udp)?;
             links.push(udp_link(&n, clock)?);
             sessions.push(n);
         }
@@ -676,6 +867,7 @@ fn fanout_job(
 fn publish_status(
     cfg: &Config,
     shared: &Shared,
+    targets: &[Target],
     sched: &Scheduler,
     errors: &[Option<String>],
     now_s: f64,
@@ -683,12 +875,12 @@ fn publish_status(
     let mut st = shared.status.lock().unwrap_or_else(|e| e.into_inner());
     st.clear();
     let now_unix = crate::publish::unix_now_ns();
-    for (i, p) in cfg.peers.iter().enumerate() {
+    for (i, t) in targets.iter().enumerate() {
         let s = sched.peer(i);
         st.push(PeerStatus {
-            name: p.name.clone(),
+            name: cfg.peers[t.peer].name.clone(),
             phase: s.phase,
-            transport: "udp".into(),
+            transport: t.tx.name().into(),
             failures: s.failures,
             last_probe_unix_ns: s
                 .last_probe_s

@@ -145,6 +145,12 @@ pub struct RawEthOptions {
     pub yield_after: Option<Duration>,
     /// Clock for deadlines and receive overhead.
     pub clock: HostClock,
+    /// Client: use this session nonce (agreed on the control plane).
+    pub session_nonce: Option<u64>,
+    /// A wait that found nothing for this long sleeps in poll(2) until a
+    /// frame arrives (an idle responder costs no CPU; a probe in progress
+    /// never waits this long).
+    pub sleep_after: Duration,
 }
 
 impl Default for RawEthOptions {
@@ -160,6 +166,8 @@ impl Default for RawEthOptions {
             qdisc_bypass: false,
             yield_after: Some(Duration::from_micros(50)),
             clock: HostClock::default(),
+            session_nonce: None,
+            sleep_after: Duration::from_millis(20),
         }
     }
 }
@@ -351,6 +359,9 @@ pub struct RawEthTransport {
     reasm: Reassembly,
     counters: Counters,
     ignored: IgnoredFrames,
+    /// Server: when set, only a Hello carrying the nonce it holds opens a
+    /// session (0: none); the daemon's control plane sets it.
+    hello_gate: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// Test hook: drop the n-th Data frame this endpoint would send
     /// (1-based), as a lossy link would.
     #[cfg(test)]
@@ -436,7 +447,7 @@ impl RawEthTransport {
         opts: RawEthOptions,
     ) -> Result<Self, TransportError> {
         let mut t = Self::open(ifname, Role::Client, opts)?;
-        let mut nonce = rand::random::<u64>();
+        let mut nonce = opts.session_nonce.unwrap_or_else(rand::random::<u64>);
         if nonce == 0 {
             nonce = 1;
         }
@@ -572,6 +583,7 @@ impl RawEthTransport {
             reasm: Reassembly::new(opts.max_msg_bytes),
             counters: Counters::default(),
             ignored: IgnoredFrames::default(),
+            hello_gate: None,
             #[cfg(test)]
             drop_tx_data_frame: None,
             #[cfg(test)]
@@ -808,6 +820,13 @@ impl RawEthTransport {
             return Ok(None);
         };
         if self.role == Role::Server && h.kind == Kind::Hello {
+            if let Some(gate) = &self.hello_gate {
+                let allowed = gate.load(std::sync::atomic::Ordering::Acquire);
+                if allowed == 0 || allowed != h.nonce {
+                    self.ignored.wrong_nonce += 1;
+                    return Ok(None);
+                }
+            }
             self.adopt(f.src, h.nonce)?;
             return Ok(None);
         }
@@ -979,12 +998,29 @@ impl RawEthTransport {
     /// `since` has lasted `yield_ticks`.
     #[inline]
     fn idle(&self, since: u64, yield_ticks: u64) {
-        if self.clock.now().wrapping_sub(since) >= yield_ticks {
+        let waited = self.clock.now().wrapping_sub(since);
+        if waited >= self.clock.from_ns(self.opts.sleep_after.as_nanos() as f64) {
+            let mut pfd = libc::pollfd {
+                fd: self.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `pfd` is a valid pollfd for the call and the count 1
+            // matches it; poll keeps no pointer. 10 ms at most, so the
+            // caller's deadline is checked often enough.
+            unsafe { libc::poll(&mut pfd, 1, 10) };
+        } else if waited >= yield_ticks {
             // SAFETY: sched_yield has no preconditions.
             unsafe { libc::sched_yield() };
         } else {
             std::hint::spin_loop();
         }
+    }
+
+    /// Server: accept only Hellos whose nonce `gate` holds; others are
+    /// ignored and counted as `wrong_nonce`.
+    pub fn gate_hellos(&mut self, gate: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        self.hello_gate = Some(gate);
     }
 
     /// Frames received and not used, by reason.

@@ -339,6 +339,8 @@ pub struct UdpTransport {
     /// Clock reading of the last datagram received (see `spin_window`).
     last_rx_ticks: u64,
     spin_ticks: u64,
+    /// After this long without a datagram, polls yield the CPU in between.
+    yield_ticks: u64,
 }
 
 /// One datagram as it came off the socket.
@@ -418,6 +420,7 @@ impl UdpTransport {
             hello_gate: None,
             last_rx_ticks: 0,
             spin_ticks: opts.clock.from_ns(opts.spin_window.as_nanos() as f64),
+            yield_ticks: opts.clock.from_ns(50_000.0),
         })
     }
 
@@ -795,10 +798,11 @@ impl Transport for UdpTransport {
         if self.gone && self.role == Role::Client {
             return Err(TransportError::PeerGone("the session peer has left".into()));
         }
-        let deadline = self
-            .clock
-            .now()
-            .saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        let start = self.clock.now();
+        let deadline = start.saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
+        // Quiet time counts from the later of the last datagram and the start
+        // of this wait: a client that spent a while sending is not idle.
+        self.last_rx_ticks = self.last_rx_ticks.max(start);
         loop {
             match self.recv_datagram()? {
                 Some(d) => {
@@ -809,11 +813,17 @@ impl Transport for UdpTransport {
                 }
                 None => {
                     let now = self.clock.now();
-                    if now.saturating_sub(self.last_rx_ticks) > self.spin_ticks && now < deadline {
+                    let quiet = now.saturating_sub(self.last_rx_ticks);
+                    if quiet > self.spin_ticks && now < deadline {
                         // Idle: sleep until the socket is readable, at most
                         // 10 ms at a time (the deadline is checked below).
                         let left_ms = self.clock.to_ns(deadline - now) / 1e6;
                         wait_readable(self.fd, left_ms.clamp(0.0, 10.0).ceil() as i32);
+                    } else if quiet > self.yield_ticks {
+                        // Nothing for a while: let a peer that shares this
+                        // core run (far above a small-message round trip).
+                        // SAFETY: sched_yield has no preconditions.
+                        unsafe { libc::sched_yield() };
                     } else {
                         std::hint::spin_loop();
                     }

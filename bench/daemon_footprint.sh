@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The daemon's footprint: two netgauged on two namespace hosts (veth, tbf
+# 1 Gbit/s), measured over WINDOW seconds after both have published:
+# CPU % (utime+stime from /proc), RSS, probe payload bytes/s against the
+# budget (from the status file). Needs root.
+#   bash bench/daemon_footprint.sh [WINDOW_S] [BUDGET_BYTES_PER_S]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WINDOW=${1:-60}
+BUDGET=${2:-2000000}
+cargo build --release --bin ngctl --bin netgauged >/dev/null 2>&1
+NGCTL=$PWD/target/release/ngctl
+NETGAUGED=$PWD/target/release/netgauged
+TAG=ngfp$$
+WORK=$(mktemp -d /tmp/netgauged-fp.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del ${TAG}a 2>/dev/null || true
+    ip netns del ${TAG}b 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+ip netns add ${TAG}a; ip netns add ${TAG}b
+ip link add ${TAG}x type veth peer name ${TAG}y
+ip link set ${TAG}x netns ${TAG}a name eth0; ip link set ${TAG}y netns ${TAG}b name eth0
+ip -n ${TAG}a addr add 10.90.0.1/24 dev eth0; ip -n ${TAG}b addr add 10.90.0.2/24 dev eth0
+for n in a b; do
+    ip -n ${TAG}$n link set lo up; ip -n ${TAG}$n link set eth0 mtu 9000 up
+    ip netns exec ${TAG}$n tc qdisc add dev eth0 root tbf rate 1gbit burst 64kb latency 200ms
+done
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/key"; chmod 600 "$WORK/key"
+for n in a b; do
+    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
+    cat > "$WORK/$n.toml" <<EOT
+node = "node-$n"
+listen = "10.90.0.$me:7470"
+shm = "$WORK/seg-$n"
+key_file = "$WORK/key"
+state_file = "$WORK/state-$n.json"
+budget_bytes_per_s = $BUDGET
+recheck_interval_s = 10.0
+lock_memory = false
+fanout_interval_s = 0
+[[peer]]
+name = "node-$on"
+address = "10.90.0.$other:7470"
+interface = "eth0"
+EOT
+    ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" 2> "$WORK/$n.log" &
+    PIDS+=($!)
+done
+for _ in $(seq 1 300); do
+    n=$($NGCTL dump --json --shm "$WORK/seg-a" 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0)
+    [ "$n" -ge 2 ] && break
+    sleep 1
+done
+PID=$(pgrep -f "netgauged --config $WORK/a.toml" | head -1)
+ticks() { awk '{print $14+$15}' /proc/$PID/stat; }
+spent() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spent_bytes"])' "$WORK/seg-a.status"; }
+HZ=$(getconf CLK_TCK)
+t0=$(ticks); b0=$(spent); s0=$(date +%s.%N)
+sleep "$WINDOW"
+t1=$(ticks); b1=$(spent); s1=$(date +%s.%N)
+rss=$(awk '/VmRSS/ {print $2}' /proc/$PID/status)
+python3 - "$t0" "$t1" "$HZ" "$s0" "$s1" "$b0" "$b1" "$rss" "$BUDGET" <<'PY'
+import sys
+t0,t1,hz,s0,s1,b0,b1,rss,budget = map(float, sys.argv[1:])
+dt = s1 - s0
+print(f"window {dt:.1f} s after convergence (node-a, peers over raw and udp)")
+print(f"CPU      {100*(t1-t0)/hz/dt:.2f} % of one core")
+print(f"RSS      {rss/1024:.1f} MiB")
+print(f"probes   {(b1-b0)/dt:,.0f} payload B/s against a budget of {budget:,.0f} B/s ({100*(b1-b0)/dt/budget:.1f} %)")
+PY

@@ -1,0 +1,507 @@
+//! netgauged daemons on hosts made of network namespaces: convergence and
+//! G against a `tc tbf` rate, restart from the state file, a peer killed
+//! mid-probe, a fuzzed control port, and LogfP over four hosts on a bridge.
+//!
+//! Needs root (namespaces, veth, tc); skips with a printed reason otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
+const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+
+/// The namespaces of one test: they share a pid-based prefix and are
+/// deleted on drop. Host i has address 10.<net>.0.(i+1).
+struct Net {
+    names: Vec<String>,
+    net: u8,
+    dir: PathBuf,
+}
+
+fn sh(args: &[&str]) {
+    let st = Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .expect("run");
+    assert!(st.success(), "{args:?} failed");
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Net {
+    /// `hosts` namespaces; two are joined by a veth pair, more by a bridge
+    /// in a namespace of its own. `tbf`: a rate on every host's link.
+    fn new(tag: &str, net: u8, hosts: usize, tbf: Option<&str>) -> Net {
+        let base = format!("ng{}{}", tag, std::process::id() % 100_000);
+        let names: Vec<String> = (0..hosts).map(|i| format!("{base}h{i}")).collect();
+        let dir = std::env::temp_dir().join(&base);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut n = Net { names, net, dir };
+        for h in &n.names {
+            sh(&["ip", "netns", "add", h]);
+            sh(&["ip", "-n", h, "link", "set", "lo", "up"]);
+        }
+        if hosts == 2 {
+            let (a, b) = (&n.names[0], &n.names[1]);
+            sh(&[
+                "ip",
+                "link",
+                "add",
+                &format!("{base}a"),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("{base}b"),
+            ]);
+            sh(&[
+                "ip",
+                "link",
+                "set",
+                &format!("{base}a"),
+                "netns",
+                a,
+                "name",
+                "eth0",
+            ]);
+            sh(&[
+                "ip",
+                "link",
+                "set",
+                &format!("{base}b"),
+                "netns",
+                b,
+                "name",
+                "eth0",
+            ]);
+        } else {
+            let br = format!("{base}br");
+            n.names.push(br.clone());
+            sh(&["ip", "netns", "add", &br]);
+            sh(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"]);
+            sh(&["ip", "-n", &br, "link", "set", "br0", "mtu", "9000", "up"]);
+            for (i, h) in n.names[..hosts].iter().enumerate() {
+                let (x, y) = (format!("{base}x{i}"), format!("{base}y{i}"));
+                sh(&["ip", "link", "add", &x, "type", "veth", "peer", "name", &y]);
+                sh(&["ip", "link", "set", &x, "netns", h, "name", "eth0"]);
+                sh(&["ip", "link", "set", &y, "netns", &br]);
+                sh(&["ip", "-n", &br, "link", "set", &y, "mtu", "9000", "master", "br0", "up"]);
+            }
+        }
+        for (i, h) in n.names[..hosts].iter().enumerate() {
+            let addr = format!("10.{}.0.{}/24", n.net, i + 1);
+            sh(&["ip", "-n", h, "addr", "add", &addr, "dev", "eth0"]);
+            sh(&["ip", "-n", h, "link", "set", "eth0", "mtu", "9000", "up"]);
+            if let Some(rate) = tbf {
+                sh(&[
+                    "ip", "netns", "exec", h, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
+                    "rate", rate, "burst", "16kb", "latency", "400ms",
+                ]);
+            }
+        }
+        std::fs::write(n.dir.join("key"), "ab".repeat(32)).unwrap();
+        sh(&["chmod", "600", n.dir.join("key").to_str().unwrap()]);
+        n
+    }
+
+    fn addr(&self, i: usize) -> String {
+        format!("10.{}.0.{}", self.net, i + 1)
+    }
+
+    /// Write host i's configuration (peers: every other host).
+    fn config(&self, i: usize, hosts: usize, extra: &str) -> PathBuf {
+        let mut t = format!(
+            "node = \"host{i}\"\nlisten = \"{}:7470\"\nudp_port = 7471\nshm = \"{}\"\nkey_file = \"{}\"\nstate_file = \"{}\"\nlock_memory = false\n{extra}\n",
+            self.addr(i),
+            self.shm(i).display(),
+            self.dir.join("key").display(),
+            self.dir.join(format!("state{i}.json")).display()
+        );
+        for j in (0..hosts).filter(|&j| j != i) {
+            t.push_str(&format!(
+                "[[peer]]\nname = \"host{j}\"\naddress = \"{}:7470\"\n",
+                self.addr(j)
+            ));
+        }
+        let p = self.dir.join(format!("host{i}.toml"));
+        std::fs::write(&p, t).unwrap();
+        p
+    }
+
+    fn shm(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("seg{i}"))
+    }
+
+    fn start(&self, i: usize, cfg: &Path) -> Daemon {
+        let log = std::fs::File::create(self.dir.join(format!("host{i}.log"))).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[i], NETGAUGED, "--config"])
+            .arg(cfg)
+            .env("RUST_LOG", "netgauged=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn netgauged");
+        Daemon(child)
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.join(format!("host{i}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for h in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", h]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Daemon(Child);
+
+impl Daemon {
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+    fn kill9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+    /// SIGTERM and wait for a clean exit.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        self.0.wait().expect("wait")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn dump(shm: &Path) -> Option<serde_json::Value> {
+    let out = Command::new(NGCTL)
+        .args(["dump", "--json", "--shm"])
+        .arg(shm)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())?
+}
+
+fn entry(shm: &Path, peer: &str) -> Option<serde_json::Value> {
+    dump(shm)?["entries"]
+        .as_array()?
+        .iter()
+        .find(|e| e["peer"] == peer)
+        .cloned()
+}
+
+/// Poll `f` every 200 ms for up to `limit`: a bound so a broken daemon fails
+/// the test instead of hanging it, not a timing assertion.
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root for network namespaces");
+            return;
+        }
+    };
+}
+
+/// tbf at 400 Mbit/s (16 KiB bucket): 1/R = 20 ns per byte on the wire;
+/// UDP/IP/Ethernet and our headers add 82 B per 8918 B of payload at MTU
+/// 9000 (≈ 0.9 %).
+const RATE: &str = "400mbit";
+const INV_RATE_NS_PER_BYTE: f64 = 8.0 / 400e6 * 1e9;
+
+#[test]
+fn two_daemons_converge_and_g_matches_the_shaper() {
+    need_root!();
+    let net = Net::new("c", 97, 2, Some(RATE));
+    // Sizes to 512 KiB: above the shaper's 16 KiB bucket a burst of n
+    // messages is paced at R, below it part of it is free, so the
+    // large-message range needs sizes well above the bucket.
+    let extra = "recheck_interval_s = 5.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 524288\nfanout_interval_s = 0";
+    let mut d: Vec<Daemon> = (0..2)
+        .map(|i| net.start(i, &net.config(i, 2, extra)))
+        .collect();
+    for (me, other) in [(0, 1), (1, 0)] {
+        let e = wait_for(Duration::from_secs(180), || {
+            entry(&net.shm(me), &format!("host{other}"))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "host{me} published nothing for host{other}:\n{}",
+                net.log(me)
+            )
+        });
+        let last = e["ranges"]
+            .as_array()
+            .and_then(|r| r.last())
+            .cloned()
+            .expect("ranges");
+        let g = last["G_ns_per_byte"].as_f64().expect("G");
+        let err = (g - INV_RATE_NS_PER_BYTE).abs() / INV_RATE_NS_PER_BYTE;
+        assert!(
+            err <= 0.10,
+            "host{me}: large-message G {g:.2} ns/B vs 1/R {INV_RATE_NS_PER_BYTE:.2} ({:.1} % off)\n{e}",
+            err * 100.0
+        );
+        assert!(e["eel_ns"].as_f64().unwrap() > 0.0);
+    }
+    // Both EELs describe the same link: they agree within a factor of 2.
+    let (a, b) = (
+        entry(&net.shm(0), "host1").unwrap()["eel_ns"]
+            .as_f64()
+            .unwrap(),
+        entry(&net.shm(1), "host0").unwrap()["eel_ns"]
+            .as_f64()
+            .unwrap(),
+    );
+    assert!(a / b < 2.0 && b / a < 2.0, "EELs {a} and {b}");
+    for x in &mut d {
+        assert!(x.alive());
+        assert!(x.stop().success(), "clean exit on SIGTERM");
+    }
+}
+
+fn inode(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).expect("segment exists").ino()
+}
+
+#[test]
+fn restart_keeps_the_inode_and_restores_values_and_a_dead_peer_goes_stale() {
+    need_root!();
+    let net = Net::new("r", 96, 2, None);
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 16384\nfanout_interval_s = 0";
+    let cfg: Vec<PathBuf> = (0..2).map(|i| net.config(i, 2, extra)).collect();
+    let mut a = net.start(0, &cfg[0]);
+    let mut b = net.start(1, &cfg[1]);
+    let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
+        .unwrap_or_else(|| panic!("no entry:\n{}", net.log(0)));
+    let ino = inode(&net.shm(0));
+
+    // Restart host0: same inode, values back from the state file at once
+    // (its peer is still there, so nothing is stale).
+    assert!(a.stop().success());
+    let mut a = net.start(0, &cfg[0]);
+    let restored = wait_for(Duration::from_secs(10), || {
+        let e = entry(&net.shm(0), "host1")?;
+        let st = Command::new(NGCTL)
+            .args(["status", "--shm"])
+            .arg(net.shm(0))
+            .output()
+            .ok()?;
+        st.status.success().then_some(e)
+    })
+    .expect("values restored after restart");
+    assert_eq!(inode(&net.shm(0)), ino, "the segment keeps its inode");
+    assert_eq!(
+        restored["eel_ns"], before["eel_ns"],
+        "restored from the state file"
+    );
+    assert_eq!(restored["measured_unix_ns"], before["measured_unix_ns"]);
+
+    // kill -9 the peer: host0 stays up, publishes nothing new for host1, and
+    // marks it stale once a probe fails.
+    b.kill9();
+    let stale = wait_for(Duration::from_secs(60), || {
+        let e = entry(&net.shm(0), "host1")?;
+        e["flags"]
+            .as_array()?
+            .iter()
+            .any(|f| f == "stale")
+            .then_some(e)
+    })
+    .unwrap_or_else(|| panic!("host1 never marked stale:\n{}", net.log(0)));
+    assert!(a.alive(), "the survivor stays up");
+    assert_eq!(
+        stale["measured_unix_ns"], before["measured_unix_ns"],
+        "nothing partial was published"
+    );
+    // The peer returns: host0 recovers (a fresh, non-stale entry).
+    let _b = net.start(1, &cfg[1]);
+    let fresh = wait_for(Duration::from_secs(120), || {
+        let e = entry(&net.shm(0), "host1")?;
+        let stale = e["flags"].as_array()?.iter().any(|f| f == "stale");
+        (!stale && e["measured_unix_ns"] != before["measured_unix_ns"]).then_some(e)
+    });
+    assert!(fresh.is_some(), "host0 recovered:\n{}", net.log(0));
+    assert!(a.alive());
+}
+
+#[test]
+fn a_fuzzed_control_port_is_rejected_and_counted() {
+    need_root!();
+    let net = Net::new("f", 95, 2, None);
+    let extra = "fanout_interval_s = 0\nmax_size_bytes = 4096";
+    let mut a = net.start(0, &net.config(0, 2, extra));
+    let status = |shm: &Path| -> Option<serde_json::Value> {
+        let out = Command::new(NGCTL)
+            .args(["status", "--json", "--shm"])
+            .arg(shm)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())?
+    };
+    wait_for(Duration::from_secs(10), || status(&net.shm(0))).expect("daemon up");
+    // The sender runs inside host1's namespace: this test binary again, in
+    // its ignored helper test below.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &net.names[1]])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "fuzz_sender", "--nocapture"])
+        .env("NG_FUZZ_TARGET", format!("{}:7470", net.addr(0)))
+        .output()
+        .expect("run the fuzz sender");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let conns: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("fuzz connections: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("sender report");
+    assert!(a.alive(), "the daemon survives garbage on its control port");
+    // Every connection was refused at its first bad frame and counted (the
+    // status file is rewritten every second).
+    let counted = wait_for(Duration::from_secs(5), || {
+        let st = status(&net.shm(0))?;
+        let r = &st["daemon"]["control_rejects"];
+        let n: u64 = [
+            "malformed",
+            "oversize",
+            "bad_tag",
+            "replay",
+            "wrong_version",
+            "timeout",
+            "unknown_peer",
+            "refused",
+        ]
+        .iter()
+        .map(|k| r[k].as_u64().unwrap_or(0))
+        .sum();
+        (n >= conns).then_some(n)
+    });
+    assert!(
+        counted.is_some(),
+        "rejections not counted for {conns} connections:\n{}",
+        net.log(0)
+    );
+    // Nothing else changed: no entry appeared.
+    assert_eq!(
+        dump(&net.shm(0)).unwrap()["entries"]
+            .as_array()
+            .map_or(0, Vec::len),
+        0
+    );
+}
+
+/// Helper of the test above, run by it inside a namespace (ignored on its
+/// own): sends 100 000 random frames over 500 connections.
+#[test]
+#[ignore = "run by a_fuzzed_control_port_is_rejected_and_counted"]
+fn fuzz_sender() {
+    use rand::{Rng, SeedableRng};
+    use std::io::Write;
+    let target: std::net::SocketAddr = std::env::var("NG_FUZZ_TARGET")
+        .expect("target")
+        .parse()
+        .unwrap();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+    let (mut conns, mut frames) = (0u64, 0u64);
+    for _ in 0..500 {
+        let mut s =
+            std::net::TcpStream::connect_timeout(&target, Duration::from_secs(2)).expect("connect");
+        s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+        conns += 1;
+        for _ in 0..200 {
+            let len = rng.gen_range(1..96usize);
+            let mut frame: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            if rng.gen_bool(0.5) {
+                // A plausible length prefix, so the body reaches the checks.
+                frame[..4.min(len)].copy_from_slice(&(len as u32).to_le_bytes()[..4.min(len)]);
+            }
+            if s.write_all(&frame).is_err() {
+                break;
+            }
+            frames += 1;
+        }
+        // Wait for the daemon's verdict (it resets the connection).
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut sink = [0u8; 64];
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let _ = std::io::Read::read(&mut s, &mut sink);
+    }
+    println!("fuzz connections: {conns}");
+    println!("fuzz frames: {frames}");
+}
+
+#[test]
+fn four_hosts_on_a_bridge_publish_logfp() {
+    need_root!();
+    let hosts = 4;
+    let net = Net::new("l", 94, hosts, None);
+    let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 5.0";
+    let _d: Vec<Daemon> = (0..hosts)
+        .map(|i| net.start(i, &net.config(i, hosts, extra)))
+        .collect();
+    // Every host measures its three peers, then runs 1:P−P:1 over them.
+    let e = wait_for(Duration::from_secs(300), || {
+        let d = dump(&net.shm(0))?;
+        d["entries"]
+            .as_array()?
+            .iter()
+            .find(|e| {
+                e["logfp"]["curve"]
+                    .as_array()
+                    .is_some_and(|c| c.len() == hosts - 1)
+            })
+            .cloned()
+    })
+    .unwrap_or_else(|| panic!("no LogfP published:\n{}", net.log(0)));
+    let l = &e["logfp"];
+    let curve = l["curve"].as_array().unwrap();
+    let ps: Vec<u64> = curve.iter().map(|p| p["peers"].as_u64().unwrap()).collect();
+    assert_eq!(ps, vec![1, 2, 3], "o(P) measured at P = 1..3");
+    for p in curve {
+        let (o, rtt) = (p["o_ns"].as_f64().unwrap(), p["rtt_ns"].as_f64().unwrap());
+        assert!(o > 0.0 && rtt > o, "o(P) {o} ns, RTT(P) {rtt} ns");
+    }
+    // RTT(P) grows with P: one more answer to wait for each time.
+    let rtts: Vec<f64> = curve
+        .iter()
+        .map(|p| p["rtt_ns"].as_f64().unwrap())
+        .collect();
+    assert!(rtts[2] > rtts[0], "RTT(3) {} ≤ RTT(1) {}", rtts[2], rtts[0]);
+    assert!(l["o_min_ns"].as_f64().is_some() && l["o_max_ns"].as_f64().is_some());
+    // f is published as a number or as null ("not identifiable from P ≤ 3").
+    assert!(l.get("f").is_some());
+}
