@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 WINDOW=${1:-60}
 BUDGET=${2:-2000000}
 cargo build --release --bin ngctl --bin netgauged >/dev/null 2>&1
-NGCTL=$PWD/target/release/ngctl
-NETGAUGED=$PWD/target/release/netgauged
+NGCTL=${CARGO_TARGET_DIR:-$PWD/target}/release/ngctl
+NETGAUGED=${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged
 TAG=ngfp$$
 WORK=$(mktemp -d /tmp/netgauged-fp.XXXXXX)
 PIDS=()

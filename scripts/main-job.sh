@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --bin ngctl --bin netgauged
-NGCTL=$PWD/target/release/ngctl
-NETGAUGED=$PWD/target/release/netgauged
+NGCTL=${CARGO_TARGET_DIR:-$PWD/target}/release/ngctl
+NETGAUGED=${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged
 
 echo "== the probe clock"
 $NGCTL clock

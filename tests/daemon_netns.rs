@@ -90,7 +90,9 @@ impl Net {
                 sh(&["ip", "link", "add", &x, "type", "veth", "peer", "name", &y]);
                 sh(&["ip", "link", "set", &x, "netns", h, "name", "eth0"]);
                 sh(&["ip", "link", "set", &y, "netns", &br]);
-                sh(&["ip", "-n", &br, "link", "set", &y, "mtu", "9000", "master", "br0", "up"]);
+                sh(&[
+                    "ip", "-n", &br, "link", "set", &y, "mtu", "9000", "master", "br0", "up",
+                ]);
             }
         }
         for (i, h) in n.names[..hosts].iter().enumerate() {
