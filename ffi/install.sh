@@ -32,6 +32,7 @@ install -m 0755 "$NG_LIB_DIR/libnetgauge.so" "$LIBDIR/libnetgauge.so.1"
 ln -sf libnetgauge.so.1 "$LIBDIR/libnetgauge.so"
 install -m 0644 "$NG_LIB_DIR/libnetgauge.a" "$LIBDIR/libnetgauge.a"
 install -m 0644 "$here/include/netgauge.h" "$INCLUDEDIR/netgauge.h"
+install -m 0644 "$here/include/netgauge_select.h" "$INCLUDEDIR/netgauge_select.h"
 sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@LIBDIR@|$LIBDIR|g" \
     -e "s|@INCLUDEDIR@|$INCLUDEDIR|g" -e "s|@VERSION@|$version|g" \
     "$here/netgauge.pc.in" > "$LIBDIR/pkgconfig/netgauge.pc"

@@ -14,6 +14,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --bin ngctl --bin netgauged
+# The C ABI for consumers: libnetgauge.{so,a}, netgauge.h, netgauge.pc under
+# /usr/local (an MPI library builds with `pkg-config --cflags --libs netgauge`).
+bash ffi/install.sh
 NGCTL=${CARGO_TARGET_DIR:-$PWD/target}/release/ngctl
 NETGAUGED=${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged
 
