@@ -391,6 +391,7 @@ fn a_fuzzed_control_port_is_rejected_and_counted() {
         .find_map(|l| l.strip_prefix("fuzz connections: "))
         .and_then(|v| v.trim().parse().ok())
         .expect("sender report");
+    eprintln!("{text}");
     assert!(a.alive(), "the daemon survives garbage on its control port");
     // Every connection was refused at its first bad frame and counted (the
     // status file is rewritten every second).
@@ -427,7 +428,8 @@ fn a_fuzzed_control_port_is_rejected_and_counted() {
 }
 
 /// Helper of the test above, run by it inside a namespace (ignored on its
-/// own): sends 100 000 random frames over 500 connections.
+/// own): writes 100 000 random frames over 10 000 connections (the daemon
+/// judges the first frame of each and resets the connection).
 #[test]
 #[ignore = "run by a_fuzzed_control_port_is_rejected_and_counted"]
 fn fuzz_sender() {
@@ -439,12 +441,12 @@ fn fuzz_sender() {
         .unwrap();
     let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
     let (mut conns, mut frames) = (0u64, 0u64);
-    for _ in 0..500 {
+    for _ in 0..10_000 {
         let mut s =
             std::net::TcpStream::connect_timeout(&target, Duration::from_secs(2)).expect("connect");
         s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
         conns += 1;
-        for _ in 0..200 {
+        for _ in 0..10 {
             let len = rng.gen_range(1..96usize);
             let mut frame: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
             if rng.gen_bool(0.5) {
@@ -461,6 +463,16 @@ fn fuzz_sender() {
         let mut sink = [0u8; 64];
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let _ = std::io::Read::read(&mut s, &mut sink);
+    }
+    // Forged: a client with the wrong cluster key; unauthenticated: the
+    // right key but a node name the daemon does not know. Both refused.
+    use netgauged::control::{ClusterKey, ConnConfig, Connection};
+    let wrong = ClusterKey::from_bytes(&[0x5a; 32]).unwrap();
+    let right = ClusterKey::from_bytes(&[0xab; 32]).unwrap(); // the key file holds "ab" × 32 in hex
+    for (who, key) in [("host1", wrong), ("intruder", right)] {
+        let r = Connection::connect(target, "host0", &ConnConfig::new(who, key));
+        assert!(r.is_err(), "{who} was let in");
+        conns += 1;
     }
     println!("fuzz connections: {conns}");
     println!("fuzz frames: {frames}");
