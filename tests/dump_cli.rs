@@ -1,0 +1,99 @@
+//! `ngctl probe --publish` and `ngctl dump`: the JSON of a published entry
+//! uses `ngctl probe --json`'s field names; a missing or corrupt segment is
+//! one clear line and a non-zero exit.
+
+use std::process::Command;
+
+const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ngdump-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn published_sim_probe_dumps_with_probe_field_names() {
+    let seg = tmp("seg");
+    let model = "L=5960,o=4720,g=5140,G=0.73,S=12288";
+    let probe = Command::new(NGCTL)
+        .args([
+            "probe",
+            "--transport",
+            "sim",
+            "--model",
+            model,
+            "--json",
+            "--publish",
+            "--shm",
+        ])
+        .arg(&seg)
+        .output()
+        .expect("probe");
+    assert!(
+        probe.status.success(),
+        "{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let p: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+    let out = Command::new(NGCTL)
+        .args(["dump", "--json", "--shm"])
+        .arg(&seg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &d["entries"][0];
+    assert_eq!(e["peer"], "sim");
+    assert_eq!(e["transport"], "sim");
+    for k in [
+        "eel_ns",
+        "L_ns",
+        "o_s_ns",
+        "o_r_ns",
+        "g_ns",
+        "G_ns_per_byte",
+        "S_bytes",
+    ] {
+        assert_eq!(
+            e[k], p[k],
+            "{k} differs between probe --json and dump --json"
+        );
+    }
+    assert_eq!(e["ranges"], p["ranges"]);
+    assert_eq!(e["S_bytes"], 12288);
+    let human = Command::new(NGCTL)
+        .args(["dump", "--shm"])
+        .arg(&seg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("sim over sim") && text.contains("12288 B"),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&seg);
+}
+
+#[test]
+fn missing_or_corrupt_segments_are_one_clear_line() {
+    let missing = tmp("missing");
+    let corrupt = tmp("corrupt");
+    std::fs::write(&corrupt, vec![0x5au8; 8192]).unwrap();
+    for (path, why) in [(&missing, "No such file"), (&corrupt, "invalid segment")] {
+        for cmd in ["dump", "status"] {
+            let out = Command::new(NGCTL)
+                .args([cmd, "--shm"])
+                .arg(path)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{cmd} on {path:?} succeeded");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim_end().lines().count(), 1, "{cmd}: {err}");
+            assert!(err.contains(why), "{cmd}: {err}");
+        }
+    }
+    let _ = std::fs::remove_file(&corrupt);
+}
