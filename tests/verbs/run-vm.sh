@@ -31,4 +31,4 @@ echo "run-vm: VM run took $(( $(date +%s) - t0 )) s"
 
 # Host-side checks of the "Done when" criteria.
 cd "$ROOT"
-NETGAUGED_VERBS_RESULTS="$OUT" cargo test --release --test verbs_vm -- --nocapture
+NETGAUGED_VERBS_RESULTS="$OUT" cargo test --release --test verbs_vm -- --include-ignored --nocapture
