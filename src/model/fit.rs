@@ -206,7 +206,7 @@ fn eel_and_L(points: &[SizePoint], ranges: &[Range]) -> (f64, f64) {
 /// (the rendezvous handshake adds one small-message round trip to every
 /// message; comparing the per-range g, both taken at s = 1, isolates that
 /// constant cost from the change of G).
-fn rendezvous_threshold(ranges: &[Range], eel_ns: f64) -> Option<u64> {
+fn rendezvous_threshold(ranges: &[Range], points: &[SizePoint], eel_ns: f64) -> Option<u64> {
     let jump = RENDEZVOUS_RTT_FRACTION * 2.0 * eel_ns;
     if !(jump.is_finite() && jump > 0.0) {
         return None;
@@ -216,12 +216,26 @@ fn rendezvous_threshold(ranges: &[Range], eel_ns: f64) -> Option<u64> {
     // alone is a change of bandwidth: a faster or slower G that is continuous
     // at the boundary moves the intercept, a steeper G far from s = 1 moves
     // the boundary value.
+    // A single message pays the handshake too: PRTT(1,0,s) jumps across S,
+    // which a shaper's token bucket (smooth for one message) does not do.
+    let half_rtt = |s: u64| {
+        points
+            .iter()
+            .find(|p| p.size_bytes == s)
+            .map(|p| p.half_rtt_ns)
+    };
     let at = |r: &Range, s: u64| r.g_ns + x_of(s) * r.G_ns_per_byte;
     ranges
         .windows(2)
         .find(|w| {
             let at_boundary = at(&w[1], w[1].from_bytes) - at(&w[0], w[1].from_bytes);
-            at_boundary >= jump && w[1].g_ns - w[0].g_ns >= jump
+            let single = match (half_rtt(w[0].to_bytes), half_rtt(w[1].from_bytes)) {
+                (Some(a), Some(b)) => {
+                    b - a - x_of(w[1].from_bytes - w[0].to_bytes + 1) * w[0].G_ns_per_byte.max(0.0)
+                }
+                _ => f64::INFINITY,
+            };
+            at_boundary >= jump && w[1].g_ns - w[0].g_ns >= jump && single >= 0.5 * eel_ns
         })
         .map(|w| w[0].to_bytes)
 }
@@ -317,7 +331,7 @@ pub fn fit_loggp(samples: &[SizeSamples]) -> LogGpFit {
         eel_ns,
         L_ns,
         L_negative: L_ns < 0.0,
-        S_bytes: rendezvous_threshold(&ranges, eel_ns),
+        S_bytes: rendezvous_threshold(&ranges, &points, eel_ns),
         segmenter: Some(segmenter),
         changes_lookahead: to_sizes(&la),
         changes_optimal: to_sizes(&opt),
@@ -434,6 +448,9 @@ mod tests {
         o_ns: f64,
         ranges: Vec<(u64, f64, f64)>,
         n: u32,
+        /// Sizes from here on pay a rendezvous handshake (2L + 4o) per
+        /// message, a single one too (both the request and the answer).
+        handshake_from: Option<u64>,
     }
 
     /// Paper Table 2, Open MPI/openib (µs → ns).
@@ -443,6 +460,7 @@ mod tests {
             o_ns: 4720.0,
             ranges: vec![(1, 5140.0, 0.73), (12289, 21390.0, 1.03)],
             n: 16,
+            handshake_from: Some(12289),
         }
     }
 
@@ -473,7 +491,11 @@ mod tests {
                 let &(_, g, big_g) = t.ranges.iter().rev().find(|r| r.0 <= s).unwrap();
                 let x = (s - 1) as f64;
                 let g_all = g + x * big_g;
-                let prtt1 = 2.0 * (t.l_ns + 2.0 * t.o_ns + x * big_g);
+                let handshake = match t.handshake_from {
+                    Some(from) if s >= from => 2.0 * (2.0 * t.l_ns + 4.0 * t.o_ns),
+                    _ => 0.0,
+                };
+                let prtt1 = 2.0 * (t.l_ns + 2.0 * t.o_ns + x * big_g) + handshake;
                 let d = prtt1;
                 let k = f64::from(t.n - 1);
                 let prttn = prtt1 + k * g_all;
@@ -584,6 +606,7 @@ mod tests {
             o_ns: 500.0,
             ranges: vec![(1, 800.0, 0.1)],
             n: 8,
+            handshake_from: None,
         };
         let fit = fit_loggp(&generate(&t, 30, 0.01, 5));
         assert_eq!(fit.ranges.len(), 1, "{:?}", fit.changes_optimal);
@@ -600,6 +623,7 @@ mod tests {
             o_ns: 500.0,
             ranges: vec![(1, 800.0, 0.1), (65537, 1000.0, 0.2)],
             n: 8,
+            handshake_from: None,
         };
         let fit = fit_loggp(&generate(&t, 5, 0.0, 5));
         assert_eq!(fit.ranges.len(), 2);
