@@ -73,6 +73,11 @@ struct VerbsArgs {
     /// msg: largest eager message; larger ones use the rendezvous.
     #[arg(long, default_value_t = 16 * 1024)]
     eager_max: usize,
+    /// rdma: largest inline write. Default: 0 on software devices (rxe, siw:
+    /// their inline path is a copy in the kernel, and perftest turns it off
+    /// there too), 256 B otherwise.
+    #[arg(long)]
+    inline_max: Option<u32>,
 }
 
 #[derive(Subcommand)]
@@ -603,6 +608,10 @@ mod verbs_cli {
             .context("--device DEV is required for rdma/msg (see `ibv_devices`)")?;
         let mut o = VerbsOptions::new(device);
         o.link.gid_index = v.gid_index;
+        let software = device.starts_with("rxe") || device.starts_with("siw");
+        o.link.max_inline_bytes =
+            v.inline_max
+                .unwrap_or(if software { 0 } else { o.link.max_inline_bytes });
         o.max_msg_bytes = usize::try_from(max_size).context("--max-size too large")?;
         o.clock = clock;
         Ok(o)
