@@ -687,9 +687,19 @@ fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -
             return false;
         };
         let want = r.g_ns + (p.size_bytes.saturating_sub(1)) as f64 * r.G_ns_per_byte;
-        let close = |got: f64, want: f64| (got - want).abs() <= RECHECK_TOLERANCE * want.abs();
-        let eel_ok = p.size_bytes != 1 || close(p.half_rtt_ns, published.fit.eel_ns);
-        close(p.gap_ns, want) && eel_ok
+        // Off by more than the tolerance *and* by more than the re-check's
+        // own noise (3 × its 95 % half-width): a noisy host must not turn
+        // every re-check into a full sweep.
+        let noise = if p.gap_hw_ns.is_finite() {
+            3.0 * p.gap_hw_ns
+        } else {
+            0.0
+        };
+        let gap_ok = (p.gap_ns - want).abs() <= (RECHECK_TOLERANCE * want.abs()).max(noise);
+        let eel_ok = p.size_bytes != 1
+            || (p.half_rtt_ns - published.fit.eel_ns).abs()
+                <= RECHECK_TOLERANCE * published.fit.eel_ns;
+        gap_ok && eel_ok
     })
 }
 

@@ -362,6 +362,9 @@ pub struct RawEthTransport {
     /// Server: when set, only a Hello carrying the nonce it holds opens a
     /// session (0: none); the daemon's control plane sets it.
     hello_gate: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Clock reading of the last frame sent or received: waits that follow
+    /// activity spin, a responder nobody talked to for a while sleeps.
+    last_activity: u64,
     /// Test hook: drop the n-th Data frame this endpoint would send
     /// (1-based), as a lossy link would.
     #[cfg(test)]
@@ -584,6 +587,7 @@ impl RawEthTransport {
             counters: Counters::default(),
             ignored: IgnoredFrames::default(),
             hello_gate: None,
+            last_activity: 0,
             #[cfg(test)]
             drop_tx_data_frame: None,
             #[cfg(test)]
@@ -1098,6 +1102,7 @@ impl Transport for RawEthTransport {
         if peer != 0 {
             return Err(TransportError::NoPeer(peer));
         }
+        self.last_activity = self.clock.now();
         if bytes > self.opts.max_msg_bytes {
             return Err(TransportError::TooLarge {
                 bytes,
@@ -1152,14 +1157,22 @@ impl Transport for RawEthTransport {
         }
         let start = self.clock.now();
         let deadline = start.saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
-        let (mut since, yield_ticks) = (start, self.yield_ticks());
+        // A prober spins from the start of every wait; a responder from its
+        // last frame, so an idle one sleeps.
+        let first = if self.role == Role::Client {
+            self.last_activity.max(start)
+        } else {
+            self.last_activity
+        };
+        let (mut since, yield_ticks) = (first, self.yield_ticks());
         loop {
             match self.poll_frame()? {
                 Some(f) => {
+                    since = self.clock.now();
+                    self.last_activity = since;
                     if let Some(r) = self.handle_frame(&f)? {
                         return Ok(r);
                     }
-                    since = self.clock.now();
                 }
                 None => self.idle(since, yield_ticks),
             }

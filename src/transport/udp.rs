@@ -336,7 +336,9 @@ pub struct UdpTransport {
     /// session (0: none is authorized). The daemon's control plane stores the
     /// nonce of the probe session it accepted.
     hello_gate: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
-    /// Clock reading of the last datagram received (see `spin_window`).
+    /// Clock reading of the last datagram sent or received (see
+    /// `spin_window`): a client that just sent is busy-waiting for its
+    /// answer; a responder nobody talked to for a while sleeps.
     last_rx_ticks: u64,
     spin_ticks: u64,
     /// After this long without a datagram, polls yield the CPU in between.
@@ -730,6 +732,7 @@ impl Transport for UdpTransport {
         if peer != 0 {
             return Err(TransportError::NoPeer(peer));
         }
+        self.last_rx_ticks = self.clock.now();
         if bytes > self.opts.max_msg_bytes {
             return Err(TransportError::TooLarge {
                 bytes,
@@ -800,9 +803,11 @@ impl Transport for UdpTransport {
         }
         let start = self.clock.now();
         let deadline = start.saturating_add(self.clock.from_ns(timeout.as_nanos() as f64));
-        // Quiet time counts from the later of the last datagram and the start
-        // of this wait: a client that spent a while sending is not idle.
-        self.last_rx_ticks = self.last_rx_ticks.max(start);
+        if self.role == Role::Client {
+            // A prober is never idle while it waits: it spins (then yields)
+            // for a spin window from the start of every wait.
+            self.last_rx_ticks = self.last_rx_ticks.max(start);
+        }
         loop {
             match self.recv_datagram()? {
                 Some(d) => {
