@@ -222,12 +222,17 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     None
 }
 
+/// Daemons busy-poll while they probe: two tests' hosts at once on a
+/// two-core machine measure the scheduler, not the links. One at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 macro_rules! need_root {
     () => {
         if !is_root() {
             eprintln!("skipped: needs root for network namespaces");
             return;
         }
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     };
 }
 
