@@ -91,7 +91,14 @@ fn main() {
         let mut our_errs_subset: Vec<f64> = Vec::new();
         for i in 0..sets {
             let (m, t) = random_set(&mut rng, jitter, seed * 1000 + i as u64);
-            let r = run(&m, SweepConfig::default());
+            // The model has no cold path: no session warm-up.
+            let r = run(
+                &m,
+                SweepConfig {
+                    session_warmup: std::time::Duration::ZERO,
+                    ..SweepConfig::default()
+                },
+            );
             let first = &r.fit.ranges[0];
             let e = [
                 rel(first.g_ns, t.g),

@@ -79,6 +79,66 @@ impl Clock for VirtualClock {
     }
 }
 
+/// A deadline for a busy-polling wait that reads the clock only every
+/// [`SpinDeadline::SPINS`] polls, and not at all while the first ones run:
+/// a wait that ends within them costs no clock read. On a host without a
+/// usable TSC a clock read is a system call (≈ 1 µs under an emulated CPU),
+/// which would otherwise be charged to every round trip. The deadline counts
+/// from the first reading, at most `SPINS` polls after the wait began.
+#[derive(Clone, Copy, Debug)]
+pub struct SpinDeadline {
+    start: Option<u64>,
+    last: u64,
+    limit_ticks: u64,
+    spins: u32,
+}
+
+impl SpinDeadline {
+    /// Polls between two clock readings (a power of two).
+    pub const SPINS: u32 = 64;
+
+    pub fn new<C: Clock + ?Sized>(clock: &C, timeout: std::time::Duration) -> Self {
+        SpinDeadline {
+            start: None,
+            last: 0,
+            limit_ticks: clock.from_ns(timeout.as_nanos() as f64),
+            spins: 0,
+        }
+    }
+
+    /// Count one poll; true once the timeout has passed. Reads the clock on
+    /// every `SPINS`-th call only.
+    #[inline]
+    pub fn expired<C: Clock + ?Sized>(&mut self, clock: &C) -> bool {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins & (Self::SPINS - 1) != 0 {
+            return false;
+        }
+        let now = clock.now();
+        self.last = now;
+        match self.start {
+            None => {
+                self.start = Some(now);
+                false
+            }
+            Some(s) => now.wrapping_sub(s) > self.limit_ticks,
+        }
+    }
+
+    /// Ticks between the first and the latest clock reading (0 before the
+    /// second): how long the wait has lasted, give or take `SPINS` polls.
+    #[inline]
+    pub fn waited_ticks(&self) -> u64 {
+        self.start.map_or(0, |s| self.last.wrapping_sub(s))
+    }
+
+    /// True on the calls that read the clock: a place for periodic work.
+    #[inline]
+    pub fn at_checkpoint(&self) -> bool {
+        self.spins & (Self::SPINS - 1) == 0
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Host clocks
 // ---------------------------------------------------------------------------
@@ -92,6 +152,17 @@ pub enum ClockError {
     NotInvariant,
     #[error("TSC calibration failed: {0}")]
     Calibration(String),
+    #[error(
+        "the TSC is not invariant and its rate is not steady: two calibrations \
+         gave {first_hz:.0} Hz and {second_hz:.0} Hz ({ppm:.1} ppm apart, at most \
+         {limit_ppm} allowed)"
+    )]
+    Unsteady {
+        first_hz: f64,
+        second_hz: f64,
+        ppm: f64,
+        limit_ppm: f64,
+    },
 }
 
 /// Read CLOCK_MONOTONIC_RAW in nanoseconds (vDSO, no system call on Linux
@@ -477,7 +548,62 @@ impl Default for HostClock {
     }
 }
 
+/// Which host clock to time with (`--clock`, `clock =` in the daemon's
+/// configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClockChoice {
+    /// The TSC when the CPU flags it invariant, else CLOCK_MONOTONIC_RAW.
+    #[default]
+    Auto,
+    /// The TSC even when the CPU does not flag it invariant (virtual
+    /// machines often hide the flag), provided two calibrations against
+    /// CLOCK_MONOTONIC_RAW agree within [`HostClock::STEADY_PPM`]; refused
+    /// otherwise. perftest times this way unconditionally.
+    Tsc,
+    /// CLOCK_MONOTONIC_RAW (a system call where the kernel's clocksource has
+    /// no vDSO support, e.g. hpet).
+    MonotonicRaw,
+}
+
 impl HostClock {
+    /// How far apart (ppm) two calibrations of a TSC that is not flagged
+    /// invariant may be for `--clock tsc` to accept it: 0.1 %, far above the
+    /// calibration's own noise on a loaded virtual machine (≈ 150 ppm seen)
+    /// and far below a frequency-scaled TSC's change (tens of percent), and
+    /// a rate error that small is invisible in any LogGP parameter.
+    pub const STEADY_PPM: f64 = 1000.0;
+
+    /// The clock `choice` asks for. Only [`ClockChoice::Tsc`] can fail.
+    pub fn choose(choice: ClockChoice) -> Result<HostClock, ClockError> {
+        match choice {
+            ClockChoice::Auto => Ok(Self::detect()),
+            ClockChoice::MonotonicRaw => Ok(HostClock::MonoRaw(MonoRawClock)),
+            ClockChoice::Tsc => match TscClock::detect() {
+                Ok(t) => Ok(HostClock::Tsc(t)),
+                Err(ClockError::NotInvariant) => {
+                    let first = TscClock::calibrated(TscClock::CALIBRATION)?;
+                    let second = TscClock::calibrated(TscClock::CALIBRATION)?;
+                    let ppm = (first.hz() - second.hz()).abs() / second.hz() * 1e6;
+                    if ppm > Self::STEADY_PPM {
+                        return Err(ClockError::Unsteady {
+                            first_hz: first.hz(),
+                            second_hz: second.hz(),
+                            ppm,
+                            limit_ppm: Self::STEADY_PPM,
+                        });
+                    }
+                    tracing::info!(
+                        "TSC not flagged invariant; used as asked ({:.6} MHz, calibrations {ppm:.1} ppm apart)",
+                        second.hz() / 1e6
+                    );
+                    Ok(HostClock::Tsc(second))
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
     /// The invariant TSC if there is one and its rate can be found, else
     /// CLOCK_MONOTONIC_RAW. Takes at most about 200 ms (the calibration).
     pub fn detect() -> HostClock {
@@ -870,6 +996,58 @@ fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> std::io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spin_deadline_reads_the_clock_only_at_checkpoints() {
+        let clock = VirtualClock::new();
+        let mut d = SpinDeadline::new(&clock, std::time::Duration::from_micros(10));
+        // The first SPINS polls: no reading yet, so no deadline either, even
+        // though (virtual) time flies.
+        for _ in 0..SpinDeadline::SPINS - 1 {
+            clock.advance_to_ns(clock.now_ns() + 1_000.0);
+            assert!(!d.expired(&clock));
+            assert!(!d.at_checkpoint());
+        }
+        // The first checkpoint starts the deadline.
+        assert!(!d.expired(&clock));
+        assert!(d.at_checkpoint());
+        assert_eq!(d.waited_ticks(), 0);
+        let start_ns = clock.now_ns();
+        // 9 µs later at the next checkpoint: not yet.
+        clock.advance_to_ns(start_ns + 9_000.0);
+        for _ in 0..SpinDeadline::SPINS {
+            assert!(!d.expired(&clock));
+        }
+        assert_eq!(d.waited_ticks(), clock.from_ns(9_000.0));
+        // 11 µs after the start: expired at the next checkpoint, not before.
+        clock.advance_to_ns(start_ns + 11_000.0);
+        for _ in 0..SpinDeadline::SPINS - 1 {
+            assert!(!d.expired(&clock));
+        }
+        assert!(d.expired(&clock));
+    }
+
+    #[test]
+    fn clock_choice_monotonic_raw_is_what_it_says() {
+        let c = HostClock::choose(ClockChoice::MonotonicRaw).unwrap();
+        assert_eq!(c.source_name(), "monotonic_raw");
+        assert_eq!(c.rate_hz(), 1e9);
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+    }
+
+    #[test]
+    fn clock_choice_tsc_is_a_tsc_or_a_reason() {
+        match HostClock::choose(ClockChoice::Tsc) {
+            Ok(c) => {
+                assert_eq!(c.source_name(), "tsc");
+                // A plausible TSC rate: 100 MHz to 10 GHz.
+                assert!(c.rate_hz() > 1e8 && c.rate_hz() < 1e10, "{}", c.rate_hz());
+            }
+            Err(e) => assert!(!cfg!(target_arch = "x86_64") || e.to_string().contains("TSC")),
+        }
+    }
 
     /// A (raw_ns, tsc) pair whose bracketing TSC reads are the closest of
     /// many tries.

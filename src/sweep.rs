@@ -45,6 +45,12 @@ pub struct SweepConfig {
     pub steps_per_octave: u32,
     /// Discarded PRTTs per size before measuring (also used to choose d).
     pub warmup: u32,
+    /// Ping-pong of the smallest size for at least this long (and at least
+    /// [`SESSION_WARMUP_ROUNDS`] round trips) before the first size is
+    /// measured: a fresh path (queue pairs, kernel threads, caches, CPU
+    /// frequency) is slower for its first milliseconds, and the first size
+    /// would carry that into the fitted latency.
+    pub session_warmup: Duration,
     pub min_reps: u32,
     pub max_reps: u32,
     /// Stop repeating a size once the 95 % half-width of its gap and overhead
@@ -70,6 +76,7 @@ impl Default for SweepConfig {
             n_max: 64,
             steps_per_octave: 2,
             warmup: 2,
+            session_warmup: Duration::from_millis(50),
             min_reps: 6,
             max_reps: 40,
             rel_tol: 0.02,
@@ -90,6 +97,7 @@ impl SweepConfig {
             n_min: 10,
             n_max: 10,
             warmup: 0,
+            session_warmup: Duration::ZERO,
             min_reps: 100,
             max_reps: 100,
             refine: false,
@@ -220,6 +228,38 @@ pub struct SweepResult {
     pub samples: Vec<SizeSamples>,
     /// Rounds lost and retried.
     pub lost_rounds: u32,
+}
+
+/// Least number of round trips of the session warm-up.
+pub const SESSION_WARMUP_ROUNDS: u32 = 16;
+
+/// The session warm-up: PRTT(1, 0, min size) until `cfg.session_warmup` has
+/// passed and at least [`SESSION_WARMUP_ROUNDS`] round trips were made.
+/// Nothing is recorded.
+fn warm_session<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    cfg: &SweepConfig,
+    guard: &mut LossGuard,
+) -> Result<(), SweepError> {
+    if cfg.session_warmup.is_zero() {
+        return Ok(());
+    }
+    let s = (cfg.min_size_bytes.max(1) as usize).min(transport.caps().max_msg_bytes);
+    let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
+    let start = clock.now();
+    let mut rounds = 0u32;
+    while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
+        match prtt(transport, clock, peer, 1, 0, s, cfg.timeout) {
+            Ok(_) => {
+                guard.on_success();
+                rounds += 1;
+            }
+            Err(e) => guard.on_error(transport, e, s as u64, cfg.timeout)?,
+        }
+    }
+    Ok(())
 }
 
 /// Measure one size: warm-up, choose d, then repetitions of PRTT(1,0,s),
@@ -374,6 +414,7 @@ pub fn sweep<T: Transport, C: Clock>(
     progress: &mut dyn Progress,
 ) -> Result<SweepResult, SweepError> {
     let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    warm_session(transport, clock, peer, cfg, &mut guard)?;
     let sizes = cfg.initial_sizes();
     let mut samples = Vec::with_capacity(sizes.len() + 32);
     for (i, &s) in sizes.iter().enumerate() {
@@ -408,6 +449,7 @@ pub fn measure_sizes<T: Transport, C: Clock>(
     cfg: &SweepConfig,
 ) -> Result<Vec<SizeSamples>, SweepError> {
     let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    warm_session(transport, clock, peer, cfg, &mut guard)?;
     sizes
         .iter()
         .map(|&s| measure_size(transport, clock, peer, s, cfg, &mut guard))

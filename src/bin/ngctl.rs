@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use netgauged::clock::{clock_info, HostClock, VirtualClock};
+use netgauged::clock::{clock_info, ClockChoice, HostClock, VirtualClock};
 use netgauged::probe::{self, ProbeOptions};
 use netgauged::report;
 use netgauged::sweep::{Progress, SweepConfig};
@@ -18,6 +18,11 @@ use netgauged::transport::udp::{UdpOptions, UdpTransport};
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
 struct Cli {
+    /// Clock to time with: auto (the TSC when flagged invariant, else
+    /// CLOCK_MONOTONIC_RAW), tsc (also when not flagged invariant, if two
+    /// calibrations agree), monotonic-raw.
+    #[arg(long, global = true, value_enum, default_value_t = ClockChoice::Auto)]
+    clock: ClockChoice,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -233,11 +238,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let clock_choice = cli.clock;
     match cli.cmd {
         Cmd::Predict(args) => netgauged::predict::run(&args),
         Cmd::Export(args) => netgauged::export::run(&args),
         Cmd::Clock { json, long } => {
-            let clock = HostClock::detect();
+            let clock = HostClock::choose(clock_choice)?;
             let info = clock_info(&clock, long);
             if json {
                 println!("{}", serde_json::to_string_pretty(&info)?);
@@ -255,7 +261,14 @@ fn run(cli: Cli) -> Result<()> {
             raw,
         } => {
             if matches!(transport, TransportName::Rdma | TransportName::Msg) {
-                return verbs_cli::serve(transport, listen, idle_exit_s, &verbs, max_size);
+                return verbs_cli::serve(
+                    transport,
+                    listen,
+                    idle_exit_s,
+                    &verbs,
+                    max_size,
+                    HostClock::choose(clock_choice)?,
+                );
             }
             match transport {
                 TransportName::Udp => {
@@ -334,7 +347,7 @@ fn run(cli: Cli) -> Result<()> {
                         .context("--peer-mac AA:BB:CC:DD:EE:FF is required for raw")?;
                     let mac = raw_eth::parse_mac(&mac)?;
                     let who = format!("{} on {ifname}", raw_eth::format_mac(&mac));
-                    let clock = HostClock::detect();
+                    let clock = HostClock::choose(clock_choice)?;
                     clock_desc =
                         format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
                     let mut t = RawEthTransport::connect(ifname, mac, o)
@@ -362,7 +375,10 @@ fn run(cli: Cli) -> Result<()> {
                         .clone()
                         .context("--peer HOST:PORT is required for rdma/msg")?;
                     let addr = resolve(&peer)?;
-                    verbs_cli::probe(transport, addr, &verbs, max_size, &opts, &mut bar)
+                    let clock = HostClock::choose(clock_choice)?;
+                    clock_desc =
+                        format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+                    verbs_cli::probe(transport, addr, &verbs, max_size, &opts, &mut bar, clock)
                         .with_context(|| format!("probe of {peer} failed"))?
                 }
                 TransportName::Udp => {
@@ -370,7 +386,7 @@ fn run(cli: Cli) -> Result<()> {
                         .clone()
                         .context("--peer HOST:PORT is required for udp")?;
                     let addr = resolve(&peer)?;
-                    let clock = HostClock::detect();
+                    let clock = HostClock::choose(clock_choice)?;
                     clock_desc =
                         format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
                     let mut t = UdpTransport::connect(addr, UdpOptions::default())
@@ -648,8 +664,8 @@ mod verbs_cli {
         max_size: u64,
         opts: &ProbeOptions,
         bar: &mut dyn Progress,
+        clock: HostClock,
     ) -> Result<ProbeResult> {
-        let clock = HostClock::detect();
         let o = options(v, max_size, clock)?;
         if which == TransportName::Rdma {
             let mut t = RdmaWriteTransport::connect(addr, &o)?;
@@ -686,8 +702,9 @@ mod verbs_cli {
         idle_exit_s: u64,
         v: &VerbsArgs,
         max_size: u64,
+        clock: HostClock,
     ) -> Result<()> {
-        let o = options(v, max_size, HostClock::detect())?;
+        let o = options(v, max_size, clock)?;
         // A missing device is one clear line, before anything else is said.
         drop(netgauged::verbs::Context::open(&o.link.device)?);
         let listener =
@@ -810,6 +827,8 @@ mod verbs_cli {
     use netgauged::probe::{ProbeOptions, ProbeResult};
     use netgauged::sweep::Progress;
 
+    use netgauged::clock::HostClock;
+
     use super::{TransportName, VerbsArgs};
 
     pub fn probe(
@@ -819,11 +838,19 @@ mod verbs_cli {
         _: u64,
         _: &ProbeOptions,
         _: &mut dyn Progress,
+        _: HostClock,
     ) -> Result<ProbeResult> {
         bail!("this ngctl was built without the `verbs` feature")
     }
 
-    pub fn serve(_: TransportName, _: SocketAddr, _: u64, _: &VerbsArgs, _: u64) -> Result<()> {
+    pub fn serve(
+        _: TransportName,
+        _: SocketAddr,
+        _: u64,
+        _: &VerbsArgs,
+        _: u64,
+        _: HostClock,
+    ) -> Result<()> {
         bail!("this ngctl was built without the `verbs` feature")
     }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
-use crate::clock::{Clock, HostClock};
+use crate::clock::{Clock, HostClock, SpinDeadline};
 use crate::verbs::exchange::{self, EndpointKind, SideChannel};
 use crate::verbs::{self, Access, Cq, Link, LinkOptions, Mr, SendOp, SendWr, VerbsError};
 
@@ -104,10 +104,15 @@ pub struct RdmaWriteTransport {
     /// Writes posted since the last signaled one.
     unsignaled: u32,
     sq_depth: u32,
+    /// [`YIELD_AFTER`] in clock ticks.
+    yield_after_ticks: u64,
 }
 
 /// Inline writes per signaled one.
 const SIGNAL_EVERY: u32 = 4;
+
+/// A wait longer than this yields the CPU at each clock checkpoint.
+pub const YIELD_AFTER: Duration = Duration::from_micros(100);
 
 impl RdmaWriteTransport {
     fn local(o: &VerbsOptions) -> Result<(Link, Mr, usize), VerbsError> {
@@ -187,6 +192,7 @@ impl RdmaWriteTransport {
             outstanding: 0,
             unsignaled: 0,
             sq_depth: o.link.max_send_wr.max(4).max(2 * SIGNAL_EVERY),
+            yield_after_ticks: o.clock.from_ns(YIELD_AFTER.as_nanos() as f64),
         })
     }
 
@@ -234,9 +240,7 @@ impl RdmaWriteTransport {
     /// writes it covers (its wr_id). An error completion (e.g. retries
     /// exceeded towards a dead peer) is `PeerGone`.
     fn reap(&mut self, wait: bool) -> Result<(), TransportError> {
-        let start = self.clock.now();
-        let limit = self.clock.from_ns(self.send_timeout.as_nanos() as f64);
-        let mut spins = 0u32;
+        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout);
         loop {
             match self.send_cq.poll() {
                 Ok(Some(c)) if c.ok() => {
@@ -254,11 +258,26 @@ impl RdmaWriteTransport {
                 Ok(None) => {}
                 Err(e) => return Err(TransportError::Protocol(e.to_string())),
             }
-            spins = spins.wrapping_add(1);
-            if spins & 63 == 0 && self.clock.now().wrapping_sub(start) > limit {
+            if deadline.expired(&self.clock) {
                 return Err(TransportError::Timeout(self.send_timeout));
             }
+            if deadline.at_checkpoint() {
+                self.yield_if_long(&deadline);
+            }
             std::hint::spin_loop();
+        }
+    }
+
+    /// Past [`YIELD_AFTER`] of waiting, give the CPU away at each clock
+    /// checkpoint. A software device (rxe, siw) does its protocol work in
+    /// kernel threads and soft interrupts that may need this very CPU; a
+    /// waiter that never yields leaves them for the next timer tick
+    /// (milliseconds). A NIC's answer is microseconds away, so on hardware
+    /// this only triggers when the peer is late anyway.
+    #[inline]
+    fn yield_if_long(&self, deadline: &SpinDeadline) {
+        if deadline.waited_ticks() > self.yield_after_ticks {
+            std::thread::yield_now();
         }
     }
 
@@ -402,20 +421,18 @@ impl Transport for RdmaWriteTransport {
         if self.delivered_seq != self.seen_seq || self.poll_stamp() {
             return Ok(self.deliver());
         }
-        let start = self.clock.now();
-        let limit = self.clock.from_ns(timeout.as_nanos() as f64);
-        let mut spins = 0u32;
+        let mut deadline = SpinDeadline::new(&self.clock, timeout);
         loop {
             if self.poll_stamp() {
                 return Ok(self.deliver());
             }
-            spins = spins.wrapping_add(1);
-            if spins & 63 == 0 {
+            if deadline.expired(&self.clock) {
+                return Err(TransportError::Timeout(timeout));
+            }
+            if deadline.at_checkpoint() {
                 // Reap our own writes meanwhile; a failed one ends the wait.
                 self.reap(false)?;
-                if self.clock.now().wrapping_sub(start) > limit {
-                    return Err(TransportError::Timeout(timeout));
-                }
+                self.yield_if_long(&deadline);
             }
             std::hint::spin_loop();
         }

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use super::rdma_write::VerbsOptions;
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
-use crate::clock::{Clock, HostClock};
+use crate::clock::{Clock, HostClock, SpinDeadline};
 use crate::verbs::exchange::{self, EndpointKind, SideChannel};
 use crate::verbs::{self, Access, Completion, Cq, Link, Mr, RecvWr, SendOp, SendWr, VerbsError};
 
@@ -328,17 +328,14 @@ impl VerbsMsgTransport {
 
     /// Wait for the one outstanding send-queue operation to complete.
     fn wait_send(&mut self, wr_id: u64, what: &str) -> Result<(), TransportError> {
-        let start = self.clock.now();
-        let limit = self.clock.from_ns(self.send_timeout.as_nanos() as f64);
-        let mut spins = 0u32;
+        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout);
         loop {
             match self.send_cq.poll() {
                 Ok(Some(c)) => return check_completion(&c, wr_id, what),
                 Ok(None) => {}
                 Err(e) => return Err(TransportError::Protocol(e.to_string())),
             }
-            spins = spins.wrapping_add(1);
-            if spins & 63 == 0 && self.clock.now().wrapping_sub(start) > limit {
+            if deadline.expired(&self.clock) {
                 return Err(TransportError::Timeout(self.send_timeout));
             }
             std::hint::spin_loop();
@@ -524,17 +521,14 @@ impl VerbsMsgTransport {
         timeout: Duration,
         done: impl Fn(&Self) -> bool,
     ) -> Result<(), TransportError> {
-        let start = self.clock.now();
-        let limit = self.clock.from_ns(timeout.as_nanos() as f64);
-        let mut spins = 0u32;
+        let mut deadline = SpinDeadline::new(&self.clock, timeout);
         while !done(self) {
             if !self.poll_into_ready()? {
-                spins = spins.wrapping_add(1);
-                if spins & 63 == 0 {
+                if deadline.expired(&self.clock) {
+                    return Err(TransportError::Timeout(timeout));
+                }
+                if deadline.at_checkpoint() {
                     self.maybe_return_credits()?;
-                    if self.clock.now().wrapping_sub(start) > limit {
-                        return Err(TransportError::Timeout(timeout));
-                    }
                 }
                 std::hint::spin_loop();
             }

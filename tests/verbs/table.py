@@ -24,29 +24,51 @@ def qperf_ns():
     return None
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+ROUNDS = 3
 rdma = json.loads((out / "rdma.json").read_text())
 msg = json.loads((out / "msg.json").read_text())
-pts = {p["size_bytes"]: p for p in rdma["points"]}
+lat = [json.loads((out / f"lat_r{r}.json").read_text()) for r in range(1, ROUNDS + 1)]
+
+
+def half_rtt(j, s):
+    return next(p["half_rtt_ns"] for p in j["points"] if p["size_bytes"] == s)
+
+
+print("Latency: medians over three alternating rounds (ib_write_lat at 2 and 8 B, "
+      "then `ngctl probe --transport rdma --max-size 64`).")
+print()
 print("| quantity | size | ours (ngctl probe) | reference | ratio ours/ref |")
 print("|---|---|---|---|---|")
+typ = {}
 for s in (2, 8):
-    row = perftest_row(f"ib_write_lat_{s}.txt", s)
-    ref = row[4] * 1e3
-    ours = pts[s]["half_rtt_ns"]
-    print(f"| RDMA write half round trip | {s} B | {ours/1e3:.2f} µs (PRTT(1,0,{s})/2, median) "
-          f"| {ref/1e3:.2f} µs (ib_write_lat t_typical; t_min {row[2]:.2f} µs) | {ours/ref:.3f} |")
-row = perftest_row("ib_write_lat_2.txt", 2)
-print(f"| EEL | 1 B | {rdma['eel_ns']/1e3:.2f} µs | {row[4]:.2f} µs (ib_write_lat 2 B t_typical) "
-      f"| {rdma['eel_ns']/(row[4]*1e3):.3f} |")
+    rows = [perftest_row(f"ib_write_lat_{s}_r{r}.txt", s) for r in range(1, ROUNDS + 1)]
+    typ[s] = median([row[4] * 1e3 for row in rows])
+    tmin = min(row[2] for row in rows)
+    ours = median([half_rtt(j, s) for j in lat])
+    each = ", ".join(f"{half_rtt(j, s)/1e3:.1f}" for j in lat)
+    theirs = ", ".join(f"{row[4]:.1f}" for row in rows)
+    print(f"| RDMA write half round trip | {s} B | {ours/1e3:.2f} µs (PRTT(1,0,{s})/2; rounds {each}) "
+          f"| {typ[s]/1e3:.2f} µs (ib_write_lat t_typical; rounds {theirs}; t_min {tmin:.2f}) | {ours/typ[s]:.3f} |")
+eel = median([j["eel_ns"] for j in lat])
+eels = ", ".join(f"{j['eel_ns']/1e3:.1f}" for j in lat)
+print(f"| EEL | 1 B | {eel/1e3:.2f} µs (rounds {eels}) "
+      f"| {typ[2]/1e3:.2f} µs (ib_write_lat 2 B t_typical) | {eel/typ[2]:.3f} |")
 q = qperf_ns()
 if q:
-    print(f"| RDMA write latency | 1 B | {rdma['eel_ns']/1e3:.2f} µs (EEL) | {q/1e3:.2f} µs (qperf rc_rdma_write_lat) "
-          f"| {rdma['eel_ns']/q:.3f} |")
-bw = perftest_row("ib_write_bw.txt", 65536)
-g_bw = 1e9 / (bw[3] * 1048576)
+    print(f"| RDMA write latency | 1 B | {eel/1e3:.2f} µs (EEL) | {q/1e3:.2f} µs (qperf rc_rdma_write_lat) "
+          f"| {eel/q:.3f} |")
+bws = [perftest_row(f"ib_write_bw_r{r}.txt", 65536)[3] for r in range(1, ROUNDS + 1)]
+bw = median(bws)
+g_bw = 1e9 / (bw * 1048576)
 last = rdma["ranges"][-1]
 print(f"| G (bandwidth-bound range {last['from_bytes']}–{last['to_bytes']} B) | 64 KiB | "
-      f"{last['G_ns_per_byte']:.2f} ns/B | {g_bw:.2f} ns/B (1/BW, ib_write_bw average {bw[3]:.2f} MiB/s) "
+      f"{last['G_ns_per_byte']:.2f} ns/B | {g_bw:.2f} ns/B (1/BW, ib_write_bw median of {', '.join(f'{b:.2f}' for b in bws)} MiB/s) "
       f"| {last['G_ns_per_byte']/g_bw:.3f} |")
 print(f"| o_s (rdma, first range) | — | {rdma['o_s_ns']/1e3:.2f} µs | — | |")
 print(f"| msg o_r | — | {msg['o_r_ns']/1e3:.2f} µs | > 0 required | |")
