@@ -91,11 +91,13 @@ fn main() {
         let mut our_errs_subset: Vec<f64> = Vec::new();
         for i in 0..sets {
             let (m, t) = random_set(&mut rng, jitter, seed * 1000 + i as u64);
-            // The model has no cold path: no session warm-up.
+            // The model has no cold path and no burst residue: no session
+            // warm-up, no settle round trips.
             let r = run(
                 &m,
                 SweepConfig {
                     session_warmup: std::time::Duration::ZERO,
+                    settle_rounds: 0,
                     ..SweepConfig::default()
                 },
             );

@@ -51,6 +51,11 @@ pub struct SweepConfig {
     /// frequency) is slower for its first milliseconds, and the first size
     /// would carry that into the fitted latency.
     pub session_warmup: Duration,
+    /// Untimed PRTT(1, 0, s) before each timed one. On Soft-RoCE a single
+    /// message right after a burst took 10–50 % longer than in a steady
+    /// ping-pong (the device was still completing the burst); two settle
+    /// round trips brought the median to perftest's (bench/verbs.md).
+    pub settle_rounds: u32,
     pub min_reps: u32,
     pub max_reps: u32,
     /// Stop repeating a size once the 95 % half-width of its gap and overhead
@@ -77,6 +82,7 @@ impl Default for SweepConfig {
             steps_per_octave: 2,
             warmup: 2,
             session_warmup: Duration::from_millis(50),
+            settle_rounds: 2,
             min_reps: 6,
             max_reps: 40,
             rel_tol: 0.02,
@@ -98,6 +104,7 @@ impl SweepConfig {
             n_max: 10,
             warmup: 0,
             session_warmup: Duration::ZERO,
+            settle_rounds: 0,
             min_reps: 100,
             max_reps: 100,
             refine: false,
@@ -328,6 +335,14 @@ fn measure_size<T: Transport, C: Clock>(
 
     let mut d_ns = f64::NAN;
     loop {
+        // Settle: the previous repetition's bursts may still occupy the
+        // path (a software device completes them lazily); the single
+        // message is timed on a path that has just carried a ping-pong.
+        for _ in 0..cfg.settle_rounds {
+            if let Err(e) = prtt(transport, clock, peer, 1, 0, s, t) {
+                guard.on_error(transport, e, size_bytes, t)?;
+            }
+        }
         let r1 = match prtt(transport, clock, peer, 1, 0, s, t) {
             Ok(r) => r,
             Err(e) => {

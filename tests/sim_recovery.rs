@@ -18,9 +18,10 @@ fn probe_sim(model: &str, max_size: u64, fanout_peers: Option<usize>) -> ProbeRe
         ..ProbeOptions::default()
     };
     opts.sweep.max_size_bytes = max_size;
-    // The model has no cold path to warm (and the warm-up's round trips
-    // would only shift the jitter's random sequence).
+    // The model has no cold path to warm and no residue of a burst to
+    // settle (extra round trips would only shift the jitter's sequence).
     opts.sweep.session_warmup = std::time::Duration::ZERO;
+    opts.sweep.settle_rounds = 0;
     let clock = VirtualClock::new();
     let mut t = SimTransport::new(params, clock.clone(), fanout_peers.unwrap_or(1));
     probe::run(&mut t, &clock, 0, &opts, &mut ()).expect("sim probe never loses a message")
