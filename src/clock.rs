@@ -90,6 +90,7 @@ pub struct SpinDeadline {
     start: Option<u64>,
     last: u64,
     limit_ticks: u64,
+    yield_after_ticks: u64,
     spins: u32,
 }
 
@@ -102,8 +103,24 @@ impl SpinDeadline {
             start: None,
             last: 0,
             limit_ticks: clock.from_ns(timeout.as_nanos() as f64),
+            yield_after_ticks: u64::MAX,
             spins: 0,
         }
+    }
+
+    /// Past `after` of waiting, give the CPU away (sched_yield) at each
+    /// clock checkpoint. A software RDMA device (rxe, siw) does its protocol
+    /// work in kernel threads and soft interrupts that may need the waiter's
+    /// CPU; a waiter that never yields leaves them for the next timer tick
+    /// (milliseconds). A NIC's answer is microseconds away, so on hardware
+    /// this only triggers when the peer is late anyway.
+    pub fn yielding_after<C: Clock + ?Sized>(
+        mut self,
+        clock: &C,
+        after: std::time::Duration,
+    ) -> Self {
+        self.yield_after_ticks = clock.from_ns(after.as_nanos() as f64);
+        self
     }
 
     /// Count one poll; true once the timeout has passed. Reads the clock on
@@ -121,7 +138,13 @@ impl SpinDeadline {
                 self.start = Some(now);
                 false
             }
-            Some(s) => now.wrapping_sub(s) > self.limit_ticks,
+            Some(s) => {
+                let waited = now.wrapping_sub(s);
+                if waited > self.yield_after_ticks {
+                    std::thread::yield_now();
+                }
+                waited > self.limit_ticks
+            }
         }
     }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
-use crate::clock::{Clock, HostClock, SpinDeadline};
+use crate::clock::{HostClock, SpinDeadline};
 use crate::verbs::exchange::{self, EndpointKind, SideChannel};
 use crate::verbs::{self, Access, Cq, Link, LinkOptions, Mr, SendOp, SendWr, VerbsError};
 
@@ -104,14 +104,13 @@ pub struct RdmaWriteTransport {
     /// Writes posted since the last signaled one.
     unsignaled: u32,
     sq_depth: u32,
-    /// [`YIELD_AFTER`] in clock ticks.
-    yield_after_ticks: u64,
 }
 
 /// Inline writes per signaled one.
 const SIGNAL_EVERY: u32 = 4;
 
-/// A wait longer than this yields the CPU at each clock checkpoint.
+/// A wait longer than this yields the CPU at each clock checkpoint
+/// ([`SpinDeadline::yielding_after`]).
 pub const YIELD_AFTER: Duration = Duration::from_micros(100);
 
 impl RdmaWriteTransport {
@@ -192,7 +191,6 @@ impl RdmaWriteTransport {
             outstanding: 0,
             unsignaled: 0,
             sq_depth: o.link.max_send_wr.max(4).max(2 * SIGNAL_EVERY),
-            yield_after_ticks: o.clock.from_ns(YIELD_AFTER.as_nanos() as f64),
         })
     }
 
@@ -240,7 +238,8 @@ impl RdmaWriteTransport {
     /// writes it covers (its wr_id). An error completion (e.g. retries
     /// exceeded towards a dead peer) is `PeerGone`.
     fn reap(&mut self, wait: bool) -> Result<(), TransportError> {
-        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout);
+        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout)
+            .yielding_after(&self.clock, YIELD_AFTER);
         loop {
             match self.send_cq.poll() {
                 Ok(Some(c)) if c.ok() => {
@@ -261,23 +260,7 @@ impl RdmaWriteTransport {
             if deadline.expired(&self.clock) {
                 return Err(TransportError::Timeout(self.send_timeout));
             }
-            if deadline.at_checkpoint() {
-                self.yield_if_long(&deadline);
-            }
             std::hint::spin_loop();
-        }
-    }
-
-    /// Past [`YIELD_AFTER`] of waiting, give the CPU away at each clock
-    /// checkpoint. A software device (rxe, siw) does its protocol work in
-    /// kernel threads and soft interrupts that may need this very CPU; a
-    /// waiter that never yields leaves them for the next timer tick
-    /// (milliseconds). A NIC's answer is microseconds away, so on hardware
-    /// this only triggers when the peer is late anyway.
-    #[inline]
-    fn yield_if_long(&self, deadline: &SpinDeadline) {
-        if deadline.waited_ticks() > self.yield_after_ticks {
-            std::thread::yield_now();
         }
     }
 
@@ -421,7 +404,8 @@ impl Transport for RdmaWriteTransport {
         if self.delivered_seq != self.seen_seq || self.poll_stamp() {
             return Ok(self.deliver());
         }
-        let mut deadline = SpinDeadline::new(&self.clock, timeout);
+        let mut deadline =
+            SpinDeadline::new(&self.clock, timeout).yielding_after(&self.clock, YIELD_AFTER);
         loop {
             if self.poll_stamp() {
                 return Ok(self.deliver());
@@ -432,7 +416,6 @@ impl Transport for RdmaWriteTransport {
             if deadline.at_checkpoint() {
                 // Reap our own writes meanwhile; a failed one ends the wait.
                 self.reap(false)?;
-                self.yield_if_long(&deadline);
             }
             std::hint::spin_loop();
         }

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::rdma_write::VerbsOptions;
+use super::rdma_write::YIELD_AFTER;
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
 use crate::clock::{Clock, HostClock, SpinDeadline};
 use crate::verbs::exchange::{self, EndpointKind, SideChannel};
@@ -328,7 +329,8 @@ impl VerbsMsgTransport {
 
     /// Wait for the one outstanding send-queue operation to complete.
     fn wait_send(&mut self, wr_id: u64, what: &str) -> Result<(), TransportError> {
-        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout);
+        let mut deadline = SpinDeadline::new(&self.clock, self.send_timeout)
+            .yielding_after(&self.clock, YIELD_AFTER);
         loop {
             match self.send_cq.poll() {
                 Ok(Some(c)) => return check_completion(&c, wr_id, what),
@@ -521,7 +523,8 @@ impl VerbsMsgTransport {
         timeout: Duration,
         done: impl Fn(&Self) -> bool,
     ) -> Result<(), TransportError> {
-        let mut deadline = SpinDeadline::new(&self.clock, timeout);
+        let mut deadline =
+            SpinDeadline::new(&self.clock, timeout).yielding_after(&self.clock, YIELD_AFTER);
         while !done(self) {
             if !self.poll_into_ready()? {
                 if deadline.expired(&self.clock) {
