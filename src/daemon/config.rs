@@ -38,6 +38,10 @@ pub struct Config {
     /// Largest message size of a full sweep.
     #[serde(default = "default_max_size")]
     pub max_size_bytes: u64,
+    /// Most repetitions per size of a full sweep and a fan-out (default 40;
+    /// fewer: a quicker, rougher sweep, e.g. on an emulated test rig).
+    #[serde(default)]
+    pub max_reps: Option<u32>,
     /// CPU the probe thread is pinned to (none: not pinned).
     #[serde(default)]
     pub probe_cpu: Option<usize>,
@@ -168,6 +172,9 @@ impl Config {
         }
         if self.max_size_bytes == 0 {
             return bad("max_size_bytes must be positive".into());
+        }
+        if self.max_reps == Some(0) {
+            return bad("max_reps must be positive".into());
         }
         if let Some(v) = &self.verbs {
             if v.device.is_empty() || v.port == 0 {

@@ -349,6 +349,9 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
     scfg.allowed_peers = Some(cfg.peers.iter().map(|p| p.name.clone()).collect());
+    // A driver keeps its session's connection open for the whole sweep and
+    // ends it with ProbeDone: the connection must outlive a long sweep.
+    scfg.idle = SESSION_TTL;
     let handler_shared = shared.clone();
     let server = ControlServer::spawn(listener, scfg, move |peer: &str, msg: Msg| {
         handle_control(&handler_shared, peer, msg)
@@ -781,7 +784,13 @@ fn run_job(
         }
         Tx::Rdma | Tx::Msg => match verbs_node {
             Some(node) => verbs::link(node, &mut n.conn, &peer.name, &shared.node, n.nonce, tx)
-                .and_then(|mut l| measure(&mut l, cfg, job, clock, published)),
+                .and_then(|mut l| {
+                    if published.is_none() || job == Job::FullSweep {
+                        let top = usize::try_from(cfg.max_size_bytes).unwrap_or(usize::MAX);
+                        l.warm_up(&clock, top)?;
+                    }
+                    measure(&mut l, cfg, job, clock, published)
+                }),
             None => Err(JobError::Refused(
                 peer.name.clone(),
                 RejectReason::Transport,
@@ -843,6 +852,10 @@ fn measure<T: Transport>(
         _ => {
             let mut opts = ProbeOptions::default();
             opts.sweep.max_size_bytes = cfg.max_size_bytes;
+            if let Some(r) = cfg.max_reps {
+                opts.sweep.max_reps = r;
+                opts.sweep.min_reps = opts.sweep.min_reps.min(r);
+            }
             let r = probe::run(link, &clock, 0, &opts, &mut ())?;
             Ok(JobResult::Swept(Box::new(r)))
         }
@@ -1083,7 +1096,7 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
                 sessions.push(n);
                 links.push(udp_link(&sessions[sessions.len() - 1], clock)?);
             }
-            fanout_run(&mut Multi::new(links), clock)
+            fanout_run(&mut Multi::new(links), clock, cfg.max_reps)
         }
         Tx::Rdma => {
             let node = verbs_node.ok_or(JobError::Unexpected("rdma fan-out without a device"))?;
@@ -1102,7 +1115,7 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
                     tx,
                 )?);
             }
-            fanout_run(&mut Multi::new(links), clock)
+            fanout_run(&mut Multi::new(links), clock, cfg.max_reps)
         }
         Tx::Raw | Tx::Msg => Err(JobError::Unexpected("no fan-out over this transport")),
     })();
@@ -1115,8 +1128,13 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
 fn fanout_run<T: Transport>(
     multi: &mut Multi<T>,
     clock: HostClock,
+    max_reps: Option<u32>,
 ) -> Result<(LogfpFit, u64), JobError> {
-    let sc = SweepConfig::default();
+    let mut sc = SweepConfig::default();
+    if let Some(r) = max_reps {
+        sc.max_reps = r;
+        sc.min_reps = sc.min_reps.min(r);
+    }
     let peers = multi.caps().peers;
     let before = multi.counters();
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;

@@ -47,6 +47,12 @@ pub const QUIET_END: Duration = Duration::from_secs(10);
 const SERVE_IDLE: Duration = Duration::from_millis(200);
 /// How long a control worker waits for the responder to set up its end.
 const SETUP_WAIT: Duration = Duration::from_millis(2500);
+/// A wait for a message spins this long, then yields the CPU between
+/// [`SPIN_SLICE`]s (see [`Link`]).
+const SPIN_FIRST: Duration = Duration::from_millis(2);
+const SPIN_SLICE: Duration = Duration::from_millis(1);
+/// Deadline of a send's local completion (a healthy one takes µs).
+const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The node's verbs device, checked at start.
 pub struct Node {
@@ -71,6 +77,7 @@ impl Node {
         o.max_msg_bytes =
             usize::try_from(max).map_err(|_| "max_size_bytes too large".to_string())?;
         o.exchange_timeout = CONTROL_DEADLINE;
+        o.send_timeout = SEND_TIMEOUT;
         o.clock = clock;
         let msg = MsgOptions {
             verbs: o.clone(),
@@ -132,12 +139,46 @@ pub fn from_wire(v: &VerbsEndpoint, kind: EndpointKind) -> Endpoint {
 }
 
 /// One connected verbs end, either transport.
+///
+/// Its `recv` spins for the first [`SPIN_FIRST`] of a wait (every answer of
+/// a healthy path arrives well within it), then yields the CPU between
+/// spins of [`SPIN_SLICE`]: on a probe CPU of its own `sched_yield` returns
+/// at once, but where the probe shares CPUs with the device's own work (a
+/// software RDMA device such as rxe processes packets in kernel softirqs)
+/// a wait that only spins starves the very work it waits for.
 // At most a handful exist at a time; boxing the larger one would put a
 // pointer chase into every probe call.
 #[allow(clippy::large_enum_variant)]
 pub enum Link {
     Rdma(RdmaWriteTransport),
     Msg(VerbsMsgTransport),
+}
+
+impl Link {
+    #[inline]
+    fn recv_once(
+        &mut self,
+        from: Option<PeerId>,
+        timeout: Duration,
+    ) -> Result<Received, TransportError> {
+        match self {
+            Link::Rdma(t) => t.recv(from, timeout),
+            Link::Msg(t) => t.recv(from, timeout),
+        }
+    }
+
+    /// Warm the path before a full sweep: the first executions of the verbs
+    /// code paths (page faults, the provider's lazy set-up; an emulated
+    /// CPU's code translation) are slower than later ones.
+    pub fn warm_up(&mut self, clock: &HostClock, top_bytes: usize) -> Result<(), TransportError> {
+        let top = top_bytes.min(self.caps().max_msg_bytes).max(1);
+        for &(size, rounds) in &[(1usize, 30), (64, 10), (top, 3)] {
+            for _ in 0..rounds {
+                prtt::prtt(self, clock, 0, 1, 0, size, Duration::from_millis(250))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Transport for Link {
@@ -160,9 +201,22 @@ impl Transport for Link {
         from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        match self {
-            Link::Rdma(t) => t.recv(from, timeout),
-            Link::Msg(t) => t.recv(from, timeout),
+        let first = timeout.min(SPIN_FIRST);
+        match self.recv_once(from, first) {
+            Err(TransportError::Timeout(_)) if timeout > first => {}
+            r => return r,
+        }
+        let deadline = Instant::now() + (timeout - first);
+        loop {
+            std::thread::yield_now();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.recv_once(from, left.min(SPIN_SLICE)) {
+                Err(TransportError::Timeout(_)) if left.is_zero() => {
+                    return Err(TransportError::Timeout(timeout))
+                }
+                Err(TransportError::Timeout(_)) => {}
+                r => return r,
+            }
         }
     }
     fn counters(&self) -> Counters {

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs INSIDE the Soft-RoCE VM (as root): rxe on a dummy netdev, perftest,
 # qperf, our probes and the error paths. Results go to $1 (the rwdir).
-# Usage: inside.sh OUT NGCTL
+# Usage: inside.sh OUT NGCTL NETGAUGED   (env VM_PARTS: a comma list of
+# ref, probe, errors, fanout, daemon; default all)
 set -u
 OUT=$1
 NGCTL=$2
+NETGAUGED=${3:-}
+PARTS=${VM_PARTS:-all}
+part() { [ "$PARTS" = all ] || [[ ",$PARTS," == *",$1,"* ]]; }
 IP=10.77.0.1
 exec >"$OUT/inside.log" 2>&1
 set -x
@@ -21,6 +25,7 @@ ibv_devinfo -v -d rxe0 >"$OUT/devinfo.txt" 2>&1
 grep -m1 -o -w constant_tsc /proc/cpuinfo >"$OUT/constant_tsc.txt" || echo "absent" >"$OUT/constant_tsc.txt"
 
 # --- the reference tools -------------------------------------------------
+if part ref; then
 for s in 2 8; do
     ib_write_lat -d rxe0 -x 1 -n 1000 -s $s >/dev/null 2>&1 &
     sleep 1.5
@@ -37,6 +42,7 @@ sleep 1.5
 timeout 60 qperf -v -t 5 -cm1 $IP rc_rdma_write_lat >"$OUT/qperf.txt" 2>&1 \
   || timeout 60 qperf -v -t 5 $IP rc_rdma_write_lat >>"$OUT/qperf.txt" 2>&1
 kill $QP; wait
+fi
 
 # --- our probes -----------------------------------------------------------
 run_probe() { # name port extra-serve-args -- probe args
@@ -51,12 +57,15 @@ run_probe() { # name port extra-serve-args -- probe args
     echo $? >"$OUT/$name.rc"
     kill $srv 2>/dev/null; wait $srv 2>/dev/null
 }
+if part probe; then
 run_probe rdma 7471 --transport rdma --device rxe0 --gid-index 1 -- \
     --transport rdma --device rxe0 --gid-index 1 --max-size 65536 --max-reps 12
 run_probe msg 7472 --transport msg --device rxe0 --gid-index 1 -- \
     --transport msg --device rxe0 --gid-index 1 --eager-max 512 --max-size 8192 --max-reps 12
+fi
 
 # --- error paths ----------------------------------------------------------
+if part errors; then
 # 1. a dead peer: the server is killed mid-probe.
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7473 2>"$OUT/dead.serve.log" &
 SRV=$!
@@ -88,6 +97,115 @@ sleep 2
     >"$OUT/udp.json" 2>"$OUT/udp.err"
 echo $? >"$OUT/udp.rc"
 wait
+fi
+
+# --- LogfP fan-out over three RDMA-write QPs to one server ------------------
+# One `ngctl serve` answers the three sessions from one thread; published
+# into a segment and read back with `ngctl dump`.
+if part fanout; then
+"$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7478 --idle-exit-s 10 \
+    2>"$OUT/fanout.serve.log" &
+SRV=$!
+sleep 1
+t0=$(date +%s)
+"$NGCTL" probe --transport rdma --device rxe0 --gid-index 1 --peer $IP:7478 --fanout-peers 3 \
+    --max-size 64 --max-reps 12 --resamples 50 --json --raw --publish --shm /tmp/ng-fanout-seg \
+    >"$OUT/fanout.json" 2>"$OUT/fanout.err"
+echo $? >"$OUT/fanout.rc"
+echo $(( $(date +%s) - t0 )) >"$OUT/fanout.seconds"
+"$NGCTL" dump --json --shm /tmp/ng-fanout-seg >"$OUT/fanout.dump.json" 2>>"$OUT/fanout.err"
+kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
+fi
+
+# --- the daemon over rdma and msg -------------------------------------------
+# Four daemons on the one rxe0 (distinct names, ports and segments):
+# vma <-> vmb over rdma and msg, vma <-> vmc over rdma (so vma fans out over
+# two QPs), and vmd, configured with a device that does not exist: one log
+# line, and it still measures vma over udp.
+if part daemon && [ -n "$NETGAUGED" ]; then
+D=$(mktemp -d /tmp/ngvd.XXXXXX)
+printf 'cd%.0s' $(seq 32) >$D/key
+chmod 600 $D/key
+daemon_cfg() { # name port device peers...
+    local name=$1 port=$2 dev=$3; shift 3
+    cat <<EOC
+node = "$name"
+listen = "$IP:$port"
+udp_port = $((port + 1))
+shm = "$D/seg_$name"
+key_file = "$D/key"
+state_file = "$D/state_$name.json"
+lock_memory = false
+max_size_bytes = 4096
+max_reps = 8
+recheck_interval_s = 600.0
+budget_bytes_per_s = 100000000
+fanout_interval_s = 600.0
+EOC
+    [ "$dev" != none ] && printf '[verbs]\ndevice = "%s"\ngid_index = 1\neager_max_bytes = 1024\n' "$dev"
+    for p in "$@"; do # name:port:transports
+        IFS=: read -r pn pp pt <<<"$p"
+        printf '[[peer]]\nname = "%s"\naddress = "%s:%s"\ntransports = [%s]\n' "$pn" $IP "$pp" "$pt"
+    done
+}
+NODES="vma vmb vmc vmd"
+if [ "${DAEMON_SET:-all}" = pair ]; then
+NODES="vma vmb"
+daemon_cfg vma 7480 rxe0 'vmb:7482:"rdma", "msg"' >$D/vma.toml
+daemon_cfg vmb 7482 rxe0 'vma:7480:"rdma", "msg"' >$D/vmb.toml
+else
+daemon_cfg vma 7480 rxe0 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"udp"' >$D/vma.toml
+daemon_cfg vmb 7482 rxe0 'vma:7480:"rdma", "msg"' >$D/vmb.toml
+daemon_cfg vmc 7484 rxe0 'vma:7480:"rdma"' >$D/vmc.toml
+daemon_cfg vmd 7486 nosuch 'vma:7480:"udp", "rdma", "msg"' >$D/vmd.toml
+fi
+cp $D/*.toml "$OUT/"
+t0=$(date +%s)
+PIDS=()
+for n in $NODES; do
+    RUST_LOG=${DAEMON_LOG:-netgauged=info} "$NETGAUGED" --config $D/$n.toml 2>"$OUT/daemon_$n.log" &
+    PIDS+=($!)
+done
+( while sleep 5; do for n in $NODES; do cp $D/seg_$n.status "$OUT/daemon_$n.status.$(date +%s)" 2>/dev/null; done; done ) &
+WATCH=$!
+# Until every node publishes what it should (and vma its rdma fan-out),
+# or 150 s.
+ready() {
+    for n in $NODES; do
+        "$NGCTL" dump --json --shm $D/seg_$n >"$OUT/daemon_$n.json" 2>/dev/null || return 1
+    done
+    python3 - "$OUT" <<'EOP'
+import json, sys
+out = sys.argv[1]
+want = {"vma": [("vmb", "rdma"), ("vmb", "msg"), ("vmc", "rdma"), ("vmd", "udp")],
+        "vmb": [("vma", "rdma"), ("vma", "msg")], "vmc": [("vma", "rdma")], "vmd": [("vma", "udp")]}
+import os
+for node, pairs in want.items():
+    if not os.path.exists(f"{out}/daemon_{node}.json"):
+        continue
+    es = json.load(open(f"{out}/daemon_{node}.json"))["entries"]
+    have = {(e["peer"], e["transport"]) for e in es}
+    if not set(pairs) <= have:
+        sys.exit(1)
+    if node == "vma" and "vmc" in open(f"{out}/vma.toml").read() and not any(e["transport"] == "rdma" and e.get("logfp") for e in es):
+        sys.exit(1)
+EOP
+}
+ok=0
+while [ $(( $(date +%s) - t0 )) -lt 150 ]; do
+    sleep 3
+    if ready; then ok=1; break; fi
+done
+echo $(( $(date +%s) - t0 )) >"$OUT/daemon.seconds"
+echo $ok >"$OUT/daemon.converged"
+# Every session over: no RC queue pair may be left on the device.
+sleep 1
+rdma resource show qp >"$OUT/daemon_qps.txt" 2>&1
+kill $WATCH
+for n in $NODES; do "$NGCTL" status --json --shm $D/seg_$n >"$OUT/daemon_$n.status.json" 2>&1; done
+kill -TERM "${PIDS[@]}" 2>/dev/null
+wait "${PIDS[@]}" 2>/dev/null
+fi
 
 date +%s >"$OUT/t_end"
 echo ok >"$OUT/DONE"
