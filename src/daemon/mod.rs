@@ -936,7 +936,6 @@ fn probe_loop(
     );
     let mut published: HashMap<(usize, Tx), probe::ProbeResult> = HashMap::new();
     let mut errors: Vec<Option<String>> = vec![None; targets.len()];
-    let fanouts = fanout_sets(cfg, targets);
     let mut next_fanout_s = 0.0;
     let ctx = JobCtx {
         cfg,
@@ -953,13 +952,19 @@ fn probe_loop(
             }
         }
         publish_status(cfg, shared, targets, &sched, &errors, now_s());
-        // LogfP over the peers (udp: all of them; rdma: those probed over
-        // rdma), now and then, once every target is known.
-        let fanout_due = cfg.fanout_interval_s > 0.0
-            && !fanouts.is_empty()
+        // LogfP over the known peers (udp: those all of whose targets are
+        // known; rdma: those known over rdma), now and then, once every
+        // target has been tried.
+        let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
+        let fanouts = if cfg.fanout_interval_s > 0.0
             && now_s() >= next_fanout_s
-            && (0..targets.len()).all(|i| sched.peer(i).phase == PeerPhase::Known);
-        if fanout_due {
+            && !phases.contains(&PeerPhase::New)
+        {
+            fanout_sets(cfg, targets, &phases)
+        } else {
+            Vec::new()
+        };
+        if !fanouts.is_empty() {
             next_fanout_s = now_s() + cfg.fanout_interval_s;
             for (ftx, peers) in &fanouts {
                 match fanout_job(&ctx, *ftx, peers) {
@@ -1053,17 +1058,26 @@ fn probe_loop(
     }
 }
 
-/// The fan-outs this node runs: udp over all peers (at least two), and
-/// rdma over the peers probed over rdma (at least two).
-fn fanout_sets(cfg: &Config, targets: &[Target]) -> Vec<(Tx, Vec<usize>)> {
+/// The fan-outs to run, given each target's phase: udp over the peers all
+/// of whose targets are known (every node runs a UDP responder), and rdma
+/// over the peers known over rdma; each needs at least two peers.
+fn fanout_sets(cfg: &Config, targets: &[Target], phases: &[PeerPhase]) -> Vec<(Tx, Vec<usize>)> {
+    let known = |t: &(&Target, &PeerPhase)| *t.1 == PeerPhase::Known;
     let mut out = Vec::new();
-    if cfg.peers.len() >= 2 {
-        out.push((Tx::Udp, (0..cfg.peers.len()).collect()));
+    let udp: Vec<usize> = (0..cfg.peers.len())
+        .filter(|&i| {
+            let mut of_i = targets.iter().zip(phases).filter(|(t, _)| t.peer == i);
+            of_i.clone().next().is_some() && of_i.all(|x| known(&x))
+        })
+        .collect();
+    if udp.len() >= 2 {
+        out.push((Tx::Udp, udp));
     }
     let rdma: Vec<usize> = targets
         .iter()
-        .filter(|t| t.tx == Tx::Rdma)
-        .map(|t| t.peer)
+        .zip(phases)
+        .filter(|x| x.0.tx == Tx::Rdma && known(x))
+        .map(|(t, _)| t.peer)
         .collect();
     if rdma.len() >= 2 {
         out.push((Tx::Rdma, rdma));
@@ -1357,12 +1371,19 @@ mod tests {
         ]
         .concat());
         let t = make_targets(&c, &HashMap::new(), true);
-        let f = fanout_sets(&c, &t);
+        let all_known = vec![PeerPhase::Known; t.len()];
+        let f = fanout_sets(&c, &t, &all_known);
         assert_eq!(f, vec![(Tx::Udp, vec![0, 1, 2]), (Tx::Rdma, vec![0, 1])]);
+        // A failing rdma target leaves its peer out of both (a has no udp
+        // target: it is in the udp fan-out only while all of its are known).
+        let mut phases = all_known.clone();
+        phases[0] = PeerPhase::Failing; // a over rdma
+        assert_eq!(fanout_sets(&c, &t, &phases), vec![(Tx::Udp, vec![1, 2])]);
         let c = cfg(&[peer("a", "transports = [\"rdma\"]"), peer("b", "")].concat());
         let t = make_targets(&c, &HashMap::new(), true);
-        assert_eq!(fanout_sets(&c, &t), vec![(Tx::Udp, vec![0, 1])]);
-        assert!(fanout_sets(&cfg(&peer("a", "")), &[]).is_empty());
+        let all_known = vec![PeerPhase::Known; t.len()];
+        assert_eq!(fanout_sets(&c, &t, &all_known), vec![(Tx::Udp, vec![0, 1])]);
+        assert!(fanout_sets(&cfg(&peer("a", "")), &[], &[]).is_empty());
     }
 
     #[test]

@@ -25,7 +25,7 @@ echo "run-vm: booting $KVER under TCG; results in $OUT"
 t0=$(date +%s)
 timeout "${VNG_TIMEOUT_S:-900}" vng --disable-kvm --run "/boot/vmlinuz-$KVER" --user root \
     --memory 2G --cpus 2 --rwdir "$OUT" \
-    --exec "VM_PARTS=${VM_PARTS:-all} DAEMON_SET=${DAEMON_SET:-all} DAEMON_LOG=${DAEMON_LOG:-netgauged=info} bash $ROOT/tests/verbs/inside.sh $OUT $NGCTL $NETGAUGED" </dev/null >"$OUT/vng.log" 2>&1 || {
+    --exec "VM_PARTS=${VM_PARTS:-all} bash $ROOT/tests/verbs/inside.sh $OUT $NGCTL $NETGAUGED" </dev/null >"$OUT/vng.log" 2>&1 || {
     echo "run-vm: the VM failed (exit $?); last lines:" >&2; tail -20 "$OUT/vng.log" >&2
     [ -f "$OUT/inside.log" ] && tail -30 "$OUT/inside.log" >&2
     exit 1; }
