@@ -26,16 +26,23 @@ grep -m1 -o -w constant_tsc /proc/cpuinfo >"$OUT/constant_tsc.txt" || echo "abse
 
 # --- the reference tools -------------------------------------------------
 if part ref; then
+# A perftest server and its client; the client retries while the server is
+# not listening yet (an emulated CPU can take seconds), and every wait has a
+# deadline.
+perftest_pair() { # out-file tool args...
+    local out=$1; shift
+    timeout 90 "$@" >/dev/null 2>&1 &
+    local srv=$!
+    for _ in 1 2 3 4 5; do
+        sleep 1.5
+        timeout 60 "$@" $IP >"$OUT/$out" 2>&1 && break
+    done
+    kill $srv 2>/dev/null; wait $srv 2>/dev/null
+}
 for s in 2 8; do
-    ib_write_lat -d rxe0 -x 1 -n 1000 -s $s >/dev/null 2>&1 &
-    sleep 1.5
-    ib_write_lat -d rxe0 -x 1 -n 1000 -s $s $IP >"$OUT/ib_write_lat_$s.txt" 2>&1
-    wait
+    perftest_pair ib_write_lat_$s.txt ib_write_lat -d rxe0 -x 1 -n 1000 -s $s
 done
-ib_write_bw -d rxe0 -x 1 -n 300 -s 65536 >/dev/null 2>&1 &
-sleep 1.5
-ib_write_bw -d rxe0 -x 1 -n 300 -s 65536 $IP >"$OUT/ib_write_bw.txt" 2>&1
-wait
+perftest_pair ib_write_bw.txt ib_write_bw -d rxe0 -x 1 -n 300 -s 65536
 qperf >/dev/null 2>&1 &
 QP=$!
 sleep 1.5
