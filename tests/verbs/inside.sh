@@ -113,7 +113,8 @@ if part fanout; then
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7478 --idle-exit-s 10 \
     2>"$OUT/fanout.serve.log" &
 SRV=$!
-sleep 1
+# Until it listens (it opens the device first), at most 30 s.
+for _ in $(seq 60); do grep -q answering "$OUT/fanout.serve.log" && break; sleep 0.5; done
 t0=$(date +%s)
 "$NGCTL" probe --transport rdma --device rxe0 --gid-index 1 --peer $IP:7478 --fanout-peers 3 \
     --max-size 64 --max-reps 12 --resamples 50 --json --raw --publish --shm /tmp/ng-fanout-seg \
