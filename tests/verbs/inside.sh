@@ -158,10 +158,10 @@ EOC
         printf '[[peer]]\nname = "%s"\naddress = "%s:%s"\ntransports = [%s]\n' "$pn" $IP "$pp" "$pt"
     done
 }
-daemon_cfg vma 7480 rxe0 4096 'vmb:7482:"rdma", "msg"' >$D/vma.toml
-daemon_cfg vma 7480 rxe0 4096 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"rdma"' >$D/vma2.toml
-daemon_cfg vmb 7482 rxe0 4096 'vma:7480:"rdma", "msg"' >$D/vmb.toml
-daemon_cfg vmc 7484 rxe0 1024 'vma:7480:"rdma"' >$D/vmc.toml
+daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' >$D/vma.toml
+daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"rdma"' >$D/vma2.toml
+daemon_cfg vmb 7482 rxe0 16384 'vma:7480:"rdma", "msg"' >$D/vmb.toml
+daemon_cfg vmc 7484 rxe0 16384 'vma:7480:"rdma"' >$D/vmc.toml
 daemon_cfg vmd 7486 nosuch 256 'vma:7480:"udp", "rdma", "msg"' >$D/vmd.toml
 cp $D/*.toml "$OUT/"
 declare -A PID
