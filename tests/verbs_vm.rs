@@ -276,6 +276,9 @@ fn fanout_over_three_queue_pairs() {
     assert_eq!(curve(&e["logfp"]).len(), 3, "{d}");
 }
 
+/// (peer, transport) entries a node must publish.
+type Pairs = &'static [(&'static str, &'static str)];
+
 #[test]
 #[ignore = "checks a Soft-RoCE VM run: tests/verbs/run-vm.sh runs it"]
 fn daemons_measure_each_other_over_rdma_and_msg() {
@@ -310,7 +313,7 @@ fn daemons_measure_each_other_over_rdma_and_msg() {
     }
     // Phase 1, two daemons alone: rdma and msg entries for each other.
     // Phase 2 adds vmc (rdma) and vmd (no device: udp only).
-    let checks: [(&str, &str, &[(&str, &str)]); 5] = [
+    let checks: [(&str, &str, Pairs); 5] = [
         (
             "daemon1_vma.json",
             "vma",
