@@ -116,7 +116,8 @@ enum Cmd {
     Probe {
         #[arg(long, value_enum)]
         transport: TransportName,
-        /// HOST:PORT of an `ngctl serve` (udp).
+        /// HOST:PORT of an `ngctl serve` (udp); rdma/msg: one or several,
+        /// comma-separated (for --fanout-peers).
         #[arg(long)]
         peer: Option<String>,
         /// MAC of the `ngctl serve --transport raw` interface (raw).
@@ -131,7 +132,9 @@ enum Cmd {
         max_size: u64,
         #[arg(long, default_value_t = 1)]
         min_size: u64,
-        /// LogfP 1:P−P:1 up to this many peers (sim: default 16; udp: 0).
+        /// LogfP 1:P−P:1 up to this many peers (sim: default 16; udp: 0;
+        /// rdma/msg: P queue pairs, spread round robin over the servers of
+        /// --peer, default one per server).
         #[arg(long)]
         fanout_peers: Option<usize>,
         /// Deadline of every wait for an answer, in ms.
@@ -374,12 +377,21 @@ fn run(cli: Cli) -> Result<()> {
                     let peer = peer
                         .clone()
                         .context("--peer HOST:PORT is required for rdma/msg")?;
-                    let addr = resolve(&peer)?;
+                    let addrs = peer
+                        .split(',')
+                        .map(|p| resolve(p.trim()))
+                        .collect::<Result<Vec<_>>>()?;
                     let clock = HostClock::choose(clock_choice)?;
                     clock_desc =
                         format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
-                    verbs_cli::probe(transport, addr, &verbs, max_size, &opts, &mut bar, clock)
-                        .with_context(|| format!("probe of {peer} failed"))?
+                    let target = Target {
+                        servers: &addrs,
+                        fanout_peers,
+                    };
+                    verbs_cli::probe(
+                        transport, target, &verbs, max_size, &mut opts, &mut bar, clock,
+                    )
+                    .with_context(|| format!("probe of {peer} failed"))?
                 }
                 TransportName::Udp => {
                     let peer = peer
@@ -605,17 +617,19 @@ mod verbs_cli {
     use std::net::{SocketAddr, TcpListener};
     use std::time::Duration;
 
-    use anyhow::{Context, Result};
+    use anyhow::{bail, Context, Result};
     use netgauged::clock::HostClock;
     use netgauged::pattern::prtt;
     use netgauged::probe::{self, ProbeOptions, ProbeResult};
     use netgauged::sweep::Progress;
+    use netgauged::transport::multi::Multi;
     use netgauged::transport::rdma_write::{RdmaWriteTransport, VerbsOptions};
     use netgauged::transport::verbs_msg::{MsgOptions, VerbsMsgTransport};
-    use netgauged::transport::Transport;
-    use netgauged::verbs::exchange::SideChannel;
+    use netgauged::transport::{PeerId, Transport};
+    use netgauged::verbs::exchange::{self, ExchangeError, SideChannel};
+    use netgauged::verbs::VerbsError;
 
-    use super::{TransportName, VerbsArgs};
+    use super::{Target, TransportName, VerbsArgs};
 
     fn options(v: &VerbsArgs, max_size: u64, clock: HostClock) -> Result<VerbsOptions> {
         let device = v
@@ -633,12 +647,13 @@ mod verbs_cli {
         Ok(o)
     }
 
-    /// Warm the path before measuring: first executions of the verbs code
-    /// paths (page faults, an emulated CPU's code translation, the
-    /// provider's lazy set-up) are much slower than later ones, and the
+    /// Warm the path to `peer` before measuring: first executions of the
+    /// verbs code paths (page faults, an emulated CPU's code translation,
+    /// the provider's lazy set-up) are much slower than later ones, and the
     /// sweep's own warm-up is per size and short.
     fn warm_up<T: Transport>(
         t: &mut T,
+        peer: PeerId,
         clock: &HostClock,
         max_size: u64,
         opts: &ProbeOptions,
@@ -650,52 +665,89 @@ mod verbs_cli {
         for &s in &[1usize, 64, top / 2, top] {
             let s = s.max(1);
             for _ in 0..if s <= 64 { 50 } else { 3 } {
-                prtt::prtt(t, clock, 0, 1, 0, s, opts.sweep.timeout)?;
-                prtt::prtt(t, clock, 0, n, 0, s, opts.sweep.timeout)?;
+                prtt::prtt(t, clock, peer, 1, 0, s, opts.sweep.timeout)?;
+                prtt::prtt(t, clock, peer, n, 0, s, opts.sweep.timeout)?;
             }
         }
         Ok(())
     }
 
+    /// One queue pair: the plain probe. Several (`--fanout-peers P`, or
+    /// several servers): P queue pairs, round robin over the servers, as one
+    /// multi-peer transport; the LogGP sweep runs on the first, then the
+    /// 1:P−P:1 fan-out over all of them.
     pub fn probe(
         which: TransportName,
-        addr: SocketAddr,
+        target: Target<'_>,
         v: &VerbsArgs,
         max_size: u64,
-        opts: &ProbeOptions,
+        opts: &mut ProbeOptions,
         bar: &mut dyn Progress,
         clock: HostClock,
     ) -> Result<ProbeResult> {
+        let Target {
+            servers,
+            fanout_peers,
+        } = target;
         let o = options(v, max_size, clock)?;
+        let qps = fanout_peers.unwrap_or(servers.len()).max(1);
+        if servers.is_empty() {
+            bail!("no server given");
+        }
         if which == TransportName::Rdma {
-            let mut t = RdmaWriteTransport::connect(addr, &o)?;
-            tracing::info!(
-                "rdma: {} inline ≤ {} B, path MTU {} B",
-                t.device(),
-                t.max_inline_bytes(),
-                t.path_mtu_bytes()
-            );
-            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
-            Ok(probe::run(&mut t, &clock, 0, opts, bar)?)
+            let mut links = Vec::with_capacity(qps);
+            for i in 0..qps {
+                let t = RdmaWriteTransport::connect(servers[i % servers.len()], &o)
+                    .with_context(|| format!("queue pair {i}"))?;
+                tracing::info!(
+                    "rdma: {} inline ≤ {} B, path MTU {} B",
+                    t.device(),
+                    t.max_inline_bytes(),
+                    t.path_mtu_bytes()
+                );
+                links.push(t);
+            }
+            run(links, &clock, max_size, opts, bar)
         } else {
             let mo = MsgOptions {
                 verbs: o,
                 eager_max_bytes: v.eager_max,
             };
-            let mut t = VerbsMsgTransport::connect(addr, &mo)?;
-            warm_up(&mut t, &clock, max_size, opts).context("warm-up")?;
-            let r = probe::run(&mut t, &clock, 0, opts, bar)?;
-            tracing::info!(
-                "msg: eager ≤ {} B, {} rendezvous, {} explicit credit messages",
-                t.eager_max_bytes(),
-                t.rendezvous,
-                t.credit_messages
-            );
+            let mut links = Vec::with_capacity(qps);
+            for i in 0..qps {
+                links.push(
+                    VerbsMsgTransport::connect(servers[i % servers.len()], &mo)
+                        .with_context(|| format!("queue pair {i}"))?,
+                );
+            }
+            let r = run(links, &clock, max_size, opts, bar)?;
             Ok(r)
         }
     }
 
-    /// Answer one client after another until none comes for `idle_exit_s`.
+    fn run<T: Transport>(
+        mut links: Vec<T>,
+        clock: &HostClock,
+        max_size: u64,
+        opts: &mut ProbeOptions,
+        bar: &mut dyn Progress,
+    ) -> Result<ProbeResult> {
+        if links.len() == 1 {
+            let mut t = links.pop().expect("one link");
+            warm_up(&mut t, 0, clock, max_size, opts).context("warm-up")?;
+            return Ok(probe::run(&mut t, clock, 0, opts, bar)?);
+        }
+        opts.fanout_peers = Some(links.len());
+        let mut m = Multi::new(links);
+        for p in 0..m.caps().peers {
+            let top = if p == 0 { max_size } else { 64 };
+            warm_up(&mut m, p, clock, top, opts).with_context(|| format!("warm-up of QP {p}"))?;
+        }
+        Ok(probe::run(&mut m, clock, 0, opts, bar)?)
+    }
+
+    /// Answer clients until none comes for `idle_exit_s`; several sessions
+    /// (a fan-out's queue pairs) are served at once by this one thread.
     pub fn serve(
         which: TransportName,
         listen: SocketAddr,
@@ -720,102 +772,164 @@ mod verbs_cli {
             o.link.device
         );
         let wait = (idle_exit_s > 0).then(|| Duration::from_secs(idle_exit_s));
+        if which == TransportName::Rdma {
+            serve_all(&listener, wait, idle_exit_s, o.exchange_timeout, |side| {
+                RdmaWriteTransport::accept_on(side, &o)
+            })
+        } else {
+            let mo = MsgOptions {
+                verbs: o.clone(),
+                eager_max_bytes: v.eager_max,
+            };
+            serve_all(&listener, wait, idle_exit_s, o.exchange_timeout, |side| {
+                VerbsMsgTransport::accept_on(side, &mo)
+            })
+        }
+    }
+
+    /// Set up one session on an accepted side channel. A failed exchange
+    /// (the client gave up, sent garbage) is reported and skipped; a local
+    /// failure (device, memory) ends `serve`.
+    fn add<T>(
+        side: SideChannel,
+        open: &impl Fn(SideChannel) -> Result<T, VerbsError>,
+        links: &mut Vec<T>,
+        sides: &mut Vec<SideChannel>,
+    ) -> Result<()> {
+        let who = side.peer().to_string();
+        let watch = side.try_clone()?;
+        match open(side) {
+            Ok(t) => {
+                links.push(t);
+                sides.push(watch);
+                eprintln!("ngctl serve: session with {who} ({} active)", links.len());
+                Ok(())
+            }
+            Err(e @ VerbsError::Exchange(_)) => {
+                eprintln!("ngctl serve: session set-up with {who} failed: {e}");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn serve_all<T: Transport>(
+        listener: &TcpListener,
+        wait: Option<Duration>,
+        idle_exit_s: u64,
+        io_timeout: Duration,
+        open: impl Fn(SideChannel) -> Result<T, VerbsError>,
+    ) -> Result<()> {
+        let mut links: Vec<T> = Vec::new();
+        let mut sides: Vec<SideChannel> = Vec::new();
         loop {
-            let accepted = if which == TransportName::Rdma {
-                RdmaWriteTransport::accept(&listener, wait, &o).map(|t| {
-                    let side = t.side_channel().try_clone();
-                    (Box::new(t) as Box<dyn Transport>, side)
-                })
-            } else {
-                let mo = MsgOptions {
-                    verbs: o.clone(),
-                    eager_max_bytes: v.eager_max,
-                };
-                VerbsMsgTransport::accept(&listener, wait, &mo).map(|t| {
-                    let side = t.side_channel().try_clone();
-                    (Box::new(t) as Box<dyn Transport>, side)
-                })
-            };
-            let (mut t, side) = match accepted {
-                Ok(x) => x,
-                Err(netgauged::verbs::VerbsError::Exchange(
-                    netgauged::verbs::exchange::ExchangeError::AcceptTimeout(_),
-                )) => {
-                    eprintln!("ngctl serve: idle, exiting");
-                    return Ok(());
+            if links.is_empty() {
+                match exchange::accept(listener, wait, io_timeout) {
+                    Ok(side) => add(side, &open, &mut links, &mut sides)?,
+                    Err(ExchangeError::AcceptTimeout(_)) => {
+                        eprintln!("ngctl serve: idle, exiting");
+                        return Ok(());
+                    }
+                    Err(e) => eprintln!("ngctl serve: session set-up failed: {e}"),
                 }
-                Err(e @ netgauged::verbs::VerbsError::Exchange(_)) => {
-                    eprintln!("ngctl serve: session set-up failed: {e}");
-                    continue;
+                continue;
+            }
+            let mut pending = None;
+            let (stats, quiet) =
+                serve_round(&mut links, &sides, listener, &mut pending, idle_exit_s);
+            if let Err(e) = &stats {
+                eprintln!("ngctl serve: {e}");
+            }
+            // Drop the sessions whose client left (all of them after an
+            // error that names no one, or a quiet spell past the limit).
+            let before = links.len();
+            let mut k = 0;
+            while k < sides.len() {
+                if sides[k].peer_closed() || stats.is_err() || quiet {
+                    eprintln!("ngctl serve: session with {} ended", sides[k].peer());
+                    drop(links.remove(k));
+                    sides.remove(k);
+                } else {
+                    k += 1;
                 }
-                Err(e) => return Err(e.into()),
-            };
-            let side = side?;
-            let stats = session(&mut *t, &side, idle_exit_s);
-            match stats {
-                Ok(st) => eprintln!(
-                    "ngctl serve: session with {} ended after {} messages and {} answers",
-                    side.peer(),
-                    st.messages,
-                    st.answers
-                ),
-                Err(e) => eprintln!("ngctl serve: session with {} failed: {e}", side.peer()),
+            }
+            if let Ok(st) = stats {
+                if links.len() < before {
+                    eprintln!(
+                        "ngctl serve: {} messages and {} answers in this round",
+                        st.messages, st.answers
+                    );
+                }
+            }
+            if let Some(stream) = pending {
+                let side = stream
+                    .set_nonblocking(false)
+                    .map_err(|source| ExchangeError::Io {
+                        peer: "a new client".into(),
+                        source,
+                    })
+                    .and_then(|()| SideChannel::from_stream(stream, io_timeout));
+                match side {
+                    Ok(side) => add(side, &open, &mut links, &mut sides)?,
+                    Err(e) => eprintln!("ngctl serve: session set-up failed: {e}"),
+                }
             }
         }
     }
 
-    fn session(
-        t: &mut dyn Transport,
-        side: &SideChannel,
+    /// Serve the current sessions until one of them ends, a new client
+    /// knocks, or (`idle_exit_s`) all stay quiet too long (then true). One
+    /// session is served directly, several through `Multi`.
+    fn serve_round<T: Transport>(
+        links: &mut Vec<T>,
+        sides: &[SideChannel],
+        listener: &TcpListener,
+        pending: &mut Option<std::net::TcpStream>,
         idle_exit_s: u64,
-    ) -> Result<prtt::ServeStats, netgauged::transport::TransportError> {
+    ) -> (
+        Result<prtt::ServeStats, netgauged::transport::TransportError>,
+        bool,
+    ) {
         let idle = Duration::from_millis(500);
         let limit = idle_exit_s * 2;
-        let mut last_timeouts = 0;
+        let mut seen = (0u64, 0u64, 0u64);
         let mut quiet = 0u64;
-        let mut last_msgs = 0u64;
-        prtt::serve(&mut DynTransport(t), idle, |st| {
-            if st.timeouts == last_timeouts {
+        let mut too_quiet = false;
+        // Looked at only after a timeout or an ended session, never per
+        // message: the checks make system calls.
+        let keep_going = |st: &prtt::ServeStats| {
+            if (st.timeouts, st.sessions_ended) == (seen.1, seen.2) {
                 return true;
             }
-            // Only after a quiet spell: is the client still there?
-            last_timeouts = st.timeouts;
-            if st.messages == last_msgs {
-                quiet += 1;
-            } else {
-                quiet = 0;
-                last_msgs = st.messages;
+            quiet = if st.messages == seen.0 { quiet + 1 } else { 0 };
+            seen = (st.messages, st.timeouts, st.sessions_ended);
+            if sides.iter().any(|s| s.peer_closed()) {
+                return false;
             }
-            !side.peer_closed() && (limit == 0 || quiet <= limit)
-        })
+            if let Ok((stream, _)) = listener.accept() {
+                *pending = Some(stream);
+                return false;
+            }
+            too_quiet = limit != 0 && quiet > limit;
+            !too_quiet
+        };
+        let r = if links.len() == 1 {
+            prtt::serve(&mut links[0], idle, keep_going)
+        } else {
+            let mut m = Multi::new(std::mem::take(links));
+            let r = prtt::serve(&mut m, idle, keep_going);
+            *links = m.into_inner();
+            r
+        };
+        (r, too_quiet)
     }
+}
 
-    /// `serve` takes `&mut impl Transport`; this forwards to a trait object.
-    struct DynTransport<'a>(&'a mut dyn Transport);
-
-    impl Transport for DynTransport<'_> {
-        fn caps(&self) -> netgauged::transport::Caps {
-            self.0.caps()
-        }
-        fn send(
-            &mut self,
-            peer: netgauged::transport::PeerId,
-            bytes: usize,
-            meta: netgauged::transport::Meta,
-        ) -> Result<(), netgauged::transport::TransportError> {
-            self.0.send(peer, bytes, meta)
-        }
-        fn recv(
-            &mut self,
-            from: Option<netgauged::transport::PeerId>,
-            timeout: Duration,
-        ) -> Result<netgauged::transport::Received, netgauged::transport::TransportError> {
-            self.0.recv(from, timeout)
-        }
-        fn counters(&self) -> netgauged::transport::Counters {
-            self.0.counters()
-        }
-    }
+/// Where a verbs probe goes: its servers, and how many queue pairs to open
+/// over them (round robin; None: one per server).
+pub struct Target<'a> {
+    pub servers: &'a [SocketAddr],
+    pub fanout_peers: Option<usize>,
 }
 
 /// Without the `verbs` feature the verbs transports say so.
@@ -833,10 +947,10 @@ mod verbs_cli {
 
     pub fn probe(
         _: TransportName,
-        _: SocketAddr,
+        _: super::Target<'_>,
         _: &VerbsArgs,
         _: u64,
-        _: &ProbeOptions,
+        _: &mut ProbeOptions,
         _: &mut dyn Progress,
         _: HostClock,
     ) -> Result<ProbeResult> {

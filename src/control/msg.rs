@@ -63,22 +63,60 @@ pub struct Endpoints {
     pub udp_port: u16,
     /// Whether the sender can use raw Ethernet (has CAP_NET_RAW).
     pub raw_ok: bool,
-    /// RDMA endpoint, when the sender has a verbs device.
+    /// The queue pair of an accepted verbs session (rdma, msg): sent by the
+    /// driver after [`Msg::ProbeAccept`], answered by the responder with its
+    /// own once its queue pair is ready to receive. None in the first
+    /// exchange of every session.
     pub verbs: Option<VerbsEndpoint>,
 }
 
-/// What an RDMA peer needs: queue pair, addressing and the target buffer.
+/// What an RDMA peer needs: queue pair, addressing and the target buffer,
+/// plus the message transport's token terms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerbsEndpoint {
+    /// The accepted session this queue pair belongs to.
+    pub session_nonce: u64,
     pub qpn: u32,
     pub psn: u32,
     pub gid: [u8; 16],
     pub lid: u16,
+    /// `ibv_mtu` value of the sender's port (1 = 256 B … 5 = 4096 B).
+    pub mtu: u8,
     pub rkey: u32,
     /// Remote virtual address of the registered target buffer.
     pub addr: u64,
     pub len_bytes: u64,
     pub max_inline_bytes: u32,
+    /// msg: receive tokens posted for the peer and the bytes each holds.
+    pub tokens: u32,
+    pub token_bytes: u32,
+    /// msg: the eager/rendezvous threshold.
+    pub eager_max_bytes: u32,
+    /// Largest message the sender accepts.
+    pub max_msg_bytes: u64,
+}
+
+impl VerbsEndpoint {
+    /// The bounds a decoded endpoint must respect (24-bit QPN and PSN, a
+    /// known MTU, a buffer that does not wrap the address space).
+    pub fn check(&self) -> Result<(), &'static str> {
+        if self.qpn >= 1 << 24 {
+            return Err("endpoints: QPN beyond 24 bits");
+        }
+        if self.psn >= 1 << 24 {
+            return Err("endpoints: PSN beyond 24 bits");
+        }
+        if !(1..=5).contains(&self.mtu) {
+            return Err("endpoints: unknown MTU");
+        }
+        if self.addr.checked_add(self.len_bytes).is_none() {
+            return Err("endpoints: buffer wraps the address space");
+        }
+        if self.session_nonce == 0 {
+            return Err("endpoints: no session");
+        }
+        Ok(())
+    }
 }
 
 /// Which transport a probe session uses.
@@ -238,6 +276,7 @@ impl Msg {
         match self {
             Msg::Hello(h) if !name_ok(&h.node) => bad("hello: bad node name"),
             Msg::Endpoints(e) if !name_ok(&e.node) => bad("endpoints: bad node name"),
+            Msg::Endpoints(Endpoints { verbs: Some(v), .. }) => v.check().or_else(bad),
             Msg::ProbeRequest(r) => {
                 if !name_ok(&r.driver) {
                     return bad("probe_request: bad driver name");
@@ -263,6 +302,95 @@ impl Msg {
                 Ok(())
             }
             _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verbs_ep() -> VerbsEndpoint {
+        VerbsEndpoint {
+            session_nonce: 7,
+            qpn: 0x11,
+            psn: 0xabcdef,
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 77, 0, 1],
+            lid: 0,
+            mtu: 3,
+            rkey: 0x1234,
+            addr: 0x7f00_0000_0000,
+            len_bytes: 1 << 16,
+            max_inline_bytes: 0,
+            tokens: 16,
+            token_bytes: 1088,
+            eager_max_bytes: 1024,
+            max_msg_bytes: 1 << 16,
+        }
+    }
+
+    fn endpoints(v: Option<VerbsEndpoint>) -> Msg {
+        Msg::Endpoints(Endpoints {
+            node: "a".into(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: 7471,
+            raw_ok: false,
+            verbs: v,
+        })
+    }
+
+    #[test]
+    fn verbs_endpoint_round_trips_and_is_checked() {
+        let m = endpoints(Some(verbs_ep()));
+        let b = encode(&m).unwrap();
+        let back: Msg = decode(&b).unwrap();
+        assert_eq!(back, m);
+        back.validate().unwrap();
+        endpoints(None).validate().unwrap();
+        let bad = [
+            VerbsEndpoint {
+                qpn: 1 << 24,
+                ..verbs_ep()
+            },
+            VerbsEndpoint {
+                psn: 1 << 24,
+                ..verbs_ep()
+            },
+            VerbsEndpoint {
+                mtu: 0,
+                ..verbs_ep()
+            },
+            VerbsEndpoint {
+                mtu: 6,
+                ..verbs_ep()
+            },
+            VerbsEndpoint {
+                addr: u64::MAX,
+                ..verbs_ep()
+            },
+            VerbsEndpoint {
+                session_nonce: 0,
+                ..verbs_ep()
+            },
+        ];
+        for v in bad {
+            let m = endpoints(Some(v.clone()));
+            assert!(
+                matches!(m.validate(), Err(ControlError::Malformed(_))),
+                "{v:?} accepted"
+            );
+            // The same rejection after a trip through the codec.
+            let back: Msg = decode(&encode(&m).unwrap()).unwrap();
+            assert!(back.validate().is_err());
+        }
+    }
+
+    #[test]
+    fn truncated_verbs_endpoints_never_decode() {
+        let b = encode(&endpoints(Some(verbs_ep()))).unwrap();
+        for n in 0..b.len() {
+            assert!(decode::<Msg>(&b[..n]).is_err(), "{n} bytes decoded");
         }
     }
 }

@@ -38,6 +38,10 @@ pub struct Config {
     /// Largest message size of a full sweep.
     #[serde(default = "default_max_size")]
     pub max_size_bytes: u64,
+    /// Most repetitions per size of a full sweep and a fan-out (default 40;
+    /// fewer: a quicker, rougher sweep, e.g. on an emulated test rig).
+    #[serde(default)]
+    pub max_reps: Option<u32>,
     /// CPU the probe thread is pinned to (none: not pinned).
     #[serde(default)]
     pub probe_cpu: Option<usize>,
@@ -50,8 +54,33 @@ pub struct Config {
     /// LogfP fan-out over all peers every this many seconds (0: never).
     #[serde(default = "default_fanout_interval")]
     pub fanout_interval_s: f64,
+    /// This node's RDMA device, for peers probed over `rdma` or `msg`.
+    #[serde(default)]
+    pub verbs: Option<VerbsConfig>,
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
+}
+
+/// `[verbs]`: the device the `rdma` and `msg` transports use.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VerbsConfig {
+    /// RDMA device name (`ibv_devices`), e.g. "mlx5_0" or "rxe0".
+    pub device: String,
+    /// 1-based port of the device. Default 1.
+    #[serde(default = "default_port")]
+    pub port: u8,
+    /// GID index (RoCE). Default: the first RoCE v2 GID, IPv4-mapped
+    /// preferred; InfiniBand uses the LID.
+    #[serde(default)]
+    pub gid_index: Option<u32>,
+    /// msg: largest eager message; larger ones use the rendezvous.
+    #[serde(default = "default_eager_max")]
+    pub eager_max_bytes: u64,
+    /// rdma: largest inline write. Default: 0 on software devices (rxe,
+    /// siw), 256 otherwise.
+    #[serde(default)]
+    pub inline_max_bytes: Option<u32>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -92,6 +121,12 @@ fn default_max_size() -> u64 {
 }
 fn default_fanout_interval() -> f64 {
     600.0
+}
+fn default_port() -> u8 {
+    1
+}
+fn default_eager_max() -> u64 {
+    16 * 1024
 }
 fn yes() -> bool {
     true
@@ -137,6 +172,17 @@ impl Config {
         }
         if self.max_size_bytes == 0 {
             return bad("max_size_bytes must be positive".into());
+        }
+        if self.max_reps == Some(0) {
+            return bad("max_reps must be positive".into());
+        }
+        if let Some(v) = &self.verbs {
+            if v.device.is_empty() || v.port == 0 {
+                return bad("[verbs]: device must be named and port is 1-based".into());
+            }
+            if v.eager_max_bytes == 0 || v.eager_max_bytes > u64::from(u32::MAX) {
+                return bad("[verbs]: eager_max_bytes out of range".into());
+            }
         }
         let mut names = std::collections::HashSet::new();
         for p in &self.peers {
@@ -205,5 +251,25 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("twice"));
         let c: Config = toml::from_str(&format!("{base}budget_bytes_per_s = 0\n")).unwrap();
         assert!(c.validate().is_err());
+        let e = toml::from_str::<Config>(&format!("{base}[verbs]\ndevice = \"rxe0\"\ngid = 1\n"))
+            .unwrap_err();
+        assert!(e.to_string().contains("gid"), "{e}");
+        let c: Config =
+            toml::from_str(&format!("{base}[verbs]\ndevice = \"rxe0\"\nport = 0\n")).unwrap();
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn verbs_section() {
+        let c: Config = toml::from_str(
+            "key_file = \"/k\"\n[verbs]\ndevice = \"rxe0\"\ngid_index = 1\n[[peer]]\nname = \"b\"\naddress = \"10.0.0.2:7470\"\ntransports = [\"rdma\", \"msg\"]\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let v = c.verbs.unwrap();
+        assert_eq!(
+            (v.device.as_str(), v.port, v.gid_index, v.eager_max_bytes),
+            ("rxe0", 1, Some(1), 16384)
+        );
     }
 }

@@ -5,7 +5,9 @@
 //!   `Hello`, `Endpoints`, `ProbeRequest`/`ProbeDone` (one session at a time;
 //!   the UDP responder only admits the nonce of the accepted session) and
 //!   `Status`;
-//! - **responder**: the UDP mirror server (`pattern::prtt::serve`);
+//! - **responder**: the UDP mirror server (`pattern::prtt::serve`), one raw
+//!   Ethernet responder per interface, and with a `[verbs]` device the
+//!   verbs responder (one rdma or msg session at a time, see `verbs.rs`);
 //! - **probe**: pinned, optionally SCHED_FIFO; asks the scheduler what to
 //!   do, drives the sweep, sends results over a crossbeam channel; it is the
 //!   only thread that sends systemd watchdog keep-alives, so a wedged probe
@@ -18,12 +20,17 @@ pub mod config;
 pub mod sched;
 pub mod state;
 pub mod sys;
+#[cfg(feature = "verbs")]
+mod verbs;
+#[cfg(not(feature = "verbs"))]
+#[path = "verbs_stub.rs"]
+mod verbs;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -80,6 +87,10 @@ pub enum DaemonError {
 pub enum Tx {
     Udp,
     Raw,
+    /// One-sided RDMA write (needs a `[verbs]` device on both nodes).
+    Rdma,
+    /// Two-sided verbs messages, eager and rendezvous.
+    Msg,
 }
 
 impl Tx {
@@ -87,12 +98,16 @@ impl Tx {
         match self {
             Tx::Udp => "udp",
             Tx::Raw => "raw",
+            Tx::Rdma => "rdma",
+            Tx::Msg => "msg",
         }
     }
     fn kind(self) -> TransportKind {
         match self {
             Tx::Udp => TransportKind::Udp,
             Tx::Raw => TransportKind::RawEth,
+            Tx::Rdma => TransportKind::RdmaWrite,
+            Tx::Msg => TransportKind::VerbsMsg,
         }
     }
 }
@@ -110,6 +125,7 @@ struct Session {
     nonce: u64,
     driver: String,
     until: Option<Instant>,
+    transport: Option<TransportKind>,
 }
 
 /// State the threads share (none of it on a hot path).
@@ -130,6 +146,8 @@ struct Shared {
     spent_bytes: AtomicU64,
     budget_bytes_per_s: u64,
     shutdown: Arc<AtomicBool>,
+    /// The verbs responder, when this node's `[verbs]` device opened.
+    verbs: OnceLock<verbs::Serving>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -161,8 +179,15 @@ pub struct StatusFile {
 /// What the probe thread hands the publisher.
 enum Outcome {
     Publish(Box<EntryData>),
-    Stale { peer: String, transport: String },
-    Logfp { peers: Vec<String>, fit: LogfpFit },
+    Stale {
+        peer: String,
+        transport: String,
+    },
+    Logfp {
+        peers: Vec<String>,
+        transport: String,
+        fit: LogfpFit,
+    },
 }
 
 pub fn status_path(shm: &Path) -> PathBuf {
@@ -247,36 +272,8 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
             ),
         }
     }
-    let targets: Vec<Target> = cfg
-        .peers
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| {
-            let raw = raw_toward.contains_key(&p.name);
-            let mut v = Vec::new();
-            if raw {
-                v.push(Target {
-                    peer: i,
-                    tx: Tx::Raw,
-                });
-            }
-            if wants(p, Tx::Udp) || !raw {
-                v.push(Target {
-                    peer: i,
-                    tx: Tx::Udp,
-                });
-            }
-            for t in p.transports.iter().flatten() {
-                if t == "rdma" || t == "msg" {
-                    tracing::warn!(
-                        "{}: transport {t} is not run by the daemon yet; use ngctl probe",
-                        p.name
-                    );
-                }
-            }
-            v
-        })
-        .collect();
+    let verbs_node = open_verbs(&cfg, clock);
+    let targets = make_targets(&cfg, &raw_toward, verbs_node.is_some());
 
     let shared = Arc::new(Shared {
         node: node.clone(),
@@ -291,6 +288,18 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         spent_bytes: AtomicU64::new(0),
         budget_bytes_per_s: cfg.budget_bytes_per_s,
         shutdown: shutdown.clone(),
+        verbs: OnceLock::new(),
+    });
+
+    // The verbs responder: one rdma or msg session at a time.
+    let verbs_thread = verbs_node.clone().map(|node| {
+        let ended_shared = shared.clone();
+        let (serving, h) =
+            verbs::spawn_responder(node, shared.gate.clone(), shutdown.clone(), move |nonce| {
+                end_session(&ended_shared, nonce)
+            });
+        let _ = shared.verbs.set(serving);
+        h
     });
 
     // The UDP responder.
@@ -340,6 +349,9 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
     scfg.allowed_peers = Some(cfg.peers.iter().map(|p| p.name.clone()).collect());
+    // A driver keeps its session's connection open for the whole sweep and
+    // ends it with ProbeDone: the connection must outlive a long sweep.
+    scfg.idle = SESSION_TTL;
     let handler_shared = shared.clone();
     let server = ControlServer::spawn(listener, scfg, move |peer: &str, msg: Msg| {
         handle_control(&handler_shared, peer, msg)
@@ -359,9 +371,18 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let cfg = cfg.clone();
         let shared = shared.clone();
         let key = key.clone();
+        let verbs_node = verbs_node.clone();
         std::thread::Builder::new()
             .name("ng-probe".into())
-            .spawn(move || probe_loop(&cfg, &shared, key, clock, &targets, &known, &tx))
+            .spawn(move || {
+                let ctx = ProbeCtx {
+                    cfg: &cfg,
+                    shared: &shared,
+                    clock,
+                    verbs: verbs_node.as_deref(),
+                };
+                probe_loop(&ctx, key, &targets, &known, &tx)
+            })
             .expect("spawn probe thread")
     };
 
@@ -380,18 +401,150 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     for t in raw_threads {
         let _ = t.join();
     }
+    if let Some(t) = verbs_thread {
+        let _ = t.join();
+    }
     drop(server);
     tracing::info!("netgauged stopped ({sessions} responder sessions served)");
     writer.shutdown();
     Ok(())
 }
 
-/// Does the configuration ask for `tx` toward `p`? (Default: every
-/// transport that works: raw where an interface is given, and udp.)
+/// Does the configuration ask for `tx` toward `p`? (Default: raw where an
+/// interface is given, and udp; rdma and msg only when listed.)
 fn wants(p: &PeerConfig, tx: Tx) -> bool {
     match &p.transports {
         Some(list) => list.iter().any(|t| t == tx.name()),
-        None => tx == Tx::Udp || p.interface.is_some(),
+        None => tx == Tx::Udp || (tx == Tx::Raw && p.interface.is_some()),
+    }
+}
+
+/// The (peer, transport) pairs to keep current: those asked for that this
+/// node can run. udp also stands in for an unavailable raw, and for a
+/// peer left with nothing else.
+fn make_targets(
+    cfg: &Config,
+    raw_toward: &HashMap<String, (String, [u8; 6])>,
+    verbs_ok: bool,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for (i, p) in cfg.peers.iter().enumerate() {
+        let mut v = Vec::new();
+        if raw_toward.contains_key(&p.name) {
+            v.push(Tx::Raw);
+        }
+        if verbs_ok {
+            v.extend([Tx::Rdma, Tx::Msg].into_iter().filter(|&t| wants(p, t)));
+        }
+        let raw_missing = wants(p, Tx::Raw) && !v.contains(&Tx::Raw);
+        if wants(p, Tx::Udp) || raw_missing || v.is_empty() {
+            v.push(Tx::Udp);
+        }
+        out.extend(v.into_iter().map(|tx| Target { peer: i, tx }));
+    }
+    out
+}
+
+/// This node's verbs device, if one is configured and works. Peers that
+/// want rdma or msg without one: one line, and they keep their other
+/// transports.
+fn open_verbs(cfg: &Config, clock: HostClock) -> Option<Arc<verbs::Node>> {
+    let wanting: Vec<&str> = cfg
+        .peers
+        .iter()
+        .filter(|p| wants(p, Tx::Rdma) || wants(p, Tx::Msg))
+        .map(|p| p.name.as_str())
+        .collect();
+    let skipped = if wanting.is_empty() {
+        String::new()
+    } else {
+        format!("; rdma/msg toward {} skipped", wanting.join(", "))
+    };
+    let Some(v) = &cfg.verbs else {
+        if !wanting.is_empty() {
+            tracing::warn!("no [verbs] device configured{skipped}; other transports unaffected");
+        }
+        return None;
+    };
+    match verbs::Node::open(v, cfg.max_size_bytes, clock) {
+        Ok(n) => {
+            tracing::info!(
+                "verbs device {} port {} ready (rdma, msg; eager ≤ {} B)",
+                v.device,
+                v.port,
+                v.eager_max_bytes
+            );
+            Some(Arc::new(n))
+        }
+        Err(why) => {
+            tracing::warn!(
+                "verbs device {} unavailable ({why}){skipped}; other transports unaffected",
+                v.device
+            );
+            None
+        }
+    }
+}
+
+/// The responder ended session `nonce` on its own (quiet, error): free the
+/// node for the next one.
+fn end_session(shared: &Shared, nonce: u64) {
+    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
+    if s.nonce == nonce {
+        *s = Session::default();
+        shared.gate.store(0, Ordering::Release);
+    }
+}
+
+/// A rejection's free text, bounded as the control plane requires.
+fn reject_text(why: &str) -> RejectReason {
+    let mut s = format!("verbs: {why}");
+    if s.len() > control::msg::MAX_TEXT_BYTES {
+        let mut cut = control::msg::MAX_TEXT_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    RejectReason::Other(s)
+}
+
+/// `Endpoints { verbs: Some(..) }`: the driver's queue pair for the session
+/// this node accepted from it; answered with ours once it is connected.
+fn answer_verbs(shared: &Shared, peer: &str, v: &control::VerbsEndpoint) -> Msg {
+    let reject = |reason| {
+        Msg::ProbeReject(ProbeReject {
+            session_nonce: v.session_nonce,
+            reason,
+        })
+    };
+    let transport = {
+        let s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
+        let live = s.until.is_some_and(|u| u > Instant::now());
+        if !live || s.nonce != v.session_nonce || s.driver != peer {
+            return reject(RejectReason::Other("verbs: no such session".into()));
+        }
+        match s.transport {
+            Some(t @ (TransportKind::RdmaWrite | TransportKind::VerbsMsg)) => t,
+            _ => return reject(RejectReason::Transport),
+        }
+    };
+    let Some(serving) = shared.verbs.get() else {
+        return reject(RejectReason::Transport);
+    };
+    match verbs::answer(serving, transport, v) {
+        Ok(mine) => Msg::Endpoints(control::Endpoints {
+            node: shared.node.clone(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: shared.udp_port,
+            raw_ok: false,
+            verbs: Some(mine),
+        }),
+        Err(why) => {
+            tracing::warn!("verbs session from {peer} not set up: {why}");
+            reject(reject_text(&why))
+        }
     }
 }
 
@@ -404,6 +557,9 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
             nonce: rand::random(),
             time_unix_ns: crate::publish::unix_now_ns(),
         })),
+        Msg::Endpoints(control::Endpoints { verbs: Some(v), .. }) => {
+            Some(answer_verbs(shared, peer, &v))
+        }
         Msg::Endpoints(_) => {
             let raw = shared.raw_toward.get(peer);
             Some(Msg::Endpoints(control::Endpoints {
@@ -444,6 +600,7 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
     match req.transport {
         TransportKind::Udp => {}
         TransportKind::RawEth if raw_here => {}
+        TransportKind::RdmaWrite | TransportKind::VerbsMsg if shared.verbs.get().is_some() => {}
         _ => return reject(RejectReason::Transport),
     }
     if shared
@@ -467,6 +624,7 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
         nonce: req.session_nonce,
         driver: peer.to_string(),
         until: Some(now + SESSION_TTL),
+        transport: Some(req.transport),
     };
     shared.gate.store(req.session_nonce, Ordering::Release);
     Msg::ProbeAccept(ProbeAccept {
@@ -487,6 +645,9 @@ enum JobError {
     Transport(#[from] crate::transport::TransportError),
     #[error("{0}")]
     Sweep(#[from] sweep::SweepError),
+    #[cfg(feature = "verbs")]
+    #[error("verbs: {0}")]
+    Verbs(#[from] crate::verbs::VerbsError),
 }
 
 /// A negotiated probe session with one peer.
@@ -583,6 +744,15 @@ struct JobCtx<'a> {
     cc: &'a ConnConfig,
     clock: HostClock,
     shared: &'a Shared,
+    verbs: Option<&'a verbs::Node>,
+}
+
+/// What the probe thread starts with.
+struct ProbeCtx<'a> {
+    cfg: &'a Config,
+    shared: &'a Shared,
+    clock: HostClock,
+    verbs: Option<&'a verbs::Node>,
 }
 
 fn run_job(
@@ -601,8 +771,9 @@ fn run_job(
         cc,
         clock,
         shared,
+        verbs: verbs_node,
     } = *ctx;
-    let n = negotiate(peer, cc, &shared.node, plan, tx)?;
+    let mut n = negotiate(peer, cc, &shared.node, plan, tx)?;
     *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer.name.clone());
     let result = match tx {
         Tx::Udp => {
@@ -611,6 +782,20 @@ fn run_job(
         Tx::Raw => {
             raw_link(peer, &n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
         }
+        Tx::Rdma | Tx::Msg => match verbs_node {
+            Some(node) => verbs::link(node, &mut n.conn, &peer.name, &shared.node, n.nonce, tx)
+                .and_then(|mut l| {
+                    if published.is_none() || job == Job::FullSweep {
+                        let top = usize::try_from(cfg.max_size_bytes).unwrap_or(usize::MAX);
+                        l.warm_up(&clock, top)?;
+                    }
+                    measure(&mut l, cfg, job, clock, published)
+                }),
+            None => Err(JobError::Refused(
+                peer.name.clone(),
+                RejectReason::Transport,
+            )),
+        },
     };
     *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = None;
     finish(n);
@@ -667,6 +852,10 @@ fn measure<T: Transport>(
         _ => {
             let mut opts = ProbeOptions::default();
             opts.sweep.max_size_bytes = cfg.max_size_bytes;
+            if let Some(r) = cfg.max_reps {
+                opts.sweep.max_reps = r;
+                opts.sweep.min_reps = opts.sweep.min_reps.min(r);
+            }
             let r = probe::run(link, &clock, 0, &opts, &mut ())?;
             Ok(JobResult::Swept(Box::new(r)))
         }
@@ -704,14 +893,18 @@ fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -
 }
 
 fn probe_loop(
-    cfg: &Config,
-    shared: &Shared,
+    pctx: &ProbeCtx<'_>,
     key: ClusterKey,
-    clock: HostClock,
     targets: &[Target],
     known: &[bool],
     tx: &Sender<Outcome>,
 ) {
+    let ProbeCtx {
+        cfg,
+        shared,
+        clock,
+        verbs: verbs_node,
+    } = *pctx;
     if let Some(cpu) = cfg.probe_cpu {
         if let Err(e) = sys::pin_to_cpu(cpu) {
             tracing::warn!("probe thread not pinned to CPU {cpu}: {e}");
@@ -743,12 +936,13 @@ fn probe_loop(
     );
     let mut published: HashMap<(usize, Tx), probe::ProbeResult> = HashMap::new();
     let mut errors: Vec<Option<String>> = vec![None; targets.len()];
-    let mut last_fanout: Option<f64> = None;
+    let mut next_fanout_s = 0.0;
     let ctx = JobCtx {
         cfg,
         cc: &cc,
         clock,
         shared,
+        verbs: verbs_node,
     };
     while !shared.shutdown.load(Ordering::Relaxed) {
         if let Some(w) = watchdog {
@@ -758,20 +952,39 @@ fn probe_loop(
             }
         }
         publish_status(cfg, shared, targets, &sched, &errors, now_s());
-        // LogfP over all peers, now and then, once at least two are known.
-        let fanout_due = cfg.fanout_interval_s > 0.0
-            && last_fanout.is_none_or(|t| now_s() - t >= cfg.fanout_interval_s)
-            && cfg.peers.len() >= 2
-            && (0..targets.len()).all(|i| sched.peer(i).phase == PeerPhase::Known);
-        if fanout_due {
-            last_fanout = Some(now_s());
-            match fanout_job(cfg, &cc, clock, shared) {
-                Ok((fit, bytes)) => {
-                    sched.charge(bytes, now_s());
-                    let peers = cfg.peers.iter().map(|p| p.name.clone()).collect();
-                    let _ = tx.send(Outcome::Logfp { peers, fit });
+        // LogfP over the known peers (udp: those all of whose targets are
+        // known; rdma: those known over rdma), now and then, once every
+        // target has been tried.
+        let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
+        let fanouts = if cfg.fanout_interval_s > 0.0
+            && now_s() >= next_fanout_s
+            && !phases.contains(&PeerPhase::New)
+        {
+            fanout_sets(cfg, targets, &phases)
+        } else {
+            Vec::new()
+        };
+        if !fanouts.is_empty() {
+            next_fanout_s = now_s() + cfg.fanout_interval_s;
+            for (ftx, peers) in &fanouts {
+                match fanout_job(&ctx, *ftx, peers) {
+                    Ok((fit, bytes)) => {
+                        sched.charge(bytes, now_s());
+                        let peers = peers.iter().map(|&i| cfg.peers[i].name.clone()).collect();
+                        let _ = tx.send(Outcome::Logfp {
+                            peers,
+                            transport: ftx.name().to_string(),
+                            fit,
+                        });
+                    }
+                    Err(JobError::Refused(p, RejectReason::Busy)) => {
+                        // A peer is busy with another session: soon again.
+                        tracing::debug!("LogfP fan-out over {}: {p} busy", ftx.name());
+                        next_fanout_s = now_s() + 0.2 + rand::random::<f64>();
+                        break;
+                    }
+                    Err(e) => tracing::warn!("LogfP fan-out over {} failed: {e}", ftx.name()),
                 }
-                Err(e) => tracing::warn!("LogfP fan-out failed: {e}"),
             }
             continue;
         }
@@ -845,33 +1058,103 @@ fn probe_loop(
     }
 }
 
-/// The 1:P−P:1 pattern across every peer's UDP responder.
-fn fanout_job(
-    cfg: &Config,
-    cc: &ConnConfig,
-    clock: HostClock,
-    shared: &Shared,
-) -> Result<(LogfpFit, u64), JobError> {
-    let mut sessions = Vec::with_capacity(cfg.peers.len());
-    let result = (|| {
-        let mut links = Vec::with_capacity(cfg.peers.len());
-        for p in &cfg.peers {
-            let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]), Tx::Udp)?;
-            links.push(udp_link(&n, clock)?);
-            sessions.push(n);
+/// The fan-outs to run, given each target's phase: udp over the peers all
+/// of whose targets are known (every node runs a UDP responder), and rdma
+/// over the peers known over rdma; each needs at least two peers.
+fn fanout_sets(cfg: &Config, targets: &[Target], phases: &[PeerPhase]) -> Vec<(Tx, Vec<usize>)> {
+    let known = |t: &(&Target, &PeerPhase)| *t.1 == PeerPhase::Known;
+    let mut out = Vec::new();
+    let udp: Vec<usize> = (0..cfg.peers.len())
+        .filter(|&i| {
+            let mut of_i = targets.iter().zip(phases).filter(|(t, _)| t.peer == i);
+            of_i.clone().next().is_some() && of_i.all(|x| known(&x))
+        })
+        .collect();
+    if udp.len() >= 2 {
+        out.push((Tx::Udp, udp));
+    }
+    let rdma: Vec<usize> = targets
+        .iter()
+        .zip(phases)
+        .filter(|x| x.0.tx == Tx::Rdma && known(x))
+        .map(|(t, _)| t.peer)
+        .collect();
+    if rdma.len() >= 2 {
+        out.push((Tx::Rdma, rdma));
+    }
+    out
+}
+
+/// The 1:P−P:1 pattern across `peers` over `tx` (udp: their UDP
+/// responders; rdma: one queue pair to each peer's verbs responder).
+fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u64), JobError> {
+    let JobCtx {
+        cfg,
+        cc,
+        clock,
+        shared,
+        verbs: verbs_node,
+    } = *ctx;
+    let mut sessions: Vec<Negotiated> = Vec::with_capacity(peers.len());
+    let result = (|| match tx {
+        Tx::Udp => {
+            let mut links = Vec::with_capacity(peers.len());
+            for &i in peers {
+                let n = negotiate(
+                    &cfg.peers[i],
+                    cc,
+                    &shared.node,
+                    SizePlan::Recheck(vec![1]),
+                    tx,
+                )?;
+                sessions.push(n);
+                links.push(udp_link(&sessions[sessions.len() - 1], clock)?);
+            }
+            fanout_run(&mut Multi::new(links), clock, cfg.max_reps)
         }
-        let mut multi = Multi::new(links);
-        let sc = SweepConfig::default();
-        let before = multi.counters();
-        let samples = sweep::fanout_sweep(&mut multi, &clock, cfg.peers.len(), 1, &sc)?;
-        let after = multi.counters();
-        let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-        Ok((model::logfp::fit_logfp(&samples), bytes))
+        Tx::Rdma => {
+            let node = verbs_node.ok_or(JobError::Unexpected("rdma fan-out without a device"))?;
+            let mut links = Vec::with_capacity(peers.len());
+            for &i in peers {
+                let p = &cfg.peers[i];
+                let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]), tx)?;
+                sessions.push(n);
+                let n = sessions.last_mut().expect("just pushed");
+                links.push(verbs::link(
+                    node,
+                    &mut n.conn,
+                    &p.name,
+                    &shared.node,
+                    n.nonce,
+                    tx,
+                )?);
+            }
+            fanout_run(&mut Multi::new(links), clock, cfg.max_reps)
+        }
+        Tx::Raw | Tx::Msg => Err(JobError::Unexpected("no fan-out over this transport")),
     })();
     for n in sessions {
         finish(n);
     }
     result
+}
+
+fn fanout_run<T: Transport>(
+    multi: &mut Multi<T>,
+    clock: HostClock,
+    max_reps: Option<u32>,
+) -> Result<(LogfpFit, u64), JobError> {
+    let mut sc = SweepConfig::default();
+    if let Some(r) = max_reps {
+        sc.max_reps = r;
+        sc.min_reps = sc.min_reps.min(r);
+    }
+    let peers = multi.caps().peers;
+    let before = multi.counters();
+    let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
+    let after = multi.counters();
+    let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+    Ok((model::logfp::fit_logfp(&samples), bytes))
 }
 
 fn publish_status(
@@ -908,13 +1191,14 @@ fn publish_loop(
     rx: &Receiver<Outcome>,
     server: &ControlServer,
 ) {
-    let mut logfp: Option<(Vec<String>, LogfpFit)> = None;
+    // Per transport: the peers of the last fan-out and its fit.
+    let mut logfp: HashMap<String, (Vec<String>, LogfpFit)> = HashMap::new();
     let mut last_beat = Instant::now() - Duration::from_secs(1);
     while !shared.shutdown.load(Ordering::Relaxed) {
         let mut dirty = false;
         match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(Outcome::Publish(mut e)) => {
-                if let Some((peers, fit)) = &logfp {
+                if let Some((peers, fit)) = logfp.get(&e.transport) {
                     if peers.contains(&e.peer) {
                         attach_logfp(&mut e, fit);
                     }
@@ -937,9 +1221,13 @@ fn publish_loop(
                     }
                 }
             }
-            Ok(Outcome::Logfp { peers, fit }) => {
+            Ok(Outcome::Logfp {
+                peers,
+                transport,
+                fit,
+            }) => {
                 for p in &peers {
-                    if let Some(e) = entries.get_mut(&(p.clone(), "udp".to_string())) {
+                    if let Some(e) = entries.get_mut(&(p.clone(), transport.clone())) {
                         attach_logfp(e, &fit);
                         if let Err(err) = writer.upsert(e) {
                             tracing::error!("cannot publish LogfP for {p}: {err}");
@@ -947,13 +1235,13 @@ fn publish_loop(
                     }
                 }
                 tracing::info!(
-                    "LogfP over {} peers: f {:?}, o_min {:.0} ns, o_max {:.0} ns",
+                    "LogfP over {} peers ({transport}): f {:?}, o_min {:.0} ns, o_max {:.0} ns",
                     peers.len(),
                     fit.f,
                     fit.o_min_ns,
                     fit.o_max_ns
                 );
-                logfp = Some((peers, fit));
+                logfp.insert(transport, (peers, fit));
                 dirty = true;
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
@@ -1027,5 +1315,86 @@ fn write_status(cfg: &Config, shared: &Shared, server: &ControlServer) {
         .and_then(|()| std::fs::rename(&tmp, &path));
     if let Err(e) = ok {
         tracing::debug!("status file {}: {e}", path.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(peers: &str) -> Config {
+        let c: Config = toml::from_str(&format!("key_file = \"/k\"\n{peers}")).unwrap();
+        c.validate().unwrap();
+        c
+    }
+
+    fn peer(name: &str, extra: &str) -> String {
+        format!("[[peer]]\nname = \"{name}\"\naddress = \"10.0.0.9:7470\"\n{extra}\n")
+    }
+
+    fn txs(t: &[Target], peer: usize) -> Vec<Tx> {
+        t.iter().filter(|t| t.peer == peer).map(|t| t.tx).collect()
+    }
+
+    #[test]
+    fn targets_follow_the_lists_and_what_works() {
+        let c = cfg(&[
+            peer("a", "transports = [\"rdma\", \"msg\"]"),
+            peer("b", "transports = [\"udp\", \"rdma\"]"),
+            peer("c", ""),
+            peer("d", "interface = \"eth1\"\ntransports = [\"raw\"]"),
+        ]
+        .concat());
+        let mut raw = HashMap::new();
+        // With a verbs device, and raw toward d.
+        raw.insert("d".to_string(), ("eth1".to_string(), [2, 0, 0, 0, 0, 1]));
+        let t = make_targets(&c, &raw, true);
+        assert_eq!(txs(&t, 0), [Tx::Rdma, Tx::Msg]);
+        assert_eq!(txs(&t, 1), [Tx::Rdma, Tx::Udp]);
+        assert_eq!(txs(&t, 2), [Tx::Udp]);
+        assert_eq!(txs(&t, 3), [Tx::Raw]);
+        // Without a device (or raw): the verbs targets go, udp stays or
+        // stands in, as it does for raw.
+        let t = make_targets(&c, &HashMap::new(), false);
+        assert_eq!(txs(&t, 0), [Tx::Udp]);
+        assert_eq!(txs(&t, 1), [Tx::Udp]);
+        assert_eq!(txs(&t, 2), [Tx::Udp]);
+        assert_eq!(txs(&t, 3), [Tx::Udp]);
+    }
+
+    #[test]
+    fn fanouts_need_two_peers_per_transport() {
+        let c = cfg(&[
+            peer("a", "transports = [\"rdma\", \"msg\"]"),
+            peer("b", "transports = [\"udp\", \"rdma\"]"),
+            peer("c", "transports = [\"msg\"]"),
+        ]
+        .concat());
+        let t = make_targets(&c, &HashMap::new(), true);
+        let all_known = vec![PeerPhase::Known; t.len()];
+        let f = fanout_sets(&c, &t, &all_known);
+        assert_eq!(f, vec![(Tx::Udp, vec![0, 1, 2]), (Tx::Rdma, vec![0, 1])]);
+        // A failing rdma target leaves its peer out of both (a has no udp
+        // target: it is in the udp fan-out only while all of its are known).
+        let mut phases = all_known.clone();
+        phases[0] = PeerPhase::Failing; // a over rdma
+        assert_eq!(fanout_sets(&c, &t, &phases), vec![(Tx::Udp, vec![1, 2])]);
+        let c = cfg(&[peer("a", "transports = [\"rdma\"]"), peer("b", "")].concat());
+        let t = make_targets(&c, &HashMap::new(), true);
+        let all_known = vec![PeerPhase::Known; t.len()];
+        assert_eq!(fanout_sets(&c, &t, &all_known), vec![(Tx::Udp, vec![0, 1])]);
+        assert!(fanout_sets(&cfg(&peer("a", "")), &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn reject_text_is_bounded_on_a_char_boundary() {
+        let long = "é".repeat(400);
+        match reject_text(&long) {
+            RejectReason::Other(s) => {
+                assert!(s.len() <= control::msg::MAX_TEXT_BYTES);
+                assert!(s.starts_with("verbs: é"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

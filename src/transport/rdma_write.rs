@@ -97,7 +97,9 @@ pub struct RdmaWriteTransport {
     clock: HostClock,
     send_timeout: Duration,
     counters: Counters,
-    side: SideChannel,
+    /// The `ngctl serve` side channel; None when the endpoints travelled
+    /// over the daemon's control plane ([`RdmaWriteSetup`]).
+    side: Option<SideChannel>,
     path_mtu_bytes: usize,
     /// Posted writes not yet retired by a signaled completion.
     outstanding: u32,
@@ -151,7 +153,7 @@ impl RdmaWriteTransport {
         mr: Mr,
         slot: usize,
         peer: exchange::Endpoint,
-        mut side: SideChannel,
+        mut side: Option<SideChannel>,
         o: &VerbsOptions,
     ) -> Result<Self, VerbsError> {
         if peer.size_bytes < TRAILER_BYTES as u64 {
@@ -161,7 +163,9 @@ impl RdmaWriteTransport {
             )));
         }
         link.connect(&peer)?;
-        side.ready()?;
+        if let Some(side) = side.as_mut() {
+            side.ready()?;
+        }
         let max_msg = o
             .max_msg_bytes
             .min(peer.size_bytes as usize)
@@ -201,7 +205,7 @@ impl RdmaWriteTransport {
         let mut side = SideChannel::connect(server, o.exchange_timeout)?;
         side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
         let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
-        Self::finish(link, mr, slot, peer, side, o)
+        Self::finish(link, mr, slot, peer, Some(side), o)
     }
 
     /// Server: wait for one client on `listener` (at most `wait`, None:
@@ -216,7 +220,16 @@ impl RdmaWriteTransport {
         let mut side = exchange::accept(listener, wait, o.exchange_timeout)?;
         let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
         side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
-        Self::finish(link, mr, slot, peer, side, o)
+        Self::finish(link, mr, slot, peer, Some(side), o)
+    }
+
+    /// Server, on a side channel already accepted (several sessions served
+    /// at once by one `ngctl serve`).
+    pub fn accept_on(mut side: SideChannel, o: &VerbsOptions) -> Result<Self, VerbsError> {
+        let (link, mr, slot) = Self::local(o)?;
+        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
+        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
+        Self::finish(link, mr, slot, peer, Some(side), o)
     }
 
     /// Inline payload limit the device granted.
@@ -229,8 +242,9 @@ impl RdmaWriteTransport {
     pub fn device(&self) -> &str {
         self.link.ctx.name()
     }
-    pub fn side_channel(&self) -> &SideChannel {
-        &self.side
+    /// The side channel (None when set up through [`RdmaWriteSetup`]).
+    pub fn side_channel(&self) -> Option<&SideChannel> {
+        self.side.as_ref()
     }
 
     /// Reap send completions: one poll, or (`wait`) until one arrives
@@ -318,6 +332,38 @@ impl RdmaWriteTransport {
             meta,
             overhead_ns: 0.0,
         }
+    }
+}
+
+/// The local end of an RDMA-write session before the endpoint exchange,
+/// for exchanges over another channel (the daemon's authenticated control
+/// plane): [`endpoint`](Self::endpoint) is what to send the peer,
+/// [`connect`](Self::connect) takes the peer's answer. Its queue pair must
+/// reach RTR before the peer writes: the side that answers connects before
+/// it sends its endpoint, and the side that asked connects before its
+/// first message.
+pub struct RdmaWriteSetup {
+    link: Link,
+    mr: Mr,
+    slot: usize,
+}
+
+impl RdmaWriteSetup {
+    /// Open the device, register the buffers (pinned), create the QP.
+    pub fn new(o: &VerbsOptions) -> Result<Self, VerbsError> {
+        let (link, mr, slot) = RdmaWriteTransport::local(o)?;
+        Ok(RdmaWriteSetup { link, mr, slot })
+    }
+    pub fn endpoint(&self, o: &VerbsOptions) -> exchange::Endpoint {
+        RdmaWriteTransport::endpoint(&self.link, &self.mr, self.slot, o.max_msg_bytes)
+    }
+    /// Connect the QP to `peer` (INIT → RTR → RTS).
+    pub fn connect(
+        self,
+        peer: exchange::Endpoint,
+        o: &VerbsOptions,
+    ) -> Result<RdmaWriteTransport, VerbsError> {
+        RdmaWriteTransport::finish(self.link, self.mr, self.slot, peer, None, o)
     }
 }
 

@@ -162,7 +162,8 @@ pub struct VerbsMsgTransport {
     clock: HostClock,
     send_timeout: Duration,
     counters: Counters,
-    side: SideChannel,
+    /// The `ngctl serve` side channel; None when set up through [`MsgSetup`].
+    side: Option<SideChannel>,
     /// Explicit CREDIT messages sent and RNDV round trips done (diagnostics).
     pub credit_messages: u64,
     pub rendezvous: u64,
@@ -214,7 +215,7 @@ impl VerbsMsgTransport {
         eager: usize,
         max_msg: usize,
         peer: exchange::Endpoint,
-        mut side: SideChannel,
+        mut side: Option<SideChannel>,
         o: &MsgOptions,
     ) -> Result<Self, VerbsError> {
         if (peer.token_bytes as usize) < HDR_BYTES + eager.min(max_msg) && eager > 0 {
@@ -238,7 +239,9 @@ impl VerbsMsgTransport {
             link.qp.post_recv(wr)?;
         }
         link.connect(&peer)?;
-        side.ready()?;
+        if let Some(side) = side.as_mut() {
+            side.ready()?;
+        }
         let max_msg = max_msg
             .min(peer.size_bytes as usize)
             .min(peer.max_msg_bytes as usize);
@@ -289,7 +292,7 @@ impl VerbsMsgTransport {
         let mut side = SideChannel::connect(server, o.verbs.exchange_timeout)?;
         side.send_endpoint(&Self::endpoint(&link, &mr, &lay, eager, max_msg))?;
         let peer = side.recv_endpoint(EndpointKind::Msg)?;
-        Self::finish(link, mr, lay, eager, max_msg, peer, side, o)
+        Self::finish(link, mr, lay, eager, max_msg, peer, Some(side), o)
     }
 
     /// Server: wait for one client (at most `wait`), adopt its eager
@@ -300,14 +303,21 @@ impl VerbsMsgTransport {
         o: &MsgOptions,
     ) -> Result<Self, VerbsError> {
         let link = Self::open_link(o)?;
-        let mut side = exchange::accept(listener, wait, o.verbs.exchange_timeout)?;
+        let side = exchange::accept(listener, wait, o.verbs.exchange_timeout)?;
+        Self::answer(link, side, o)
+    }
+
+    /// Server, on a side channel already accepted (several sessions served
+    /// at once by one `ngctl serve`).
+    pub fn accept_on(side: SideChannel, o: &MsgOptions) -> Result<Self, VerbsError> {
+        Self::answer(Self::open_link(o)?, side, o)
+    }
+
+    fn answer(link: Link, mut side: SideChannel, o: &MsgOptions) -> Result<Self, VerbsError> {
         let peer = side.recv_endpoint(EndpointKind::Msg)?;
-        let max_msg = (peer.max_msg_bytes as usize).min(o.verbs.max_msg_bytes);
-        let eager = (peer.eager_max_bytes as usize).min(max_msg.max(1));
-        let lay = Layout::new(eager, max_msg);
-        let mr = Self::register(&link, &lay, o.verbs.huge_pages)?;
-        side.send_endpoint(&Self::endpoint(&link, &mr, &lay, eager, max_msg))?;
-        Self::finish(link, mr, lay, eager, max_msg, peer, side, o)
+        let s = MsgSetup::answering_with(link, &peer, o)?;
+        side.send_endpoint(&s.endpoint())?;
+        Self::finish(s.link, s.mr, s.lay, s.eager, s.max_msg, peer, Some(side), o)
     }
 
     pub fn eager_max_bytes(&self) -> usize {
@@ -319,8 +329,9 @@ impl VerbsMsgTransport {
     pub fn device(&self) -> &str {
         self.link.ctx.name()
     }
-    pub fn side_channel(&self) -> &SideChannel {
-        &self.side
+    /// The side channel (None when set up through [`MsgSetup`]).
+    pub fn side_channel(&self) -> Option<&SideChannel> {
+        self.side.as_ref()
     }
 
     fn base(&self) -> *mut u8 {
@@ -555,6 +566,81 @@ fn check_completion(c: &Completion, want: u64, what: &str) -> Result<(), Transpo
         )));
     }
     Ok(())
+}
+
+/// The local end of a message session before the endpoint exchange, for
+/// exchanges over another channel (the daemon's control plane). The asking
+/// side uses [`MsgSetup::new`] (its own eager threshold and maximum size),
+/// the answering side [`MsgSetup::answering`] (it adopts the asker's,
+/// capped by its own maximum). Receive tokens are posted by
+/// [`connect`](Self::connect) before the QP can receive.
+pub struct MsgSetup {
+    link: Link,
+    mr: Mr,
+    lay: Layout,
+    eager: usize,
+    max_msg: usize,
+}
+
+impl MsgSetup {
+    pub fn new(o: &MsgOptions) -> Result<Self, VerbsError> {
+        let eager = o.eager_max_bytes;
+        let max_msg = o.verbs.max_msg_bytes;
+        let link = VerbsMsgTransport::open_link(o)?;
+        let lay = Layout::new(eager, max_msg);
+        let mr = VerbsMsgTransport::register(&link, &lay, o.verbs.huge_pages)?;
+        Ok(MsgSetup {
+            link,
+            mr,
+            lay,
+            eager,
+            max_msg,
+        })
+    }
+
+    pub fn answering(peer: &exchange::Endpoint, o: &MsgOptions) -> Result<Self, VerbsError> {
+        Self::answering_with(VerbsMsgTransport::open_link(o)?, peer, o)
+    }
+
+    fn answering_with(
+        link: Link,
+        peer: &exchange::Endpoint,
+        o: &MsgOptions,
+    ) -> Result<Self, VerbsError> {
+        let max_msg = (peer.max_msg_bytes as usize).min(o.verbs.max_msg_bytes);
+        let eager = (peer.eager_max_bytes as usize).min(max_msg.max(1));
+        let lay = Layout::new(eager, max_msg);
+        let mr = VerbsMsgTransport::register(&link, &lay, o.verbs.huge_pages)?;
+        Ok(MsgSetup {
+            link,
+            mr,
+            lay,
+            eager,
+            max_msg,
+        })
+    }
+
+    pub fn endpoint(&self) -> exchange::Endpoint {
+        VerbsMsgTransport::endpoint(&self.link, &self.mr, &self.lay, self.eager, self.max_msg)
+    }
+
+    /// Post the receive tokens and connect the QP to `peer`.
+    pub fn connect(
+        self,
+        peer: exchange::Endpoint,
+        o: &MsgOptions,
+    ) -> Result<VerbsMsgTransport, VerbsError> {
+        VerbsMsgTransport::finish(
+            self.link,
+            self.mr,
+            self.lay,
+            self.eager,
+            self.max_msg,
+            peer,
+            None,
+            o,
+        )
+    }
 }
 
 impl Transport for VerbsMsgTransport {

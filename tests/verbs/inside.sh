@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs INSIDE the Soft-RoCE VM (as root): rxe on a dummy netdev, perftest,
 # qperf, our probes and the error paths. Results go to $1 (the rwdir).
-# Usage: inside.sh OUT NGCTL
+# Usage: inside.sh OUT NGCTL NETGAUGED   (env VM_PARTS: a comma list of
+# ref, probe, errors, fanout, daemon; default all)
 set -u
 OUT=$1
 NGCTL=$2
+NETGAUGED=${3:-}
+PARTS=${VM_PARTS:-all}
+part() { [ "$PARTS" = all ] || [[ ",$PARTS," == *",$1,"* ]]; }
 IP=10.77.0.1
 exec >"$OUT/inside.log" 2>&1
 set -x
@@ -29,19 +33,34 @@ cat /sys/devices/system/clocksource/clocksource0/current_clocksource >"$OUT/cloc
 "$NGCTL" --clock tsc clock >"$OUT/clock.txt" 2>&1
 "$NGCTL" clock >"$OUT/clock_auto.txt" 2>&1
 
+# A perftest server and its client; the client retries while the server is
+# not listening yet (an emulated CPU can take seconds), and every wait has a
+# deadline.
+perftest_pair() { # out-file tool args...
+    local out=$1; shift
+    timeout 90 "$@" >/dev/null 2>&1 &
+    local srv=$!
+    for _ in 1 2 3 4 5; do
+        sleep 1.5
+        timeout 60 "$@" $IP >"$OUT/$out" 2>&1 && break
+    done
+    kill $srv 2>/dev/null; wait $srv 2>/dev/null
+}
 run_probe() { # name port extra-serve-args -- probe args
     local name=$1 port=$2; shift 2
     local sargs=()
     while [ "$1" != "--" ]; do sargs+=("$1"); shift; done; shift
     "$NGCTL" --clock tsc serve --listen $IP:$port --idle-exit-s 10 "${sargs[@]}" 2>"$OUT/$name.serve.log" &
     local srv=$!
-    for _ in $(seq 100); do grep -q answering "$OUT/$name.serve.log" && break; sleep 0.1; done
-    "$NGCTL" --clock tsc probe --peer $IP:$port --json --raw --resamples 50 "$@" \
+    # Until it listens (it calibrates the TSC and opens the device first).
+    for _ in $(seq 300); do grep -q answering "$OUT/$name.serve.log" && break; sleep 0.1; done
+    timeout 300 "$NGCTL" --clock tsc probe --peer $IP:$port --json --raw --resamples 50 "$@" \
         >"$OUT/$name.json" 2>"$OUT/$name.err"
     echo $? >"$OUT/$name.rc"
     kill $srv 2>/dev/null; wait $srv 2>/dev/null
 }
 
+if part ref; then
 # Latency: three rounds, each ib_write_lat at 2 and 8 B then our probe of
 # 1-64 B; the checks compare medians over the rounds (the emulated guest's
 # run-to-run spread is about 20 %). Round 0 warms the freshly booted
@@ -49,19 +68,13 @@ run_probe() { # name port extra-serve-args -- probe args
 # not compared.
 for r in 0 1 2 3; do
     for s in 2 8; do
-        ib_write_lat -d rxe0 -x 1 -n 1000 -s $s >/dev/null 2>&1 &
-        sleep 1.5
-        ib_write_lat -d rxe0 -x 1 -n 1000 -s $s $IP >"$OUT/ib_write_lat_${s}_r$r.txt" 2>&1
-        wait
+        perftest_pair ib_write_lat_${s}_r$r.txt ib_write_lat -d rxe0 -x 1 -n 1000 -s $s
     done
     run_probe lat_r$r 745$r --transport rdma --device rxe0 --gid-index 1 -- \
         --transport rdma --device rxe0 --gid-index 1 --max-size 64
 done
 for r in 1 2 3; do
-    ib_write_bw -d rxe0 -x 1 -n 300 -s 65536 >/dev/null 2>&1 &
-    sleep 1.5
-    ib_write_bw -d rxe0 -x 1 -n 300 -s 65536 $IP >"$OUT/ib_write_bw_r$r.txt" 2>&1
-    wait
+    perftest_pair ib_write_bw_r$r.txt ib_write_bw -d rxe0 -x 1 -n 300 -s 65536
 done
 qperf >/dev/null 2>&1 &
 QP=$!
@@ -69,13 +82,17 @@ sleep 1.5
 timeout 60 qperf -v -t 5 -cm1 $IP rc_rdma_write_lat >"$OUT/qperf.txt" 2>&1 \
   || timeout 60 qperf -v -t 5 $IP rc_rdma_write_lat >>"$OUT/qperf.txt" 2>&1
 kill $QP; wait
+fi
 
+if part probe; then
 run_probe rdma 7471 --transport rdma --device rxe0 --gid-index 1 -- \
     --transport rdma --device rxe0 --gid-index 1 --max-size 65536
 run_probe msg 7472 --transport msg --device rxe0 --gid-index 1 -- \
     --transport msg --device rxe0 --gid-index 1 --eager-max 512 --max-size 8192
+fi
 
 # --- error paths ----------------------------------------------------------
+if part errors; then
 # 1. a dead peer: the server is killed mid-probe.
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7473 2>"$OUT/dead.serve.log" &
 SRV=$!
@@ -107,6 +124,114 @@ sleep 2
     >"$OUT/udp.json" 2>"$OUT/udp.err"
 echo $? >"$OUT/udp.rc"
 wait
+fi
+
+# --- LogfP fan-out over three RDMA-write QPs to one server ------------------
+# One `ngctl serve` answers the three sessions from one thread; published
+# into a segment and read back with `ngctl dump`.
+if part fanout; then
+"$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7478 --idle-exit-s 10 \
+    2>"$OUT/fanout.serve.log" &
+SRV=$!
+# Until it listens (it opens the device first), at most 30 s.
+for _ in $(seq 60); do grep -q answering "$OUT/fanout.serve.log" && break; sleep 0.5; done
+t0=$(date +%s)
+"$NGCTL" probe --transport rdma --device rxe0 --gid-index 1 --peer $IP:7478 --fanout-peers 3 \
+    --max-size 64 --max-reps 12 --resamples 50 --json --raw --publish --shm /tmp/ng-fanout-seg \
+    >"$OUT/fanout.json" 2>"$OUT/fanout.err"
+echo $? >"$OUT/fanout.rc"
+echo $(( $(date +%s) - t0 )) >"$OUT/fanout.seconds"
+"$NGCTL" dump --json --shm /tmp/ng-fanout-seg >"$OUT/fanout.dump.json" 2>>"$OUT/fanout.err"
+kill $SRV 2>/dev/null; wait $SRV 2>/dev/null
+fi
+
+# --- the daemon over rdma and msg -------------------------------------------
+# Daemons on the one rxe0 (distinct names, ports and segments). Phase 1:
+# vma <-> vmb over rdma and msg, alone (two busy-polling ends at a time is
+# what a 2-CPU emulated guest can time). Phase 2: vma restarts (its entries
+# come back from the state file) with two more peers: vmc over rdma, so vma
+# fans out over two QPs, and vmd, whose [verbs] device does not exist: one
+# log line, it still measures vma over udp, and it refuses vma's rdma.
+if part daemon && [ -n "$NETGAUGED" ]; then
+D=$(mktemp -d /tmp/ngvd.XXXXXX)
+printf 'cd%.0s' $(seq 32) >$D/key
+chmod 600 $D/key
+daemon_cfg() { # name port device max_size peers...
+    local name=$1 port=$2 dev=$3 max=$4; shift 4
+    cat <<EOC
+node = "$name"
+listen = "$IP:$port"
+udp_port = $((port + 1))
+shm = "$D/seg_$name"
+key_file = "$D/key"
+state_file = "$D/state_$name.json"
+lock_memory = false
+max_size_bytes = $max
+max_reps = 16
+recheck_interval_s = 600.0
+budget_bytes_per_s = 100000000
+fanout_interval_s = 600.0
+EOC
+    [ "$dev" != none ] && printf '[verbs]\ndevice = "%s"\ngid_index = 1\neager_max_bytes = 1024\n' "$dev"
+    for p in "$@"; do # name:port:transports
+        IFS=: read -r pn pp pt <<<"$p"
+        printf '[[peer]]\nname = "%s"\naddress = "%s:%s"\ntransports = [%s]\n' "$pn" $IP "$pp" "$pt"
+    done
+}
+daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' >$D/vma.toml
+daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"rdma"' >$D/vma2.toml
+daemon_cfg vmb 7482 rxe0 16384 'vma:7480:"rdma", "msg"' >$D/vmb.toml
+daemon_cfg vmc 7484 rxe0 16384 'vma:7480:"rdma"' >$D/vmc.toml
+daemon_cfg vmd 7486 nosuch 256 'vma:7480:"udp", "rdma", "msg"' >$D/vmd.toml
+cp $D/*.toml "$OUT/"
+declare -A PID
+start() { # name config log
+    RUST_LOG=netgauged=info "$NETGAUGED" --config $D/$2.toml 2>>"$OUT/daemon_$3.log" &
+    PID[$1]=$!
+}
+# until WANT (python dict literal: node -> [(peer, transport)], plus
+# "fanout": node) holds, or LIMIT seconds; the dumps stay in $OUT.
+wait_for() { # limit want
+    local t0=$(date +%s)
+    while [ $(( $(date +%s) - t0 )) -lt $1 ]; do
+        sleep 2
+        python3 - "$OUT" "$NGCTL" "$D" "$2" <<'EOP' && return 0
+import json, subprocess, sys
+out, ngctl, d, want = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
+fan = want.pop("fanout", None)
+for node, pairs in want.items():
+    r = subprocess.run([ngctl, "dump", "--json", "--shm", f"{d}/seg_{node}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(1)
+    open(f"{out}/daemon_{node}.json", "w").write(r.stdout)
+    es = json.loads(r.stdout)["entries"]
+    if not set(pairs) <= {(e["peer"], e["transport"]) for e in es}:
+        sys.exit(1)
+    if node == fan and not any(e["transport"] == "rdma" and e.get("logfp") for e in es):
+        sys.exit(1)
+EOP
+    done
+    return 1
+}
+t0=$(date +%s)
+start vma vma vma; start vmb vmb vmb
+wait_for 120 '{"vma": [("vmb", "rdma"), ("vmb", "msg")], "vmb": [("vma", "rdma"), ("vma", "msg")]}'
+echo $? >"$OUT/daemon1.rc"
+echo $(( $(date +%s) - t0 )) >"$OUT/daemon1.seconds"
+cp "$OUT/daemon_vma.json" "$OUT/daemon1_vma.json"; cp "$OUT/daemon_vmb.json" "$OUT/daemon1_vmb.json"
+kill -TERM ${PID[vma]}; wait ${PID[vma]}
+t1=$(date +%s)
+start vma vma2 vma; start vmc vmc vmc; start vmd vmd vmd
+wait_for 120 '{"vma": [("vmb", "rdma"), ("vmb", "msg"), ("vmc", "rdma")], "vmc": [("vma", "rdma")], "vmd": [("vma", "udp")], "fanout": "vma"}'
+echo $? >"$OUT/daemon2.rc"
+echo $(( $(date +%s) - t1 )) >"$OUT/daemon2.seconds"
+for n in vma vmb vmc vmd; do "$NGCTL" status --json --shm $D/seg_$n >"$OUT/daemon_$n.status.json" 2>&1; done
+kill -TERM ${PID[vma]} ${PID[vmb]} ${PID[vmc]} ${PID[vmd]}
+wait ${PID[vma]} ${PID[vmb]} ${PID[vmc]} ${PID[vmd]}
+# Every session over and every daemon gone: no RC queue pair may be left.
+rdma resource show qp >"$OUT/daemon_qps.txt" 2>&1
+echo $(( $(date +%s) - t0 )) >"$OUT/daemon.seconds"
+fi
 
 date +%s >"$OUT/t_end"
 echo ok >"$OUT/DONE"
