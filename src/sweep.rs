@@ -49,7 +49,8 @@ pub struct SweepConfig {
     /// [`SESSION_WARMUP_ROUNDS`] round trips) before the first size is
     /// measured: a fresh path (queue pairs, kernel threads, caches, CPU
     /// frequency) is slower for its first milliseconds, and the first size
-    /// would carry that into the fitted latency.
+    /// would carry that into the fitted latency. On the Soft-RoCE rig the
+    /// first 100–150 ms of a session ran 1.6× slower.
     pub session_warmup: Duration,
     /// Untimed PRTT(1, 0, s) before each timed one. On Soft-RoCE a single
     /// message right after a burst took 10–50 % longer than in a steady
@@ -81,7 +82,7 @@ impl Default for SweepConfig {
             n_max: 64,
             steps_per_octave: 2,
             warmup: 2,
-            session_warmup: Duration::from_millis(50),
+            session_warmup: Duration::from_millis(250),
             settle_rounds: 2,
             min_reps: 6,
             max_reps: 40,
