@@ -508,7 +508,6 @@ fn refine<T: Transport, C: Clock>(
         let left = side_line(&points[..c]);
         let right = side_line(&points[c..]);
         let (mut a, mut b) = (points[c - 1].size_bytes, points[c].size_bytes);
-        let first_b = b;
         for _ in 0..MAX_BISECTIONS {
             if b - a <= 1 {
                 break;
@@ -525,9 +524,9 @@ fn refine<T: Transport, C: Clock>(
             }
             samples.push(sm);
         }
-        if b != first_b {
-            confirm(transport, clock, peer, cfg, guard, samples, b)?;
-        }
+        // Both sizes that now bound the change.
+        confirm(transport, clock, peer, cfg, guard, samples, a)?;
+        confirm(transport, clock, peer, cfg, guard, samples, b)?;
     }
     Ok(())
 }
@@ -538,12 +537,12 @@ fn gap_of(s: &SizeSamples) -> f64 {
         .map_or(f64::NAN, |p| p.gap_ns)
 }
 
-/// Measure `size` (the first size above a bisected change) once more and
-/// keep whichever of its two measurements shows the smaller gap.
-/// Interference on a real host only ever adds time (a descheduled process,
-/// a busy software device), and a burst of it that spans the last steps of
-/// a bisection places a protocol change where there is none; a real change
-/// shows in both measurements.
+/// Measure `size` (one of the two sizes a bisected change ends between)
+/// once more and keep whichever of its two measurements shows the smaller
+/// gap. Interference on a real host only ever adds time (a descheduled
+/// process, a busy software device), and a burst of it over one of these
+/// sizes places a protocol change where there is none; a real change shows
+/// in both measurements.
 fn confirm<T: Transport, C: Clock>(
     transport: &mut T,
     clock: &C,
@@ -584,6 +583,21 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
     cfg: &SweepConfig,
 ) -> Result<Vec<FanoutSamples>, SweepError> {
     let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    // Session warm-up over every peer's path (the sweep warmed only peer 0).
+    if !cfg.session_warmup.is_zero() && max_peers > 0 {
+        let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
+        let start = clock.now();
+        let mut rounds = 0u32;
+        while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
+            match fanout(transport, clock, max_peers, size_bytes, cfg.timeout) {
+                Ok(_) => {
+                    guard.on_success();
+                    rounds += 1;
+                }
+                Err(e) => guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?,
+            }
+        }
+    }
     let mut out = Vec::with_capacity(max_peers);
     for p in 1..=max_peers {
         let mut fs = FanoutSamples {
@@ -594,6 +608,12 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
         };
         let mut warm = 0;
         loop {
+            // Settle, as for the single message of the sweep.
+            for _ in 0..cfg.settle_rounds {
+                if let Err(e) = fanout(transport, clock, p, size_bytes, cfg.timeout) {
+                    guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?;
+                }
+            }
             match fanout(transport, clock, p, size_bytes, cfg.timeout) {
                 Ok(r) => {
                     guard.on_success();
