@@ -336,7 +336,13 @@ fn fanout_over_three_queue_pairs() {
         assert!(o > 0.0 && rtt > o, "P {p}: o(P) {o} ns, RTT(P) {rtt} ns");
     }
     // One server thread writes the three answers one after the other.
-    assert!(c[2].2 > c[0].2, "RTT(3) {} <= RTT(1) {}", c[2].2, c[0].2);
+    // Three messages in flight take longer than one unless the device
+    // pipelines them for free (f ≥ 3); timing, so informational like the
+    // other accuracy criteria of the emulated guest.
+    criterion(
+        c[2].2 > c[0].2,
+        format!("RTT(3) {:.0} ns > RTT(1) {:.0} ns", c[2].2, c[0].2),
+    );
     finite(&l["o_min_ns"], "o_min");
     finite(&l["o_max_ns"], "o_max");
     assert!(l.get("f").is_some(), "{l}");
