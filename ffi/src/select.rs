@@ -13,27 +13,30 @@
 //! receiver having it, costs
 //!
 //! ```text
-//! T(s) = EEL + (s−1)·max(G, O_s, O_r)                (LogGP, bottleneck stage)
+//! T(s) = EEL + (s−1)·G                               (LogGP)
 //!      + 2·EEL                          if s > S     (LogGPS rendezvous)
 //! ```
 //!
-//! EEL = PRTT(1,0,1)/2 = L + o_s + o_r is the measured one-byte message. In
-//! LogGP a message's time grows by (s−1)·G, so T(s) = L + 2o + (s−1)·G, which
-//! is the line above when O_s = O_r = 0. LogGPS's per-byte overheads
-//! (o_x(s) = o_x + (s−1)·O_x) are *not added* to G here, on purpose: the
-//! probe measures o_s(s) as the sender's time per message of a burst, o_r(s)
-//! as the receiver's time in its receive calls, and G from the gap; where the
-//! processors move the bytes themselves (shared memory: the copy is the
-//! transfer) or a send completes only once the receiver has pulled the data
-//! (rendezvous), these are three views of the same bytes moving, and the
-//! LogGPS sum o_s(s) + L + (s−1)·G + o_r(s) counts them up to three times.
+//! EEL = PRTT(1,0,1)/2 = L + o_s + o_r is the measured one-byte message, and
+//! this is LogGP's own single-message time L + 2o + (s−1)·G, the formula the
+//! probe's method rests on (PRTT(1,0,s) = 2·(L + 2o + (s−1)·G)). G is the
+//! per-byte time of the gap, measured from a stream of n messages in
+//! flight, which passes every stage of the path: sender, channel and
+//! receiver. So G is already the slowest stage's rate.
+//!
+//! LogGPS's per-byte overheads (o_x(s) = o_x + (s−1)·O_x) are left out of T
+//! on purpose, although [`Params::predict_ns`] adds them as in the paper:
+//! the probe measures o_s(s) as the sender's time per message of a burst,
+//! o_r(s) as the receiver's time in its receive calls, and G from the gap.
+//! Where the processors move the bytes themselves (shared memory: the copy
+//! *is* the transfer) or a send completes only once the receiver has pulled
+//! the data (rendezvous), these are three views of the same bytes moving,
+//! and the sum o_s(s) + L + (s−1)·G + o_r(s) counts them up to three times.
 //! Checked against the probe's own single-message round trips
-//! (bench/mpi.md): the sum overestimated PRTT(1,0,s)/2 by a median 62–144 %,
-//! the bottleneck form above is within a median 9–13 %. Where the stages do
-//! overlap only partly the bytes still cannot flow faster than the slowest
-//! stage, so the form is a lower bound on a fully serial transfer and exact
-//! for a pipelined one. [`Params::predict_ns`] keeps the paper's sum for
-//! callers that want the LogGPS formula itself.
+//! (`bench/mpi_one_message.py`, results in bench/mpi.md). The per-size
+//! overheads still cost what they are: CPU time. They bound how soon a
+//! process can send again (`gap` below) and the period of a forwarding rank
+//! in a pipeline.
 //!
 //! The `+ 2·EEL` is the request-to-send / clear-to-send round trip a
 //! rendezvous message waits for before its data moves. G and O are those of
@@ -326,8 +329,8 @@ struct Msg {
 }
 
 /// T(s) of the module documentation: the one-byte end-to-end latency plus
-/// the bottleneck stage's per-byte time, plus the rendezvous handshake.
-/// Without a measured EEL (0 or not finite) its LogGP value L + o_s + o_r.
+/// (s−1)·G, plus the rendezvous handshake. Without a measured EEL (0 or not
+/// finite) its LogGP value L + o_s + o_r.
 pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
     let k = msg_bytes.saturating_sub(1) as f64;
     let eel = if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
@@ -335,12 +338,7 @@ pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
     } else {
         p.L_ns + p.o_s_ns + p.o_r_ns
     };
-    let per_byte = p
-        .G_ns_per_byte
-        .max(p.O_s_ns_per_byte)
-        .max(p.O_r_ns_per_byte)
-        .max(0.0);
-    let mut t = eel + k * per_byte;
+    let mut t = eel + k * p.G_ns_per_byte.max(0.0);
     if p.S_bytes != u64::MAX && msg_bytes > p.S_bytes {
         t += 2.0 * eel;
     }
@@ -869,14 +867,14 @@ mod tests {
             assert!((one_message_ns(&p, s) - p.predict_ns(s)).abs() < 1e-6, "{s}");
         }
         // Shared memory: the copy shows up as G (the gap), O_s (the sender's
-        // busy time) and O_r (the receiver's): it is paid once, at the
-        // slowest of them, not three times.
+        // busy time) and O_r (the receiver's): it is paid once, not three
+        // times.
         let mut shm = net(200.0, 150.0, 400.0, 0.10);
-        shm.O_s_ns_per_byte = 0.11;
+        shm.O_s_ns_per_byte = 0.10;
         shm.O_r_ns_per_byte = 0.09;
         let m = 1u64 << 20;
         let t = one_message_ns(&shm, m);
-        assert!((t - (shm.eel_ns + (m - 1) as f64 * 0.11)).abs() < 1e-6);
+        assert!((t - (shm.eel_ns + (m - 1) as f64 * 0.10)).abs() < 1e-6);
         assert!(shm.predict_ns(m) > 2.5 * t);
         // The handshake above S, and no EEL: its LogGP value.
         shm.S_bytes = 4096;
