@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! cargo build --release --features mpi --example mpi_collectives
-//! mpirun -np 2 target/release/ngctl probe --transport mpi --publish --shm /tmp/ng.seg
-//! mpirun --oversubscribe -np 4 target/release/examples/mpi_collectives --shm /tmp/ng.seg
+//! mpirun --oversubscribe -np 4 target/release/ngctl probe --transport mpi --publish --shm /tmp/ng.seg
+//! mpirun --oversubscribe -np 4 target/release/examples/mpi_collectives --shm /tmp/ng.seg [--cores N]
 //! ```
 //!
 //! Without `--shm` (or if the segment has no mpi entry) the program runs the
@@ -138,6 +138,20 @@ impl Comm {
     }
 }
 
+/// Two disjoint ranges of one buffer, one to read and one to write (the
+/// algorithms send one block of their buffer while receiving another, with
+/// no copy in between: a copy per step is work the model does not have).
+fn split_pair<T>(buf: &mut [T], send: (usize, usize), recv: (usize, usize)) -> (&[T], &mut [T]) {
+    assert!(send.1 <= recv.0 || recv.1 <= send.0, "overlapping blocks");
+    if send.0 < recv.0 {
+        let (a, b) = buf.split_at_mut(recv.0);
+        (&a[send.0..send.1], &mut b[..recv.1 - recv.0])
+    } else {
+        let (a, b) = buf.split_at_mut(send.0);
+        (&b[..send.1 - send.0], &mut a[recv.0..recv.1])
+    }
+}
+
 fn lowbit(r: usize) -> usize {
     r & r.wrapping_neg()
 }
@@ -208,8 +222,8 @@ fn allgather_rd(c: &Comm, buf: &mut [u8]) {
         let (_, hi) = block(m, p, mine + k - 1);
         let (plo, _) = block(m, p, theirs);
         let (_, phi) = block(m, p, theirs + k - 1);
-        let sbuf = buf[lo..hi].to_vec();
-        c.sendrecv(&sbuf, partner, &mut buf[plo..phi], partner);
+        let (sbuf, rbuf) = split_pair(buf, (lo, hi), (plo, phi));
+        c.sendrecv(sbuf, partner, rbuf, partner);
         k <<= 1;
     }
 }
@@ -218,14 +232,11 @@ fn allgather_ring(c: &Comm, buf: &mut [u8]) {
     let (r, p, m) = (c.rank, c.size, buf.len());
     let right = (r + 1) % p;
     let left = (r + p - 1) % p;
-    let mut tmp = vec![0u8; m.div_ceil(p)];
     for i in 0..p - 1 {
         let sb = (r + p - i) % p;
         let rb = (r + p - i - 1) % p;
-        let (slo, shi) = block(m, p, sb);
-        let (rlo, rhi) = block(m, p, rb);
-        tmp[..shi - slo].copy_from_slice(&buf[slo..shi]);
-        c.sendrecv(&tmp[..shi - slo], right, &mut buf[rlo..rhi], left);
+        let (sbuf, rbuf) = split_pair(buf, block(m, p, sb), block(m, p, rb));
+        c.sendrecv(sbuf, right, rbuf, left);
     }
 }
 
@@ -286,9 +297,8 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
             ((mid, hi), (lo, mid))
         };
         let n = keep.1 - keep.0;
-        let sbuf = v[give.0..give.1].to_vec();
         c.sendrecv(
-            as_bytes(&sbuf),
+            as_bytes(&v[give.0..give.1]),
             partner,
             as_bytes_mut(&mut tmp[..n]),
             partner,
@@ -306,13 +316,8 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     while let Some((plo, phi)) = windows.pop() {
         let partner = r ^ d;
         let (olo, ohi) = if lo == plo { (hi, phi) } else { (plo, lo) };
-        let sbuf = v[lo..hi].to_vec();
-        c.sendrecv(
-            as_bytes(&sbuf),
-            partner,
-            as_bytes_mut(&mut v[olo..ohi]),
-            partner,
-        );
+        let (sbuf, rbuf) = split_pair(v, (lo, hi), (olo, ohi));
+        c.sendrecv(as_bytes(sbuf), partner, as_bytes_mut(rbuf), partner);
         lo = plo;
         hi = phi;
         d *= 2;
@@ -326,9 +331,8 @@ fn allreduce_ring(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     for i in 0..p - 1 {
         let (slo, shi) = block(n, p, (r + p - i) % p);
         let (rlo, rhi) = block(n, p, (r + p - i - 1) % p);
-        let sbuf = v[slo..shi].to_vec();
         c.sendrecv(
-            as_bytes(&sbuf),
+            as_bytes(&v[slo..shi]),
             right,
             as_bytes_mut(&mut tmp[..rhi - rlo]),
             left,
@@ -340,8 +344,8 @@ fn allreduce_ring(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     for i in 0..p - 1 {
         let (slo, shi) = block(n, p, (r + 1 + p - i) % p);
         let (rlo, rhi) = block(n, p, (r + p - i) % p);
-        let sbuf = v[slo..shi].to_vec();
-        c.sendrecv(as_bytes(&sbuf), right, as_bytes_mut(&mut v[rlo..rhi]), left);
+        let (sbuf, rbuf) = split_pair(v, (slo, shi), (rlo, rhi));
+        c.sendrecv(as_bytes(sbuf), right, as_bytes_mut(rbuf), left);
     }
 }
 
@@ -708,8 +712,17 @@ fn main() {
     let gamma = c.max_f64(measure_gamma());
     let timing = calibrate(&c);
     let mut late = Lateness::default();
+    // The ranks share this node's cores (one machine, no binding when
+    // oversubscribed): the selector's sharing term gets their number.
+    let cores = args
+        .iter()
+        .position(|a| a == "--cores")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let opts = SelectOptions {
         gamma_ns_per_byte: gamma,
+        cores,
     };
 
     let sizes: Vec<usize> = vec![8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20];
@@ -782,7 +795,7 @@ fn main() {
     }
     if rank == 0 {
         let late_ns = late.sum_ns / late.reps.max(1) as f64;
-        report(&rows, size, &source, gamma, all_ok, timing, late_ns);
+        report(&rows, size, cores, &source, gamma, all_ok, timing, late_ns);
     }
     let mut comm = c.comm;
     // SAFETY: our duplicate communicator, freed once before MPI_Finalize.
@@ -808,16 +821,20 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     rows: &[Row],
     ranks: usize,
+    cores: usize,
     source: &str,
     gamma: f64,
     all_ok: bool,
     timing: Timing,
     late_ns: f64,
 ) {
-    println!("ranks: {ranks}; parameters: {source}; γ = {gamma:.3} ns/B (measured)");
+    println!(
+        "ranks: {ranks} on {cores} cores; parameters: {source}; γ = {gamma:.3} ns/B (measured)"
+    );
     println!(
         "timing: common start {} ahead, mean start lateness (slowest rank) {}",
         fmt_ns(timing.margin_ns),

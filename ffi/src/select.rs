@@ -282,12 +282,50 @@ impl Network for ReaderNetwork<'_> {
 pub struct SelectOptions {
     /// Cost of combining one byte in a reduction, ns.
     pub gamma_ns_per_byte: f64,
+    /// Cores the job's ranks share (0: at least one per rank). See
+    /// [`Sharing`].
+    pub cores: usize,
 }
 
 impl Default for SelectOptions {
     fn default() -> Self {
         Self {
             gamma_ns_per_byte: DEFAULT_GAMMA_NS_PER_BYTE,
+            cores: 0,
+        }
+    }
+}
+
+/// Ranks that share cores (an oversubscribed node).
+///
+/// The probe measures one pair of ranks moving data while the others wait;
+/// a collective step in which k ranks move data at once needs k processors
+/// for the bytes' CPU work (on shared memory every byte is a copy done by a
+/// rank, and a reduction combines on the CPU). With C < k cores, each of the
+/// k flows proceeds at C/k of its measured rate (the processor is shared
+/// fairly among runnable processes): the per-byte part of the step's messages
+/// (and of its combining) takes k/C times as long. This is Vienne et al.'s
+/// bandwidth sharing of k concurrent flows with the share fixed by the
+/// processor count rather than fitted. The per-message part (EEL) is not
+/// scaled: it is measured in the job's own placement (`mpirun` with the same
+/// ranks per core), so the scheduler hand-over that a descheduled receiver
+/// costs is already in it. With cores = 0, or k ≤ C, nothing changes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sharing {
+    cores: usize,
+}
+
+impl Sharing {
+    pub fn new(cores: usize) -> Self {
+        Self { cores }
+    }
+
+    /// Stretch of per-byte work when `flows` ranks move bytes at once (≥ 1).
+    pub fn factor(self, flows: usize) -> f64 {
+        if self.cores == 0 || flows <= self.cores {
+            1.0
+        } else {
+            flows as f64 / self.cores as f64
         }
     }
 }
@@ -321,6 +359,8 @@ impl From<LookupError> for SelectError {
 struct Msg {
     /// T(s): one message end to end, rendezvous included.
     t_ns: f64,
+    /// The per-byte part of T(s), (s−1)·G.
+    bytes_ns: f64,
     /// gap(s): earliest start of the sender's next message.
     gap_ns: f64,
     /// o_s(s) and o_r(s), the CPU time of each end.
@@ -351,9 +391,11 @@ fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
     let o_r_ns = (p.o_r_ns + k * p.O_r_ns_per_byte).max(0.0);
     let t_ns = one_message_ns(&p, bytes);
+    let bytes_ns = k * p.G_ns_per_byte.max(0.0);
     let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
     Ok(Msg {
         t_ns,
+        bytes_ns,
         gap_ns,
         o_s_ns,
         o_r_ns,
@@ -363,6 +405,13 @@ fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
 /// Gap before the (j+1)-th of a burst of `burst` sends of `bytes`, LogfP
 /// for small messages: the first f messages pay only the posting overhead
 /// o(burst) = o_min + o_max / burst, later ones the LogfP gap g_f.
+impl Msg {
+    /// T(s) when `share` ranks' flows stretch the per-byte part.
+    fn t_shared(&self, stretch: f64) -> f64 {
+        self.t_ns + (stretch - 1.0) * self.bytes_ns
+    }
+}
+
 fn burst_gap<N: Network + ?Sized>(
     net: &N,
     bytes: u64,
@@ -410,11 +459,16 @@ fn binomial_children(rel: usize, p: usize, out: &mut [(usize, usize); 64]) -> us
 /// Completion time of a binomial-tree broadcast (or scatter when
 /// `per_rank_bytes` > 0: each edge carries its subtree's share) from the
 /// root: evaluated node by node as described in the module documentation.
+///
+/// Sharing: the edge from r to r + d belongs to the round in which the
+/// ranks holding data are those of stride 2d, so P' / (2d) edges (P' = P
+/// rounded up to a power of two) carry bytes at once.
 fn binomial_tree<N: Network + ?Sized>(
     net: &N,
     p: usize,
     bcast_bytes: u64,
     per_rank_bytes: u64,
+    sh: Sharing,
 ) -> Result<f64, LookupError> {
     // ready[r]: when relative rank r holds its data. Parents have smaller
     // ranks than their children, so one pass in rank order suffices.
@@ -430,7 +484,7 @@ fn binomial_tree<N: Network + ?Sized>(
             } else {
                 bcast_bytes
             };
-            t += msg(net, s)?.t_ns;
+            t += msg(net, s)?.t_shared(sh.factor(1 << (k - 1)));
         }
         return Ok(t);
     }
@@ -446,7 +500,8 @@ fn binomial_tree<N: Network + ?Sized>(
                 bcast_bytes
             };
             let m = msg(net, s)?;
-            ready[child] = start + m.t_ns;
+            let flows = (p.next_power_of_two() / (2 * (child - r))).max(1);
+            ready[child] = start + m.t_shared(sh.factor(flows));
             finish = finish.max(ready[child]);
             start += burst_gap(net, s, j, n, &m)?;
         }
@@ -459,17 +514,24 @@ fn ceil_log2(p: usize) -> u32 {
 }
 
 /// Broadcast candidates. Root holds m bytes; c = ⌈m/P⌉ is one rank's share.
-fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, LookupError> {
+fn bcast<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    m: u64,
+    sh: Sharing,
+) -> Result<Candidates, LookupError> {
     let c = m.div_ceil(p as u64).max(1);
     let rounds = ceil_log2(p);
 
     // Binomial tree: every edge carries all m bytes (tree evaluation).
-    let binomial = binomial_tree(net, p, m, 0)?;
+    let binomial = binomial_tree(net, p, m, 0, sh)?;
 
     // Scatter + allgather (van de Geijn): a binomial scatter (the edge to a
     // subtree of k ranks carries k·c bytes) then an allgather of the P
     // shares.
-    let scatter = binomial_tree(net, p, 0, c)?;
+    let scatter = binomial_tree(net, p, 0, c, sh)?;
+    // Both allgathers move bytes on every rank in every step: P flows.
+    let all = sh.factor(p);
     // Recursive-doubling allgather: in step k = 0..log2 P − 1 every rank
     // exchanges the 2^k·c bytes it has with rank ⊕ 2^k; send and receive
     // overlap, so a step costs T(2^k·c). Non-powers of two need one more
@@ -477,14 +539,14 @@ fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, L
     // in and out).
     let mut rd = 0.0;
     for k in 0..rounds {
-        rd += msg(net, c << k)?.t_ns;
+        rd += msg(net, c << k)?.t_shared(all);
     }
     if !p.is_power_of_two() {
-        rd += msg(net, c << rounds.saturating_sub(1))?.t_ns;
+        rd += msg(net, c << rounds.saturating_sub(1))?.t_shared(all);
     }
     // Ring allgather: P − 1 steps, each passes one share of c bytes to the
     // right neighbour while receiving one from the left: (P−1)·T(c).
-    let ring = (p as f64 - 1.0) * msg(net, c)?.t_ns;
+    let ring = (p as f64 - 1.0) * msg(net, c)?.t_shared(all);
 
     // Pipelined chain with segments of k bytes, n = ⌈m/k⌉ segments over
     // P − 1 hops. The first segment reaches the last rank after
@@ -515,11 +577,15 @@ fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, L
             candidates[n] = s_bytes;
             n += 1;
         }
+        // In steady state all P − 1 links carry a segment and every rank
+        // works: the per-byte part of a hop and the period (CPU work of a
+        // forwarding rank) stretch with P − 1 flows.
+        let busy = sh.factor(p - 1);
         for &k in &candidates[..n] {
             let segs = m.div_ceil(k).max(1);
             let x = msg(net, k)?;
-            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns);
-            let t = (p as f64 - 1.0) * x.t_ns + (segs as f64 - 1.0) * period;
+            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy;
+            let t = (p as f64 - 1.0) * x.t_shared(busy) + (segs as f64 - 1.0) * period;
             if t < best.0 {
                 best = (t, k);
             }
@@ -559,7 +625,12 @@ fn allreduce<N: Network + ?Sized>(
     p: usize,
     m: u64,
     gamma: f64,
+    sh: Sharing,
 ) -> Result<Candidates, LookupError> {
+    // Every step of all three moves and combines bytes on every rank: P
+    // flows (and P ranks combining).
+    let all = sh.factor(p);
+    let gamma = gamma * all;
     let rounds = ceil_log2(p);
     let pow2 = p.is_power_of_two();
     let mf = m as f64;
@@ -567,7 +638,7 @@ fn allreduce<N: Network + ?Sized>(
     // Recursive doubling: log2 P steps, each exchanges all m bytes with
     // rank ⊕ 2^k and combines them: log2 P·(T(m) + γ·m). A non-power of two
     // adds a fold-in step before and a fold-out step after: +2·T(m) + γ·m.
-    let tm = msg(net, m)?.t_ns;
+    let tm = msg(net, m)?.t_shared(all);
     let mut rd = f64::from(rounds) * (tm + gamma * mf);
     if !pow2 {
         rd = f64::from(rounds - 1) * (tm + gamma * mf) + 2.0 * tm + gamma * mf;
@@ -583,7 +654,7 @@ fn allreduce<N: Network + ?Sized>(
     let mut rab = 0.0;
     for k in 1..=q_rounds {
         let s = (m >> k).max(1);
-        rab += 2.0 * msg(net, s)?.t_ns + gamma * s as f64;
+        rab += 2.0 * msg(net, s)?.t_shared(all) + gamma * s as f64;
     }
     if !pow2 {
         rab += 2.0 * tm + gamma * mf;
@@ -593,7 +664,8 @@ fn allreduce<N: Network + ?Sized>(
     // right, combine the one from the left) and an allgather of P − 1
     // steps: 2(P−1)·T(m/P) + (P−1)·γ·m/P.
     let b = m.div_ceil(p as u64).max(1);
-    let ring = 2.0 * (p as f64 - 1.0) * msg(net, b)?.t_ns + (p as f64 - 1.0) * gamma * b as f64;
+    let ring =
+        2.0 * (p as f64 - 1.0) * msg(net, b)?.t_shared(all) + (p as f64 - 1.0) * gamma * b as f64;
 
     let mut out = Candidates {
         items: [Choice {
@@ -628,7 +700,7 @@ fn barrier<N: Network + ?Sized>(net: &N, p: usize) -> Result<Candidates, LookupE
     // Tree: a binomial fan-in to the root and a binomial fan-out back. The
     // fan-in is the fan-out run backwards (the root receives where it would
     // send), so it takes as long: 2 × binomial broadcast of 0 bytes.
-    let tree = 2.0 * binomial_tree(net, p, 0, 0)?;
+    let tree = 2.0 * binomial_tree(net, p, 0, 0, Sharing::new(0))?;
     let mut out = Candidates {
         items: [Choice {
             algorithm: 0,
@@ -667,8 +739,14 @@ pub fn candidates<N: Network + ?Sized>(
         return Err(SelectError::NoRanks);
     }
     Ok(match coll {
-        Collective::Bcast => bcast(net, ranks, msg_bytes)?,
-        Collective::Allreduce => allreduce(net, ranks, msg_bytes, opts.gamma_ns_per_byte)?,
+        Collective::Bcast => bcast(net, ranks, msg_bytes, Sharing::new(opts.cores))?,
+        Collective::Allreduce => allreduce(
+            net,
+            ranks,
+            msg_bytes,
+            opts.gamma_ns_per_byte,
+            Sharing::new(opts.cores),
+        )?,
         Collective::Barrier => barrier(net, ranks)?,
     })
 }
@@ -752,6 +830,7 @@ pub unsafe extern "C" fn ng_select(
         } else {
             DEFAULT_GAMMA_NS_PER_BYTE
         },
+        cores: 0,
     };
     match candidates(net, coll, ranks as usize, msg_bytes, &opts) {
         Ok(c) => {
@@ -811,6 +890,7 @@ pub unsafe extern "C" fn ng_select_lookup(
         } else {
             DEFAULT_GAMMA_NS_PER_BYTE
         },
+        cores: 0,
     };
     match candidates(&net, coll, ranks as usize, msg_bytes, &opts) {
         Ok(c) => {
@@ -884,6 +964,42 @@ mod tests {
     }
 
     #[test]
+    fn shared_cores_stretch_concurrent_bytes_only() {
+        let p = net(1000.0, 200.0, 300.0, 0.25);
+        let m = 1u64 << 20;
+        let alone = SelectOptions::default();
+        let two = SelectOptions {
+            cores: 2,
+            ..alone
+        };
+        let a = candidates(&p, Collective::Allreduce, 4, m, &alone).unwrap();
+        let b = candidates(&p, Collective::Allreduce, 4, m, &two).unwrap();
+        // Recursive doubling on 4 ranks, 2 cores: 4 flows per step, the
+        // per-byte part and the combining take twice as long, EEL does not.
+        let gamma = alone.gamma_ns_per_byte;
+        let bytes = 2.0 * ((m - 1) as f64 * 0.25 + gamma * m as f64);
+        let rd = |c: &Candidates| c.as_slice()[0].predicted_ns;
+        assert!((rd(&b) - rd(&a) - bytes).abs() < 1e-6, "{} {}", rd(&a), rd(&b));
+        // Binomial broadcast on 4 ranks never has more than 2 flows at once.
+        let a = candidates(&p, Collective::Bcast, 4, m, &alone).unwrap();
+        let b = candidates(&p, Collective::Bcast, 4, m, &two).unwrap();
+        assert_eq!(a.as_slice()[0].predicted_ns, b.as_slice()[0].predicted_ns);
+        // ... but on 8 ranks its last round has 4.
+        let a = candidates(&p, Collective::Bcast, 8, m, &alone).unwrap();
+        let b = candidates(&p, Collective::Bcast, 8, m, &two).unwrap();
+        assert!(b.as_slice()[0].predicted_ns > a.as_slice()[0].predicted_ns);
+        // Enough cores: identical.
+        let many = SelectOptions { cores: 8, ..alone };
+        let c = candidates(&p, Collective::Allreduce, 8, m, &many).unwrap();
+        let d = candidates(&p, Collective::Allreduce, 8, m, &alone).unwrap();
+        assert_eq!(c.as_slice(), d.as_slice());
+        // Small messages: no bytes, nothing to stretch.
+        let a = candidates(&p, Collective::Allreduce, 4, 1, &alone).unwrap();
+        let b = candidates(&p, Collective::Allreduce, 4, 1, &two).unwrap();
+        assert!((rd(&a) - rd(&b)).abs() < 4.0 * gamma);
+    }
+
+    #[test]
     fn binomial_tree_shape() {
         let mut kids = [(0, 0); 64];
         let n = binomial_children(0, 8, &mut kids);
@@ -904,7 +1020,7 @@ mod tests {
         let p = net(1000.0, 500.0, 2000.0, 0.0);
         let t = p.predict_ns(8);
         assert!((t - 2000.0).abs() < 1e-9);
-        let got = binomial_tree(&p, 8, 8, 0).unwrap();
+        let got = binomial_tree(&p, 8, 8, 0, Sharing::new(0)).unwrap();
         assert!((got - 3.0 * t).abs() < 1e-6, "{got}");
     }
 
@@ -915,10 +1031,10 @@ mod tests {
         // 7 is last at 3T; rank 1 at 2·gap + T. So 3T total.
         let p = net(1000.0, 100.0, 100.0, 0.0);
         let t = p.predict_ns(1);
-        let got = binomial_tree(&p, 8, 1, 0).unwrap();
+        let got = binomial_tree(&p, 8, 1, 0, Sharing::new(0)).unwrap();
         assert!((got - 3.0 * t).abs() < 1e-6);
         // P = 3: root sends to 2 then 1: 1 receives at gap + T.
-        let got = binomial_tree(&p, 3, 1, 0).unwrap();
+        let got = binomial_tree(&p, 3, 1, 0, Sharing::new(0)).unwrap();
         assert!((got - (100.0 + t)).abs() < 1e-6, "{got}");
     }
 
@@ -942,7 +1058,7 @@ mod tests {
     fn chain_segment_is_optimal_among_powers() {
         let p = net(2000.0, 200.0, 300.0, 0.2);
         let m = 1u64 << 20;
-        let c = bcast(&p, 4, m).unwrap();
+        let c = bcast(&p, 4, m, Sharing::new(0)).unwrap();
         let chain = c.as_slice()[3];
         assert!(chain.segment_bytes > 64 && chain.segment_bytes < m);
         // Closed form with the chosen k, and neighbours are not better.
@@ -977,6 +1093,7 @@ mod tests {
         let gamma = 0.5;
         let opts = SelectOptions {
             gamma_ns_per_byte: gamma,
+            cores: 0,
         };
         let m = 1u64 << 16;
         let c = candidates(&p, Collective::Allreduce, 8, m, &opts).unwrap();
@@ -1009,16 +1126,16 @@ mod tests {
     #[test]
     fn logfp_makes_tree_fan_out_cheaper() {
         let mut p = net(1000.0, 300.0, 2000.0, 0.0);
-        let plain = binomial_tree(&p, 16, 1, 0).unwrap();
+        let plain = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
         p.f = 8;
         p.o_min_ns = 100.0;
         p.o_max_ns = 200.0;
         p.g_f_ns = 2000.0;
-        let logfp = binomial_tree(&p, 16, 1, 0).unwrap();
+        let logfp = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
         assert!(logfp < plain, "{logfp} vs {plain}");
         // Big messages ignore LogfP.
-        let big_plain = binomial_tree(&net(1000.0, 300.0, 2000.0, 0.0), 16, 4096, 0).unwrap();
-        assert!((binomial_tree(&p, 16, 4096, 0).unwrap() - big_plain).abs() < 1e-9);
+        let big_plain = binomial_tree(&net(1000.0, 300.0, 2000.0, 0.0), 16, 4096, 0, Sharing::new(0)).unwrap();
+        assert!((binomial_tree(&p, 16, 4096, 0, Sharing::new(0)).unwrap() - big_plain).abs() < 1e-9);
     }
 
     #[test]
