@@ -143,7 +143,7 @@ impl Comm {
 /// no copy in between: a copy per step is work the model does not have).
 fn split_pair<T>(buf: &mut [T], send: (usize, usize), recv: (usize, usize)) -> (&[T], &mut [T]) {
     assert!(send.1 <= recv.0 || recv.1 <= send.0, "overlapping blocks");
-    if send.0 < recv.0 {
+    if send.1 <= recv.0 {
         let (a, b) = buf.split_at_mut(recv.0);
         (&a[send.0..send.1], &mut b[..recv.1 - recv.0])
     } else {
