@@ -769,7 +769,11 @@ fn main() {
             Collective::Allreduce => Run::MpiAllreduce,
             Collective::Barrier => Run::MpiBarrier,
         };
-        let mut runs: Vec<Run> = coll.algorithms().iter().map(|&a| Run::Alg(a, seg)).collect();
+        let mut runs: Vec<Run> = coll
+            .algorithms()
+            .iter()
+            .map(|&a| Run::Alg(a, seg))
+            .collect();
         runs.push(lib);
         let samples = measure_point(&c, &runs, &mut b, m, timing, &mut all_ok, &mut late);
         let mut algs = Vec::new();
@@ -842,7 +846,9 @@ fn report(
     );
     println!("results correct: {}", if all_ok { "yes" } else { "NO" });
     println!();
-    println!("| collective | bytes | algorithm | predicted | measured (median) | ± % | n | error % | |");
+    println!(
+        "| collective | bytes | algorithm | predicted | measured (median) | ± % | n | error % | |"
+    );
     println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
     let mut hits = 0;
     let mut errors: Vec<(Algorithm, Vec<f64>)> = Vec::new();

@@ -687,11 +687,7 @@ fn allreduce<N: Network + ?Sized>(
 }
 
 /// Barrier candidates (messages of 0 bytes; LogfP applies).
-fn barrier<N: Network + ?Sized>(
-    net: &N,
-    p: usize,
-    sh: Sharing,
-) -> Result<Candidates, LookupError> {
+fn barrier<N: Network + ?Sized>(net: &N, p: usize, sh: Sharing) -> Result<Candidates, LookupError> {
     // Dissemination: ⌈log2 P⌉ rounds; in round k rank r notifies r + 2^k
     // and waits for r − 2^k. Sends and receives overlap: ⌈log2 P⌉·T(0),
     // every rank busy in every round.
@@ -943,7 +939,10 @@ mod tests {
         // LogGP (no per-byte overheads): T(s) is the paper's L + 2o + (s−1)G.
         let p = net(1000.0, 300.0, 400.0, 0.25);
         for s in [1u64, 64, 4096, 1 << 20] {
-            assert!((one_message_ns(&p, s) - p.predict_ns(s)).abs() < 1e-6, "{s}");
+            assert!(
+                (one_message_ns(&p, s) - p.predict_ns(s)).abs() < 1e-6,
+                "{s}"
+            );
         }
         // Shared memory: the copy shows up as G (the gap), O_s (the sender's
         // busy time) and O_r (the receiver's): it is paid once, not three
@@ -967,17 +966,19 @@ mod tests {
         let p = net(1000.0, 200.0, 300.0, 0.25);
         let m = 1u64 << 20;
         let alone = SelectOptions::default();
-        let two = SelectOptions {
-            cores: 2,
-            ..alone
-        };
+        let two = SelectOptions { cores: 2, ..alone };
         let rd = |c: &Candidates| c.as_slice()[0].predicted_ns;
         // Recursive doubling on 4 ranks, 2 cores: every step has 4 busy
         // ranks, so all of it takes twice as long, small or large.
         for bytes in [8u64, m] {
             let a = candidates(&p, Collective::Allreduce, 4, bytes, &alone).unwrap();
             let b = candidates(&p, Collective::Allreduce, 4, bytes, &two).unwrap();
-            assert!((rd(&b) - 2.0 * rd(&a)).abs() < 1e-6, "{} {}", rd(&a), rd(&b));
+            assert!(
+                (rd(&b) - 2.0 * rd(&a)).abs() < 1e-6,
+                "{} {}",
+                rd(&a),
+                rd(&b)
+            );
         }
         // Binomial broadcast on 4 ranks never has more than 2 transfers at once.
         let a = candidates(&p, Collective::Bcast, 4, m, &alone).unwrap();
@@ -1129,8 +1130,17 @@ mod tests {
         let logfp = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
         assert!(logfp < plain, "{logfp} vs {plain}");
         // Big messages ignore LogfP.
-        let big_plain = binomial_tree(&net(1000.0, 300.0, 2000.0, 0.0), 16, 4096, 0, Sharing::new(0)).unwrap();
-        assert!((binomial_tree(&p, 16, 4096, 0, Sharing::new(0)).unwrap() - big_plain).abs() < 1e-9);
+        let big_plain = binomial_tree(
+            &net(1000.0, 300.0, 2000.0, 0.0),
+            16,
+            4096,
+            0,
+            Sharing::new(0),
+        )
+        .unwrap();
+        assert!(
+            (binomial_tree(&p, 16, 4096, 0, Sharing::new(0)).unwrap() - big_plain).abs() < 1e-9
+        );
     }
 
     #[test]

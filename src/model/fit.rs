@@ -165,11 +165,7 @@ fn non_negative(line: Line, xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     let sxy: f64 = xs.iter().zip(ys).zip(ws).map(|((x, y), w)| w * x * y).sum();
     let through_origin = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
     let flat = (mean, 0.0, wsse(xs, ys, ws, mean, 0.0));
-    let origin = (
-        0.0,
-        through_origin,
-        wsse(xs, ys, ws, 0.0, through_origin),
-    );
+    let origin = (0.0, through_origin, wsse(xs, ys, ws, 0.0, through_origin));
     let (intercept, slope, sse) = if origin.2 < flat.2 { origin } else { flat };
     Line {
         intercept,
@@ -576,7 +572,11 @@ mod tests {
         let c = non_negative(line_or_mean(&xs, &ys, &ws), &xs, &ys, &ws);
         assert_eq!((c.intercept, c.slope), (4.0, 0.0));
         // A line that already fits the model is untouched.
-        let ys = [2.0e6 * 0.5 + 100.0, 3.0e6 * 0.5 + 100.0, 4.0e6 * 0.5 + 100.0];
+        let ys = [
+            2.0e6 * 0.5 + 100.0,
+            3.0e6 * 0.5 + 100.0,
+            4.0e6 * 0.5 + 100.0,
+        ];
         let free = line_or_mean(&xs, &ys, &ws);
         let c = non_negative(free, &xs, &ys, &ws);
         assert_eq!((c.intercept, c.slope), (free.intercept, free.slope));
