@@ -139,22 +139,42 @@ fn wsse(xs: &[f64], ys: &[f64], ws: &[f64], intercept: f64, slope: f64) -> f64 {
         .sum()
 }
 
-/// Least squares restricted to a non-negative intercept and slope.
+/// Time per message cannot fall as messages grow: a negative fitted G (noise
+/// in a short or flat range) is replaced by the best constant, G = 0. The
+/// intercept g stays free: a range's gap line may legitimately run below
+/// zero at s = 1 (a token-bucket shaper: the bucket's bytes are free, the
+/// rest is paced, gap(s) = (s − bucket)·G).
+fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
+    if line.slope >= 0.0 {
+        return line;
+    }
+    let sw: f64 = ws.iter().sum();
+    let mean = ys.iter().zip(ws).map(|(y, w)| y * w).sum::<f64>() / sw;
+    Line {
+        intercept: mean,
+        slope: 0.0,
+        sse: ys.iter().zip(ws).map(|(y, w)| w * (y - mean).powi(2)).sum(),
+        n: ys.len(),
+    }
+}
+
+/// Overhead lines: least squares restricted to a non-negative intercept and
+/// slope.
 ///
-/// Every fitted line is a time: g, o' (the value at s = 1) and G, O (ns per
-/// byte). A negative one is not a property of the network but of the
-/// extrapolation: a range that starts far from s = 1 (a rendezvous range
-/// from 2 MiB on, say) fixes its slope from its own points and its intercept
-/// is then the line run back to s = 1, where noise in the slope of a few
-/// percent becomes an intercept of −100 µs. Such a parameter makes every
-/// prediction inside the range (o'(s) = o' + (s−1)·O) too small by that
-/// amount. So the fit is the weighted least-squares line over the
-/// quadrant intercept ≥ 0, slope ≥ 0: the free line when it lies in it,
-/// else the better of the two boundary fits — through the origin
-/// (intercept 0, slope Σwxy/Σwx²) or constant (slope 0, the weighted mean) —
-/// which is where a convex quadratic's minimum over the quadrant lies when
-/// the free minimum is outside. On data that satisfy the model
-/// (non-negative parameters) nothing changes.
+/// An overhead is CPU time spent per message: o' (its value at s = 1) and O
+/// (ns per byte) cannot be negative. A negative o' comes from the
+/// extrapolation, not from the machine: a range that starts far from s = 1
+/// (a rendezvous range from 2 MiB on, say) fixes its slope from its own
+/// points, and its intercept is then the line run back to s = 1, where slope
+/// noise of a few percent becomes −100 µs. With a steep noisy O the
+/// line can even go below zero inside the range (o' = −27 µs, O = 3.2 ns/B
+/// gave o_s(4096) < 0). So the fit is the weighted least-squares line over
+/// the quadrant intercept ≥ 0, slope ≥ 0: the free line when it lies in
+/// it, else the better of the two boundary fits, which is where a convex
+/// quadratic's minimum over the quadrant lies when the free minimum is
+/// outside. The two boundary fits are through the origin (intercept 0,
+/// slope Σwxy/Σwx²) and constant (slope 0, the weighted mean). On data that
+/// satisfy the model nothing changes.
 fn non_negative(line: Line, xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     if line.slope >= 0.0 && line.intercept >= 0.0 {
         return line;
@@ -184,7 +204,7 @@ fn fit_range(pts: &[SizePoint]) -> Range {
     let o_r: Vec<f64> = pts.iter().map(|p| p.o_r_ns).collect();
     let w_gap = rel_weights(gap.iter().copied());
     let w_rtt = rel_weights(pts.iter().map(|p| p.half_rtt_ns));
-    let g = non_negative(line_or_mean(&xs, &gap, &w_gap), &xs, &gap, &w_gap);
+    let g = non_decreasing(line_or_mean(&xs, &gap, &w_gap), &gap, &w_gap);
     let os = non_negative(line_or_mean(&xs, &o_s, &w_rtt), &xs, &o_s, &w_rtt);
     let or = non_negative(line_or_mean(&xs, &o_r, &w_rtt), &xs, &o_r, &w_rtt);
     Range {
