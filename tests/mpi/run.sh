@@ -27,7 +27,8 @@ for r in p["ranges"]:
 # 4 ranks: the 1:P-P:1 fan-out over the 3 others ran (LogfP).
 assert p["logfp"] is not None and len(p["logfp"]["curve"]) == 3, p["logfp"]
 # vader's eager limit is 4 KiB (including Open MPI's header): S must be found near it.
-# (A loaded machine can hide it: reported, not fatal; bench/mpi.md has a clean run.)
+# Reported, not fatal: with 4 ranks on 2 cores the eager burst gap is already
+# so high that the jump at 4 KiB is often below one EEL (bench/mpi.md).
 if s is None or not 2048 <= s <= 8192:
     print("WARN: rendezvous switch not found near 4 KiB (S = %r); machine loaded?" % s)
 PY
