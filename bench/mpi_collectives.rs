@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! cargo build --release --features mpi --example mpi_collectives
-//! mpirun -np 2 target/release/ngctl probe --transport mpi --publish --shm /tmp/ng.seg
-//! mpirun --oversubscribe -np 4 target/release/examples/mpi_collectives --shm /tmp/ng.seg
+//! mpirun --oversubscribe -np 4 target/release/ngctl probe --transport mpi --publish --shm /tmp/ng.seg
+//! mpirun --oversubscribe -np 4 target/release/examples/mpi_collectives --shm /tmp/ng.seg [--cores N]
 //! ```
 //!
 //! Without `--shm` (or if the segment has no mpi entry) the program runs the
@@ -138,6 +138,20 @@ impl Comm {
     }
 }
 
+/// Two disjoint ranges of one buffer, one to read and one to write (the
+/// algorithms send one block of their buffer while receiving another, with
+/// no copy in between: a copy per step is work the model does not have).
+fn split_pair<T>(buf: &mut [T], send: (usize, usize), recv: (usize, usize)) -> (&[T], &mut [T]) {
+    assert!(send.1 <= recv.0 || recv.1 <= send.0, "overlapping blocks");
+    if send.1 <= recv.0 {
+        let (a, b) = buf.split_at_mut(recv.0);
+        (&a[send.0..send.1], &mut b[..recv.1 - recv.0])
+    } else {
+        let (a, b) = buf.split_at_mut(send.0);
+        (&b[..send.1 - send.0], &mut a[recv.0..recv.1])
+    }
+}
+
 fn lowbit(r: usize) -> usize {
     r & r.wrapping_neg()
 }
@@ -208,8 +222,8 @@ fn allgather_rd(c: &Comm, buf: &mut [u8]) {
         let (_, hi) = block(m, p, mine + k - 1);
         let (plo, _) = block(m, p, theirs);
         let (_, phi) = block(m, p, theirs + k - 1);
-        let sbuf = buf[lo..hi].to_vec();
-        c.sendrecv(&sbuf, partner, &mut buf[plo..phi], partner);
+        let (sbuf, rbuf) = split_pair(buf, (lo, hi), (plo, phi));
+        c.sendrecv(sbuf, partner, rbuf, partner);
         k <<= 1;
     }
 }
@@ -218,14 +232,11 @@ fn allgather_ring(c: &Comm, buf: &mut [u8]) {
     let (r, p, m) = (c.rank, c.size, buf.len());
     let right = (r + 1) % p;
     let left = (r + p - 1) % p;
-    let mut tmp = vec![0u8; m.div_ceil(p)];
     for i in 0..p - 1 {
         let sb = (r + p - i) % p;
         let rb = (r + p - i - 1) % p;
-        let (slo, shi) = block(m, p, sb);
-        let (rlo, rhi) = block(m, p, rb);
-        tmp[..shi - slo].copy_from_slice(&buf[slo..shi]);
-        c.sendrecv(&tmp[..shi - slo], right, &mut buf[rlo..rhi], left);
+        let (sbuf, rbuf) = split_pair(buf, block(m, p, sb), block(m, p, rb));
+        c.sendrecv(sbuf, right, rbuf, left);
     }
 }
 
@@ -286,9 +297,8 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
             ((mid, hi), (lo, mid))
         };
         let n = keep.1 - keep.0;
-        let sbuf = v[give.0..give.1].to_vec();
         c.sendrecv(
-            as_bytes(&sbuf),
+            as_bytes(&v[give.0..give.1]),
             partner,
             as_bytes_mut(&mut tmp[..n]),
             partner,
@@ -306,13 +316,8 @@ fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     while let Some((plo, phi)) = windows.pop() {
         let partner = r ^ d;
         let (olo, ohi) = if lo == plo { (hi, phi) } else { (plo, lo) };
-        let sbuf = v[lo..hi].to_vec();
-        c.sendrecv(
-            as_bytes(&sbuf),
-            partner,
-            as_bytes_mut(&mut v[olo..ohi]),
-            partner,
-        );
+        let (sbuf, rbuf) = split_pair(v, (lo, hi), (olo, ohi));
+        c.sendrecv(as_bytes(sbuf), partner, as_bytes_mut(rbuf), partner);
         lo = plo;
         hi = phi;
         d *= 2;
@@ -326,9 +331,8 @@ fn allreduce_ring(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     for i in 0..p - 1 {
         let (slo, shi) = block(n, p, (r + p - i) % p);
         let (rlo, rhi) = block(n, p, (r + p - i - 1) % p);
-        let sbuf = v[slo..shi].to_vec();
         c.sendrecv(
-            as_bytes(&sbuf),
+            as_bytes(&v[slo..shi]),
             right,
             as_bytes_mut(&mut tmp[..rhi - rlo]),
             left,
@@ -340,8 +344,8 @@ fn allreduce_ring(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     for i in 0..p - 1 {
         let (slo, shi) = block(n, p, (r + 1 + p - i) % p);
         let (rlo, rhi) = block(n, p, (r + p - i) % p);
-        let sbuf = v[slo..shi].to_vec();
-        c.sendrecv(as_bytes(&sbuf), right, as_bytes_mut(&mut v[rlo..rhi]), left);
+        let (sbuf, rbuf) = split_pair(v, (slo, shi), (rlo, rhi));
+        c.sendrecv(as_bytes(sbuf), right, as_bytes_mut(rbuf), left);
     }
 }
 
@@ -471,29 +475,144 @@ fn check_sum(v: &[f64], p: usize) -> bool {
         .all(|(i, &x)| x == ranks + (p * (i % 1000)) as f64)
 }
 
-/// Median over repetitions of the slowest rank's time, ns.
-fn measure(c: &Comm, run: Run, b: &mut Bufs, m: usize, ok: &mut bool) -> f64 {
-    *ok &= c.max_f64(if run_once(c, run, b, m, true) {
-        0.0
-    } else {
-        1.0
-    }) == 0.0;
-    run_once(c, run, b, m, false);
-    // Repetitions: about 40 ms of work, between 5 and 41 (odd).
+/// CLOCK_MONOTONIC in ns. One clock for every process of a machine, so the
+/// ranks' start and end times can be compared directly (the bench runs its
+/// ranks on one node).
+fn now_ns() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// How one repetition is timed.
+///
+/// The model predicts a collective that every rank enters at the same
+/// instant, from that instant until the last rank is done. So every
+/// repetition starts at a common time t0 on the machine's clock, agreed a
+/// margin ahead (the largest of the ranks' "now + margin"); each rank waits
+/// for t0 (yielding, as Open MPI's progress loop does when oversubscribed),
+/// runs the collective and takes its end time; the repetition's time is the
+/// latest end − t0. Timing each rank's own duration instead (and taking the
+/// slowest) misses the skew with which ranks leave the preceding barrier: a
+/// receiver that leaves it late finds its broadcast data already there and
+/// reports a few hundred ns for an operation that took microseconds.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    margin_ns: f64,
+}
+
+/// Runs waiting for their start time, and how late (max over ranks) they
+/// started on average: reported so that a start skew is visible.
+#[derive(Default)]
+struct Lateness {
+    sum_ns: f64,
+    reps: u64,
+}
+
+fn timed_rep(c: &Comm, run: Run, b: &mut Bufs, m: usize, tm: Timing, late: &mut Lateness) -> f64 {
     c.barrier();
-    let t0 = mpi::time();
-    run_once(c, run, b, m, false);
-    let first = c.max_f64(mpi::time() - t0);
-    let reps = ((0.04 / first.max(1e-7)) as usize).clamp(5, 41) | 1;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        c.barrier();
-        let t0 = mpi::time();
-        run_once(c, run, b, m, false);
-        times.push(c.max_f64(mpi::time() - t0) * 1e9);
+    let t0 = c.max_f64(now_ns() + tm.margin_ns);
+    loop {
+        if now_ns() >= t0 {
+            break;
+        }
+        // SAFETY: no arguments; gives the core to another runnable process.
+        unsafe { libc::sched_yield() };
     }
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
+    let started = now_ns();
+    run_once(c, run, b, m, false);
+    let end = now_ns();
+    let v = c.max_f64(end);
+    late.sum_ns += c.max_f64(started - t0);
+    late.reps += 1;
+    v - t0
+}
+
+/// The margin: a few times the agreement's own time (an MPI_Allreduce of
+/// one double), so that every rank normally waits for t0, not the reverse.
+fn calibrate(c: &Comm) -> Timing {
+    let mut t = Vec::new();
+    for _ in 0..21 {
+        c.barrier();
+        let a = now_ns();
+        c.max_f64(a);
+        t.push(c.max_f64(now_ns() - a));
+    }
+    t.sort_by(f64::total_cmp);
+    Timing {
+        margin_ns: (4.0 * t[t.len() / 2]).max(20e3),
+    }
+}
+
+/// Per algorithm of one (collective, size) point: the sorted sample times.
+///
+/// Robust against a machine shared with other work: the runs of a point are
+/// interleaved (round r runs every algorithm, in an order rotated by r, a
+/// few repetitions each), so a burst of outside load falls on all of them
+/// rather than on one; each algorithm gets ROUNDS × reps repetitions of
+/// about ROUND_BUDGET_NS each round, and its time is the median.
+fn measure_point(
+    c: &Comm,
+    runs: &[Run],
+    b: &mut Bufs,
+    m: usize,
+    tm: Timing,
+    ok: &mut bool,
+    late: &mut Lateness,
+) -> Vec<Vec<f64>> {
+    const ROUNDS: usize = 11;
+    const ROUND_BUDGET_NS: f64 = 3e6;
+    const MAX_REPS_PER_ROUND: usize = 16;
+    let mut reps = Vec::with_capacity(runs.len());
+    for &run in runs {
+        // Correctness, then a warm-up, then one timed run to size the rounds.
+        *ok &= c.max_f64(if run_once(c, run, b, m, true) {
+            0.0
+        } else {
+            1.0
+        }) == 0.0;
+        run_once(c, run, b, m, false);
+        let one = timed_rep(c, run, b, m, tm, late);
+        reps.push(((ROUND_BUDGET_NS / (one + tm.margin_ns)) as usize).clamp(1, MAX_REPS_PER_ROUND));
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    for round in 0..ROUNDS {
+        for j in 0..runs.len() {
+            let i = (j + round) % runs.len();
+            for _ in 0..reps[i] {
+                samples[i].push(timed_rep(c, runs[i], b, m, tm, late));
+            }
+        }
+    }
+    for s in &mut samples {
+        s.sort_by(f64::total_cmp);
+    }
+    samples
+}
+
+fn median_sorted(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Half the interquartile range relative to the median, %.
+fn spread_pct(v: &[f64]) -> f64 {
+    if v.len() < 4 {
+        return f64::NAN;
+    }
+    let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+    100.0 * (q(0.75) - q(0.25)) / 2.0 / median_sorted(v)
 }
 
 /// γ: ns per byte to add two arrays of doubles (as the reductions do).
@@ -513,11 +632,20 @@ fn measure_gamma() -> f64 {
     best
 }
 
+struct Meas {
+    alg: Algorithm,
+    predicted_ns: f64,
+    /// Median of the samples.
+    measured_ns: f64,
+    spread_pct: f64,
+    segment_bytes: u64,
+    samples: usize,
+}
+
 struct Row {
     coll: Collective,
     bytes: usize,
-    /// (algorithm, predicted ns, measured ns, segment)
-    algs: Vec<(Algorithm, f64, f64, u64)>,
+    algs: Vec<Meas>,
     choice: Algorithm,
     mpi_ns: f64,
 }
@@ -582,8 +710,19 @@ fn main() {
         }
     };
     let gamma = c.max_f64(measure_gamma());
+    let timing = calibrate(&c);
+    let mut late = Lateness::default();
+    // The ranks share this node's cores (one machine, no binding when
+    // oversubscribed): the selector's sharing term gets their number.
+    let cores = args
+        .iter()
+        .position(|a| a == "--cores")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let opts = SelectOptions {
         gamma_ns_per_byte: gamma,
+        cores,
     };
 
     let sizes: Vec<usize> = vec![8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20];
@@ -625,18 +764,31 @@ fn main() {
                 .map_or(0.0, |x| x.2 as f64),
         ) as usize;
         let seg = if seg == 0 { m.max(1) } else { seg };
-        let mut algs = Vec::new();
-        for (i, &a) in coll.algorithms().iter().enumerate() {
-            let t = measure(&c, Run::Alg(a, seg), &mut b, m, &mut all_ok);
-            let (pred, s) = cands.get(i).map_or((f64::NAN, 0), |x| (x.1, x.2));
-            algs.push((a, pred, t, s));
-        }
         let lib = match coll {
             Collective::Bcast => Run::MpiBcast,
             Collective::Allreduce => Run::MpiAllreduce,
             Collective::Barrier => Run::MpiBarrier,
         };
-        let mpi_ns = measure(&c, lib, &mut b, m, &mut all_ok);
+        let mut runs: Vec<Run> = coll
+            .algorithms()
+            .iter()
+            .map(|&a| Run::Alg(a, seg))
+            .collect();
+        runs.push(lib);
+        let samples = measure_point(&c, &runs, &mut b, m, timing, &mut all_ok, &mut late);
+        let mut algs = Vec::new();
+        for (i, &a) in coll.algorithms().iter().enumerate() {
+            let (pred, s) = cands.get(i).map_or((f64::NAN, 0), |x| (x.1, x.2));
+            algs.push(Meas {
+                alg: a,
+                predicted_ns: pred,
+                measured_ns: median_sorted(&samples[i]),
+                spread_pct: spread_pct(&samples[i]),
+                segment_bytes: s,
+                samples: samples[i].len(),
+            });
+        }
+        let mpi_ns = median_sorted(&samples[runs.len() - 1]);
         rows.push(Row {
             coll,
             bytes: m,
@@ -646,7 +798,8 @@ fn main() {
         });
     }
     if rank == 0 {
-        report(&rows, size, &source, gamma, all_ok);
+        let late_ns = late.sum_ns / late.reps.max(1) as f64;
+        report(&rows, size, cores, &source, gamma, all_ok, timing, late_ns);
     }
     let mut comm = c.comm;
     // SAFETY: our duplicate communicator, freed once before MPI_Finalize.
@@ -672,12 +825,31 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
-    println!("ranks: {ranks}; parameters: {source}; γ = {gamma:.3} ns/B (measured)");
+#[allow(clippy::too_many_arguments)]
+fn report(
+    rows: &[Row],
+    ranks: usize,
+    cores: usize,
+    source: &str,
+    gamma: f64,
+    all_ok: bool,
+    timing: Timing,
+    late_ns: f64,
+) {
+    println!(
+        "ranks: {ranks} on {cores} cores; parameters: {source}; γ = {gamma:.3} ns/B (measured)"
+    );
+    println!(
+        "timing: common start {} ahead, mean start lateness (slowest rank) {}",
+        fmt_ns(timing.margin_ns),
+        fmt_ns(late_ns)
+    );
     println!("results correct: {}", if all_ok { "yes" } else { "NO" });
     println!();
-    println!("| collective | bytes | algorithm | predicted | measured | error % | |");
-    println!("|---|---:|---|---:|---:|---:|---|");
+    println!(
+        "| collective | bytes | algorithm | predicted | measured (median) | ± % | n | error % | |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
     let mut hits = 0;
     let mut errors: Vec<(Algorithm, Vec<f64>)> = Vec::new();
     let mut beats = Vec::new();
@@ -686,19 +858,20 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
         let fastest = r
             .algs
             .iter()
-            .min_by(|a, b| a.2.total_cmp(&b.2))
-            .map(|x| (x.0, x.2))
+            .min_by(|a, b| a.measured_ns.total_cmp(&b.measured_ns))
+            .map(|x| (x.alg, x.measured_ns))
             .unwrap_or((r.choice, f64::NAN));
         let chosen_t = r
             .algs
             .iter()
-            .find(|x| x.0 == r.choice)
-            .map_or(f64::NAN, |x| x.2);
+            .find(|x| x.alg == r.choice)
+            .map_or(f64::NAN, |x| x.measured_ns);
         let within = chosen_t <= 1.10 * fastest.1;
         if within {
             hits += 1;
         }
-        for &(a, pred, meas, seg) in &r.algs {
+        for x in &r.algs {
+            let (a, pred, meas, seg) = (x.alg, x.predicted_ns, x.measured_ns, x.segment_bytes);
             let err = 100.0 * (pred - meas) / meas;
             match errors.iter_mut().find(|e| e.0 == a) {
                 Some(e) => e.1.push(err.abs()),
@@ -717,12 +890,14 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
                 a.name().to_string()
             };
             println!(
-                "| {} | {} | {} | {} | {} | {:+.0} | {} |",
+                "| {} | {} | {} | {} | {} | {:.0} | {} | {:+.0} | {} |",
                 r.coll.name(),
                 r.bytes,
                 name,
                 fmt_ns(pred),
                 fmt_ns(meas),
+                x.spread_pct,
+                x.samples,
                 err,
                 mark.trim()
             );
@@ -733,7 +908,7 @@ fn report(rows: &[Row], ranks: usize, source: &str, gamma: f64, all_ok: bool) {
             Collective::Barrier => "MPI_Barrier",
         };
         println!(
-            "| {} | {} | *{}* (Open MPI) | | {} | | choice {} fastest: {} |",
+            "| {} | {} | *{}* (Open MPI) | | {} | | | | choice {} fastest: {} |",
             r.coll.name(),
             r.bytes,
             lib,

@@ -444,6 +444,10 @@ pub struct ExportArgs {
     pub max_bytes: u64,
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     pub gamma_ns_per_byte: f64,
+    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
+    /// rank). The rule tables then assume this many cores per communicator.
+    #[arg(long, default_value_t = 0)]
+    pub cores: usize,
     /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
     #[arg(long, default_value = "ns")]
     pub loggopsim_unit: String,
@@ -457,6 +461,7 @@ pub fn render(args: &ExportArgs, entry: &EntryData) -> Result<String> {
     }
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
+        cores: args.cores,
     };
     let mut sizes = args.comm_sizes.clone();
     sizes.sort_unstable();

@@ -90,6 +90,11 @@ pub struct PredictArgs {
     /// Cost of combining one byte in a reduction.
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     pub gamma_ns_per_byte: f64,
+    /// Cores the ranks share on a node (0: at least one core per rank).
+    /// With fewer cores than ranks, steps in which more ranks move bytes
+    /// than there are cores take proportionally longer per byte.
+    #[arg(long, default_value_t = 0)]
+    pub cores: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -137,6 +142,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let net = params_of_entry(&entry);
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
+        cores: args.cores,
     };
     let (candidates, choice) = predict(&net, args.collective, args.ranks, args.bytes, &opts)?;
     let out = PredictJson {

@@ -49,6 +49,7 @@ fn args(format: Format) -> ExportArgs {
         comm_sizes: vec![2, 4, 8, 64],
         max_bytes: 4 << 20,
         gamma_ns_per_byte: 0.2,
+        cores: 0,
         loggopsim_unit: "ns".into(),
     }
 }

@@ -9,19 +9,39 @@
 //!
 //! # The cost of one message and of a burst
 //!
-//! With o_s(s) = o_s + (s−1)·O_s and o_r(s) = o_r + (s−1)·O_r (LogGPS), one
-//! message of s bytes, from the sender's first instruction to the receiver
-//! having it, costs
+//! One message of s bytes, from the sender's first instruction to the
+//! receiver having it, costs
 //!
 //! ```text
-//! T(s) = o_s(s) + L + (s−1)·G + o_r(s)              (LogGP)
+//! T(s) = EEL + (s−1)·G                               (LogGP)
 //!      + 2·EEL                          if s > S     (LogGPS rendezvous)
 //! ```
 //!
+//! EEL = PRTT(1,0,1)/2 = L + o_s + o_r is the measured one-byte message, and
+//! this is LogGP's own single-message time L + 2o + (s−1)·G, the formula the
+//! probe's method rests on (PRTT(1,0,s) = 2·(L + 2o + (s−1)·G)). G is the
+//! per-byte time of the gap, measured from a stream of n messages in
+//! flight, which passes every stage of the path: sender, channel and
+//! receiver. So G is already the slowest stage's rate.
+//!
+//! LogGPS's per-byte overheads (o_x(s) = o_x + (s−1)·O_x) are left out of T
+//! on purpose, although [`Params::predict_ns`] adds them as in the paper:
+//! the probe measures o_s(s) as the sender's time per message of a burst,
+//! o_r(s) as the receiver's time in its receive calls, and G from the gap.
+//! Where the processors move the bytes themselves (shared memory: the copy
+//! *is* the transfer) or a send completes only once the receiver has pulled
+//! the data (rendezvous), these are three views of the same bytes moving,
+//! and the sum o_s(s) + L + (s−1)·G + o_r(s) counts them up to three times.
+//! Checked against the probe's own single-message round trips
+//! (`bench/mpi_one_message.py`, results in bench/mpi.md). The per-size
+//! overheads still cost what they are: CPU time. They bound how soon a
+//! process can send again (`gap` below) and the period of a forwarding rank
+//! in a pipeline.
+//!
 //! The `+ 2·EEL` is the request-to-send / clear-to-send round trip a
-//! rendezvous message waits for before its data moves ([`Params::predict_ns`]).
-//! G and g are those of the range that contains s (eager and rendezvous
-//! ranges have different G), so every size is looked up separately.
+//! rendezvous message waits for before its data moves. G and O are those of
+//! the range that contains s (eager and rendezvous ranges differ), so every
+//! size is looked up separately.
 //!
 //! A process sending several messages in a row can start the next one
 //! `gap(s) = max(g + (s−1)·G, o_s(s))` after the previous (LogGP: the NIC /
@@ -262,12 +282,48 @@ impl Network for ReaderNetwork<'_> {
 pub struct SelectOptions {
     /// Cost of combining one byte in a reduction, ns.
     pub gamma_ns_per_byte: f64,
+    /// Cores the job's ranks share (0: at least one per rank). See
+    /// [`Sharing`].
+    pub cores: usize,
 }
 
 impl Default for SelectOptions {
     fn default() -> Self {
         Self {
             gamma_ns_per_byte: DEFAULT_GAMMA_NS_PER_BYTE,
+            cores: 0,
+        }
+    }
+}
+
+/// Ranks that share cores (an oversubscribed node).
+///
+/// The probe measures one pair of ranks exchanging messages while the other
+/// ranks of the job wait inside MPI (they yield their core when idle), so its
+/// EEL already holds the hand-over to a receiver that was not running. A
+/// collective step in which k ranks all have work (each receives, copies,
+/// forwards or combines) needs k processors: with C < k cores, processor
+/// sharing gives each of them C/k of a core, and the whole step — its
+/// messages and its combining — takes k/C times as long as measured for a
+/// pair. (Vienne et al.'s sharing of k concurrent flows, with the share
+/// fixed by the processor count rather than fitted.) With cores = 0, or
+/// k ≤ C, nothing changes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sharing {
+    cores: usize,
+}
+
+impl Sharing {
+    pub fn new(cores: usize) -> Self {
+        Self { cores }
+    }
+
+    /// Stretch of a step in which `flows` ranks have work at once (≥ 1).
+    pub fn factor(self, flows: usize) -> f64 {
+        if self.cores == 0 || flows <= self.cores {
+            1.0
+        } else {
+            flows as f64 / self.cores as f64
         }
     }
 }
@@ -308,12 +364,29 @@ struct Msg {
     o_r_ns: f64,
 }
 
+/// T(s) of the module documentation: the one-byte end-to-end latency plus
+/// (s−1)·G, plus the rendezvous handshake. Without a measured EEL (0 or not
+/// finite) its LogGP value L + o_s + o_r.
+pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
+    let k = msg_bytes.saturating_sub(1) as f64;
+    let eel = if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
+        p.eel_ns
+    } else {
+        p.L_ns + p.o_s_ns + p.o_r_ns
+    };
+    let mut t = eel + k * p.G_ns_per_byte.max(0.0);
+    if p.S_bytes != u64::MAX && msg_bytes > p.S_bytes {
+        t += 2.0 * eel;
+    }
+    t.max(0.0)
+}
+
 fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let p = net.at(bytes)?;
     let k = bytes.saturating_sub(1) as f64;
     let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
     let o_r_ns = (p.o_r_ns + k * p.O_r_ns_per_byte).max(0.0);
-    let t_ns = p.predict_ns(bytes).max(0.0);
+    let t_ns = one_message_ns(&p, bytes);
     let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
     Ok(Msg {
         t_ns,
@@ -326,6 +399,13 @@ fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
 /// Gap before the (j+1)-th of a burst of `burst` sends of `bytes`, LogfP
 /// for small messages: the first f messages pay only the posting overhead
 /// o(burst) = o_min + o_max / burst, later ones the LogfP gap g_f.
+impl Msg {
+    /// T(s) in a step stretched by processor sharing.
+    fn t_shared(&self, stretch: f64) -> f64 {
+        self.t_ns * stretch
+    }
+}
+
 fn burst_gap<N: Network + ?Sized>(
     net: &N,
     bytes: u64,
@@ -373,11 +453,16 @@ fn binomial_children(rel: usize, p: usize, out: &mut [(usize, usize); 64]) -> us
 /// Completion time of a binomial-tree broadcast (or scatter when
 /// `per_rank_bytes` > 0: each edge carries its subtree's share) from the
 /// root: evaluated node by node as described in the module documentation.
+///
+/// Sharing: the edge from r to r + d belongs to the round in which the
+/// ranks holding data are those of stride 2d, so P' / (2d) edges (P' = P
+/// rounded up to a power of two) carry bytes at once.
 fn binomial_tree<N: Network + ?Sized>(
     net: &N,
     p: usize,
     bcast_bytes: u64,
     per_rank_bytes: u64,
+    sh: Sharing,
 ) -> Result<f64, LookupError> {
     // ready[r]: when relative rank r holds its data. Parents have smaller
     // ranks than their children, so one pass in rank order suffices.
@@ -393,7 +478,7 @@ fn binomial_tree<N: Network + ?Sized>(
             } else {
                 bcast_bytes
             };
-            t += msg(net, s)?.t_ns;
+            t += msg(net, s)?.t_shared(sh.factor(1 << (k - 1)));
         }
         return Ok(t);
     }
@@ -409,7 +494,8 @@ fn binomial_tree<N: Network + ?Sized>(
                 bcast_bytes
             };
             let m = msg(net, s)?;
-            ready[child] = start + m.t_ns;
+            let flows = (p.next_power_of_two() / (2 * (child - r))).max(1);
+            ready[child] = start + m.t_shared(sh.factor(flows));
             finish = finish.max(ready[child]);
             start += burst_gap(net, s, j, n, &m)?;
         }
@@ -422,17 +508,24 @@ fn ceil_log2(p: usize) -> u32 {
 }
 
 /// Broadcast candidates. Root holds m bytes; c = ⌈m/P⌉ is one rank's share.
-fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, LookupError> {
+fn bcast<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    m: u64,
+    sh: Sharing,
+) -> Result<Candidates, LookupError> {
     let c = m.div_ceil(p as u64).max(1);
     let rounds = ceil_log2(p);
 
     // Binomial tree: every edge carries all m bytes (tree evaluation).
-    let binomial = binomial_tree(net, p, m, 0)?;
+    let binomial = binomial_tree(net, p, m, 0, sh)?;
 
     // Scatter + allgather (van de Geijn): a binomial scatter (the edge to a
     // subtree of k ranks carries k·c bytes) then an allgather of the P
     // shares.
-    let scatter = binomial_tree(net, p, 0, c)?;
+    let scatter = binomial_tree(net, p, 0, c, sh)?;
+    // Both allgathers keep every rank busy in every step.
+    let all = sh.factor(p);
     // Recursive-doubling allgather: in step k = 0..log2 P − 1 every rank
     // exchanges the 2^k·c bytes it has with rank ⊕ 2^k; send and receive
     // overlap, so a step costs T(2^k·c). Non-powers of two need one more
@@ -440,14 +533,14 @@ fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, L
     // in and out).
     let mut rd = 0.0;
     for k in 0..rounds {
-        rd += msg(net, c << k)?.t_ns;
+        rd += msg(net, c << k)?.t_shared(all);
     }
     if !p.is_power_of_two() {
-        rd += msg(net, c << rounds.saturating_sub(1))?.t_ns;
+        rd += msg(net, c << rounds.saturating_sub(1))?.t_shared(all);
     }
     // Ring allgather: P − 1 steps, each passes one share of c bytes to the
     // right neighbour while receiving one from the left: (P−1)·T(c).
-    let ring = (p as f64 - 1.0) * msg(net, c)?.t_ns;
+    let ring = (p as f64 - 1.0) * msg(net, c)?.t_shared(all);
 
     // Pipelined chain with segments of k bytes, n = ⌈m/k⌉ segments over
     // P − 1 hops. The first segment reaches the last rank after
@@ -478,11 +571,15 @@ fn bcast<N: Network + ?Sized>(net: &N, p: usize, m: u64) -> Result<Candidates, L
             candidates[n] = s_bytes;
             n += 1;
         }
+        // In steady state all P − 1 links carry a segment and every rank
+        // works: hops and the period (CPU work of a forwarding rank) stretch
+        // with P − 1 busy ranks.
+        let busy = sh.factor(p - 1);
         for &k in &candidates[..n] {
             let segs = m.div_ceil(k).max(1);
             let x = msg(net, k)?;
-            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns);
-            let t = (p as f64 - 1.0) * x.t_ns + (segs as f64 - 1.0) * period;
+            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy;
+            let t = (p as f64 - 1.0) * x.t_shared(busy) + (segs as f64 - 1.0) * period;
             if t < best.0 {
                 best = (t, k);
             }
@@ -522,7 +619,12 @@ fn allreduce<N: Network + ?Sized>(
     p: usize,
     m: u64,
     gamma: f64,
+    sh: Sharing,
 ) -> Result<Candidates, LookupError> {
+    // Every step of all three keeps every rank busy (P transfers, P ranks
+    // combining).
+    let all = sh.factor(p);
+    let gamma = gamma * all;
     let rounds = ceil_log2(p);
     let pow2 = p.is_power_of_two();
     let mf = m as f64;
@@ -530,7 +632,7 @@ fn allreduce<N: Network + ?Sized>(
     // Recursive doubling: log2 P steps, each exchanges all m bytes with
     // rank ⊕ 2^k and combines them: log2 P·(T(m) + γ·m). A non-power of two
     // adds a fold-in step before and a fold-out step after: +2·T(m) + γ·m.
-    let tm = msg(net, m)?.t_ns;
+    let tm = msg(net, m)?.t_shared(all);
     let mut rd = f64::from(rounds) * (tm + gamma * mf);
     if !pow2 {
         rd = f64::from(rounds - 1) * (tm + gamma * mf) + 2.0 * tm + gamma * mf;
@@ -546,7 +648,7 @@ fn allreduce<N: Network + ?Sized>(
     let mut rab = 0.0;
     for k in 1..=q_rounds {
         let s = (m >> k).max(1);
-        rab += 2.0 * msg(net, s)?.t_ns + gamma * s as f64;
+        rab += 2.0 * msg(net, s)?.t_shared(all) + gamma * s as f64;
     }
     if !pow2 {
         rab += 2.0 * tm + gamma * mf;
@@ -556,7 +658,8 @@ fn allreduce<N: Network + ?Sized>(
     // right, combine the one from the left) and an allgather of P − 1
     // steps: 2(P−1)·T(m/P) + (P−1)·γ·m/P.
     let b = m.div_ceil(p as u64).max(1);
-    let ring = 2.0 * (p as f64 - 1.0) * msg(net, b)?.t_ns + (p as f64 - 1.0) * gamma * b as f64;
+    let ring =
+        2.0 * (p as f64 - 1.0) * msg(net, b)?.t_shared(all) + (p as f64 - 1.0) * gamma * b as f64;
 
     let mut out = Candidates {
         items: [Choice {
@@ -584,14 +687,15 @@ fn allreduce<N: Network + ?Sized>(
 }
 
 /// Barrier candidates (messages of 0 bytes; LogfP applies).
-fn barrier<N: Network + ?Sized>(net: &N, p: usize) -> Result<Candidates, LookupError> {
+fn barrier<N: Network + ?Sized>(net: &N, p: usize, sh: Sharing) -> Result<Candidates, LookupError> {
     // Dissemination: ⌈log2 P⌉ rounds; in round k rank r notifies r + 2^k
-    // and waits for r − 2^k. Sends and receives overlap: ⌈log2 P⌉·T(0).
-    let dis = f64::from(ceil_log2(p)) * msg(net, 0)?.t_ns;
+    // and waits for r − 2^k. Sends and receives overlap: ⌈log2 P⌉·T(0),
+    // every rank busy in every round.
+    let dis = f64::from(ceil_log2(p)) * msg(net, 0)?.t_shared(sh.factor(p));
     // Tree: a binomial fan-in to the root and a binomial fan-out back. The
     // fan-in is the fan-out run backwards (the root receives where it would
     // send), so it takes as long: 2 × binomial broadcast of 0 bytes.
-    let tree = 2.0 * binomial_tree(net, p, 0, 0)?;
+    let tree = 2.0 * binomial_tree(net, p, 0, 0, sh)?;
     let mut out = Candidates {
         items: [Choice {
             algorithm: 0,
@@ -630,9 +734,15 @@ pub fn candidates<N: Network + ?Sized>(
         return Err(SelectError::NoRanks);
     }
     Ok(match coll {
-        Collective::Bcast => bcast(net, ranks, msg_bytes)?,
-        Collective::Allreduce => allreduce(net, ranks, msg_bytes, opts.gamma_ns_per_byte)?,
-        Collective::Barrier => barrier(net, ranks)?,
+        Collective::Bcast => bcast(net, ranks, msg_bytes, Sharing::new(opts.cores))?,
+        Collective::Allreduce => allreduce(
+            net,
+            ranks,
+            msg_bytes,
+            opts.gamma_ns_per_byte,
+            Sharing::new(opts.cores),
+        )?,
+        Collective::Barrier => barrier(net, ranks, Sharing::new(opts.cores))?,
     })
 }
 
@@ -715,6 +825,7 @@ pub unsafe extern "C" fn ng_select(
         } else {
             DEFAULT_GAMMA_NS_PER_BYTE
         },
+        cores: 0,
     };
     match candidates(net, coll, ranks as usize, msg_bytes, &opts) {
         Ok(c) => {
@@ -774,6 +885,7 @@ pub unsafe extern "C" fn ng_select_lookup(
         } else {
             DEFAULT_GAMMA_NS_PER_BYTE
         },
+        cores: 0,
     };
     match candidates(&net, coll, ranks as usize, msg_bytes, &opts) {
         Ok(c) => {
@@ -823,6 +935,67 @@ mod tests {
     }
 
     #[test]
+    fn one_message_counts_the_bytes_once() {
+        // LogGP (no per-byte overheads): T(s) is the paper's L + 2o + (s−1)G.
+        let p = net(1000.0, 300.0, 400.0, 0.25);
+        for s in [1u64, 64, 4096, 1 << 20] {
+            assert!(
+                (one_message_ns(&p, s) - p.predict_ns(s)).abs() < 1e-6,
+                "{s}"
+            );
+        }
+        // Shared memory: the copy shows up as G (the gap), O_s (the sender's
+        // busy time) and O_r (the receiver's): it is paid once, not three
+        // times.
+        let mut shm = net(200.0, 150.0, 400.0, 0.10);
+        shm.O_s_ns_per_byte = 0.10;
+        shm.O_r_ns_per_byte = 0.09;
+        let m = 1u64 << 20;
+        let t = one_message_ns(&shm, m);
+        assert!((t - (shm.eel_ns + (m - 1) as f64 * 0.10)).abs() < 1e-6);
+        assert!(shm.predict_ns(m) > 2.5 * t);
+        // The handshake above S, and no EEL: its LogGP value.
+        shm.S_bytes = 4096;
+        assert!((one_message_ns(&shm, m) - t - 2.0 * shm.eel_ns).abs() < 1e-6);
+        shm.eel_ns = f64::NAN;
+        assert!((one_message_ns(&shm, 1) - 500.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shared_cores_stretch_steps_with_more_busy_ranks_than_cores() {
+        let p = net(1000.0, 200.0, 300.0, 0.25);
+        let m = 1u64 << 20;
+        let alone = SelectOptions::default();
+        let two = SelectOptions { cores: 2, ..alone };
+        let rd = |c: &Candidates| c.as_slice()[0].predicted_ns;
+        // Recursive doubling on 4 ranks, 2 cores: every step has 4 busy
+        // ranks, so all of it takes twice as long, small or large.
+        for bytes in [8u64, m] {
+            let a = candidates(&p, Collective::Allreduce, 4, bytes, &alone).unwrap();
+            let b = candidates(&p, Collective::Allreduce, 4, bytes, &two).unwrap();
+            assert!(
+                (rd(&b) - 2.0 * rd(&a)).abs() < 1e-6,
+                "{} {}",
+                rd(&a),
+                rd(&b)
+            );
+        }
+        // Binomial broadcast on 4 ranks never has more than 2 transfers at once.
+        let a = candidates(&p, Collective::Bcast, 4, m, &alone).unwrap();
+        let b = candidates(&p, Collective::Bcast, 4, m, &two).unwrap();
+        assert_eq!(a.as_slice()[0].predicted_ns, b.as_slice()[0].predicted_ns);
+        // ... but on 8 ranks its last round has 4.
+        let a = candidates(&p, Collective::Bcast, 8, m, &alone).unwrap();
+        let b = candidates(&p, Collective::Bcast, 8, m, &two).unwrap();
+        assert!(b.as_slice()[0].predicted_ns > a.as_slice()[0].predicted_ns);
+        // Enough cores: identical.
+        let many = SelectOptions { cores: 8, ..alone };
+        let c = candidates(&p, Collective::Allreduce, 8, m, &many).unwrap();
+        let d = candidates(&p, Collective::Allreduce, 8, m, &alone).unwrap();
+        assert_eq!(c.as_slice(), d.as_slice());
+    }
+
+    #[test]
     fn binomial_tree_shape() {
         let mut kids = [(0, 0); 64];
         let n = binomial_children(0, 8, &mut kids);
@@ -843,7 +1016,7 @@ mod tests {
         let p = net(1000.0, 500.0, 2000.0, 0.0);
         let t = p.predict_ns(8);
         assert!((t - 2000.0).abs() < 1e-9);
-        let got = binomial_tree(&p, 8, 8, 0).unwrap();
+        let got = binomial_tree(&p, 8, 8, 0, Sharing::new(0)).unwrap();
         assert!((got - 3.0 * t).abs() < 1e-6, "{got}");
     }
 
@@ -854,10 +1027,10 @@ mod tests {
         // 7 is last at 3T; rank 1 at 2·gap + T. So 3T total.
         let p = net(1000.0, 100.0, 100.0, 0.0);
         let t = p.predict_ns(1);
-        let got = binomial_tree(&p, 8, 1, 0).unwrap();
+        let got = binomial_tree(&p, 8, 1, 0, Sharing::new(0)).unwrap();
         assert!((got - 3.0 * t).abs() < 1e-6);
         // P = 3: root sends to 2 then 1: 1 receives at gap + T.
-        let got = binomial_tree(&p, 3, 1, 0).unwrap();
+        let got = binomial_tree(&p, 3, 1, 0, Sharing::new(0)).unwrap();
         assert!((got - (100.0 + t)).abs() < 1e-6, "{got}");
     }
 
@@ -881,7 +1054,7 @@ mod tests {
     fn chain_segment_is_optimal_among_powers() {
         let p = net(2000.0, 200.0, 300.0, 0.2);
         let m = 1u64 << 20;
-        let c = bcast(&p, 4, m).unwrap();
+        let c = bcast(&p, 4, m, Sharing::new(0)).unwrap();
         let chain = c.as_slice()[3];
         assert!(chain.segment_bytes > 64 && chain.segment_bytes < m);
         // Closed form with the chosen k, and neighbours are not better.
@@ -916,6 +1089,7 @@ mod tests {
         let gamma = 0.5;
         let opts = SelectOptions {
             gamma_ns_per_byte: gamma,
+            cores: 0,
         };
         let m = 1u64 << 16;
         let c = candidates(&p, Collective::Allreduce, 8, m, &opts).unwrap();
@@ -948,16 +1122,25 @@ mod tests {
     #[test]
     fn logfp_makes_tree_fan_out_cheaper() {
         let mut p = net(1000.0, 300.0, 2000.0, 0.0);
-        let plain = binomial_tree(&p, 16, 1, 0).unwrap();
+        let plain = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
         p.f = 8;
         p.o_min_ns = 100.0;
         p.o_max_ns = 200.0;
         p.g_f_ns = 2000.0;
-        let logfp = binomial_tree(&p, 16, 1, 0).unwrap();
+        let logfp = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
         assert!(logfp < plain, "{logfp} vs {plain}");
         // Big messages ignore LogfP.
-        let big_plain = binomial_tree(&net(1000.0, 300.0, 2000.0, 0.0), 16, 4096, 0).unwrap();
-        assert!((binomial_tree(&p, 16, 4096, 0).unwrap() - big_plain).abs() < 1e-9);
+        let big_plain = binomial_tree(
+            &net(1000.0, 300.0, 2000.0, 0.0),
+            16,
+            4096,
+            0,
+            Sharing::new(0),
+        )
+        .unwrap();
+        assert!(
+            (binomial_tree(&p, 16, 4096, 0, Sharing::new(0)).unwrap() - big_plain).abs() < 1e-9
+        );
     }
 
     #[test]

@@ -162,6 +162,11 @@ enum Cmd {
         /// Most repetitions per size (fewer: a quicker, rougher sweep).
         #[arg(long)]
         max_reps: Option<u32>,
+        /// Fewest repetitions per size, also for large sizes that the byte
+        /// budget would cut (more: a steadier fit where traffic is free,
+        /// e.g. MPI over shared memory).
+        #[arg(long)]
+        min_reps: Option<u32>,
     },
     /// Is the daemon alive, and what is it doing?
     Status {
@@ -314,6 +319,7 @@ fn run(cli: Cli) -> Result<()> {
             shm,
             verbs,
             max_reps,
+            min_reps,
         } => {
             let mut sweep = match schedule.as_str() {
                 "adaptive" => SweepConfig::default(),
@@ -326,6 +332,10 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(r) = max_reps {
                 sweep.max_reps = r.max(1);
                 sweep.min_reps = sweep.min_reps.min(sweep.max_reps);
+            }
+            if let Some(r) = min_reps {
+                sweep.min_reps = r.max(1);
+                sweep.max_reps = sweep.max_reps.max(sweep.min_reps);
             }
             let mut opts = ProbeOptions {
                 sweep,

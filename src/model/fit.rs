@@ -130,8 +130,20 @@ fn line_or_mean(xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     })
 }
 
+/// Sum of weighted squared residuals of `intercept + slope·x`.
+fn wsse(xs: &[f64], ys: &[f64], ws: &[f64], intercept: f64, slope: f64) -> f64 {
+    xs.iter()
+        .zip(ys)
+        .zip(ws)
+        .map(|((x, y), w)| w * (y - intercept - slope * x).powi(2))
+        .sum()
+}
+
 /// Time per message cannot fall as messages grow: a negative fitted G (noise
-/// in a short or flat range) is replaced by the best constant, G = 0.
+/// in a short or flat range) is replaced by the best constant, G = 0. The
+/// intercept g stays free: a range's gap line may legitimately run below
+/// zero at s = 1 (a token-bucket shaper: the bucket's bytes are free, the
+/// rest is paced, gap(s) = (s − bucket)·G).
 fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
     if line.slope >= 0.0 {
         return line;
@@ -146,6 +158,43 @@ fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
     }
 }
 
+/// Overhead lines: least squares restricted to a non-negative intercept and
+/// slope.
+///
+/// An overhead is CPU time spent per message: o' (its value at s = 1) and O
+/// (ns per byte) cannot be negative. A negative o' comes from the
+/// extrapolation, not from the machine: a range that starts far from s = 1
+/// (a rendezvous range from 2 MiB on, say) fixes its slope from its own
+/// points, and its intercept is then the line run back to s = 1, where slope
+/// noise of a few percent becomes −100 µs. With a steep noisy O the
+/// line can even go below zero inside the range (o' = −27 µs, O = 3.2 ns/B
+/// gave o_s(4096) < 0). So the fit is the weighted least-squares line over
+/// the quadrant intercept ≥ 0, slope ≥ 0: the free line when it lies in
+/// it, else the better of the two boundary fits, which is where a convex
+/// quadratic's minimum over the quadrant lies when the free minimum is
+/// outside. The two boundary fits are through the origin (intercept 0,
+/// slope Σwxy/Σwx²) and constant (slope 0, the weighted mean). On data that
+/// satisfy the model nothing changes.
+fn non_negative(line: Line, xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
+    if line.slope >= 0.0 && line.intercept >= 0.0 {
+        return line;
+    }
+    let sw: f64 = ws.iter().sum();
+    let mean = (ys.iter().zip(ws).map(|(y, w)| y * w).sum::<f64>() / sw).max(0.0);
+    let sxx: f64 = xs.iter().zip(ws).map(|(x, w)| w * x * x).sum();
+    let sxy: f64 = xs.iter().zip(ys).zip(ws).map(|((x, y), w)| w * x * y).sum();
+    let through_origin = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    let flat = (mean, 0.0, wsse(xs, ys, ws, mean, 0.0));
+    let origin = (0.0, through_origin, wsse(xs, ys, ws, 0.0, through_origin));
+    let (intercept, slope, sse) = if origin.2 < flat.2 { origin } else { flat };
+    Line {
+        intercept,
+        slope,
+        sse,
+        n: ys.len(),
+    }
+}
+
 /// One range's parameter set from its points (non-empty).
 #[allow(non_snake_case)]
 fn fit_range(pts: &[SizePoint]) -> Range {
@@ -156,8 +205,8 @@ fn fit_range(pts: &[SizePoint]) -> Range {
     let w_gap = rel_weights(gap.iter().copied());
     let w_rtt = rel_weights(pts.iter().map(|p| p.half_rtt_ns));
     let g = non_decreasing(line_or_mean(&xs, &gap, &w_gap), &gap, &w_gap);
-    let os = line_or_mean(&xs, &o_s, &w_rtt);
-    let or = line_or_mean(&xs, &o_r, &w_rtt);
+    let os = non_negative(line_or_mean(&xs, &o_s, &w_rtt), &xs, &o_s, &w_rtt);
+    let or = non_negative(line_or_mean(&xs, &o_r, &w_rtt), &xs, &o_r, &w_rtt);
     Range {
         from_bytes: pts[0].size_bytes,
         to_bytes: pts[pts.len() - 1].size_bytes,
@@ -515,6 +564,42 @@ mod tests {
 
     fn rel(a: f64, b: f64) -> f64 {
         ((a - b) / b).abs()
+    }
+
+    #[test]
+    fn fitted_times_are_never_negative() {
+        // A range far from s = 1 whose points rise faster than proportionally:
+        // the free line has a large negative intercept (o' < 0).
+        let xs = [2.0e6, 3.0e6, 4.0e6];
+        let ys = [250e3, 430e3, 810e3];
+        let ws = rel_weights(ys.iter().copied());
+        let free = line_or_mean(&xs, &ys, &ws);
+        assert!(free.intercept < -100e3, "{free:?}");
+        let c = non_negative(free, &xs, &ys, &ws);
+        assert!(c.intercept >= 0.0 && c.slope >= 0.0, "{c:?}");
+        // The constrained line is the best non-negative one: no grid point of
+        // the quadrant does better.
+        let best = wsse(&xs, &ys, &ws, c.intercept, c.slope);
+        for i in 0..=40 {
+            for j in 0..=40 {
+                let (a, b) = (f64::from(i) * 10e3, f64::from(j) * 0.01);
+                assert!(wsse(&xs, &ys, &ws, a, b) >= best * (1.0 - 1e-9), "{a} {b}");
+            }
+        }
+        // A falling line (negative slope) becomes the weighted mean.
+        let ys = [5.0, 4.0, 3.0];
+        let ws = [1.0, 1.0, 1.0];
+        let c = non_negative(line_or_mean(&xs, &ys, &ws), &xs, &ys, &ws);
+        assert_eq!((c.intercept, c.slope), (4.0, 0.0));
+        // A line that already fits the model is untouched.
+        let ys = [
+            2.0e6 * 0.5 + 100.0,
+            3.0e6 * 0.5 + 100.0,
+            4.0e6 * 0.5 + 100.0,
+        ];
+        let free = line_or_mean(&xs, &ys, &ws);
+        let c = non_negative(free, &xs, &ys, &ws);
+        assert_eq!((c.intercept, c.slope), (free.intercept, free.slope));
     }
 
     #[test]
