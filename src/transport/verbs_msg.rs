@@ -584,9 +584,12 @@ pub struct MsgSetup {
 
 impl MsgSetup {
     pub fn new(o: &MsgOptions) -> Result<Self, VerbsError> {
-        let eager = o.eager_max_bytes;
-        let max_msg = o.verbs.max_msg_bytes;
         let link = VerbsMsgTransport::open_link(o)?;
+        Self::build(link, o.eager_max_bytes, o.verbs.max_msg_bytes, o)
+    }
+
+    /// Lay out and register the buffers for `eager` / `max_msg`.
+    fn build(link: Link, eager: usize, max_msg: usize, o: &MsgOptions) -> Result<Self, VerbsError> {
         let lay = Layout::new(eager, max_msg);
         let mr = VerbsMsgTransport::register(&link, &lay, o.verbs.huge_pages)?;
         Ok(MsgSetup {
@@ -609,15 +612,7 @@ impl MsgSetup {
     ) -> Result<Self, VerbsError> {
         let max_msg = (peer.max_msg_bytes as usize).min(o.verbs.max_msg_bytes);
         let eager = (peer.eager_max_bytes as usize).min(max_msg.max(1));
-        let lay = Layout::new(eager, max_msg);
-        let mr = VerbsMsgTransport::register(&link, &lay, o.verbs.huge_pages)?;
-        Ok(MsgSetup {
-            link,
-            mr,
-            lay,
-            eager,
-            max_msg,
-        })
+        Self::build(link, eager, max_msg, o)
     }
 
     pub fn endpoint(&self) -> exchange::Endpoint {
