@@ -241,9 +241,13 @@ pub struct SweepResult {
 /// Least number of round trips of the session warm-up.
 pub const SESSION_WARMUP_ROUNDS: u32 = 16;
 
+/// Round trips at the largest size in the session warm-up: the first use of
+/// the whole buffer (page faults, a device's lazy set-up) is slow too.
+const SESSION_WARMUP_TOP_ROUNDS: u32 = 3;
+
 /// The session warm-up: PRTT(1, 0, min size) until `cfg.session_warmup` has
-/// passed and at least [`SESSION_WARMUP_ROUNDS`] round trips were made.
-/// Nothing is recorded.
+/// passed and at least [`SESSION_WARMUP_ROUNDS`] round trips were made, then
+/// [`SESSION_WARMUP_TOP_ROUNDS`] at the largest size. Nothing is recorded.
 fn warm_session<T: Transport, C: Clock>(
     transport: &mut T,
     clock: &C,
@@ -254,17 +258,49 @@ fn warm_session<T: Transport, C: Clock>(
     if cfg.session_warmup.is_zero() {
         return Ok(());
     }
-    let s = (cfg.min_size_bytes.max(1) as usize).min(transport.caps().max_msg_bytes);
+    let max = transport.caps().max_msg_bytes;
+    let s = (cfg.min_size_bytes.max(1) as usize).min(max);
+    let timeout = cfg.timeout;
+    warm_for(transport, clock, cfg, guard, s, |t| {
+        prtt(t, clock, peer, 1, 0, s, timeout).map(drop)
+    })?;
+    let top = usize::try_from(cfg.max_size_bytes)
+        .map_or(max, |m| m.min(max))
+        .max(s);
+    let mut done = 0;
+    while done < SESSION_WARMUP_TOP_ROUNDS {
+        match prtt(transport, clock, peer, 1, 0, top, timeout) {
+            Ok(_) => {
+                guard.on_success();
+                done += 1;
+            }
+            Err(e) => guard.on_error(transport, e, top as u64, timeout)?,
+        }
+    }
+    Ok(())
+}
+
+/// Repeat `round` (a pattern of `size_bytes`, nothing recorded) until
+/// `cfg.session_warmup` has passed and at least [`SESSION_WARMUP_ROUNDS`]
+/// rounds succeeded; losses count as in a measurement.
+fn warm_for<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    cfg: &SweepConfig,
+    guard: &mut LossGuard,
+    size_bytes: usize,
+    mut round: impl FnMut(&mut T) -> Result<(), TransportError>,
+) -> Result<(), SweepError> {
     let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
     let start = clock.now();
     let mut rounds = 0u32;
     while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
-        match prtt(transport, clock, peer, 1, 0, s, cfg.timeout) {
-            Ok(_) => {
+        match round(transport) {
+            Ok(()) => {
                 guard.on_success();
                 rounds += 1;
             }
-            Err(e) => guard.on_error(transport, e, s as u64, cfg.timeout)?,
+            Err(e) => guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?,
         }
     }
     Ok(())
@@ -585,18 +621,10 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
     let mut guard = LossGuard::new(cfg.max_consecutive_losses);
     // Session warm-up over every peer's path (the sweep warmed only peer 0).
     if !cfg.session_warmup.is_zero() && max_peers > 0 {
-        let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
-        let start = clock.now();
-        let mut rounds = 0u32;
-        while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
-            match fanout(transport, clock, max_peers, size_bytes, cfg.timeout) {
-                Ok(_) => {
-                    guard.on_success();
-                    rounds += 1;
-                }
-                Err(e) => guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?,
-            }
-        }
+        let timeout = cfg.timeout;
+        warm_for(transport, clock, cfg, &mut guard, size_bytes, |t| {
+            fanout(t, clock, max_peers, size_bytes, timeout).map(drop)
+        })?;
     }
     let mut out = Vec::with_capacity(max_peers);
     for p in 1..=max_peers {

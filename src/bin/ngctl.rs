@@ -635,7 +635,7 @@ mod verbs_cli {
     use netgauged::transport::multi::Multi;
     use netgauged::transport::rdma_write::{RdmaWriteTransport, VerbsOptions};
     use netgauged::transport::verbs_msg::{MsgOptions, VerbsMsgTransport};
-    use netgauged::transport::{PeerId, Transport};
+    use netgauged::transport::Transport;
     use netgauged::verbs::exchange::{self, ExchangeError, SideChannel};
     use netgauged::verbs::VerbsError;
 
@@ -655,31 +655,6 @@ mod verbs_cli {
         o.max_msg_bytes = usize::try_from(max_size).context("--max-size too large")?;
         o.clock = clock;
         Ok(o)
-    }
-
-    /// Warm the path to `peer` before measuring: first executions of the
-    /// verbs code paths (page faults, an emulated CPU's code translation,
-    /// the provider's lazy set-up) are much slower than later ones, and the
-    /// sweep's own warm-up is per size and short.
-    fn warm_up<T: Transport>(
-        t: &mut T,
-        peer: PeerId,
-        clock: &HostClock,
-        max_size: u64,
-        opts: &ProbeOptions,
-    ) -> Result<()> {
-        let n = opts.sweep.n.max(2);
-        let top = usize::try_from(max_size)
-            .unwrap_or(usize::MAX)
-            .min(t.caps().max_msg_bytes);
-        for &s in &[1usize, 64, top / 2, top] {
-            let s = s.max(1);
-            for _ in 0..if s <= 64 { 50 } else { 3 } {
-                prtt::prtt(t, clock, peer, 1, 0, s, opts.sweep.timeout)?;
-                prtt::prtt(t, clock, peer, n, 0, s, opts.sweep.timeout)?;
-            }
-        }
-        Ok(())
     }
 
     /// One queue pair: the plain probe. Several (`--fanout-peers P`, or
@@ -717,7 +692,7 @@ mod verbs_cli {
                 );
                 links.push(t);
             }
-            run(links, &clock, max_size, opts, bar)
+            run(links, &clock, opts, bar)
         } else {
             let mo = MsgOptions {
                 verbs: o,
@@ -730,7 +705,7 @@ mod verbs_cli {
                         .with_context(|| format!("queue pair {i}"))?,
                 );
             }
-            let r = run(links, &clock, max_size, opts, bar)?;
+            let r = run(links, &clock, opts, bar)?;
             Ok(r)
         }
     }
@@ -738,21 +713,16 @@ mod verbs_cli {
     fn run<T: Transport>(
         mut links: Vec<T>,
         clock: &HostClock,
-        max_size: u64,
         opts: &mut ProbeOptions,
         bar: &mut dyn Progress,
     ) -> Result<ProbeResult> {
+        // The sweep warms the path (and the fan-out every queue pair).
         if links.len() == 1 {
             let mut t = links.pop().expect("one link");
-            warm_up(&mut t, 0, clock, max_size, opts).context("warm-up")?;
             return Ok(probe::run(&mut t, clock, 0, opts, bar)?);
         }
         opts.fanout_peers = Some(links.len());
         let mut m = Multi::new(links);
-        for p in 0..m.caps().peers {
-            let top = if p == 0 { max_size } else { 64 };
-            warm_up(&mut m, p, clock, top, opts).with_context(|| format!("warm-up of QP {p}"))?;
-        }
         Ok(probe::run(&mut m, clock, 0, opts, bar)?)
     }
 

@@ -784,13 +784,7 @@ fn run_job(
         }
         Tx::Rdma | Tx::Msg => match verbs_node {
             Some(node) => verbs::link(node, &mut n.conn, &peer.name, &shared.node, n.nonce, tx)
-                .and_then(|mut l| {
-                    if published.is_none() || job == Job::FullSweep {
-                        let top = usize::try_from(cfg.max_size_bytes).unwrap_or(usize::MAX);
-                        l.warm_up(&clock, top)?;
-                    }
-                    measure(&mut l, cfg, job, clock, published)
-                }),
+                .and_then(|mut l| measure(&mut l, cfg, job, clock, published)),
             None => Err(JobError::Refused(
                 peer.name.clone(),
                 RejectReason::Transport,

@@ -166,19 +166,6 @@ impl Link {
             Link::Msg(t) => t.recv(from, timeout),
         }
     }
-
-    /// Warm the path before a full sweep: the first executions of the verbs
-    /// code paths (page faults, the provider's lazy set-up; an emulated
-    /// CPU's code translation) are slower than later ones.
-    pub fn warm_up(&mut self, clock: &HostClock, top_bytes: usize) -> Result<(), TransportError> {
-        let top = top_bytes.min(self.caps().max_msg_bytes).max(1);
-        for &(size, rounds) in &[(1usize, 100), (64, 20), (top, 3)] {
-            for _ in 0..rounds {
-                prtt::prtt(self, clock, 0, 1, 0, size, Duration::from_millis(250))?;
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Transport for Link {

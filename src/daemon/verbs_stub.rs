@@ -23,12 +23,6 @@ impl Node {
 
 pub enum Link {}
 
-impl Link {
-    pub fn warm_up(&mut self, _: &HostClock, _: usize) -> Result<(), TransportError> {
-        match *self {}
-    }
-}
-
 impl Transport for Link {
     fn caps(&self) -> Caps {
         match *self {}
