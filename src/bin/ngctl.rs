@@ -229,6 +229,13 @@ fn progress_bar(json: bool) -> Bar {
 }
 
 fn main() -> ExitCode {
+    // A reader that stops early (`ngctl dump | head`) ends ngctl quietly, as
+    // it does any Unix filter, instead of a panic in println!.
+    // SAFETY: called before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
