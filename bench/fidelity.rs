@@ -83,7 +83,7 @@ fn main() {
         // within the first range (below that, G is a small correction to g
         // and its relative error says little).
         let mut g_identifiable: Vec<f64> = Vec::new();
-        let (mut s_sets, mut s_exact) = (0, 0);
+        let (mut s_sets, mut s_exact, mut s_spurious) = (0, 0, 0);
         let (mut la_right, mut opt_right, mut used_right) = (0, 0, 0);
         let (mut la_used, mut opt_used) = (0, 0);
         let mut bytes = Vec::new();
@@ -142,6 +142,8 @@ fn main() {
             if let Some(s) = t.s {
                 s_sets += 1;
                 s_exact += (r.fit.S_bytes == Some(s)) as u32;
+            } else {
+                s_spurious += r.fit.S_bytes.is_some() as u32;
             }
             bytes.push(r.probe_bytes as f64 / netgauge_bytes() as f64);
             if i < 10 {
@@ -170,7 +172,8 @@ fn main() {
             100.0 * quant(&mut g_identifiable, 1.0)
         );
         println!(
-            "\nS found to the byte: {s_exact}/{s_sets}. Change sets right: lookahead {la_right}/{sets}, optimal/BIC {opt_right}/{sets}, used segmentation {used_right}/{sets} (lookahead used {la_used}, optimal used {opt_used})."
+            "\nS found to the byte: {s_exact}/{s_sets}; S where there is none: {s_spurious}/{}. Change sets right: lookahead {la_right}/{sets}, optimal/BIC {opt_right}/{sets}, used segmentation {used_right}/{sets} (lookahead used {la_used}, optimal used {opt_used}).",
+            sets - s_sets
         );
         println!(
             "Payload bytes vs Netgauge's schedule: median {:.3} %, max {:.3} %.",

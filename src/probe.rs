@@ -72,10 +72,27 @@ pub fn run<T: Transport, C: Clock>(
     };
     let elapsed_ns = clock.to_ns(clock.now().wrapping_sub(start));
     let after = transport.counters();
+    let mut result = fit(swept.samples, fanout, opts);
+    result.probe_bytes =
+        (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+    result.probe_messages =
+        (after.sent_messages - before.sent_messages) + (after.recv_messages - before.recv_messages);
+    result.elapsed_ns = elapsed_ns;
+    result.lost_rounds = swept.lost_rounds;
+    Ok(result)
+}
 
-    let fit = model::fit::fit_loggp(&swept.samples);
+/// The fit of measured samples: LogGP(S) with its intervals and, when there
+/// are fan-out samples, LogfP. [`run`] ends here; `ngctl fit` re-fits a saved
+/// probe's raw samples with it (the counters and the duration stay 0).
+pub fn fit(
+    samples: Vec<SizeSamples>,
+    fanout: Vec<FanoutSamples>,
+    opts: &ProbeOptions,
+) -> ProbeResult {
+    let fit = model::fit::fit_loggp(&samples);
     let mut ci95 = if opts.resamples > 0 {
-        model::fit::ci95_loggp(&swept.samples, opts.resamples, opts.seed)
+        model::fit::ci95_loggp(&samples, opts.resamples, opts.seed)
     } else {
         BTreeMap::new()
     };
@@ -87,19 +104,17 @@ pub fn run<T: Transport, C: Clock>(
         }
         Some(model::logfp::fit_logfp(&fanout))
     };
-    Ok(ProbeResult {
+    ProbeResult {
         fit,
         logfp,
         ci95,
-        probe_bytes: (after.sent_bytes - before.sent_bytes)
-            + (after.recv_bytes - before.recv_bytes),
-        probe_messages: (after.sent_messages - before.sent_messages)
-            + (after.recv_messages - before.recv_messages),
-        elapsed_ns,
-        lost_rounds: swept.lost_rounds,
-        samples: swept.samples,
+        probe_bytes: 0,
+        probe_messages: 0,
+        elapsed_ns: 0.0,
+        lost_rounds: 0,
+        samples,
         fanout,
-    })
+    }
 }
 
 /// The LogfP part of `ngctl probe --json`.

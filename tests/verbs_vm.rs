@@ -4,8 +4,9 @@
 //! NETGAUGED_VERBS_RESULTS naming the folder the VM wrote. They check issue
 //! 5's "Done when" list:
 //! - the rdma probe's EEL and half round trips at 2 and 8 B within 5 % of
-//!   ib_write_lat's t_typical for the same size, or below it (medians over
-//!   three alternating rounds of both tools in the one VM run);
+//!   ib_write_lat's t_typical for the same size, or below it (five
+//!   alternating rounds of both tools in the one VM run; each tool's best
+//!   round is compared, see `LAT_ROUNDS`);
 //! - the bandwidth-bound G (last range) within 10 % of what ib_write_bw's
 //!   average at 64 KiB implies, G = (s/BW − g)/(s − 1) with the range's g
 //!   (median of three runs; perftest's MB is 2^20 bytes);
@@ -96,8 +97,19 @@ fn half_rtt_at(j: &serde_json::Value, size: u64) -> f64 {
         .unwrap_or_else(|| panic!("no point at {size} B"))
 }
 
-/// Rounds of the latency and bandwidth comparison (tests/verbs/inside.sh).
+/// Rounds of the bandwidth comparison (tests/verbs/inside.sh).
 const ROUNDS: usize = 3;
+/// Rounds of the latency comparison. The emulated guest has two latency
+/// modes, about 11 µs and 17–23 µs a small RDMA write, and switches between
+/// them from one run of a tool to the next, for perftest and for us alike
+/// (bench/verbs.md lists the rounds of every run). A median over three rounds
+/// is then a coin toss between the modes; each tool's best of five rounds is
+/// its time in the fast mode, the same statistic for both tools.
+const LAT_ROUNDS: usize = 5;
+
+fn best(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -125,7 +137,7 @@ fn rdma_latency_matches_ib_write_lat() {
     let mut eel = Vec::new();
     let mut ours = [Vec::new(), Vec::new()];
     let mut theirs = [Vec::new(), Vec::new()];
-    for r in 1..=ROUNDS {
+    for r in 1..=LAT_ROUNDS {
         let name = format!("lat_r{r}");
         assert_eq!(
             rc(&dir, &format!("{name}.rc")),
@@ -154,25 +166,29 @@ fn rdma_latency_matches_ib_write_lat() {
         theirs[1].push(t8);
     }
     assert!(
-        eel.len() >= 2,
-        "fewer than two rounds with a finite ib_write_lat result"
+        eel.len() >= 3,
+        "fewer than three rounds with a finite ib_write_lat result"
     );
     let rounds = eel.len();
-    let eel = median(eel);
+    let eel_best = best(&eel);
     for (i, s) in [2u64, 8].into_iter().enumerate() {
-        let typical_ns = median(theirs[i].clone());
-        let half = median(ours[i].clone());
+        let typical_ns = best(&theirs[i]);
+        let half = best(&ours[i]);
         eprintln!(
-            "{s} B, medians of {rounds} rounds: ib_write_lat t_typical {typical_ns:.0} ns; \
-             ours half round trip {half:.0} ns, EEL(1 B) {eel:.0} ns"
+            "{s} B, best of {rounds} rounds: ib_write_lat t_typical {typical_ns:.0} ns; \
+             ours half round trip {half:.0} ns, EEL(1 B) {eel_best:.0} ns \
+             (medians: {:.0} ns; ours {:.0} ns, EEL {:.0} ns)",
+            median(theirs[i].clone()),
+            median(ours[i].clone()),
+            median(eel.clone())
         );
         criterion(
             half <= 1.05 * typical_ns,
             format!("{s} B half round trip {half:.0} ns <= 1.05 x {typical_ns:.0} ns"),
         );
         criterion(
-            eel <= 1.05 * typical_ns,
-            format!("EEL {eel:.0} ns <= 1.05 x {typical_ns:.0} ns ({s} B)"),
+            eel_best <= 1.05 * typical_ns,
+            format!("EEL {eel_best:.0} ns <= 1.05 x {typical_ns:.0} ns ({s} B)"),
         );
     }
     if let Some(q) = qperf_latency_ns(&read(&dir, "qperf.txt")) {

@@ -112,6 +112,14 @@ enum Cmd {
         #[command(flatten)]
         raw: RawArgs,
     },
+    /// Re-fit a saved probe: the raw samples of `ngctl probe --json --raw`
+    /// through this version's estimator (LogGP(S), intervals, LogfP).
+    Fit {
+        /// The saved `ngctl probe --json --raw` output ("-": stdin).
+        file: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure once, like Netgauge, without the daemon.
     Probe {
         #[arg(long, value_enum)]
@@ -467,9 +475,45 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Fit { file, json } => refit(&file, json),
         Cmd::Dump { shm, json } => dump(shm, json),
         Cmd::Status { shm, json } => status(shm, json),
     }
+}
+
+/// The raw part of `ngctl probe --json --raw`.
+#[derive(serde::Deserialize)]
+struct SavedRaw {
+    sizes: Vec<netgauged::model::SizeSamples>,
+    #[serde(default)]
+    fanout: Vec<netgauged::model::FanoutSamples>,
+}
+
+#[derive(serde::Deserialize)]
+struct SavedProbe {
+    raw: Option<SavedRaw>,
+}
+
+fn refit(file: &str, json: bool) -> Result<()> {
+    let text = if file == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?
+    };
+    let saved: SavedProbe = serde_json::from_str(&text)
+        .with_context(|| format!("{file} is not the JSON of `ngctl probe --json --raw`"))?;
+    let raw = saved.raw.with_context(|| {
+        format!("{file} has no raw samples (save the probe with `ngctl probe --json --raw`)")
+    })?;
+    let n = raw.sizes.len();
+    let out = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default()).to_json();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("re-fit of {file} ({n} sizes):");
+        print!("{}", report::probe_table(&out));
+    }
+    Ok(())
 }
 
 fn dump(shm: Option<String>, json: bool) -> Result<()> {

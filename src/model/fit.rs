@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use super::lsq::{fit_line_weighted, Line};
+use super::lsq::{self, fit_line_weighted, Line};
 use super::segment;
 use super::stats::{self, Rng};
 use super::{Interval, LogGpFit, Range, Segmenter, SizePoint, SizeSamples};
@@ -38,10 +38,15 @@ pub const LOOKAHEAD_X: usize = 3;
 pub const PFACT: f64 = 2.0;
 /// Fewest points of a fitted range (and of an optimal-DP segment).
 pub const MIN_RANGE_POINTS: usize = 3;
-/// A change is the rendezvous threshold S when g rises by at least this
-/// fraction of a small-message round trip 2·EEL (the paper: the rendezvous
-/// handshake costs ≈ 2L + 4o = 2·EEL).
-pub const RENDEZVOUS_RTT_FRACTION: f64 = 0.5;
+/// A rendezvous is a step of at least this many EEL in the gap and in the
+/// single message's half round trip (the handshake costs a small-message
+/// round trip, ≈ 2L + 4o = 2·EEL, on a single message; a quarter of that
+/// leaves room for overlap with the transfer and for noise).
+pub const RENDEZVOUS_STEP_EEL: f64 = 0.5;
+/// ... over this many consecutive sizes from the first one above S.
+pub const RENDEZVOUS_PERSIST: usize = 3;
+/// The line below a candidate S reaches down to 1/this of the size below it.
+pub const RENDEZVOUS_LEFT_SPAN: f64 = 8.0;
 
 fn x_of(size_bytes: u64) -> f64 {
     size_bytes as f64 - 1.0
@@ -75,6 +80,7 @@ fn point(s: &SizeSamples, m1: f64, mn: f64, md: f64, o_r: f64) -> SizePoint {
         o_r_ns: if o_r.is_nan() { 0.0 } else { o_r },
         half_rtt_ns: m1 / 2.0,
         gap_hw_ns: 0.0,
+        half_rtt_hw_ns: 0.0,
     }
 }
 
@@ -100,6 +106,7 @@ pub fn size_points(samples: &[SizeSamples]) -> Vec<SizePoint> {
                 stats::median(&s.o_r_ns),
             );
             p.gap_hw_ns = (median_hw(&s.prtt1_ns) + median_hw(&s.prttn_ns)) / f64::from(s.n - 1);
+            p.half_rtt_hw_ns = median_hw(&s.prtt1_ns) / 2.0;
             p
         })
         .collect()
@@ -250,57 +257,124 @@ fn eel_and_L(points: &[SizePoint], ranges: &[Range]) -> (f64, f64) {
     (eel, eel - o_s - o_r)
 }
 
-/// LogGPS S: the largest eager size, i.e. `to_bytes` of the range before the
-/// first change at which g rises by ≥ [`RENDEZVOUS_RTT_FRACTION`]·2·EEL
-/// (the rendezvous handshake adds one small-message round trip to every
-/// message; comparing the per-range g, both taken at s = 1, isolates that
-/// constant cost from the change of G).
-fn rendezvous_threshold(ranges: &[Range], points: &[SizePoint], eel_ns: f64) -> Option<u64> {
-    let jump = RENDEZVOUS_RTT_FRACTION * 2.0 * eel_ns;
-    if !(jump.is_finite() && jump > 0.0) {
+/// Where a rendezvous protocol starts: the index of the first point above S
+/// (S is the size of the point before it), or None.
+///
+/// A rendezvous adds a handshake, a small-message round trip, to every
+/// message above S, the single message included. So at S, and only there:
+/// - the first size above S is slower than the line of the sizes below it
+///   extrapolated, by at least [`RENDEZVOUS_STEP_EEL`]·EEL, both in the gap
+///   and in the single message's half round trip, and so are the next
+///   [`RENDEZVOUS_PERSIST`] − 1 sizes (one late median is interference, not a
+///   protocol);
+/// - both steps exceed the larger 95 % half-width of the two medians they
+///   separate (large messages on a busy host jitter by more than an EEL;
+///   skipped where the repetitions are too few for an interval);
+/// - the cost added is a constant, not a per-byte one: the lines of both
+///   sides taken at s = 1 differ by that much too, for the gap and for the
+///   single message. A bandwidth change, even an abrupt one, leaves that
+///   intercept in place; a token-bucket shaper changes the gap of a burst
+///   but not a single message.
+///
+/// The lines are Theil–Sen (robust to the odd late median): the left one
+/// over the sizes below the boundary down to an eighth of the last one
+/// ([`RENDEZVOUS_LEFT_SPAN`], at least 3 points: wide enough that its slope,
+/// and so its value at s = 1, is not at the mercy of a few dense bisection
+/// sizes), the right one over every size above. The first boundary that
+/// passes every test is S.
+fn rendezvous_index(points: &[SizePoint]) -> Option<usize> {
+    let n = points.len();
+    let eel = points.first()?.half_rtt_ns;
+    let step = RENDEZVOUS_STEP_EEL * eel;
+    if !(step.is_finite() && step > 0.0) {
         return None;
     }
-    // A rendezvous adds a handshake to every message above S: the gap jumps
-    // at the boundary itself, and the per-message part g jumps with it. Either
-    // alone is a change of bandwidth: a faster or slower G that is continuous
-    // at the boundary moves the intercept, a steeper G far from s = 1 moves
-    // the boundary value.
-    // A single message pays the handshake too: PRTT(1,0,s) jumps across S,
-    // which a shaper's token bucket (smooth for one message) does not do.
-    let half_rtt = |s: u64| {
-        points
-            .iter()
-            .find(|p| p.size_bytes == s)
-            .map(|p| p.half_rtt_ns)
-    };
-    let at = |r: &Range, s: u64| r.g_ns + x_of(s) * r.G_ns_per_byte;
-    ranges
-        .windows(2)
-        .find(|w| {
-            let at_boundary = at(&w[1], w[1].from_bytes) - at(&w[0], w[1].from_bytes);
-            let single = match (half_rtt(w[0].to_bytes), half_rtt(w[1].from_bytes)) {
-                (Some(a), Some(b)) => {
-                    b - a - x_of(w[1].from_bytes - w[0].to_bytes + 1) * w[0].G_ns_per_byte.max(0.0)
-                }
-                _ => f64::INFINITY,
-            };
-            at_boundary >= jump && w[1].g_ns - w[0].g_ns >= jump && single >= 0.5 * eel_ns
-        })
-        .map(|w| w[0].to_bytes)
+    let xs: Vec<f64> = points.iter().map(|p| x_of(p.size_bytes)).collect();
+    let gap: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
+    let half: Vec<f64> = points.iter().map(|p| p.half_rtt_ns).collect();
+    // Too few repetitions for an interval: the step tests alone.
+    let finite = |hw: f64| if hw.is_finite() { hw } else { 0.0 };
+    let hw_gap = |i: usize| finite(points[i].gap_hw_ns);
+    let hw_half = |i: usize| finite(points[i].half_rtt_hw_ns);
+    (3..n.saturating_sub(RENDEZVOUS_PERSIST - 1)).find(|&i| {
+        let mut lo = i - 1;
+        while lo > 0 && (i - lo < 3 || xs[lo - 1] * RENDEZVOUS_LEFT_SPAN >= xs[i - 1]) {
+            lo -= 1;
+        }
+        let sides = |ys: &[f64]| {
+            Some((
+                lsq::theil_sen(&xs[lo..i], &ys[lo..i])?,
+                lsq::theil_sen(&xs[i..], &ys[i..])?,
+            ))
+        };
+        let (Some((lg, rg)), Some((lh, rh))) = (sides(&gap), sides(&half)) else {
+            return false;
+        };
+        let persists = (i..i + RENDEZVOUS_PERSIST)
+            .all(|j| gap[j] - lg.at(xs[j]) >= step && half[j] - lh.at(xs[j]) >= step);
+        let significant = gap[i] - lg.at(xs[i]) >= hw_gap(i - 1).max(hw_gap(i))
+            && half[i] - lh.at(xs[i]) >= hw_half(i - 1).max(hw_half(i));
+        let constant = rg.intercept - lg.intercept >= step && rh.intercept - lh.intercept >= step;
+        persists && significant && constant
+    })
 }
 
-/// Both detectors on the points, thinned to ≥ MIN_RANGE_POINTS per range,
-/// then the better one. Returns (raw look-ahead, raw optimal, choice).
-fn segment_points(points: &[SizePoint]) -> (Vec<usize>, Vec<usize>, (Segmenter, Vec<usize>)) {
+/// LogGPS S of measured points (see [`rendezvous_index`]): the largest
+/// eager size, or None when no size pays a rendezvous handshake.
+pub fn rendezvous_threshold(points: &[SizePoint]) -> Option<u64> {
+    rendezvous_index(points).map(|i| points[i - 1].size_bytes)
+}
+
+/// The protocol changes with a change at `at` (the rendezvous) added:
+/// changes closer to it than [`MIN_RANGE_POINTS`] points are dropped so the
+/// ranges on both sides keep enough points.
+fn with_change_at(changes: &[usize], at: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = changes
+        .iter()
+        .copied()
+        .filter(|&c| c + MIN_RANGE_POINTS <= at || c >= at + MIN_RANGE_POINTS)
+        .collect();
+    out.push(at);
+    out.sort_unstable();
+    out
+}
+
+/// The protocol ranges of a sweep: both detectors' raw change points, the
+/// segmenter whose (thinned, merged) changes were used, those changes with
+/// the rendezvous boundary added, and that boundary.
+struct Segmentation {
+    lookahead: Vec<usize>,
+    optimal: Vec<usize>,
+    segmenter: Segmenter,
+    changes: Vec<usize>,
+    rendezvous: Option<usize>,
+}
+
+/// Both detectors on the gaps, thinned to ≥ MIN_RANGE_POINTS per range, the
+/// better one, its insignificant changes merged; then the rendezvous
+/// boundary, which starts a range whether or not the gap alone split there.
+fn segment_points(points: &[SizePoint]) -> Segmentation {
     let xs: Vec<f64> = points.iter().map(|p| x_of(p.size_bytes)).collect();
     let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
     let n = points.len();
-    let la = segment::lookahead(&xs, &ys, LOOKAHEAD_X, PFACT);
-    let opt = segment::optimal_bic(&xs, &ys, MIN_RANGE_POINTS);
-    let la_ok = segment::enforce_min_points(&la, n, MIN_RANGE_POINTS);
-    let opt_ok = segment::enforce_min_points(&opt, n, MIN_RANGE_POINTS);
+    let lookahead = segment::lookahead(&xs, &ys, LOOKAHEAD_X, PFACT);
+    let optimal = segment::optimal_bic(&xs, &ys, MIN_RANGE_POINTS);
+    let la_ok = segment::enforce_min_points(&lookahead, n, MIN_RANGE_POINTS);
+    let opt_ok = segment::enforce_min_points(&optimal, n, MIN_RANGE_POINTS);
     let (segmenter, chosen) = segment::choose(&xs, &ys, &la_ok, &opt_ok);
-    (la, opt, (segmenter, merge_insignificant(points, &chosen)))
+    let merged = merge_insignificant(points, &chosen);
+    let rendezvous = rendezvous_index(points);
+    let changes = match rendezvous {
+        Some(at) => with_change_at(&merged, at),
+        None => merged,
+    };
+    Segmentation {
+        lookahead,
+        optimal,
+        segmenter,
+        changes,
+        rendezvous,
+    }
 }
 
 /// A change is kept only where one line cannot explain both neighbouring
@@ -372,18 +446,18 @@ pub fn fit_loggp(samples: &[SizeSamples]) -> LogGpFit {
             ..LogGpFit::default()
         };
     }
-    let (la, opt, (segmenter, changes)) = segment_points(&points);
-    let ranges = fit_ranges(&points, &changes);
+    let seg = segment_points(&points);
+    let ranges = fit_ranges(&points, &seg.changes);
     let (eel_ns, L_ns) = eel_and_L(&points, &ranges);
     let to_sizes = |c: &[usize]| c.iter().map(|&i| points[i].size_bytes).collect();
     LogGpFit {
         eel_ns,
         L_ns,
         L_negative: L_ns < 0.0,
-        S_bytes: rendezvous_threshold(&ranges, &points, eel_ns),
-        segmenter: Some(segmenter),
-        changes_lookahead: to_sizes(&la),
-        changes_optimal: to_sizes(&opt),
+        S_bytes: seg.rendezvous.map(|i| points[i - 1].size_bytes),
+        segmenter: Some(seg.segmenter),
+        changes_lookahead: to_sizes(&seg.lookahead),
+        changes_optimal: to_sizes(&seg.optimal),
         ranges,
         points,
     }
@@ -456,7 +530,7 @@ pub fn ci95_loggp(
         return out;
     }
     let points = size_points(samples);
-    let (_, _, (_, changes)) = segment_points(&points);
+    let changes = segment_points(&points).changes;
     let n_ranges = fit_ranges(&points, &changes).len();
     let keys = param_keys(n_ranges);
     let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); keys.len()];
@@ -682,6 +756,61 @@ mod tests {
             );
             assert!(rel(fit.L_ns, t.l_ns) < 0.05, "seed {seed}: L {}", fit.L_ns);
         }
+    }
+
+    /// Every PRTT sample of `size` scaled by `factor` (a burst of
+    /// interference over that size).
+    fn slow_down(samples: &mut [SizeSamples], size: u64, factor: f64) {
+        let s = samples.iter_mut().find(|s| s.size_bytes == size).unwrap();
+        for v in s
+            .prtt1_ns
+            .iter_mut()
+            .chain(&mut s.prttn_ns)
+            .chain(&mut s.prttd_ns)
+        {
+            *v *= factor;
+        }
+    }
+
+    #[test]
+    fn late_medians_on_either_side_do_not_move_s() {
+        // One late size in the rendezvous range bends its line (the ranges
+        // may split there); one late eager size below S. S stays 12288 and
+        // the rendezvous range starts right above it.
+        let mut s = generate(&openib(), 30, 0.01, 7);
+        slow_down(&mut s, 24576, 1.8);
+        slow_down(&mut s, 6144, 1.6);
+        let fit = fit_loggp(&s);
+        assert_eq!(fit.S_bytes, Some(12288), "{:?}", fit.ranges);
+        assert!(
+            fit.ranges.iter().any(|r| r.from_bytes == 12289),
+            "{:?}",
+            fit.ranges
+        );
+        assert!(
+            fit.ranges.iter().any(|r| r.to_bytes == 12288),
+            "{:?}",
+            fit.ranges
+        );
+    }
+
+    #[test]
+    fn two_late_sizes_right_below_s_are_not_s() {
+        // The two sizes just below S slowed by a handshake's worth: the step
+        // does not persist over three sizes there, so S stays where it is.
+        let mut s = generate(&openib(), 30, 0.01, 8);
+        slow_down(&mut s, 6144, 2.0);
+        slow_down(&mut s, 8192, 2.0);
+        assert_eq!(fit_loggp(&s).S_bytes, Some(12288));
+    }
+
+    #[test]
+    fn rendezvous_change_replaces_changes_next_to_it() {
+        assert_eq!(with_change_at(&[4, 10, 20], 11), vec![4, 11, 20]);
+        assert_eq!(with_change_at(&[4, 12, 20], 10), vec![4, 10, 20]);
+        assert_eq!(with_change_at(&[8, 13], 10), vec![10, 13]);
+        assert_eq!(with_change_at(&[], 5), vec![5]);
+        assert_eq!(with_change_at(&[5], 5), vec![5]);
     }
 
     #[test]

@@ -40,6 +40,44 @@ pub fn fit_line_weighted(xs: &[f64], ys: &[f64], ws: &[f64]) -> Option<Line> {
     fit_core(xs, ys, |i| ws[i])
 }
 
+/// Theil–Sen line: the slope is the median of the slopes between every pair
+/// of points with distinct x, the intercept the median of y − slope·x. Robust
+/// to up to ~29 % of the points being outliers, which a median of round
+/// trips measured during a burst of interference is. `sse` is the plain SSE
+/// about that line. None if there are fewer than 2 distinct x, the lengths
+/// differ, or a value is not finite.
+pub fn theil_sen(xs: &[f64], ys: &[f64]) -> Option<Line> {
+    if xs.len() != ys.len() || xs.iter().chain(ys).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let n = xs.len();
+    let mut slopes = Vec::with_capacity(n * n.saturating_sub(1) / 2);
+    for i in 0..n {
+        for j in i + 1..n {
+            if xs[j] != xs[i] {
+                slopes.push((ys[j] - ys[i]) / (xs[j] - xs[i]));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let slope = super::stats::median_in_place(&mut slopes);
+    let mut resid: Vec<f64> = xs.iter().zip(ys).map(|(x, y)| y - slope * x).collect();
+    let intercept = super::stats::median_in_place(&mut resid);
+    let sse = xs
+        .iter()
+        .zip(ys)
+        .map(|(x, y)| (y - intercept - slope * x).powi(2))
+        .sum();
+    Some(Line {
+        intercept,
+        slope,
+        sse,
+        n,
+    })
+}
+
 fn fit_core(xs: &[f64], ys: &[f64], w: impl Fn(usize) -> f64) -> Option<Line> {
     let n = xs.len();
     if n < 2 || xs.iter().chain(ys).any(|v| !v.is_finite()) {

@@ -48,6 +48,9 @@ pub struct SizePoint {
     /// bootstrap resamples where it is not used).
     #[serde(default)]
     pub gap_hw_ns: f64,
+    /// Half-width of the 95 % interval of `half_rtt_ns` (same conventions).
+    #[serde(default)]
+    pub half_rtt_hw_ns: f64,
 }
 
 /// Which protocol-change detector produced a segmentation.
