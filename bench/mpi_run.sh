@@ -35,7 +35,7 @@ for attempt in 1 2 3; do
     sampler=$!
     flock /tmp/measure.lock bash -c "
       mpirun --oversubscribe -np $RANKS '$T/ngctl' probe --transport mpi --max-size 4194304 \
-          --min-reps 20 --resamples 0 --publish --shm '$OUT/seg' --json > '$OUT/probe.json'
+          --min-reps 20 --resamples 0 --publish --shm '$OUT/seg' --json --raw > '$OUT/probe.json'
       mpirun --oversubscribe -np $RANKS '$T/examples/mpi_collectives' --shm '$OUT/seg' > '$OUT/bench.md'
     "
     kill "$sampler"; wait "$sampler" 2>/dev/null || true

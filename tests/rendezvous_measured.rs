@@ -36,7 +36,7 @@ fn msg_eager_threshold_found_on_soft_roce() {
 
 #[test]
 fn no_rendezvous_where_there_is_none() {
-    for name in ["rdma_ci4", "rdma_vm7", "rdma_vm10", "udp_vm9"] {
+    for name in ["rdma_ci4", "rdma_vm7", "rdma_vm10", "rdma_vm15", "udp_vm9"] {
         let (s, what) = s_of(name);
         assert_eq!(s, None, "{name} ({what})");
     }
@@ -47,7 +47,7 @@ fn open_mpi_eager_limit_found() {
     // vader's eager limit is 4 KiB including its match header, so the last
     // eager payload lies a few tens of bytes below 4096; the sweep's grid
     // and bisection put S between 3496 and 4096 B.
-    for name in ["mpi_final2", "mpi_h2", "mpi_run3"] {
+    for name in ["mpi_final2", "mpi_k1", "mpi_run3"] {
         let (s, what) = s_of(name);
         assert!(
             s.is_some_and(|s| (3496..=4096).contains(&s)),

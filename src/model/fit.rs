@@ -266,7 +266,10 @@ fn eel_and_L(points: &[SizePoint], ranges: &[Range]) -> (f64, f64) {
 ///   extrapolated, by at least [`RENDEZVOUS_STEP_EEL`]·EEL, both in the gap
 ///   and in the single message's half round trip, and so are the next
 ///   [`RENDEZVOUS_PERSIST`] − 1 sizes (one late median is interference, not a
-///   protocol);
+///   protocol), while the last size below S is still on that line (both
+///   step between the same two sizes: on Soft-RoCE the RDMA write's gap
+///   steps at 3796 B and its single message only at 4096 B, a device
+///   effect, not a handshake);
 /// - both steps exceed the larger 95 % half-width of the two medians they
 ///   separate (large messages on a busy host jitter by more than an EEL;
 ///   skipped where the repetitions are too few for an interval);
@@ -312,10 +315,12 @@ fn rendezvous_index(points: &[SizePoint]) -> Option<usize> {
         };
         let persists = (i..i + RENDEZVOUS_PERSIST)
             .all(|j| gap[j] - lg.at(xs[j]) >= step && half[j] - lh.at(xs[j]) >= step);
+        let a = i - 1;
+        let sharp = gap[a] - lg.at(xs[a]) < step && half[a] - lh.at(xs[a]) < step;
         let significant = gap[i] - lg.at(xs[i]) >= hw_gap(i - 1).max(hw_gap(i))
             && half[i] - lh.at(xs[i]) >= hw_half(i - 1).max(hw_half(i));
         let constant = rg.intercept - lg.intercept >= step && rh.intercept - lh.intercept >= step;
-        persists && significant && constant
+        sharp && persists && significant && constant
     })
 }
 
@@ -368,6 +373,7 @@ fn segment_points(points: &[SizePoint]) -> Segmentation {
         Some(at) => with_change_at(&merged, at),
         None => merged,
     };
+    let changes = merge_narrow(points, &changes, rendezvous);
     Segmentation {
         lookahead,
         optimal,
@@ -426,6 +432,61 @@ fn merge_insignificant(points: &[SizePoint], changes: &[usize]) -> Vec<usize> {
         }
     }
 }
+
+/// Ranges spanning less than [`MIN_RANGE_SPAN`] (largest size / smallest)
+/// are merged into a neighbour: whichever's (relatively weighted) SSE grows
+/// less by it, never across the rendezvous boundary `keep`.
+///
+/// The initial grid has two sizes per octave, so a range of at least
+/// [`MIN_RANGE_POINTS`] grid sizes spans an octave; a narrower one is made
+/// of the sizes a bisection placed around a change, i.e. the transition
+/// itself, and its slope is noise multiplied by 1/(its width). Kept, such a
+/// range hands every size in it a G that means nothing, and T(s) = EEL +
+/// (s−1)·G multiplies that by s: an MPI probe had a range 61–64 B with
+/// G = 50 ns/B (the 64 B message predicted at twice its time), another
+/// 3636–3796 B with G = 2.4 ns/B (×4); the shaper test a range 16387–19777 B
+/// that cut the bandwidth-bound range short.
+fn merge_narrow(points: &[SizePoint], changes: &[usize], keep: Option<usize>) -> Vec<usize> {
+    let mut c = changes.to_vec();
+    let wsse_of = |a: usize, b: usize| {
+        let pts = &points[a..b];
+        let xs: Vec<f64> = pts.iter().map(|p| x_of(p.size_bytes)).collect();
+        let ys: Vec<f64> = pts.iter().map(|p| p.gap_ns).collect();
+        let ws = rel_weights(ys.iter().copied());
+        let line = line_or_mean(&xs, &ys, &ws);
+        wsse(&xs, &ys, &ws, line.intercept, line.slope)
+    };
+    loop {
+        let mut bounds = vec![0];
+        bounds.extend(&c);
+        bounds.push(points.len());
+        let narrow = (0..bounds.len() - 1).find(|&r| {
+            let (a, b) = (bounds[r], bounds[r + 1]);
+            let (lo, hi) = (points[a].size_bytes, points[b - 1].size_bytes);
+            (hi as f64) < MIN_RANGE_SPAN * lo as f64
+                && (r > 0 && Some(a) != keep || r + 2 < bounds.len() && Some(b) != keep)
+        });
+        let Some(r) = narrow else {
+            return c;
+        };
+        let (a, b) = (bounds[r], bounds[r + 1]);
+        // Merging into the left range removes the change at a (= c[r−1]),
+        // into the right one the change at b (= c[r]).
+        let left = (r > 0 && Some(a) != keep)
+            .then(|| wsse_of(bounds[r - 1], b) - wsse_of(bounds[r - 1], a));
+        let right = (r + 2 < bounds.len() && Some(b) != keep)
+            .then(|| wsse_of(a, bounds[r + 2]) - wsse_of(b, bounds[r + 2]));
+        match (left, right) {
+            (Some(l), Some(rt)) if rt < l => c.remove(r),
+            (Some(_), _) => c.remove(r - 1),
+            (None, Some(_)) => c.remove(r),
+            (None, None) => return c,
+        };
+    }
+}
+
+/// Narrowest range kept by [`merge_narrow`]: an octave of sizes.
+const MIN_RANGE_SPAN: f64 = 2.0;
 
 /// See [`merge_insignificant`].
 const MERGE_HW_FACTOR: f64 = 2.5;
@@ -802,6 +863,32 @@ mod tests {
         slow_down(&mut s, 6144, 2.0);
         slow_down(&mut s, 8192, 2.0);
         assert_eq!(fit_loggp(&s).S_bytes, Some(12288));
+    }
+
+    #[test]
+    fn narrow_ranges_merge_but_not_across_s() {
+        let sizes = [1u64, 2, 4, 8, 16, 32, 61, 62, 63, 64, 128, 256, 512, 1024];
+        let points: Vec<SizePoint> = sizes
+            .iter()
+            .map(|&s| SizePoint {
+                size_bytes: s,
+                gap_ns: match s {
+                    0..=32 => 400.0,
+                    33..=64 => 300.0 + s as f64,
+                    _ => 500.0 + 2.0 * s as f64,
+                },
+                half_rtt_ns: 1000.0,
+                ..SizePoint::default()
+            })
+            .collect();
+        // 61–64 B spans less than an octave: merged into one neighbour.
+        let merged = merge_narrow(&points, &[6, 10], None);
+        assert_eq!(merged.len(), 1, "{merged:?}");
+        // Not across a rendezvous boundary at either of its ends.
+        assert_eq!(merge_narrow(&points, &[6, 10], Some(6)), vec![6]);
+        assert_eq!(merge_narrow(&points, &[6, 10], Some(10)), vec![10]);
+        // Wide ranges stay.
+        assert_eq!(merge_narrow(&points, &[6], None), vec![6]);
     }
 
     #[test]
