@@ -119,6 +119,17 @@ enum Cmd {
         file: String,
         #[arg(long)]
         json: bool,
+        /// Write the re-fitted entry into the shared-memory segment.
+        #[arg(long)]
+        publish: bool,
+        /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+        #[arg(long)]
+        shm: Option<String>,
+        /// Peer and transport names of the published entry.
+        #[arg(long, default_value = "refit")]
+        peer: String,
+        #[arg(long, default_value = "mpi")]
+        transport: String,
     },
     /// Measure once, like Netgauge, without the daemon.
     Probe {
@@ -475,7 +486,14 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Fit { file, json } => refit(&file, json),
+        Cmd::Fit {
+            file,
+            json,
+            publish,
+            shm,
+            peer,
+            transport,
+        } => refit(&file, json, publish.then_some((shm, peer, transport))),
         Cmd::Dump { shm, json } => dump(shm, json),
         Cmd::Status { shm, json } => status(shm, json),
     }
@@ -494,7 +512,10 @@ struct SavedProbe {
     raw: Option<SavedRaw>,
 }
 
-fn refit(file: &str, json: bool) -> Result<()> {
+/// Where `ngctl fit --publish` writes: segment path, peer, transport.
+type PublishTo = (Option<String>, String, String);
+
+fn refit(file: &str, json: bool, publish: Option<PublishTo>) -> Result<()> {
     let text = if file == "-" {
         std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?
     } else {
@@ -506,7 +527,23 @@ fn refit(file: &str, json: bool) -> Result<()> {
         format!("{file} has no raw samples (save the probe with `ngctl probe --json --raw`)")
     })?;
     let n = raw.sizes.len();
-    let out = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default()).to_json();
+    let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
+    if let Some((shm, peer, transport)) = publish {
+        let path = shm_path(shm);
+        let entry = netgauged::publish::entry_from_probe(&peer, &transport, &result);
+        let clock = format!("re-fit of {file}");
+        let mut w = netgauge::SegmentWriter::create_or_open(
+            &path,
+            PROBE_SEGMENT_ENTRIES,
+            &node_name(),
+            &clock,
+        )
+        .with_context(|| format!("cannot open the segment {path}"))?;
+        w.upsert(&entry)
+            .with_context(|| format!("cannot publish into {path}"))?;
+        eprintln!("published {peer}/{transport} into {path}");
+    }
+    let out = result.to_json();
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

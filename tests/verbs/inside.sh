@@ -73,7 +73,7 @@ for r in 0 1 2 3 4 5; do
     run_probe lat_r$r 745$r --transport rdma --device rxe0 --gid-index 1 -- \
         --transport rdma --device rxe0 --gid-index 1 --max-size 64
 done
-for r in 1 2 3; do
+for r in 1 2 3 4 5; do
     perftest_pair ib_write_bw_r$r.txt ib_write_bw -d rxe0 -x 1 -n 300 -s 65536
 done
 qperf >/dev/null 2>&1 &
