@@ -41,10 +41,10 @@
 //! The `+ 2·EEL` is the request-to-send / clear-to-send round trip a
 //! rendezvous message waits for before its data moves. G and O are those of
 //! the range that contains s (eager and rendezvous ranges differ), so every
-//! size is looked up separately. Across ranges T never decreases: it is at
-//! least T at the last size of the range before (a range whose line is not
-//! a path's, fitted G = 0 over a few disturbed large sizes, would otherwise
-//! predict a 4 MiB message at EEL).
+//! size is looked up separately. Over several ranges the bytes of each range
+//! cost its own G: T runs on continuously from the range below (plus the
+//! handshake above S), so a narrow range's noisy slope or a G = 0 fitted over
+//! a few disturbed large sizes costs only the bytes in that range.
 //!
 //! A process sending several messages in a row can start the next one
 //! `gap(s) = max(g + (s−1)·G, o_s(s))` after the previous (LogGP: the NIC /
@@ -372,11 +372,7 @@ struct Msg {
 /// finite) its LogGP value L + o_s + o_r.
 pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
     let k = msg_bytes.saturating_sub(1) as f64;
-    let eel = if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
-        p.eel_ns
-    } else {
-        p.L_ns + p.o_s_ns + p.o_r_ns
-    };
+    let eel = eel_of(p);
     let mut t = eel + k * p.G_ns_per_byte.max(0.0);
     if p.S_bytes != u64::MAX && msg_bytes > p.S_bytes {
         t += 2.0 * eel;
@@ -384,22 +380,47 @@ pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
     t.max(0.0)
 }
 
-/// T(s) over a network of ranges, never below T at the last size of the
-/// range before (recursively): more bytes never arrive sooner. The range's
-/// own EEL + (s−1)·G can fall below that where the range's line is not a
-/// path's (a range of a few large sizes fitted G = 0 during interference:
-/// a 4 MiB message was once predicted at EEL, 17 µs, after 180 µs at 2 MiB).
+/// T(s) over a network of ranges: the bytes of each range cost that range's
+/// G, so T is continuous across ranges except for the rendezvous handshake
+/// above S. The first range's message is EEL + (s−1)·G; a later range's
+/// starts where the range below ends, T(from − 1), and adds (s − from + 1)·G
+/// (sizes between two ranges count at the lower one's G). One range's
+/// `EEL + (s−1)·G` with its own G from s = 1 is what [`one_message_ns`] gives:
+/// across ranges it puts the line of a narrow range (61–64 B fitted G =
+/// 50 ns/B) or of a few disturbed large sizes (G = 0 from 2 MiB) under every
+/// byte of the message, so that a 64 B message costs twice EEL, or 4 MiB
+/// costs EEL.
 fn one_message_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
     let p = net.at(bytes)?;
-    let own = one_message_ns(&p, bytes);
+    let handshake = if p.S_bytes != u64::MAX && bytes > p.S_bytes {
+        2.0 * eel_of(&p)
+    } else {
+        0.0
+    };
+    Ok(bytes_time(net, bytes)? + handshake)
+}
+
+/// T(s) without the handshake (see [`one_message_on`]).
+fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    let p = net.at(bytes)?;
+    let big_g = p.G_ns_per_byte.max(0.0);
     let from = p.range_from_bytes;
     if from > 1 && from <= bytes {
         let below = net.at(from - 1)?;
         if below.range_from_bytes < from {
-            return Ok(own.max(one_message_on(net, from - 1)?));
+            return Ok(bytes_time(net, from - 1)? + (bytes - from + 1) as f64 * big_g);
         }
     }
-    Ok(own)
+    Ok(eel_of(&p) + bytes.saturating_sub(1) as f64 * big_g)
+}
+
+/// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
+fn eel_of(p: &Params) -> f64 {
+    if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
+        p.eel_ns
+    } else {
+        p.L_ns + p.o_s_ns + p.o_r_ns
+    }
 }
 
 fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
@@ -956,10 +977,7 @@ mod tests {
     }
 
     #[test]
-    fn more_bytes_never_arrive_sooner() {
-        // A last range of a few large sizes fitted G = 0 (interference made
-        // them a plateau): its own EEL + (s−1)·G is EEL; T stays at least
-        // what the range before gives at its last size.
+    fn each_range_prices_its_own_bytes() {
         let mut a = net(1000.0, 500.0, 800.0, 0.1);
         a.range_from_bytes = 1;
         a.range_to_bytes = 1 << 20;
@@ -968,16 +986,38 @@ mod tests {
         b.range_to_bytes = 4 << 20;
         b.g_ns = 500_000.0;
         b.G_ns_per_byte = 0.0;
-        let ranges = [a, b];
         let end_of_a = one_message_ns(&a, 1 << 20);
-        let t = one_message_on(&ranges[..], 4 << 20).unwrap();
+        // A last range of a few large sizes fitted G = 0: its bytes cost
+        // nothing more, the message still costs what 1 MiB did (its own
+        // EEL + (s−1)·G would be EEL).
+        let t = one_message_on(&[a, b][..], 4 << 20).unwrap();
         assert!((t - end_of_a).abs() < 1e-6, "{t} vs {end_of_a}");
         assert!(one_message_ns(&b, 4 << 20) < 0.1 * end_of_a);
-        // Where the range's own value is larger, it is used.
-        b.G_ns_per_byte = 0.2;
-        let ranges = [a, b];
-        let t = one_message_on(&ranges[..], 4 << 20).unwrap();
-        assert!((t - one_message_ns(&b, 4 << 20)).abs() < 1e-6);
+        // A slower second range: its bytes at its G, continuous at the
+        // boundary.
+        b.G_ns_per_byte = 0.3;
+        let t = one_message_on(&[a, b][..], 4 << 20).unwrap();
+        let want = end_of_a + (3 << 20) as f64 * 0.3;
+        assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+        // A narrow first range with a wild slope costs only its own bytes.
+        let mut narrow = a;
+        narrow.range_from_bytes = 61;
+        narrow.range_to_bytes = 64;
+        narrow.G_ns_per_byte = 50.0;
+        let mut small = a;
+        small.range_to_bytes = 60;
+        let mut rest = a;
+        rest.range_from_bytes = 65;
+        let t = one_message_on(&[small, narrow, rest][..], 1024).unwrap();
+        let want = one_message_ns(&a, 60) + 4.0 * 50.0 + (1024 - 64) as f64 * 0.1;
+        assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+        // The handshake above S, once.
+        let mut s = a;
+        s.S_bytes = 4096;
+        let ranges = [s];
+        assert!(
+            (one_message_on(&ranges[..], 8192).unwrap() - one_message_ns(&s, 8192)).abs() < 1e-6
+        );
         // One Params (no ranges to look back on): its own value.
         assert!((one_message_on(&a, 4 << 20).unwrap() - one_message_ns(&a, 4 << 20)).abs() < 1e-9);
     }
