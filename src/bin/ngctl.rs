@@ -455,17 +455,7 @@ fn run(cli: Cli) -> Result<()> {
                     _ => peer.clone().unwrap_or_default(),
                 };
                 let name = format!("{transport:?}").to_lowercase();
-                let entry = netgauged::publish::entry_from_probe(&peer_name, &name, &result);
-                let mut w = netgauge::SegmentWriter::create_or_open(
-                    &path,
-                    PROBE_SEGMENT_ENTRIES,
-                    &node_name(),
-                    &clock_desc,
-                )
-                .with_context(|| format!("cannot open the segment {path}"))?;
-                w.upsert(&entry)
-                    .with_context(|| format!("cannot publish into {path}"))?;
-                eprintln!("published {peer_name}/{name} into {path}");
+                publish_result(&path, &peer_name, &name, &clock_desc, &result)?;
             }
             let out = result.to_json();
             if json {
@@ -499,6 +489,28 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Write `result` into the segment at `path` as the entry (peer, transport).
+fn publish_result(
+    path: &str,
+    peer: &str,
+    transport: &str,
+    clock_desc: &str,
+    result: &probe::ProbeResult,
+) -> Result<()> {
+    let entry = netgauged::publish::entry_from_probe(peer, transport, result);
+    let mut w = netgauge::SegmentWriter::create_or_open(
+        path,
+        PROBE_SEGMENT_ENTRIES,
+        &node_name(),
+        clock_desc,
+    )
+    .with_context(|| format!("cannot open the segment {path}"))?;
+    w.upsert(&entry)
+        .with_context(|| format!("cannot publish into {path}"))?;
+    eprintln!("published {peer}/{transport} into {path}");
+    Ok(())
+}
+
 /// The raw part of `ngctl probe --json --raw`.
 #[derive(serde::Deserialize)]
 struct SavedRaw {
@@ -530,18 +542,13 @@ fn refit(file: &str, json: bool, publish: Option<PublishTo>) -> Result<()> {
     let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
     if let Some((shm, peer, transport)) = publish {
         let path = shm_path(shm);
-        let entry = netgauged::publish::entry_from_probe(&peer, &transport, &result);
-        let clock = format!("re-fit of {file}");
-        let mut w = netgauge::SegmentWriter::create_or_open(
+        publish_result(
             &path,
-            PROBE_SEGMENT_ENTRIES,
-            &node_name(),
-            &clock,
-        )
-        .with_context(|| format!("cannot open the segment {path}"))?;
-        w.upsert(&entry)
-            .with_context(|| format!("cannot publish into {path}"))?;
-        eprintln!("published {peer}/{transport} into {path}");
+            &peer,
+            &transport,
+            &format!("re-fit of {file}"),
+            &result,
+        )?;
     }
     let out = result.to_json();
     if json {
