@@ -7,9 +7,10 @@
 //!   ib_write_lat's t_typical for the same size, or below it (five
 //!   alternating rounds of both tools in the one VM run; each tool's best
 //!   round is compared, see `LAT_ROUNDS`);
-//! - the bandwidth-bound G (last range) within 10 % of what ib_write_bw's
-//!   average at 64 KiB implies, G = (s/BW − g)/(s − 1) with the range's g
-//!   (median of five runs; perftest's MB is 2^20 bytes);
+//! - the bandwidth-bound G (last range of a sweep of 8–64 KiB) within 10 % of
+//!   what ib_write_bw's average at 64 KiB implies, G = (s/BW − g)/(s − 1)
+//!   with the range's g (five paired rounds, the median ratio; perftest's MB
+//!   is 2^20 bytes);
 //! - the msg probe reports o_r > 0 and S at the configured eager threshold;
 //! - the error paths: dead peer, RLIMIT_MEMLOCK, no device; udp unaffected;
 //! - the LogfP fan-out over three RDMA-write QPs (o(P) at P = 1..3), published;
@@ -99,8 +100,11 @@ fn half_rtt_at(j: &serde_json::Value, size: u64) -> f64 {
 }
 
 /// Rounds of the bandwidth comparison (tests/verbs/inside.sh): ib_write_bw
-/// at 64 KiB spreads by up to ±25 % between runs in the guest (24.9–38.9
-/// MiB/s in one VM run), so the reference is the median of five.
+/// at 64 KiB, then our sweep of 8–64 KiB, five times. The guest's bandwidth
+/// has modes as well (ib_write_bw 24.0–25.5 MiB/s in four runs of one VM
+/// boot and 39.8 in the fifth; 24.9–38.9 in another), so each of our G is
+/// compared with the ib_write_bw run right before it, and the median of the
+/// five ratios is the criterion.
 const ROUNDS: usize = 5;
 /// Rounds of the latency comparison. The emulated guest has two latency
 /// modes, about 11 µs and 17–23 µs a small RDMA write, and switches between
@@ -203,39 +207,59 @@ fn rdma_latency_matches_ib_write_lat() {
 #[ignore = "checks a Soft-RoCE VM run: tests/verbs/run-vm.sh runs it"]
 fn rdma_bandwidth_matches_ib_write_bw() {
     let dir = results();
-    let bw: Vec<f64> = (1..=ROUNDS)
-        .map(|r| {
-            let row = perftest_row(&read(&dir, &format!("ib_write_bw_r{r}.txt")), 65536)
-                .unwrap_or_else(|| panic!("no ib_write_bw row in round {r}"));
-            row[3]
-        })
-        .collect();
-    eprintln!("ib_write_bw 64 KiB averages (MiB/s): {bw:?}");
-    let avg_mib_s = median(bw);
-    let per_byte_bw = 1e9 / (avg_mib_s * 1048576.0);
-    assert_eq!(rc(&dir, "rdma.rc"), 0, "{}", read(&dir, "rdma.err"));
-    let j = json(&dir, "rdma.json");
-    let last = j["ranges"]
-        .as_array()
-        .unwrap()
-        .last()
-        .expect("a range")
-        .clone();
-    let g = last["G_ns_per_byte"].as_f64().unwrap();
-    // What the average implies for G: streaming 64 KiB writes, each message
-    // costs g + (s−1)·G (LogGP), so G = (s/BW − g)/(s − 1) with the range's
-    // own per-message g (at least 0). 1/BW alone also charges g to the bytes.
+    // What ib_write_bw's average implies for G: streaming 64 KiB writes,
+    // each message costs g + (s−1)·G (LogGP), so G = (s/BW − g)/(s − 1)
+    // with the range's own per-message g (at least 0); 1/BW alone would also
+    // charge g to the bytes.
     let s = 65536.0;
-    let g_msg = last["g_ns"].as_f64().unwrap().max(0.0);
-    let g_bw = (s * per_byte_bw - g_msg) / (s - 1.0);
-    eprintln!(
-        "ib_write_bw 64 KiB median: {avg_mib_s} MiB/s → 1/BW {per_byte_bw:.4} ns/B, \
-         G implied {g_bw:.4} ns/B (with our g {g_msg:.0} ns); ours G = {g:.4} ns/B (range {}–{} B)",
-        last["from_bytes"], last["to_bytes"]
-    );
+    let implied =
+        |bw_mib_s: f64, g_msg: f64| (s * 1e9 / (bw_mib_s * 1048576.0) - g_msg) / (s - 1.0);
+    let last_range = |j: &serde_json::Value| {
+        let last = j["ranges"]
+            .as_array()
+            .unwrap()
+            .last()
+            .expect("a range")
+            .clone();
+        let big_g = finite(&last["G_ns_per_byte"], "G");
+        let g = finite(&last["g_ns"], "g").max(0.0);
+        (big_g, g, last)
+    };
+    // Paired rounds: ib_write_bw, then our bandwidth-bound sweep (8–64 KiB),
+    // one right after the other, so both see the guest in the same state.
+    let mut ratios = Vec::new();
+    for r in 1..=ROUNDS {
+        let bw = perftest_row(&read(&dir, &format!("ib_write_bw_r{r}.txt")), 65536)
+            .unwrap_or_else(|| panic!("no ib_write_bw row in round {r}"))[3];
+        let name = format!("bw_r{r}");
+        assert_eq!(
+            rc(&dir, &format!("{name}.rc")),
+            0,
+            "{}",
+            read(&dir, &format!("{name}.err"))
+        );
+        let (big_g, g, last) = last_range(&json(&dir, &format!("{name}.json")));
+        let want = implied(bw, g);
+        eprintln!(
+            "round {r}: ib_write_bw {bw:.2} MiB/s → G implied {want:.2} ns/B (our g {g:.0} ns); \
+             ours G {big_g:.2} ns/B ({}–{} B): ratio {:.3}",
+            last["from_bytes"],
+            last["to_bytes"],
+            big_g / want
+        );
+        ratios.push(big_g / want);
+    }
+    let ratio = median(ratios);
     criterion(
-        (g - g_bw).abs() <= 0.10 * g_bw,
-        format!("G {g:.3} ns/B within 10 % of {g_bw:.3} ns/B"),
+        (ratio - 1.0).abs() <= 0.10,
+        format!("G within 10 % of what ib_write_bw implies: median ratio of {ROUNDS} paired rounds {ratio:.3}"),
+    );
+    // The full sweep's own last range, for the table (not a criterion).
+    assert_eq!(rc(&dir, "rdma.rc"), 0, "{}", read(&dir, "rdma.err"));
+    let (big_g, _, last) = last_range(&json(&dir, "rdma.json"));
+    eprintln!(
+        "full sweep 1 B–64 KiB: G {big_g:.2} ns/B (range {}–{} B)",
+        last["from_bytes"], last["to_bytes"]
     );
 }
 

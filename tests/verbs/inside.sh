@@ -73,8 +73,13 @@ for r in 0 1 2 3 4 5; do
     run_probe lat_r$r 745$r --transport rdma --device rxe0 --gid-index 1 -- \
         --transport rdma --device rxe0 --gid-index 1 --max-size 64
 done
+# Bandwidth: five paired rounds, ib_write_bw at 64 KiB then our sweep of the
+# bandwidth-bound sizes (the guest's bandwidth has modes too; each pair is
+# compared, then the median ratio).
 for r in 1 2 3 4 5; do
     perftest_pair ib_write_bw_r$r.txt ib_write_bw -d rxe0 -x 1 -n 300 -s 65536
+    run_probe bw_r$r 746$r --transport rdma --device rxe0 --gid-index 1 -- \
+        --transport rdma --device rxe0 --gid-index 1 --min-size 8192 --max-size 65536
 done
 qperf >/dev/null 2>&1 &
 QP=$!
