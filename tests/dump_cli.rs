@@ -4,6 +4,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::json_of;
+
 const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -14,37 +17,25 @@ fn tmp(name: &str) -> std::path::PathBuf {
 fn published_sim_probe_dumps_with_probe_field_names() {
     let seg = tmp("seg");
     let model = "L=5960,o=4720,g=5140,G=0.73,S=12288";
-    let probe = Command::new(NGCTL)
-        .args([
-            "probe",
-            "--transport",
-            "sim",
-            "--model",
-            model,
-            "--json",
-            "--publish",
-            "--shm",
-        ])
-        .arg(&seg)
-        .output()
-        .expect("probe");
-    assert!(
-        probe.status.success(),
-        "{}",
-        String::from_utf8_lossy(&probe.stderr)
+    let p = json_of(
+        Command::new(NGCTL)
+            .args([
+                "probe",
+                "--transport",
+                "sim",
+                "--model",
+                model,
+                "--json",
+                "--publish",
+                "--shm",
+            ])
+            .arg(&seg),
     );
-    let p: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
-    let out = Command::new(NGCTL)
-        .args(["dump", "--json", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let d = json_of(
+        Command::new(NGCTL)
+            .args(["dump", "--json", "--shm"])
+            .arg(&seg),
     );
-    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let e = &d["entries"][0];
     assert_eq!(e["peer"], "sim");
     assert_eq!(e["transport"], "sim");

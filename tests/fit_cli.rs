@@ -4,6 +4,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::{json_of, stdout_of};
+
 const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -17,7 +20,7 @@ fn run(args: &[&str]) -> std::process::Output {
 #[test]
 fn saved_probe_refits_to_the_same_parameters() {
     let model = "L=5960,o=4720,g=5140,G=0.73,S=12288,jitter=0.01,seed=3";
-    let probe = run(&[
+    let probe = stdout_of(Command::new(NGCTL).args([
         "probe",
         "--transport",
         "sim",
@@ -25,39 +28,28 @@ fn saved_probe_refits_to_the_same_parameters() {
         model,
         "--json",
         "--raw",
-    ]);
-    assert!(
-        probe.status.success(),
-        "{}",
-        String::from_utf8_lossy(&probe.stderr)
-    );
+    ]));
     let saved = tmp("probe.json");
-    std::fs::write(&saved, &probe.stdout).unwrap();
-    let p: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+    std::fs::write(&saved, &probe).unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
     assert_eq!(p["S_bytes"], 12288, "the sim's S");
 
     let seg = tmp("seg");
-    let fit = Command::new(NGCTL)
-        .args([
-            "fit",
-            "--json",
-            "--publish",
-            "--peer",
-            "n1",
-            "--transport",
-            "udp",
-            "--shm",
-        ])
-        .arg(&seg)
-        .arg(&saved)
-        .output()
-        .unwrap();
-    assert!(
-        fit.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fit.stderr)
+    let f = json_of(
+        Command::new(NGCTL)
+            .args([
+                "fit",
+                "--json",
+                "--publish",
+                "--peer",
+                "n1",
+                "--transport",
+                "udp",
+                "--shm",
+            ])
+            .arg(&seg)
+            .arg(&saved),
     );
-    let f: serde_json::Value = serde_json::from_slice(&fit.stdout).unwrap();
     // The same numbers up to float rounding (the JSON round trip is exact,
     // the order of a few sums is not).
     let close = |a: &serde_json::Value, b: &serde_json::Value, what: &str| {
@@ -82,17 +74,11 @@ fn saved_probe_refits_to_the_same_parameters() {
         }
     }
 
-    let dump = Command::new(NGCTL)
-        .args(["dump", "--json", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
+    let d = json_of(
+        Command::new(NGCTL)
+            .args(["dump", "--json", "--shm"])
+            .arg(&seg),
     );
-    let d: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
     let e = &d["entries"][0];
     assert_eq!(
         (e["peer"].as_str(), e["transport"].as_str()),
@@ -106,10 +92,9 @@ fn saved_probe_refits_to_the_same_parameters() {
 #[test]
 fn files_without_raw_samples_are_refused_clearly() {
     // A probe saved without --raw.
-    let probe = run(&["probe", "--transport", "sim", "--json"]);
-    assert!(probe.status.success());
+    let probe = stdout_of(Command::new(NGCTL).args(["probe", "--transport", "sim", "--json"]));
     let no_raw = tmp("noraw.json");
-    std::fs::write(&no_raw, &probe.stdout).unwrap();
+    std::fs::write(&no_raw, probe).unwrap();
     let out = run(&["fit", no_raw.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

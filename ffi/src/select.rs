@@ -367,17 +367,12 @@ struct Msg {
     o_r_ns: f64,
 }
 
-/// T(s) of the module documentation: the one-byte end-to-end latency plus
-/// (s−1)·G, plus the rendezvous handshake. Without a measured EEL (0 or not
-/// finite) its LogGP value L + o_s + o_r.
+/// T(s) of the module documentation for one parameter set: the one-byte
+/// end-to-end latency plus (s−1)·G, plus the rendezvous handshake. Without
+/// a measured EEL (0 or not finite) its LogGP value L + o_s + o_r.
 pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
-    let k = msg_bytes.saturating_sub(1) as f64;
-    let eel = eel_of(p);
-    let mut t = eel + k * p.G_ns_per_byte.max(0.0);
-    if p.S_bytes != u64::MAX && msg_bytes > p.S_bytes {
-        t += 2.0 * eel;
-    }
-    t.max(0.0)
+    // One Params is a network of one range: the lookup cannot fail.
+    one_message_on(p, msg_bytes).unwrap_or(f64::NAN)
 }
 
 /// T(s) over a network of ranges: the bytes of each range cost that range's
@@ -397,7 +392,7 @@ fn one_message_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, Looku
     } else {
         0.0
     };
-    Ok(bytes_time(net, bytes)? + handshake)
+    Ok((bytes_time(net, bytes)? + handshake).max(0.0))
 }
 
 /// T(s) without the handshake (see [`one_message_on`]).
