@@ -17,9 +17,9 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use mpi::ffi;
-use netgauge::select::{self, Algorithm, Collective, SelectOptions};
+use netgauge::select::{self, Algorithm, Collective, Measured, SelectOptions};
 use netgauge::Params;
-use netgauged::predict::{load_entry, params_of_entry};
+use netgauged::predict::{load_entry, load_exchange, params_of_entry};
 use netgauged::probe::ProbeOptions;
 use netgauged::sweep::SweepConfig;
 use netgauged::transport::mpi as tmpi;
@@ -674,15 +674,28 @@ fn main() {
     let c = Comm { comm, rank, size };
 
     // Parameters: the segment's mpi entry, or a probe of our own.
+    // With the pair entry, the all-ranks exchange measured with this many
+    // ranks if the probe published one.
     let from_segment = if rank == 0 {
         shm.as_deref()
-            .and_then(|p| load_entry(Some(p), None, "mpi").ok())
-            .map(|e| (params_of_entry(&e), format!("segment {}", p_display(&shm))))
+            .and_then(|p| load_entry(Some(p), None, "mpi").ok().map(|e| (p, e)))
+            .map(|(p, e)| {
+                let x = load_exchange(Some(p), &e.peer, &e.transport, size);
+                let what = if x.is_empty() {
+                    "pair only"
+                } else {
+                    "pair and all-ranks exchange"
+                };
+                (
+                    (params_of_entry(&e), x),
+                    format!("segment {} ({what})", p_display(&shm)),
+                )
+            })
     } else {
         None
     };
     let have = c.max_f64(if from_segment.is_some() { 1.0 } else { 0.0 }) > 0.0;
-    let (net, source): (Vec<Params>, String) = if have {
+    let ((net, exchange), source): ((Vec<Params>, Vec<Params>), String) = if have {
         from_segment.unwrap_or_default()
     } else {
         let mut sweep = SweepConfig {
@@ -698,9 +711,12 @@ fn main() {
         match tmpi::run_probe(&opts, &mut ()) {
             Ok(Some(p)) => {
                 let e = netgauged::publish::entry_from_probe(&p.peer_name, "mpi", &p.result);
-                (params_of_entry(&e), "own probe (rank 0 ↔ rank 1)".into())
+                (
+                    (params_of_entry(&e), Vec::new()),
+                    "own probe (rank 0 ↔ rank 1)".into(),
+                )
             }
-            Ok(None) => (Vec::new(), String::new()),
+            Ok(None) => ((Vec::new(), Vec::new()), String::new()),
             Err(e) => {
                 eprintln!("mpi_collectives: probe failed: {e}");
                 // SAFETY: MPI is initialized.
@@ -745,7 +761,12 @@ fn main() {
         let mut cands: Vec<(Algorithm, f64, u64)> = Vec::new();
         let mut choice = coll.algorithms()[0];
         if rank == 0 {
-            match select::candidates(&net[..], coll, size, m as u64, &opts) {
+            let measured = Measured {
+                pair: &net,
+                exchange: &exchange,
+                exchange_ranks: size,
+            };
+            match select::candidates(&measured, coll, size, m as u64, &opts) {
                 Ok(cs) => {
                     for ch in cs.as_slice() {
                         if let Some(a) = ch.algorithm() {

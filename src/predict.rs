@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use netgauge::select::{self, Algorithm, Collective, SelectOptions};
+use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
 use netgauge::{EntryData, Params, Reader};
 use serde::Serialize;
 
@@ -69,6 +69,18 @@ pub fn load_entry(shm: Option<&Path>, peer: Option<&str>, transport: &str) -> Re
         })
 }
 
+/// The exchange ranges of `ranks` ranks published beside the entry (peer,
+/// transport) (see [`select::exchange_transport`]); empty if there are none.
+pub fn load_exchange(shm: Option<&Path>, peer: &str, transport: &str, ranks: usize) -> Vec<Params> {
+    let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
+    let Some(name) = select::exchange_transport(transport, ranks, &mut buf) else {
+        return Vec::new();
+    };
+    load_entry(shm, Some(peer), name)
+        .map(|e| params_of_entry(&e))
+        .unwrap_or_default()
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct PredictArgs {
     /// bcast, allreduce or barrier.
@@ -113,13 +125,16 @@ pub struct PredictJson {
     pub bytes: u64,
     pub peer: String,
     pub transport: String,
+    /// Whether the all-ranks exchange measured with this many ranks was
+    /// used (else the pair's T(s) under processor sharing).
+    pub measured_exchange: bool,
     pub candidates: Vec<CandidateJson>,
     pub choice: CandidateJson,
 }
 
 /// Predict from an explicit parameter set.
-pub fn predict(
-    net: &[Params],
+pub fn predict<N: Network + ?Sized>(
+    net: &N,
     coll: Collective,
     ranks: usize,
     bytes: u64,
@@ -139,7 +154,18 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         bail!("--ranks must be at least 1");
     }
     let entry = load_entry(args.shm.as_deref(), args.peer.as_deref(), &args.transport)?;
-    let net = params_of_entry(&entry);
+    let pair = params_of_entry(&entry);
+    let exchange = load_exchange(
+        args.shm.as_deref(),
+        &entry.peer,
+        &entry.transport,
+        args.ranks,
+    );
+    let net = Measured {
+        pair: &pair,
+        exchange: &exchange,
+        exchange_ranks: args.ranks,
+    };
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
         cores: args.cores,
@@ -151,6 +177,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         bytes: args.bytes,
         peer: entry.peer.clone(),
         transport: entry.transport.clone(),
+        measured_exchange: !exchange.is_empty(),
         candidates,
         choice,
     };
@@ -158,8 +185,17 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "{} of {} B on {} ranks ({} over {}):",
-            out.collective, out.bytes, out.ranks, out.peer, out.transport
+            "{} of {} B on {} ranks ({} over {}{}):",
+            out.collective,
+            out.bytes,
+            out.ranks,
+            out.peer,
+            out.transport,
+            if out.measured_exchange {
+                ", all-ranks exchange measured"
+            } else {
+                ""
+            }
         );
         for c in &out.candidates {
             let seg = if c.segment_bytes > 0 {

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use netgauge::{flags, EntryData, RangeData};
 use serde_json::{json, Value};
 
+use crate::model::exchange::ExchangeFit;
 use crate::probe::{LogfpJson, ProbeJson, ProbeResult, RangeJson, SegmentationJson};
 
 /// The segment holds at most this many named intervals per entry.
@@ -102,6 +103,55 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         measured_unix_ns: unix_now_ns(),
         flags: f,
     }
+}
+
+/// The segment entry of an exchange sweep ([`crate::model::exchange`]),
+/// published beside the pair entry (`peer`, `transport`) under the transport
+/// name [`netgauge::select::exchange_transport`] gives (e.g. "mpi-x4"). Each
+/// range's line is g + (s − 1)·G: the time of one all-ranks exchange step
+/// of s bytes (the gap of that pattern). EEL is the step of the smallest
+/// size; no S (a rendezvous step is a range boundary of its own); no LogfP.
+/// None if the name would not fit or there are no ranges.
+pub fn entry_from_exchange(peer: &str, transport: &str, x: &ExchangeFit) -> Option<EntryData> {
+    let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
+    let name = netgauge::select::exchange_transport(transport, x.ranks, &mut buf)?;
+    if x.ranges.is_empty() {
+        return None;
+    }
+    let ranges = x
+        .ranges
+        .iter()
+        .take(netgauge::layout::MAX_RANGES)
+        .map(|r| RangeData {
+            from_bytes: r.from_bytes,
+            to_bytes: r.to_bytes,
+            g_ns: r.step_ns,
+            G_ns_per_byte: r.G_ns_per_byte,
+            o_s_ns: 0.0,
+            o_r_ns: 0.0,
+            O_s_ns_per_byte: 0.0,
+            O_r_ns_per_byte: 0.0,
+        })
+        .collect();
+    let eel = x.points.first().map_or(f64::NAN, |p| p.step_ns);
+    Some(EntryData {
+        peer: peer.to_string(),
+        transport: name.to_string(),
+        ranges,
+        eel_ns: eel,
+        L_ns: f64::NAN,
+        S_bytes: None,
+        f: None,
+        o_min_ns: f64::NAN,
+        o_max_ns: f64::NAN,
+        g_f_ns: f64::NAN,
+        curve: Vec::new(),
+        ci95: Vec::new(),
+        samples: x.points.len() as u64,
+        probe_bytes: 0,
+        measured_unix_ns: unix_now_ns(),
+        flags: flags::VALID,
+    })
 }
 
 /// Flag names, for humans and JSON.

@@ -143,3 +143,27 @@ pub fn probe_table(p: &ProbeJson) -> String {
     );
     s
 }
+
+/// The all-ranks exchange ranges (`ngctl probe --transport mpi`, `ngctl fit`).
+pub fn exchange_table(x: &crate::model::exchange::ExchangeFit) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "all {} ranks exchanging at once ({} sizes), one step = g + (s−1)·G:",
+        x.ranks,
+        x.points.len()
+    );
+    for r in &x.ranges {
+        let _ = writeln!(
+            s,
+            "  {:>9} … {:>9}   g {:>10}   G {:.4} ns/B   ({} at {})",
+            fmt_bytes(r.from_bytes as f64),
+            fmt_bytes(r.to_bytes as f64),
+            fmt_ns(r.step_ns),
+            r.G_ns_per_byte,
+            fmt_ns(r.at(r.to_bytes)),
+            fmt_bytes(r.to_bytes as f64),
+        );
+    }
+    s
+}

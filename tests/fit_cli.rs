@@ -120,3 +120,118 @@ fn files_without_raw_samples_are_refused_clearly() {
     let _ = std::fs::remove_file(&no_raw);
     let _ = std::fs::remove_file(&garbage);
 }
+
+/// A saved MPI probe's all-ranks exchange sweep (4 ranks on 2 cores,
+/// bench/mpi.md run a3) re-fits, is published beside the pair entry as
+/// mpi-x4, and `ngctl predict` prices the all-ranks steps of 4 ranks with
+/// it (and only those of 4 ranks).
+#[test]
+fn exchange_sweep_refits_publishes_and_is_used_by_predict() {
+    let probe = stdout_of(Command::new(NGCTL).args([
+        "probe",
+        "--transport",
+        "sim",
+        "--model",
+        "L=2000,o=400,g=500,G=0.08,S=4096,seed=5",
+        "--json",
+        "--raw",
+    ]));
+    let mut p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
+    let x: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/exchange/mpi-4ranks-2cores.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    p["raw"]["exchange"] = x;
+    let saved = tmp("xprobe.json");
+    std::fs::write(&saved, serde_json::to_vec(&p).unwrap()).unwrap();
+    let seg = tmp("xseg");
+    let f = json_of(
+        Command::new(NGCTL)
+            .args(["fit", "--json", "--publish", "--peer", "n1"])
+            .args(["--transport", "mpi", "--shm"])
+            .arg(&seg)
+            .arg(&saved),
+    );
+    let ex = &f["exchange"];
+    assert_eq!(ex["ranks"], 4);
+    let ranges = ex["ranges"].as_array().unwrap();
+    let points = ex["points"].as_array().unwrap();
+    assert!(points.len() >= 40, "{} sizes", points.len());
+    assert!((2..=8).contains(&ranges.len()), "{ranges:?}");
+    let line = |s: f64| {
+        let r = ranges
+            .iter()
+            .rev()
+            .find(|r| r["from_bytes"].as_f64().unwrap() <= s)
+            .unwrap_or(&ranges[0]);
+        r["step_ns"].as_f64().unwrap() + (s - 1.0) * r["G_ns_per_byte"].as_f64().unwrap()
+    };
+    // The ranges follow the measured medians.
+    let mut dev: Vec<f64> = points
+        .iter()
+        .map(|q| {
+            let (s, t) = (
+                q["size_bytes"].as_f64().unwrap(),
+                q["step_ns"].as_f64().unwrap(),
+            );
+            (line(s) - t).abs() / t
+        })
+        .collect();
+    dev.sort_by(f64::total_cmp);
+    assert!(
+        dev[dev.len() / 2] < 0.05,
+        "median deviation {}",
+        dev[dev.len() / 2]
+    );
+    assert!(
+        dev[dev.len() * 9 / 10] < 0.25,
+        "90th percentile {}",
+        dev[dev.len() * 9 / 10]
+    );
+    // Rendezvous: one exchange of 4 KiB costs clearly more than of 2 KiB.
+    assert!(line(4096.0) > 1.2 * line(2048.0), "{ranges:?}");
+
+    // predict: recursive doubling of 1 MiB on 4 ranks with γ = 0 is
+    // 2·X(1 MiB) from the published exchange; on 8 ranks there is none.
+    let predict = |ranks: &str| {
+        json_of(
+            Command::new(NGCTL)
+                .args([
+                    "predict",
+                    "allreduce",
+                    "--ranks",
+                    ranks,
+                    "--bytes",
+                    "1048576",
+                ])
+                .args([
+                    "--gamma-ns-per-byte",
+                    "0",
+                    "--cores",
+                    "2",
+                    "--json",
+                    "--shm",
+                ])
+                .arg(&seg),
+        )
+    };
+    let p4 = predict("4");
+    assert_eq!(p4["measured_exchange"], true);
+    let rd = p4["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["algorithm"] == "recursive_doubling")
+        .unwrap()["predicted_ns"]
+        .as_f64()
+        .unwrap();
+    let want = 2.0 * line(1048576.0);
+    assert!((rd - want).abs() <= 1e-6 * want, "{rd} vs {want}");
+    assert_eq!(predict("8")["measured_exchange"], false);
+    let _ = std::fs::remove_file(&seg);
+    let _ = std::fs::remove_file(&saved);
+}

@@ -65,6 +65,7 @@
 //! gap ≥ T, and is tighter (the root's later sends overlap its children's
 //! forwarding) when gap < T.
 
+use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::{LookupError, Params};
 use crate::Reader;
 
@@ -239,6 +240,53 @@ impl Candidates {
 /// Parameters as a function of the message size.
 pub trait Network {
     fn at(&self, msg_bytes: u64) -> Result<Params, LookupError>;
+
+    /// The measured time of one step in which all `ranks` ranks exchange
+    /// `msg_bytes` with a partner at once (the MPI probe's exchange sweep,
+    /// published as the entry [`exchange_transport`] names), if there is
+    /// one for this many ranks. Without it the selector stretches the pair's
+    /// T(s) by the sharing of P busy ranks ([`Sharing`]).
+    fn exchange_ns(&self, _ranks: usize, _msg_bytes: u64) -> Option<f64> {
+        None
+    }
+}
+
+/// The transport name of the exchange entry of `ranks` ranks measured over
+/// `transport`: "mpi" and 4 ranks give "mpi-x4". Written into `buf` (no
+/// allocation: reader lookups use it); None if it would not fit a
+/// transport name.
+pub fn exchange_transport<'b>(
+    transport: &str,
+    ranks: usize,
+    buf: &'b mut [u8; TRANSPORT_MAX_BYTES],
+) -> Option<&'b str> {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut r = ranks;
+    loop {
+        digits[n] = b'0' + (r % 10) as u8;
+        n += 1;
+        r /= 10;
+        if r == 0 {
+            break;
+        }
+    }
+    let len = transport.len() + 2 + n;
+    if len > buf.len() {
+        return None;
+    }
+    buf[..transport.len()].copy_from_slice(transport.as_bytes());
+    buf[transport.len()..transport.len() + 2].copy_from_slice(b"-x");
+    for i in 0..n {
+        buf[transport.len() + 2 + i] = digits[n - 1 - i];
+    }
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
+/// An exchange entry's step time at `bytes`: its range's line
+/// g + (s − 1)·G (see `model::exchange` of the daemon crate).
+fn exchange_line(p: &Params, bytes: u64) -> f64 {
+    (p.g_ns + bytes.saturating_sub(1) as f64 * p.G_ns_per_byte).max(0.0)
 }
 
 impl Network for Params {
@@ -277,6 +325,36 @@ pub struct ReaderNetwork<'a> {
 impl Network for ReaderNetwork<'_> {
     fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
         self.reader.lookup(self.peer, self.transport, msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        let mut buf = [0u8; TRANSPORT_MAX_BYTES];
+        let name = exchange_transport(self.transport, ranks, &mut buf)?;
+        let p = self.reader.lookup(self.peer, name, msg_bytes).ok()?;
+        Some(exchange_line(&p, msg_bytes))
+    }
+}
+
+/// A pair's ranges and the exchange ranges measured with `exchange_ranks`
+/// ranks (a snapshot of both entries, as `ngctl predict` reads them).
+#[derive(Clone, Copy, Debug)]
+pub struct Measured<'a> {
+    pub pair: &'a [Params],
+    pub exchange: &'a [Params],
+    pub exchange_ranks: usize,
+}
+
+impl Network for Measured<'_> {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.pair.at(msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        if ranks != self.exchange_ranks || self.exchange.is_empty() {
+            return None;
+        }
+        let p = self.exchange.at(msg_bytes).ok()?;
+        Some(exchange_line(&p, msg_bytes))
     }
 }
 
@@ -464,6 +542,36 @@ fn burst_gap<N: Network + ?Sized>(
     Ok(m.gap_ns)
 }
 
+/// One step in which all P ranks exchange `bytes` with a partner at once:
+/// measured ([`Network::exchange_ns`]), or the pair's T(bytes) stretched by
+/// the sharing of P busy ranks.
+fn exchange_step<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bytes: u64,
+    sh: Sharing,
+) -> Result<f64, LookupError> {
+    match net.exchange_ns(p, bytes) {
+        Some(t) => Ok(t),
+        None => Ok(msg(net, bytes)?.t_shared(sh.factor(p))),
+    }
+}
+
+/// A hop of a tree or chain when the P ranks share cores: the measured
+/// all-ranks step X(bytes), if there is one. Ranks that wait inside MPI
+/// poll, so on shared cores every rank stays runnable and a hop between two
+/// of them contends with all the others as in an all-ranks step (measured:
+/// a 1 MiB binomial broadcast on 4 ranks and 2 cores took 2.3–4.6× the
+/// pair's T(1 MiB) per round, a step of the exchange sweep 3.1×). With a
+/// core per rank (or no core count) the hop stays the pair's T(s).
+fn shared_hop<N: Network + ?Sized>(net: &N, p: usize, bytes: u64, sh: Sharing) -> Option<f64> {
+    if sh.factor(p) > 1.0 {
+        net.exchange_ns(p, bytes)
+    } else {
+        None
+    }
+}
+
 /// Children of `rel` (relative rank) in the binomial tree over `p` ranks,
 /// in send order (largest subtree first), with the size of each subtree.
 /// Node r's parent is r − lowbit(r); its children are r + 2^k for
@@ -532,7 +640,11 @@ fn binomial_tree<N: Network + ?Sized>(
             };
             let m = msg(net, s)?;
             let flows = (p.next_power_of_two() / (2 * (child - r))).max(1);
-            ready[child] = start + m.t_shared(sh.factor(flows));
+            let hop = match shared_hop(net, p, s, sh) {
+                Some(x) => x,
+                None => m.t_shared(sh.factor(flows)),
+            };
+            ready[child] = start + hop;
             finish = finish.max(ready[child]);
             start += burst_gap(net, s, j, n, &m)?;
         }
@@ -561,23 +673,23 @@ fn bcast<N: Network + ?Sized>(
     // subtree of k ranks carries k·c bytes) then an allgather of the P
     // shares.
     let scatter = binomial_tree(net, p, 0, c, sh)?;
-    // Both allgathers keep every rank busy in every step.
-    let all = sh.factor(p);
+    // Both allgathers keep every rank busy in every step: each step is an
+    // all-ranks exchange (exchange_step).
     // Recursive-doubling allgather: in step k = 0..log2 P − 1 every rank
     // exchanges the 2^k·c bytes it has with rank ⊕ 2^k; send and receive
-    // overlap, so a step costs T(2^k·c). Non-powers of two need one more
+    // overlap, so a step costs X(2^k·c). Non-powers of two need one more
     // step of the largest size (the ranks beyond the power of two are folded
     // in and out).
     let mut rd = 0.0;
     for k in 0..rounds {
-        rd += msg(net, c << k)?.t_shared(all);
+        rd += exchange_step(net, p, c << k, sh)?;
     }
     if !p.is_power_of_two() {
-        rd += msg(net, c << rounds.saturating_sub(1))?.t_shared(all);
+        rd += exchange_step(net, p, c << rounds.saturating_sub(1), sh)?;
     }
     // Ring allgather: P − 1 steps, each passes one share of c bytes to the
-    // right neighbour while receiving one from the left: (P−1)·T(c).
-    let ring = (p as f64 - 1.0) * msg(net, c)?.t_shared(all);
+    // right neighbour while receiving one from the left: (P−1)·X(c).
+    let ring = (p as f64 - 1.0) * exchange_step(net, p, c, sh)?;
 
     // Pipelined chain with segments of k bytes, n = ⌈m/k⌉ segments over
     // P − 1 hops. The first segment reaches the last rank after
@@ -615,8 +727,11 @@ fn bcast<N: Network + ?Sized>(
         for &k in &candidates[..n] {
             let segs = m.div_ceil(k).max(1);
             let x = msg(net, k)?;
-            let period = x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy;
-            let t = (p as f64 - 1.0) * x.t_shared(busy) + (segs as f64 - 1.0) * period;
+            let (hop, period) = match shared_hop(net, p, k, sh) {
+                Some(xk) => (xk, xk),
+                None => (x.t_shared(busy), x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy),
+            };
+            let t = (p as f64 - 1.0) * hop + (segs as f64 - 1.0) * period;
             if t < best.0 {
                 best = (t, k);
             }
@@ -666,10 +781,11 @@ fn allreduce<N: Network + ?Sized>(
     let pow2 = p.is_power_of_two();
     let mf = m as f64;
 
+    // Each exchange of s bytes is an all-ranks step X(s) (exchange_step).
     // Recursive doubling: log2 P steps, each exchanges all m bytes with
-    // rank ⊕ 2^k and combines them: log2 P·(T(m) + γ·m). A non-power of two
-    // adds a fold-in step before and a fold-out step after: +2·T(m) + γ·m.
-    let tm = msg(net, m)?.t_shared(all);
+    // rank ⊕ 2^k and combines them: log2 P·(X(m) + γ·m). A non-power of two
+    // adds a fold-in step before and a fold-out step after: +2·X(m) + γ·m.
+    let tm = exchange_step(net, p, m, sh)?;
     let mut rd = f64::from(rounds) * (tm + gamma * mf);
     if !pow2 {
         rd = f64::from(rounds - 1) * (tm + gamma * mf) + 2.0 * tm + gamma * mf;
@@ -678,14 +794,14 @@ fn allreduce<N: Network + ?Sized>(
     // Rabenseifner: reduce-scatter by recursive halving (step k exchanges
     // and combines m/2^k bytes), then allgather by recursive doubling (the
     // same sizes in reverse, without combining):
-    // Σ_{k=1..log2 P} [2·T(m/2^k) + γ·m/2^k]; non-powers of two fold in and
-    // out like recursive doubling (+2·T(m) + γ·m).
+    // Σ_{k=1..log2 P} [2·X(m/2^k) + γ·m/2^k]; non-powers of two fold in and
+    // out like recursive doubling (+2·X(m) + γ·m).
     let q = if pow2 { p } else { p.next_power_of_two() / 2 };
     let q_rounds = ceil_log2(q);
     let mut rab = 0.0;
     for k in 1..=q_rounds {
         let s = (m >> k).max(1);
-        rab += 2.0 * msg(net, s)?.t_shared(all) + gamma * s as f64;
+        rab += 2.0 * exchange_step(net, p, s, sh)? + gamma * s as f64;
     }
     if !pow2 {
         rab += 2.0 * tm + gamma * mf;
@@ -693,10 +809,10 @@ fn allreduce<N: Network + ?Sized>(
 
     // Ring: a reduce-scatter of P − 1 steps (pass one block of m/P to the
     // right, combine the one from the left) and an allgather of P − 1
-    // steps: 2(P−1)·T(m/P) + (P−1)·γ·m/P.
+    // steps: 2(P−1)·X(m/P) + (P−1)·γ·m/P.
     let b = m.div_ceil(p as u64).max(1);
-    let ring =
-        2.0 * (p as f64 - 1.0) * msg(net, b)?.t_shared(all) + (p as f64 - 1.0) * gamma * b as f64;
+    let ring = 2.0 * (p as f64 - 1.0) * exchange_step(net, p, b, sh)?
+        + (p as f64 - 1.0) * gamma * b as f64;
 
     let mut out = Candidates {
         items: [Choice {
@@ -728,7 +844,7 @@ fn barrier<N: Network + ?Sized>(net: &N, p: usize, sh: Sharing) -> Result<Candid
     // Dissemination: ⌈log2 P⌉ rounds; in round k rank r notifies r + 2^k
     // and waits for r − 2^k. Sends and receives overlap: ⌈log2 P⌉·T(0),
     // every rank busy in every round.
-    let dis = f64::from(ceil_log2(p)) * msg(net, 0)?.t_shared(sh.factor(p));
+    let dis = f64::from(ceil_log2(p)) * exchange_step(net, p, 0, sh)?;
     // Tree: a binomial fan-in to the root and a binomial fan-out back. The
     // fan-in is the fan-out run backwards (the root receives where it would
     // send), so it takes as long: 2 × binomial broadcast of 0 bytes.
@@ -1076,6 +1192,114 @@ mod tests {
         let c = candidates(&p, Collective::Allreduce, 8, m, &many).unwrap();
         let d = candidates(&p, Collective::Allreduce, 8, m, &alone).unwrap();
         assert_eq!(c.as_slice(), d.as_slice());
+    }
+
+    #[test]
+    fn exchange_transport_names() {
+        let mut buf = [0u8; TRANSPORT_MAX_BYTES];
+        assert_eq!(exchange_transport("mpi", 4, &mut buf), Some("mpi-x4"));
+        assert_eq!(exchange_transport("mpi", 1024, &mut buf), Some("mpi-x1024"));
+        assert_eq!(exchange_transport("msg", 0, &mut buf), Some("msg-x0"));
+        // 15 bytes fit, 16 do not.
+        assert_eq!(
+            exchange_transport("abcdefghij", 123, &mut buf),
+            Some("abcdefghij-x123")
+        );
+        assert_eq!(exchange_transport("abcdefghij", 1234, &mut buf), None);
+    }
+
+    /// An exchange entry's ranges: g + (s−1)·G per range.
+    fn exchange_ranges() -> Vec<Params> {
+        let mut eager = Params::default();
+        eager.range_from_bytes = 1;
+        eager.range_to_bytes = 4095;
+        eager.g_ns = 3000.0;
+        eager.G_ns_per_byte = 1.0;
+        let mut rdv = eager;
+        rdv.range_from_bytes = 4096;
+        rdv.range_to_bytes = 4 << 20;
+        rdv.g_ns = 10_000.0;
+        rdv.G_ns_per_byte = 0.25;
+        vec![eager, rdv]
+    }
+
+    #[test]
+    fn measured_exchange_prices_the_all_ranks_steps() {
+        let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+        let x = exchange_ranges();
+        let measured = Measured {
+            pair: &pair,
+            exchange: &x,
+            exchange_ranks: 4,
+        };
+        let line = |s: u64| {
+            let p = x.as_slice().at(s).unwrap();
+            p.g_ns + (s - 1) as f64 * p.G_ns_per_byte
+        };
+        assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
+        assert_eq!(
+            measured.exchange_ns(8, 4096),
+            None,
+            "measured for 4 ranks only"
+        );
+        let opts = SelectOptions {
+            gamma_ns_per_byte: 0.0,
+            cores: 0,
+        };
+        let m = 1u64 << 20;
+        let c = candidates(&measured, Collective::Allreduce, 4, m, &opts).unwrap();
+        let [rd, rab, ring] = [0, 1, 2].map(|i| c.as_slice()[i].predicted_ns);
+        // γ = 0: recursive doubling is 2·X(m), Rabenseifner 2·X(m/2) +
+        // 2·X(m/4), the ring 6·X(m/4), each X from the exchange ranges.
+        assert!((rd - 2.0 * line(m)).abs() < 1e-6, "{rd}");
+        assert!((rab - 2.0 * line(m / 2) - 2.0 * line(m / 4)).abs() < 1e-6);
+        assert!((ring - 6.0 * line(m / 4)).abs() < 1e-6);
+        // The barrier's dissemination: 2 rounds of X(0) (the first range).
+        let b = candidates(&measured, Collective::Barrier, 4, 0, &opts).unwrap();
+        assert!((b.as_slice()[0].predicted_ns - 2.0 * 3000.0).abs() < 1e-6);
+        // Other rank counts keep the pair model.
+        let p8 = candidates(&measured, Collective::Allreduce, 8, m, &opts).unwrap();
+        let p8_pair = candidates(&pair[..], Collective::Allreduce, 8, m, &opts).unwrap();
+        assert_eq!(p8.as_slice(), p8_pair.as_slice());
+    }
+
+    #[test]
+    fn tree_hops_use_the_exchange_only_on_shared_cores() {
+        let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+        let x = exchange_ranges();
+        let measured = Measured {
+            pair: &pair,
+            exchange: &x,
+            exchange_ranks: 4,
+        };
+        let m = 1u64 << 20;
+        let line = 10_000.0 + (m - 1) as f64 * 0.25;
+        let own_cores = SelectOptions {
+            gamma_ns_per_byte: 0.0,
+            cores: 4,
+        };
+        let shared = SelectOptions {
+            cores: 2,
+            ..own_cores
+        };
+        let binomial = |o: &SelectOptions, n: &dyn Network| {
+            candidates(n, Collective::Bcast, 4, m, o)
+                .unwrap()
+                .as_slice()[0]
+                .predicted_ns
+        };
+        // A core per rank: the pair's T(m) per hop, exchange or not.
+        let pair_only = Measured {
+            pair: &pair,
+            exchange: &[],
+            exchange_ranks: 4,
+        };
+        assert_eq!(
+            binomial(&own_cores, &measured),
+            binomial(&own_cores, &pair_only)
+        );
+        // Shared cores: each of the two rounds' hops costs X(m).
+        assert!((binomial(&shared, &measured) - 2.0 * line).abs() < 1e-6);
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use netgauged::clock::{clock_info, ClockChoice, HostClock, VirtualClock};
+use netgauged::model::exchange::{fit_exchange, ExchangeFit, ExchangeRaw};
 use netgauged::probe::{self, ProbeOptions};
+use netgauged::publish::entry_from_exchange;
 use netgauged::report;
 use netgauged::sweep::{Progress, SweepConfig};
 use netgauged::transport::raw_eth::{self, RawEthOptions, RawEthTransport, RxMode};
@@ -371,10 +373,12 @@ fn run(cli: Cli) -> Result<()> {
             let mut bar = progress_bar(json);
             let mut clock_desc = "virtual (sim)".to_string();
             let mut mpi_peer: Option<String> = None;
+            let mut exchange_raw: Option<ExchangeRaw> = None;
             let result = match transport {
                 TransportName::Mpi => match probe_mpi(&mut opts, fanout_peers, &mut bar)? {
-                    Some((r, name)) => {
+                    Some((r, name, x)) => {
                         mpi_peer = Some(name);
+                        exchange_raw = x;
                         r
                     }
                     None => return Ok(()), // a serving rank
@@ -446,6 +450,9 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(b) = &bar.0 {
                 b.finish_and_clear();
             }
+            let exchange = exchange_raw
+                .as_ref()
+                .and_then(|x| fit_exchange(x.ranks, &x.sizes));
             if publish {
                 let path = shm_path(shm);
                 let peer_name = match transport {
@@ -455,15 +462,26 @@ fn run(cli: Cli) -> Result<()> {
                     _ => peer.clone().unwrap_or_default(),
                 };
                 let name = format!("{transport:?}").to_lowercase();
-                publish_result(&path, &peer_name, &name, &clock_desc, &result)?;
+                publish_result(
+                    &path,
+                    &peer_name,
+                    &name,
+                    &clock_desc,
+                    &result,
+                    exchange.as_ref(),
+                )?;
             }
             let out = result.to_json();
             if json {
                 let mut v = serde_json::to_value(&out)?;
+                if let Some(x) = &exchange {
+                    v["exchange"] = serde_json::to_value(x)?;
+                }
                 if raw {
                     v["raw"] = serde_json::json!({
                         "sizes": result.samples,
                         "fanout": result.fanout,
+                        "exchange": exchange_raw,
                     });
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
@@ -473,6 +491,12 @@ fn run(cli: Cli) -> Result<()> {
                     transport, out.sizes, min_size, max_size
                 );
                 print!("{}", report::probe_table(&out));
+                if let Some(x) = &exchange {
+                    print!("{}", report::exchange_table(x));
+                }
+                if let Some(x) = &exchange {
+                    print!("{}", report::exchange_table(x));
+                }
             }
             Ok(())
         }
@@ -496,6 +520,7 @@ fn publish_result(
     transport: &str,
     clock_desc: &str,
     result: &probe::ProbeResult,
+    exchange: Option<&ExchangeFit>,
 ) -> Result<()> {
     let entry = netgauged::publish::entry_from_probe(peer, transport, result);
     let mut w = netgauge::SegmentWriter::create_or_open(
@@ -508,6 +533,11 @@ fn publish_result(
     w.upsert(&entry)
         .with_context(|| format!("cannot publish into {path}"))?;
     eprintln!("published {peer}/{transport} into {path}");
+    if let Some(x) = exchange.and_then(|x| entry_from_exchange(peer, transport, x)) {
+        w.upsert(&x)
+            .with_context(|| format!("cannot publish into {path}"))?;
+        eprintln!("published {peer}/{} into {path}", x.transport);
+    }
     Ok(())
 }
 
@@ -517,6 +547,8 @@ struct SavedRaw {
     sizes: Vec<netgauged::model::SizeSamples>,
     #[serde(default)]
     fanout: Vec<netgauged::model::FanoutSamples>,
+    #[serde(default)]
+    exchange: Option<ExchangeRaw>,
 }
 
 #[derive(serde::Deserialize)]
@@ -540,6 +572,10 @@ fn refit(file: &str, json: bool, publish: Option<PublishTo>) -> Result<()> {
     })?;
     let n = raw.sizes.len();
     let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
+    let exchange = raw
+        .exchange
+        .as_ref()
+        .and_then(|x| fit_exchange(x.ranks, &x.sizes));
     if let Some((shm, peer, transport)) = publish {
         let path = shm_path(shm);
         publish_result(
@@ -548,11 +584,16 @@ fn refit(file: &str, json: bool, publish: Option<PublishTo>) -> Result<()> {
             &transport,
             &format!("re-fit of {file}"),
             &result,
+            exchange.as_ref(),
         )?;
     }
     let out = result.to_json();
     if json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let mut v = serde_json::to_value(&out)?;
+        if let Some(x) = &exchange {
+            v["exchange"] = serde_json::to_value(x)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("re-fit of {file} ({n} sizes):");
         print!("{}", report::probe_table(&out));
@@ -690,13 +731,19 @@ fn probe_mpi(
     opts: &mut ProbeOptions,
     fanout_peers: Option<usize>,
     bar: &mut Bar,
-) -> Result<Option<(probe::ProbeResult, String)>> {
+) -> Result<Option<(probe::ProbeResult, String, Option<ExchangeRaw>)>> {
     let _universe =
         netgauged::transport::mpi::initialize().context("MPI is already initialized")?;
     let (_, size) = netgauged::transport::mpi::world_rank_size();
     opts.fanout_peers = fanout_peers.or(Some(size - 1)).filter(|&p| p >= 2);
     let probe = netgauged::transport::mpi::run_probe(opts, bar)?;
-    Ok(probe.map(|p| (p.result, p.peer_name)))
+    Ok(probe.map(|p| {
+        let x = (!p.exchange.is_empty()).then_some(ExchangeRaw {
+            ranks: p.ranks,
+            sizes: p.exchange,
+        });
+        (p.result, p.peer_name, x)
+    }))
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -704,7 +751,7 @@ fn probe_mpi(
     _opts: &mut ProbeOptions,
     _fanout_peers: Option<usize>,
     _bar: &mut Bar,
-) -> Result<Option<(probe::ProbeResult, String)>> {
+) -> Result<Option<(probe::ProbeResult, String, Option<ExchangeRaw>)>> {
     bail!("this ngctl was built without MPI: rebuild with `cargo build --features mpi`")
 }
 

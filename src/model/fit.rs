@@ -113,14 +113,14 @@ pub fn size_points(samples: &[SizeSamples]) -> Vec<SizePoint> {
 }
 
 /// Weights 1/v² with a floor of 10⁻⁶ of the largest |v| (never 1/0).
-fn rel_weights(vs: impl Iterator<Item = f64> + Clone) -> Vec<f64> {
+pub(crate) fn rel_weights(vs: impl Iterator<Item = f64> + Clone) -> Vec<f64> {
     let scale = vs.clone().fold(0.0_f64, |m, v| m.max(v.abs()));
     let floor = (1e-6 * scale).max(1e-300);
     vs.map(|v| 1.0 / v.abs().max(floor).powi(2)).collect()
 }
 
 /// Weighted line, or the weighted mean with slope 0 when no line fits.
-fn line_or_mean(xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
+pub(crate) fn line_or_mean(xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     fit_line_weighted(xs, ys, ws).unwrap_or_else(|| {
         let sw: f64 = ws.iter().sum();
         let mean = if sw > 0.0 {
@@ -182,7 +182,7 @@ fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
 /// outside. The two boundary fits are through the origin (intercept 0,
 /// slope Σwxy/Σwx²) and constant (slope 0, the weighted mean). On data that
 /// satisfy the model nothing changes.
-fn non_negative(line: Line, xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
+pub(crate) fn non_negative(line: Line, xs: &[f64], ys: &[f64], ws: &[f64]) -> Line {
     if line.slope >= 0.0 && line.intercept >= 0.0 {
         return line;
     }

@@ -188,6 +188,16 @@ pub fn segmentation_bic(xs: &[f64], ys: &[f64], changes: &[usize]) -> f64 {
 /// differences of raw prefix sums), O(m·n²) for the DP over m.
 /// `min_points` is raised to 2 at least (a line needs two points).
 pub fn optimal_bic(xs: &[f64], ys: &[f64], min_points: usize) -> Vec<usize> {
+    optimal_bic_at_most(xs, ys, min_points, MAX_SEGMENTS)
+}
+
+/// [`optimal_bic`] with at most `max_segments` segments (≥ 1).
+pub fn optimal_bic_at_most(
+    xs: &[f64],
+    ys: &[f64],
+    min_points: usize,
+    max_segments: usize,
+) -> Vec<usize> {
     if !valid(xs, ys) {
         return Vec::new();
     }
@@ -208,7 +218,7 @@ pub fn optimal_bic(xs: &[f64], ys: &[f64], min_points: usize) -> Vec<usize> {
             }
         }
     }
-    let max_m = (n / minp).min(MAX_SEGMENTS);
+    let max_m = (n / minp).min(max_segments.max(1));
     // d[m][l]: least SSE of points 0..=l in m+1 segments; arg: start of last.
     let mut d = vec![vec![f64::INFINITY; n]; max_m];
     let mut arg = vec![vec![0usize; n]; max_m];

@@ -25,6 +25,7 @@ use mpi::ffi;
 
 use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
 use crate::clock::{Clock, HostClock};
+use crate::model::exchange::ExchangeSamples;
 
 const TAG_ANSWER: c_int = 1;
 const TAG_STOP: c_int = 2;
@@ -32,6 +33,13 @@ const TAG_REPORT_SHIFT: u32 = 2;
 /// Answer and stop together never occur in a probe: the tag of a control
 /// message carrying a rank's processor name.
 const TAG_NAME: c_int = TAG_ANSWER | TAG_STOP;
+/// The exchange sweep's messages (answer and stop with a report of 1).
+const TAG_EXCHANGE: c_int = TAG_NAME | (1 << TAG_REPORT_SHIFT);
+/// Rounds per size of the exchange sweep.
+const EXCHANGE_ROUNDS: usize = 21;
+/// The whole exchange sweep must end within this (about 0.5 s on 4 ranks
+/// sharing 2 cores up to 4 MiB).
+const EXCHANGE_BUDGET: Duration = Duration::from_secs(60);
 const MAX_NAME_BYTES: usize = 255;
 
 /// Settings of an [`MpiTransport`].
@@ -329,6 +337,139 @@ impl MpiTransport {
         Ok(())
     }
 
+    /// One exchange step: send `bytes` to `partner` and receive `bytes` from
+    /// it at once (MPI_Irecv + MPI_Isend, polled together until `deadline`).
+    fn exchange(
+        &mut self,
+        partner: usize,
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let n = bytes.min(self.tx.len()).min(self.rx.len()) as c_int;
+        // SAFETY: plain handle values.
+        let mut reqs = unsafe { [ffi::RSMPI_REQUEST_NULL, ffi::RSMPI_REQUEST_NULL] };
+        // SAFETY: `rx` and `tx` hold at least `n` bytes and outlive the
+        // requests (or are leaked if a request is abandoned); our communicator.
+        unsafe {
+            check(
+                ffi::MPI_Irecv(
+                    self.rx.as_mut_ptr() as *mut c_void,
+                    n,
+                    ffi::RSMPI_UINT8_T,
+                    partner as c_int,
+                    TAG_EXCHANGE,
+                    self.comm,
+                    &mut reqs[0],
+                ),
+                "MPI_Irecv",
+            )?;
+            check(
+                ffi::MPI_Isend(
+                    self.tx.as_ptr() as *const c_void,
+                    n,
+                    ffi::RSMPI_UINT8_T,
+                    partner as c_int,
+                    TAG_EXCHANGE,
+                    self.comm,
+                    &mut reqs[1],
+                ),
+                "MPI_Isend",
+            )?;
+        }
+        self.wait_all(&mut reqs, deadline)
+    }
+
+    /// Poll requests with MPI_Testall until all complete or `deadline`
+    /// passes (then they are freed and the buffers abandoned).
+    fn wait_all(
+        &mut self,
+        reqs: &mut [ffi::MPI_Request],
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let mut spins = 0u32;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `reqs` are requests of ours (active or null).
+            check(
+                unsafe {
+                    ffi::MPI_Testall(
+                        reqs.len() as c_int,
+                        reqs.as_mut_ptr(),
+                        &mut done,
+                        ffi::RSMPI_STATUSES_IGNORE,
+                    )
+                },
+                "MPI_Testall",
+            )?;
+            if done != 0 {
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
+                for r in reqs.iter_mut() {
+                    // SAFETY: a null request is skipped; freeing an active
+                    // one lets it complete in the background.
+                    unsafe {
+                        if *r != ffi::RSMPI_REQUEST_NULL {
+                            ffi::MPI_Request_free(r);
+                        }
+                    }
+                }
+                self.abandoned = true;
+                return Err(TransportError::Timeout(
+                    deadline.saturating_duration_since(Instant::now()),
+                ));
+            }
+        }
+    }
+
+    /// MPI_Ibarrier, polled until `deadline`.
+    fn barrier(&mut self, deadline: Instant) -> Result<(), TransportError> {
+        // SAFETY: a plain handle value.
+        let mut req = unsafe { [ffi::RSMPI_REQUEST_NULL] };
+        // SAFETY: our communicator; valid out-pointer.
+        check(
+            unsafe { ffi::MPI_Ibarrier(self.comm, &mut req[0]) },
+            "MPI_Ibarrier",
+        )?;
+        self.wait_all(&mut req, deadline)
+    }
+
+    /// Element-wise maximum of `vals` over all ranks (MPI_Iallreduce, polled
+    /// until `deadline`); every rank gets the result. On a timeout both
+    /// buffers are leaked (MPI may still use them).
+    fn max_over_ranks(
+        &mut self,
+        vals: Vec<f64>,
+        deadline: Instant,
+    ) -> Result<Vec<f64>, TransportError> {
+        let mut out = vec![0f64; vals.len()];
+        // SAFETY: a plain handle value.
+        let mut req = unsafe { [ffi::RSMPI_REQUEST_NULL] };
+        // SAFETY: both buffers hold vals.len() doubles and live until the
+        // request completes, or forever if it is abandoned (below).
+        check(
+            unsafe {
+                ffi::MPI_Iallreduce(
+                    vals.as_ptr() as *const c_void,
+                    out.as_mut_ptr() as *mut c_void,
+                    vals.len() as c_int,
+                    ffi::RSMPI_DOUBLE,
+                    ffi::RSMPI_MAX,
+                    self.comm,
+                    &mut req[0],
+                )
+            },
+            "MPI_Iallreduce",
+        )?;
+        if let Err(e) = self.wait_all(&mut req, deadline) {
+            std::mem::forget(vals);
+            std::mem::forget(out);
+            return Err(e);
+        }
+        Ok(out)
+    }
+
     /// Poll `req` with MPI_Test until it completes or `deadline` passes.
     fn wait_request(
         &mut self,
@@ -506,6 +647,83 @@ impl Transport for MpiTransport {
     }
 }
 
+/// Sizes of the exchange sweep: 1 B, the powers of two and their √2
+/// midpoints up to `max_bytes`, and `max_bytes`.
+pub fn exchange_sizes(max_bytes: u64) -> Vec<u64> {
+    let mut v = vec![1u64];
+    let mut p = 2u64;
+    while p <= max_bytes {
+        let mid = ((p / 2) as f64 * std::f64::consts::SQRT_2).round() as u64;
+        if mid > *v.last().unwrap_or(&0) && mid < p {
+            v.push(mid);
+        }
+        v.push(p);
+        p *= 2;
+    }
+    if *v.last().unwrap_or(&0) < max_bytes {
+        v.push(max_bytes);
+    }
+    v
+}
+
+/// Exchanges back to back in one round of the exchange sweep: enough that a
+/// round of small steps lasts well beyond the barrier's skew.
+fn exchange_steps(bytes: u64) -> u32 {
+    ((256 * 1024) / bytes.max(1)).clamp(1, 16) as u32
+}
+
+/// The all-ranks exchange sweep ([`crate::model::exchange`]); every rank
+/// calls it, with the same arguments. The ranks below the largest power of
+/// two P' ≤ P take part (the others only join the barriers and
+/// reductions). Step j pairs rank r with r ⊕ d, d = 1 + (j mod (P' − 1)):
+/// a new partner every step, as in recursive doubling and halving, so no
+/// step finds its partner already running in lockstep from the step before
+/// (on shared cores a rendezvous step waits for the partner to be
+/// scheduled). Per size: one warm-up round, then `rounds` rounds of a
+/// barrier and [`exchange_steps`] exchanges; a round's value is the slowest
+/// rank's mean step. Every wait ends by `deadline`.
+pub fn exchange_sweep(
+    t: &mut MpiTransport,
+    sizes: &[u64],
+    rounds: usize,
+    deadline: Instant,
+) -> Result<Vec<ExchangeSamples>, TransportError> {
+    let pow2 = if t.size.is_power_of_two() {
+        t.size
+    } else {
+        t.size.next_power_of_two() / 2
+    };
+    let takes_part = t.rank < pow2 && pow2 >= 2;
+    let clock = t.opts.clock;
+    let max = t.opts.max_msg_bytes as u64;
+    let mut out = Vec::with_capacity(sizes.len());
+    for &bytes in sizes.iter().filter(|&&b| b <= max) {
+        let steps = exchange_steps(bytes);
+        let mut rounds_ns = Vec::with_capacity(rounds);
+        for round in 0..=rounds {
+            t.barrier(deadline)?;
+            let t0 = clock.now();
+            if takes_part {
+                for j in 0..steps as usize {
+                    let partner = t.rank ^ (1 + j % (pow2 - 1));
+                    t.exchange(partner, bytes as usize, deadline)?;
+                }
+            }
+            let ns = clock.to_ns(clock.now().wrapping_sub(t0)) / f64::from(steps);
+            if round > 0 {
+                rounds_ns.push(if takes_part { ns } else { 0.0 });
+            }
+        }
+        let step_ns = t.max_over_ranks(rounds_ns, deadline)?;
+        out.push(ExchangeSamples {
+            size_bytes: bytes,
+            steps_per_round: steps,
+            step_ns,
+        });
+    }
+    Ok(out)
+}
+
 /// `mpirun -np N ngctl probe --transport mpi`: what every rank but 0 does.
 /// Serves probes until rank 0 sends stop, or until `idle_limit` passes
 /// without a message. Returns the number of answers sent.
@@ -533,6 +751,9 @@ pub struct MpiProbe {
     /// Processor name of rank 1 ("rank1" if it did not say).
     pub peer_name: String,
     pub ranks: usize,
+    /// The all-ranks exchange sweep ([`exchange_sweep`]); empty if it
+    /// failed (the pair probe stands without it).
+    pub exchange: Vec<ExchangeSamples>,
 }
 
 /// Why an MPI probe failed.
@@ -562,8 +783,20 @@ pub fn run_probe(
         return Err(MpiProbeError::TooFewRanks);
     }
     let names = t.gather_names(Duration::from_secs(10))?;
+    let sizes = exchange_sizes(opts.sweep.max_size_bytes);
     if t.rank() != 0 {
         serve_until_stopped(&mut t, Duration::from_secs(120))?;
+        if let Err(e) = exchange_sweep(
+            &mut t,
+            &sizes,
+            EXCHANGE_ROUNDS,
+            Instant::now() + EXCHANGE_BUDGET,
+        ) {
+            eprintln!(
+                "ngctl probe (rank {}): the exchange sweep failed: {e}",
+                t.rank()
+            );
+        }
         return Ok(None);
     }
     let clock = HostClock::detect();
@@ -572,6 +805,16 @@ pub fn run_probe(
     for peer in 0..t.size() - 1 {
         let _ = t.send_stop(peer);
     }
+    let exchange = exchange_sweep(
+        &mut t,
+        &sizes,
+        EXCHANGE_ROUNDS,
+        Instant::now() + EXCHANGE_BUDGET,
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("ngctl probe: the exchange sweep failed ({e}); publishing the pair alone");
+        Vec::new()
+    });
     let result = result?;
     let peer_name = names
         .get(1)
@@ -582,5 +825,6 @@ pub fn run_probe(
         result,
         peer_name,
         ranks: t.size(),
+        exchange,
     }))
 }
