@@ -34,9 +34,9 @@ for attempt in 1 2 3; do
     ( while :; do awk '/^procs_running/ {print $2}' /proc/stat; sleep 0.1; done ) > "$OUT/runnable.txt" &
     sampler=$!
     flock /tmp/measure.lock bash -c "
-      mpirun --oversubscribe -np $RANKS '$T/ngctl' probe --transport mpi --max-size 4194304 \
+      mpirun --oversubscribe ${MPIRUN_ARGS:-} -np $RANKS '$T/ngctl' probe --transport mpi --max-size 4194304 \
           --min-reps 20 --resamples 0 --publish --shm '$OUT/seg' --json --raw > '$OUT/probe.json'
-      mpirun --oversubscribe -np $RANKS '$T/examples/mpi_collectives' --shm '$OUT/seg' > '$OUT/bench.md'
+      mpirun --oversubscribe ${MPIRUN_ARGS:-} -np $RANKS '$T/examples/mpi_collectives' --shm '$OUT/seg' > '$OUT/bench.md'
     "
     kill "$sampler"; wait "$sampler" 2>/dev/null || true
     mean=$(awk -v r="$RANKS" '{ s += $1; n++ } END { printf "%.1f", (n ? s / n : 0) }' "$OUT/runnable.txt")

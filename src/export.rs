@@ -23,10 +23,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use netgauge::select::{self, Algorithm, Collective, Network, SelectOptions};
+use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
 use netgauge::{EntryData, Params};
 
-use crate::predict::{load_entry, params_of_entry};
+use crate::predict::{load_entry, load_exchange, params_of_entry};
 
 /// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
 pub const OMPI_ALLREDUCE: u32 = 2;
@@ -194,9 +194,27 @@ pub fn choice_runs<N: Network + ?Sized>(
     Ok(runs)
 }
 
+/// The all-ranks exchange ranges measured for one communicator size (see
+/// [`crate::predict::load_exchange`]).
+pub type Exchanges = [(u32, Vec<Params>)];
+
+/// The network the selector sees for `p` ranks: the pair's ranges, with the
+/// exchange measured for `p` ranks if there is one.
+fn network_for<'a>(net: &'a [Params], exchanges: &'a Exchanges, p: u32) -> Measured<'a> {
+    Measured {
+        pair: net,
+        exchange: exchanges
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map_or(&[][..], |(_, x)| x.as_slice()),
+        exchange_ranks: p as usize,
+    }
+}
+
 /// Build the coll/tuned rules for the given communicator sizes.
 pub fn ompi_rules(
     net: &[Params],
+    exchanges: &Exchanges,
     comm_sizes: &[u32],
     max_bytes: u64,
     opts: &SelectOptions,
@@ -211,7 +229,8 @@ pub fn ompi_rules(
     ] {
         let mut comms = Vec::new();
         for &p in comm_sizes {
-            let runs = choice_runs(net, coll, p as usize, &grid, opts)?;
+            let n = network_for(net, exchanges, p);
+            let runs = choice_runs(&n, coll, p as usize, &grid, opts)?;
             let mut msgs: Vec<OmpiMsgRule> = Vec::new();
             for (m, c) in runs {
                 let (alg, faninout, segsize) = ompi_mapping(&c);
@@ -239,6 +258,7 @@ pub fn ompi_rules(
 /// MPICH selection JSON for the given communicator sizes.
 pub fn mpich_json(
     net: &[Params],
+    exchanges: &Exchanges,
     comm_sizes: &[u32],
     max_bytes: u64,
     opts: &SelectOptions,
@@ -255,7 +275,8 @@ pub fn mpich_json(
         let mut by_size = Map::new();
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {
-            let runs = choice_runs(net, coll, p as usize, &grid, opts)?;
+            let nw = network_for(net, exchanges, p);
+            let runs = choice_runs(&nw, coll, p as usize, &grid, opts)?;
             let leaf = |a: Algorithm| {
                 let mut m = Map::new();
                 m.insert(
@@ -453,8 +474,9 @@ pub struct ExportArgs {
     pub loggopsim_unit: String,
 }
 
-/// Render one export of `entry`.
-pub fn render(args: &ExportArgs, entry: &EntryData) -> Result<String> {
+/// Render one export of `entry` (with the exchange ranges measured for some
+/// communicator sizes, which the rule exports use for those sizes).
+pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
     let net = params_of_entry(entry);
     if net.is_empty() {
         bail!("the entry has no protocol ranges");
@@ -481,19 +503,39 @@ pub fn render(args: &ExportArgs, entry: &EntryData) -> Result<String> {
         }
         Format::Netgauge => netgauge_out(entry),
         Format::Smpi => smpi(entry),
-        Format::OmpiRules => ompi_rules(&net, &sizes, args.max_bytes, &opts)?.render(&format!(
+        Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &opts)?.render(&format!(
             "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
              use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
             entry.peer, entry.transport
         )),
         Format::MpichJson => {
-            serde_json::to_string_pretty(&mpich_json(&net, &sizes, args.max_bytes, &opts)?)? + "\n"
+            serde_json::to_string_pretty(&mpich_json(
+                &net,
+                exchanges,
+                &sizes,
+                args.max_bytes,
+                &opts,
+            )?)? + "\n"
         }
     })
 }
 
 pub fn run(args: &ExportArgs) -> Result<()> {
     let entry = load_entry(args.shm.as_deref(), args.peer.as_deref(), &args.transport)?;
-    print!("{}", render(args, &entry)?);
+    let exchanges: Vec<(u32, Vec<Params>)> = args
+        .comm_sizes
+        .iter()
+        .map(|&p| {
+            let x = load_exchange(
+                args.shm.as_deref(),
+                &entry.peer,
+                &entry.transport,
+                p as usize,
+            );
+            (p, x)
+        })
+        .filter(|(_, x)| !x.is_empty())
+        .collect();
+    print!("{}", render(args, &entry, &exchanges)?);
     Ok(())
 }

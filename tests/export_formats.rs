@@ -162,7 +162,7 @@ fn parse_ompi(text: &str) -> Result<Vec<Rule>, String> {
 
 #[test]
 fn ompi_rules_follow_the_4_1_reader_grammar() {
-    let text = export::render(&args(Format::OmpiRules), &entry()).unwrap();
+    let text = export::render(&args(Format::OmpiRules), &entry(), &[]).unwrap();
     let rules = parse_ompi(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     // 3 collectives × 4 communicator sizes.
     assert_eq!(rules.len(), 12);
@@ -210,7 +210,7 @@ fn ompi_reader_grammar_rejects_malformed_files() {
 
 #[test]
 fn mpich_json_is_a_selection_tree() {
-    let text = export::render(&args(Format::MpichJson), &entry()).unwrap();
+    let text = export::render(&args(Format::MpichJson), &entry(), &[]).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let root = v.as_object().unwrap();
     for coll in [
@@ -245,7 +245,7 @@ fn mpich_json_is_a_selection_tree() {
 
 #[test]
 fn loggopsim_flags_are_integers_in_ns() {
-    let text = export::render(&args(Format::Loggopsim), &entry()).unwrap();
+    let text = export::render(&args(Format::Loggopsim), &entry(), &[]).unwrap();
     let toks: Vec<&str> = text.split_whitespace().collect();
     let flags: Vec<&str> = toks.iter().step_by(2).copied().collect();
     assert_eq!(flags, ["-L", "-o", "-g", "-G", "-O", "-S"]);
@@ -258,7 +258,7 @@ fn loggopsim_flags_are_integers_in_ns() {
     assert_eq!(vals, [150, 220, 400, 0, 0, 4096]);
     let mut a = args(Format::Loggopsim);
     a.loggopsim_unit = "ps".into();
-    let text = export::render(&a, &entry()).unwrap();
+    let text = export::render(&a, &entry(), &[]).unwrap();
     assert!(
         text.starts_with("-L 150000 -o 220000 -g 400000 -G 55 -O 50 -S 4096"),
         "{text}"
@@ -267,7 +267,7 @@ fn loggopsim_flags_are_integers_in_ns() {
 
 #[test]
 fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
-    let text = export::render(&args(Format::Netgauge), &entry()).unwrap();
+    let text = export::render(&args(Format::Netgauge), &entry(), &[]).unwrap();
     assert!(text.starts_with(
         "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)"
     ));
@@ -291,7 +291,7 @@ fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
 
 #[test]
 fn smpi_piecewise_overheads() {
-    let text = export::render(&args(Format::Smpi), &entry()).unwrap();
+    let text = export::render(&args(Format::Smpi), &entry(), &[]).unwrap();
     let mut keys = Vec::new();
     for line in text.lines() {
         let kv = line.strip_prefix("--cfg=").unwrap();

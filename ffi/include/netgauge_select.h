@@ -50,7 +50,10 @@ int ng_select(const ng_params *ranges, size_t n_ranges, uint32_t collective,
               ng_choice *best, ng_choice *all, size_t all_cap, size_t *n_all);
 
 /* Like ng_select, with the parameters of (peer, transport) looked up in the
- * mapped segment for every message size the algorithms use. Returns 0 or
+ * mapped segment for every message size the algorithms use. If the segment
+ * also holds the all-ranks exchange measured for `ranks` ranks (entry
+ * "<transport>-x<ranks>", published by the MPI probe), the steps in which
+ * every rank exchanges with a partner are priced with it. Returns 0 or
  * the negative errno of the failed lookup (-ENOENT, -ESTALE, -EAGAIN,
  * -EINVAL). */
 int ng_select_lookup(const ng_reader *r, const char *peer, const char *transport,

@@ -64,6 +64,18 @@
 //! tree with equal sizes this reproduces the textbook ⌈log2 P⌉·T(m) when
 //! gap ≥ T, and is tighter (the root's later sends overlap its children's
 //! forwarding) when gap < T.
+//!
+//! # All-ranks steps
+//!
+//! The steps of recursive doubling and halving, of the ring and of the
+//! allgathers have every rank send s bytes to one partner and receive s
+//! bytes from one, all at once. Their cost X(s) is not the pair's T(s): the
+//! ranks share cores, caches and memory bandwidth. When the MPI probe's
+//! exchange sweep for P ranks is published (entry `<transport>-x<P>`, see
+//! [`exchange_transport`]), X(s) is its measured step time
+//! ([`Network::exchange_ns`]); otherwise T(s) stretched by the sharing of P
+//! busy ranks ([`Sharing`]). Trees and chains are not all-ranks steps: their
+//! hops keep the pair's T(s) under sharing.
 
 use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::{LookupError, Params};
@@ -557,21 +569,6 @@ fn exchange_step<N: Network + ?Sized>(
     }
 }
 
-/// A hop of a tree or chain when the P ranks share cores: the measured
-/// all-ranks step X(bytes), if there is one. Ranks that wait inside MPI
-/// poll, so on shared cores every rank stays runnable and a hop between two
-/// of them contends with all the others as in an all-ranks step (measured:
-/// a 1 MiB binomial broadcast on 4 ranks and 2 cores took 2.3–4.6× the
-/// pair's T(1 MiB) per round, a step of the exchange sweep 3.1×). With a
-/// core per rank (or no core count) the hop stays the pair's T(s).
-fn shared_hop<N: Network + ?Sized>(net: &N, p: usize, bytes: u64, sh: Sharing) -> Option<f64> {
-    if sh.factor(p) > 1.0 {
-        net.exchange_ns(p, bytes)
-    } else {
-        None
-    }
-}
-
 /// Children of `rel` (relative rank) in the binomial tree over `p` ranks,
 /// in send order (largest subtree first), with the size of each subtree.
 /// Node r's parent is r − lowbit(r); its children are r + 2^k for
@@ -640,11 +637,7 @@ fn binomial_tree<N: Network + ?Sized>(
             };
             let m = msg(net, s)?;
             let flows = (p.next_power_of_two() / (2 * (child - r))).max(1);
-            let hop = match shared_hop(net, p, s, sh) {
-                Some(x) => x,
-                None => m.t_shared(sh.factor(flows)),
-            };
-            ready[child] = start + hop;
+            ready[child] = start + m.t_shared(sh.factor(flows));
             finish = finish.max(ready[child]);
             start += burst_gap(net, s, j, n, &m)?;
         }
@@ -654,6 +647,29 @@ fn binomial_tree<N: Network + ?Sized>(
 
 fn ceil_log2(p: usize) -> u32 {
     usize::BITS - (p.max(1) - 1).leading_zeros()
+}
+
+/// The pipelined chain of `m` bytes in segments of `k` over P − 1 hops (see
+/// [`bcast`]). Sharing: while the first segment crosses hop h (1-based),
+/// the segments behind it occupy the hops before it, so min(h, n) links
+/// carry a segment at once; in steady state min(n, P − 1) do, and the
+/// period stretches with that many busy forwarding ranks.
+fn chain_time<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    m: u64,
+    k: u64,
+    sh: Sharing,
+) -> Result<f64, LookupError> {
+    let segs = m.div_ceil(k.max(1)).max(1);
+    let in_flight = usize::try_from(segs).unwrap_or(usize::MAX);
+    let x = msg(net, k)?;
+    let mut t = 0.0;
+    for hop in 1..p {
+        t += x.t_shared(sh.factor(hop.min(in_flight)));
+    }
+    let busy = sh.factor((p - 1).min(in_flight));
+    Ok(t + (segs as f64 - 1.0) * x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy)
 }
 
 /// Broadcast candidates. Root holds m bytes; c = ⌈m/P⌉ is one rank's share.
@@ -696,7 +712,9 @@ fn bcast<N: Network + ?Sized>(
     // (P−1)·T(k); every later one follows a pipeline period behind. The
     // period is the slowest stage: a link accepts one segment per gap(k); an
     // inner rank spends o_r(k) + o_s(k) of CPU per segment (receive, then
-    // forward). T = (P−1)·T(k) + (n−1)·max(gap(k), o_r(k) + o_s(k)).
+    // forward). T = (P−1)·T(k) + (n−1)·max(gap(k), o_r(k) + o_s(k)), with
+    // the hops and periods stretched by the ranks that share cores
+    // ([`chain_time`]).
     // The optimal k (d T / d k = 0 gives k* = sqrt(m·a / ((P−2)·G)) for
     // T(k) ≈ a + k·G) is found by evaluating powers of two and S, since the
     // range boundaries make T non-smooth.
@@ -720,18 +738,8 @@ fn bcast<N: Network + ?Sized>(
             candidates[n] = s_bytes;
             n += 1;
         }
-        // In steady state all P − 1 links carry a segment and every rank
-        // works: hops and the period (CPU work of a forwarding rank) stretch
-        // with P − 1 busy ranks.
-        let busy = sh.factor(p - 1);
         for &k in &candidates[..n] {
-            let segs = m.div_ceil(k).max(1);
-            let x = msg(net, k)?;
-            let (hop, period) = match shared_hop(net, p, k, sh) {
-                Some(xk) => (xk, xk),
-                None => (x.t_shared(busy), x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy),
-            };
-            let t = (p as f64 - 1.0) * hop + (segs as f64 - 1.0) * period;
+            let t = chain_time(net, p, m, k, sh)?;
             if t < best.0 {
                 best = (t, k);
             }
@@ -1210,16 +1218,20 @@ mod tests {
 
     /// An exchange entry's ranges: g + (s−1)·G per range.
     fn exchange_ranges() -> Vec<Params> {
-        let mut eager = Params::default();
-        eager.range_from_bytes = 1;
-        eager.range_to_bytes = 4095;
-        eager.g_ns = 3000.0;
-        eager.G_ns_per_byte = 1.0;
-        let mut rdv = eager;
-        rdv.range_from_bytes = 4096;
-        rdv.range_to_bytes = 4 << 20;
-        rdv.g_ns = 10_000.0;
-        rdv.G_ns_per_byte = 0.25;
+        let eager = Params {
+            range_from_bytes: 1,
+            range_to_bytes: 4095,
+            g_ns: 3000.0,
+            G_ns_per_byte: 1.0,
+            ..Params::default()
+        };
+        let rdv = Params {
+            range_from_bytes: 4096,
+            range_to_bytes: 4 << 20,
+            g_ns: 10_000.0,
+            G_ns_per_byte: 0.25,
+            ..Params::default()
+        };
         vec![eager, rdv]
     }
 
@@ -1264,7 +1276,7 @@ mod tests {
     }
 
     #[test]
-    fn tree_hops_use_the_exchange_only_on_shared_cores() {
+    fn tree_hops_keep_the_pair_model_beside_an_exchange() {
         let pair = [net(1000.0, 200.0, 300.0, 0.08)];
         let x = exchange_ranges();
         let measured = Measured {
@@ -1272,34 +1284,46 @@ mod tests {
             exchange: &x,
             exchange_ranks: 4,
         };
-        let m = 1u64 << 20;
-        let line = 10_000.0 + (m - 1) as f64 * 0.25;
-        let own_cores = SelectOptions {
-            gamma_ns_per_byte: 0.0,
-            cores: 4,
-        };
-        let shared = SelectOptions {
-            cores: 2,
-            ..own_cores
-        };
-        let binomial = |o: &SelectOptions, n: &dyn Network| {
-            candidates(n, Collective::Bcast, 4, m, o)
-                .unwrap()
-                .as_slice()[0]
-                .predicted_ns
-        };
-        // A core per rank: the pair's T(m) per hop, exchange or not.
         let pair_only = Measured {
             pair: &pair,
             exchange: &[],
             exchange_ranks: 4,
         };
-        assert_eq!(
-            binomial(&own_cores, &measured),
-            binomial(&own_cores, &pair_only)
-        );
-        // Shared cores: each of the two rounds' hops costs X(m).
-        assert!((binomial(&shared, &measured) - 2.0 * line).abs() < 1e-6);
+        let opts = SelectOptions {
+            gamma_ns_per_byte: 0.0,
+            cores: 2,
+        };
+        let m = 1u64 << 20;
+        let a = candidates(&measured, Collective::Bcast, 4, m, &opts).unwrap();
+        let b = candidates(&pair_only, Collective::Bcast, 4, m, &opts).unwrap();
+        // Binomial and chain: the same; the allgathers: priced by X.
+        assert_eq!(a.as_slice()[0], b.as_slice()[0]);
+        assert_eq!(a.as_slice()[3], b.as_slice()[3]);
+        assert_ne!(a.as_slice()[1], b.as_slice()[1]);
+    }
+
+    #[test]
+    fn chain_fill_shares_cores_only_with_the_segments_in_flight() {
+        // 4 ranks on 2 cores, a message of exactly 2 segments: while the
+        // first segment crosses hops 1, 2, 3 at most 2 links are busy, so
+        // no hop is stretched: 3·T(k) + 1 period (2 busy ranks).
+        let p = net(1000.0, 200.0, 300.0, 0.25);
+        let m = 2 * 65536;
+        let k = m / 2;
+        let x = msg(&p, k).unwrap();
+        let want = 3.0 * x.t_ns + x.gap_ns.max(x.o_r_ns + x.o_s_ns);
+        let got = chain_time(&p, 4, m, k, Sharing::new(2)).unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        assert_eq!(got, chain_time(&p, 4, m, k, Sharing::new(0)).unwrap());
+        // Many segments: the third hop and the steady state have 3 busy
+        // ranks (stretch 1.5), so sharing costs something.
+        let big = 64 * k;
+        let shared = chain_time(&p, 4, big, k, Sharing::new(2)).unwrap();
+        let own = chain_time(&p, 4, big, k, Sharing::new(0)).unwrap();
+        // 2 unstretched hops, then 1 hop and 63 periods at 1.5.
+        let want = 2.0 * x.t_ns + 1.5 * (x.t_ns + 63.0 * x.gap_ns.max(x.o_r_ns + x.o_s_ns));
+        assert!((shared - want).abs() < 1e-6 * want, "{shared} vs {want}");
+        assert!(shared > 1.2 * own);
     }
 
     #[test]

@@ -13,7 +13,7 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 SEG="$W/seg"
 
 echo "== mpi probe (4 ranks oversubscribed: the placement the collectives run in), published"
-mpirun --oversubscribe -np 4 "$T/ngctl" probe --transport mpi --max-size 65536 --resamples 0 \
+mpirun --oversubscribe -np 4 "$T/ngctl" probe --transport mpi --max-size 4194304 --resamples 0 \
     --publish --shm "$SEG" --json > "$W/probe.json"
 python3 - "$W/probe.json" <<'PY'
 import json, sys
@@ -31,10 +31,25 @@ assert p["logfp"] is not None and len(p["logfp"]["curve"]) == 3, p["logfp"]
 # so high that the jump at 4 KiB is often below one EEL (bench/mpi.md).
 if s is None or not 2048 <= s <= 8192:
     print("WARN: rendezvous switch not found near 4 KiB (S = %r); machine loaded?" % s)
+# The all-ranks exchange sweep: every size 1 B .. 4 MiB (1, powers of two
+# and their √2 midpoints), 21 rounds each, fitted into 1..8 ranges.
+x = p["exchange"]
+assert x["ranks"] == 4, x["ranks"]
+sizes = [q["size_bytes"] for q in x["points"]]
+assert sizes[0] == 1 and sizes[-1] == 4194304 and len(sizes) == 44, sizes
+assert all(q["step_ns"] > 0 for q in x["points"]), x["points"]
+assert 1 <= len(x["ranges"]) <= 8 and x["ranges"][0]["from_bytes"] == 1, x["ranges"]
+# 4 MiB moves 4194303 more bytes than 1 B: one exchange step costs more.
+assert x["points"][-1]["step_ns"] > x["points"][0]["step_ns"], x["points"]
+print("exchange step (4 ranks at once): %.1f us at 1 B, %.1f us at 4 MiB, %d ranges"
+      % (x["points"][0]["step_ns"] / 1e3, x["points"][-1]["step_ns"] / 1e3, len(x["ranges"])))
 PY
+"$T/ngctl" dump --shm "$SEG" | grep -q "mpi-x4" || { echo "the exchange entry mpi-x4 was not published" >&2; exit 1; }
 
 echo "== predict / export from the segment"
 "$T/ngctl" predict bcast --ranks 4 --bytes 1048576 --cores 2 --shm "$SEG"
+"$T/ngctl" predict allreduce --ranks 4 --bytes 65536 --cores 2 --shm "$SEG" --json \
+    | python3 -c 'import json, sys; j = json.load(sys.stdin); assert j["measured_exchange"], j'
 for f in loggopsim netgauge smpi mpich-json; do
     "$T/ngctl" export --format "$f" --shm "$SEG" > "$W/export.$f"
 done
