@@ -36,7 +36,8 @@
 //! (`bench/mpi_one_message.py`, results in bench/mpi.md). The per-size
 //! overheads still cost what they are: CPU time. They bound how soon a
 //! process can send again (`gap` below) and the period of a forwarding rank
-//! in a pipeline.
+//! in a pipeline, which pays both fixed overheads and the per-byte copy
+//! once: o_s + o_r + (s−1)·max(O_s, O_r).
 //!
 //! The `+ 2·EEL` is the request-to-send / clear-to-send round trip a
 //! rendezvous message waits for before its data moves. G and O are those of
@@ -452,9 +453,12 @@ struct Msg {
     t_ns: f64,
     /// gap(s): earliest start of the sender's next message.
     gap_ns: f64,
-    /// o_s(s) and o_r(s), the CPU time of each end.
-    o_s_ns: f64,
-    o_r_ns: f64,
+    /// CPU time of a rank that receives the message and sends it on:
+    /// o_s + o_r + (s−1)·max(O_s, O_r). Both ends' per-byte overheads
+    /// contain the one copy of the bytes per hop (module doc), so it is
+    /// counted once; o_s(s) + o_r(s) counted it twice (at 512 KiB on 4
+    /// ranks: 90 µs against a gap and a T(s) of 44 µs).
+    forward_ns: f64,
 }
 
 /// T(s) of the module documentation for one parameter set: the one-byte
@@ -512,14 +516,13 @@ fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let p = net.at(bytes)?;
     let k = bytes.saturating_sub(1) as f64;
     let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
-    let o_r_ns = (p.o_r_ns + k * p.O_r_ns_per_byte).max(0.0);
     let t_ns = one_message_on(net, bytes)?;
     let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
+    let forward_ns = (p.o_s_ns + p.o_r_ns + k * p.O_s_ns_per_byte.max(p.O_r_ns_per_byte)).max(0.0);
     Ok(Msg {
         t_ns,
         gap_ns,
-        o_s_ns,
-        o_r_ns,
+        forward_ns,
     })
 }
 
@@ -669,7 +672,7 @@ fn chain_time<N: Network + ?Sized>(
         t += x.t_shared(sh.factor(hop.min(in_flight)));
     }
     let busy = sh.factor((p - 1).min(in_flight));
-    Ok(t + (segs as f64 - 1.0) * x.gap_ns.max(x.o_r_ns + x.o_s_ns) * busy)
+    Ok(t + (segs as f64 - 1.0) * x.gap_ns.max(x.forward_ns) * busy)
 }
 
 /// Broadcast candidates. Root holds m bytes; c = ⌈m/P⌉ is one rank's share.
@@ -711,8 +714,9 @@ fn bcast<N: Network + ?Sized>(
     // P − 1 hops. The first segment reaches the last rank after
     // (P−1)·T(k); every later one follows a pipeline period behind. The
     // period is the slowest stage: a link accepts one segment per gap(k); an
-    // inner rank spends o_r(k) + o_s(k) of CPU per segment (receive, then
-    // forward). T = (P−1)·T(k) + (n−1)·max(gap(k), o_r(k) + o_s(k)), with
+    // inner rank spends forward(k) = o_s + o_r + (k−1)·max(O_s, O_r) of CPU
+    // per segment (receive, then send on; the segment's one copy per hop
+    // counted once). T = (P−1)·T(k) + (n−1)·max(gap(k), forward(k)), with
     // the hops and periods stretched by the ranks that share cores
     // ([`chain_time`]).
     // The optimal k (d T / d k = 0 gives k* = sqrt(m·a / ((P−2)·G)) for
@@ -1311,7 +1315,7 @@ mod tests {
         let m = 2 * 65536;
         let k = m / 2;
         let x = msg(&p, k).unwrap();
-        let want = 3.0 * x.t_ns + x.gap_ns.max(x.o_r_ns + x.o_s_ns);
+        let want = 3.0 * x.t_ns + x.gap_ns.max(x.forward_ns);
         let got = chain_time(&p, 4, m, k, Sharing::new(2)).unwrap();
         assert!((got - want).abs() < 1e-6, "{got} vs {want}");
         assert_eq!(got, chain_time(&p, 4, m, k, Sharing::new(0)).unwrap());
@@ -1321,9 +1325,30 @@ mod tests {
         let shared = chain_time(&p, 4, big, k, Sharing::new(2)).unwrap();
         let own = chain_time(&p, 4, big, k, Sharing::new(0)).unwrap();
         // 2 unstretched hops, then 1 hop and 63 periods at 1.5.
-        let want = 2.0 * x.t_ns + 1.5 * (x.t_ns + 63.0 * x.gap_ns.max(x.o_r_ns + x.o_s_ns));
+        let want = 2.0 * x.t_ns + 1.5 * (x.t_ns + 63.0 * x.gap_ns.max(x.forward_ns));
         assert!((shared - want).abs() < 1e-6 * want, "{shared} vs {want}");
         assert!(shared > 1.2 * own);
+    }
+
+    #[test]
+    fn forwarding_rank_pays_each_hop_copy_once() {
+        // Shared memory, single copy: both ends' per-byte overheads are the
+        // one copy (O_s = 0.08, O_r = 0.075 ns/B), G = 0.077 ns/B.
+        let p = Params {
+            O_s_ns_per_byte: 0.08,
+            O_r_ns_per_byte: 0.075,
+            ..net(1000.0, 500.0, 600.0, 0.077)
+        };
+        let k = 512 * 1024;
+        let x = msg(&p, k).unwrap();
+        let once = 500.0 + 500.0 + (k - 1) as f64 * 0.08;
+        assert!((x.forward_ns - once).abs() < 1e-6, "{}", x.forward_ns);
+        // The period is the larger of the gap and that: 42.5 µs, not the
+        // 81.7 µs of o_s(k) + o_r(k).
+        let t = chain_time(&p, 3, 4 * k, k, Sharing::new(0)).unwrap();
+        let want = 2.0 * x.t_ns + 3.0 * x.gap_ns.max(once);
+        assert!((t - want).abs() < 1e-6 * want, "{t} vs {want}");
+        assert!(once < 0.6 * (1000.0 + (k - 1) as f64 * 0.155));
     }
 
     #[test]
@@ -1391,7 +1416,7 @@ mod tests {
         // Closed form with the chosen k, and neighbours are not better.
         let eval = |k: u64| {
             let x = msg(&p, k).unwrap();
-            3.0 * x.t_ns + (m.div_ceil(k) as f64 - 1.0) * x.gap_ns.max(x.o_r_ns + x.o_s_ns)
+            3.0 * x.t_ns + (m.div_ceil(k) as f64 - 1.0) * x.gap_ns.max(x.forward_ns)
         };
         let k = chain.segment_bytes;
         assert!((eval(k) - chain.predicted_ns).abs() < 1e-6);
