@@ -11,7 +11,9 @@
 //!   what ib_write_bw's average at 64 KiB implies, G = (s/BW − g)/(s − 1)
 //!   with the range's g (five paired rounds, the median ratio; perftest's MB
 //!   is 2^20 bytes);
-//! - the msg probe reports o_r > 0 and S at the configured eager threshold;
+//! - the msg probe reports o_r > 0 and S at the configured eager threshold
+//!   (three rounds, the majority decides: the guest's slow mode can bury
+//!   the step in one);
 //! - the error paths: dead peer, RLIMIT_MEMLOCK, no device; udp unaffected;
 //! - the LogfP fan-out over three RDMA-write QPs (o(P) at P = 1..3), published;
 //! - daemons on the one rxe0: rdma and msg entries for each other with sane
@@ -267,23 +269,37 @@ fn rdma_bandwidth_matches_ib_write_bw() {
 #[ignore = "checks a Soft-RoCE VM run: tests/verbs/run-vm.sh runs it"]
 fn msg_probe_finds_overhead_and_threshold() {
     let dir = results();
-    assert_eq!(rc(&dir, "msg.rc"), 0, "{}", read(&dir, "msg.err"));
-    let j = json(&dir, "msg.json");
-    let o_r = j["o_r_ns"].as_f64().unwrap();
-    eprintln!(
-        "msg: o_r {o_r:.0} ns, o_s {:.0} ns, S {:?}, ranges {}",
-        j["o_s_ns"].as_f64().unwrap_or(f64::NAN),
-        j["S_bytes"],
-        j["ranges"]
-    );
-    // Every sampled size must have a positive server-measured o_r.
-    for p in j["points"].as_array().unwrap() {
-        assert!(p["o_r_ns"].as_f64().unwrap() > 0.0, "{p}");
+    // Three rounds (tests/verbs/inside.sh): every one must run cleanly and
+    // measure o_r at every size; the fit's criteria hold in a majority.
+    let mut good = 0;
+    for name in ["msg", "msg_r2", "msg_r3"] {
+        assert_eq!(
+            rc(&dir, &format!("{name}.rc")),
+            0,
+            "{}",
+            read(&dir, &format!("{name}.err"))
+        );
+        let j = json(&dir, &format!("{name}.json"));
+        let o_r = j["o_r_ns"].as_f64().unwrap();
+        // Every sampled size must have a positive server-measured o_r.
+        for p in j["points"].as_array().unwrap() {
+            assert!(p["o_r_ns"].as_f64().unwrap() > 0.0, "{name}: {p}");
+        }
+        let s_ok = j["S_bytes"].as_u64() == Some(EAGER_MAX_BYTES);
+        eprintln!(
+            "{name}: o_r {o_r:.0} ns, o_s {:.0} ns, EEL {:.0} ns, S {:?}{}",
+            j["o_s_ns"].as_f64().unwrap_or(f64::NAN),
+            j["eel_ns"].as_f64().unwrap_or(f64::NAN),
+            j["S_bytes"],
+            if o_r > 0.0 && s_ok { "" } else { " (missed)" }
+        );
+        if o_r > 0.0 && s_ok {
+            good += 1;
+        }
     }
-    criterion(o_r > 0.0, format!("fitted o_r {o_r:.0} ns > 0"));
     criterion(
-        j["S_bytes"].as_u64() == Some(EAGER_MAX_BYTES),
-        format!("S {:?} = {EAGER_MAX_BYTES} B", j["S_bytes"]),
+        good >= 2,
+        format!("fitted o_r > 0 and S = {EAGER_MAX_BYTES} B in {good} of 3 rounds (≥ 2)"),
     );
 }
 
