@@ -1220,6 +1220,12 @@ mod tests {
         assert_eq!(exchange_transport("abcdefghij", 1234, &mut buf), None);
     }
 
+    /// A pair and an exchange entry's ranges (g + (s−1)·G per range,
+    /// measured with 4 ranks).
+    fn pair_and_exchange() -> ([Params; 1], Vec<Params>) {
+        ([net(1000.0, 200.0, 300.0, 0.08)], exchange_ranges())
+    }
+
     /// An exchange entry's ranges: g + (s−1)·G per range.
     fn exchange_ranges() -> Vec<Params> {
         let eager = Params {
@@ -1241,8 +1247,7 @@ mod tests {
 
     #[test]
     fn measured_exchange_prices_the_all_ranks_steps() {
-        let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-        let x = exchange_ranges();
+        let (pair, x) = pair_and_exchange();
         let measured = Measured {
             pair: &pair,
             exchange: &x,
@@ -1281,8 +1286,7 @@ mod tests {
 
     #[test]
     fn tree_hops_keep_the_pair_model_beside_an_exchange() {
-        let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-        let x = exchange_ranges();
+        let (pair, x) = pair_and_exchange();
         let measured = Measured {
             pair: &pair,
             exchange: &x,

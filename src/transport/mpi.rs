@@ -363,7 +363,7 @@ impl MpiTransport {
                 ),
                 "MPI_Irecv",
             )?;
-            check(
+            let sent = check(
                 ffi::MPI_Isend(
                     self.tx.as_ptr() as *const c_void,
                     n,
@@ -374,7 +374,14 @@ impl MpiTransport {
                     &mut reqs[1],
                 ),
                 "MPI_Isend",
-            )?;
+            );
+            if let Err(e) = sent {
+                // The receive is posted: let it complete in the background
+                // and never free its buffer.
+                ffi::MPI_Request_free(&mut reqs[0]);
+                self.abandoned = true;
+                return Err(e);
+            }
         }
         self.wait_all(&mut reqs, deadline)
     }
@@ -783,7 +790,13 @@ pub fn run_probe(
         return Err(MpiProbeError::TooFewRanks);
     }
     let names = t.gather_names(Duration::from_secs(10))?;
-    let sizes = exchange_sizes(opts.sweep.max_size_bytes);
+    // The exchange pairs ranks by XOR: measured for a power-of-two number of
+    // ranks only (others keep the selector's sharing model).
+    let sizes = if t.size().is_power_of_two() {
+        exchange_sizes(opts.sweep.max_size_bytes)
+    } else {
+        Vec::new()
+    };
     if t.rank() != 0 {
         serve_until_stopped(&mut t, Duration::from_secs(120))?;
         if let Err(e) = exchange_sweep(
