@@ -61,22 +61,22 @@ run_probe() { # name port extra-serve-args -- probe args
 }
 
 if part ref; then
-# Latency: five rounds, each ib_write_lat at 2 and 8 B then our probe of
+# Latency: seven rounds, each ib_write_lat at 2 and 8 B then our probe of
 # 1-64 B; the checks compare each tool's best round (the emulated guest
 # switches between an 11 us and a 20 us mode from one run to the next, for
 # both tools). Round 0 warms the freshly booted emulator (the first round of
 # either tool ran up to 1.8x slower) and is not compared.
-for r in 0 1 2 3 4 5; do
+for r in 0 1 2 3 4 5 6 7; do
     for s in 2 8; do
         perftest_pair ib_write_lat_${s}_r$r.txt ib_write_lat -d rxe0 -x 1 -n 1000 -s $s
     done
     run_probe lat_r$r 745$r --transport rdma --device rxe0 --gid-index 1 -- \
         --transport rdma --device rxe0 --gid-index 1 --max-size 64
 done
-# Bandwidth: five paired rounds, ib_write_bw at 64 KiB then our sweep of the
+# Bandwidth: seven paired rounds, ib_write_bw at 64 KiB then our sweep of the
 # bandwidth-bound sizes (the guest's bandwidth has modes too; each pair is
 # compared, then the median ratio).
-for r in 1 2 3 4 5; do
+for r in 1 2 3 4 5 6 7; do
     perftest_pair ib_write_bw_r$r.txt ib_write_bw -d rxe0 -x 1 -n 300 -s 65536
     run_probe bw_r$r 746$r --transport rdma --device rxe0 --gid-index 1 -- \
         --transport rdma --device rxe0 --gid-index 1 --min-size 8192 --max-size 65536

@@ -30,8 +30,8 @@ def median(v):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-ROUNDS = 5  # ib_write_bw
-LAT_ROUNDS = 5  # ib_write_lat and our latency probe (tests/verbs_vm.rs)
+ROUNDS = 7  # ib_write_bw
+LAT_ROUNDS = 7  # ib_write_lat and our latency probe (tests/verbs_vm.rs)
 rdma = json.loads((out / "rdma.json").read_text())
 msg = json.loads((out / "msg.json").read_text())
 lat_rounds = [r for r in range(1, LAT_ROUNDS + 1) if (out / f"lat_r{r}.json").exists()]
