@@ -19,7 +19,7 @@ use std::time::Duration;
 use mpi::ffi;
 use netgauge::select::{self, Algorithm, Collective, Measured, SelectOptions};
 use netgauge::Params;
-use netgauged::predict::{load_entry, load_exchange, params_of_entry};
+use netgauged::predict::{exchange_of, find_entry, load_entries, params_of_entry};
 use netgauged::probe::ProbeOptions;
 use netgauged::sweep::SweepConfig;
 use netgauged::transport::mpi as tmpi;
@@ -678,9 +678,13 @@ fn main() {
     // ranks if the probe published one.
     let from_segment = if rank == 0 {
         shm.as_deref()
-            .and_then(|p| load_entry(Some(p), None, "mpi").ok().map(|e| (p, e)))
-            .map(|(p, e)| {
-                let x = load_exchange(Some(p), &e.peer, &e.transport, size);
+            .and_then(|p| {
+                let entries = load_entries(Some(p)).ok()?;
+                let e = find_entry(&entries, Some(p), None, "mpi").ok()?;
+                Some((entries, e))
+            })
+            .map(|(entries, e)| {
+                let x = exchange_of(&entries, &e.peer, &e.transport, size);
                 let what = if x.is_empty() {
                     "pair only"
                 } else {

@@ -26,7 +26,7 @@ use anyhow::{bail, Result};
 use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
 use netgauge::{EntryData, Params};
 
-use crate::predict::{load_entry, load_exchange, params_of_entry};
+use crate::predict::{exchange_of, find_entry, load_entries, params_of_entry};
 
 /// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
 pub const OMPI_ALLREDUCE: u32 = 2;
@@ -195,7 +195,7 @@ pub fn choice_runs<N: Network + ?Sized>(
 }
 
 /// The all-ranks exchange ranges measured for one communicator size (see
-/// [`crate::predict::load_exchange`]).
+/// [`crate::predict::exchange_of`]).
 pub type Exchanges = [(u32, Vec<Params>)];
 
 /// The network the selector sees for `p` ranks: the pair's ranges, with the
@@ -521,18 +521,17 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
 }
 
 pub fn run(args: &ExportArgs) -> Result<()> {
-    let entry = load_entry(args.shm.as_deref(), args.peer.as_deref(), &args.transport)?;
+    let shm = args.shm.as_deref();
+    let entries = load_entries(shm)?;
+    let entry = find_entry(&entries, shm, args.peer.as_deref(), &args.transport)?;
     let exchanges: Vec<(u32, Vec<Params>)> = args
         .comm_sizes
         .iter()
         .map(|&p| {
-            let x = load_exchange(
-                args.shm.as_deref(),
-                &entry.peer,
-                &entry.transport,
-                p as usize,
-            );
-            (p, x)
+            (
+                p,
+                exchange_of(&entries, &entry.peer, &entry.transport, p as usize),
+            )
         })
         .filter(|(_, x)| !x.is_empty())
         .collect();

@@ -46,38 +46,61 @@ pub fn params_of_entry(e: &EntryData) -> Vec<Params> {
         .collect()
 }
 
-/// Read the entry of (peer, transport) from the segment; without a peer, the
-/// first entry of that transport. Offline use: the heartbeat is not checked
-/// (a one-shot `ngctl probe --publish` has no daemon behind it).
-pub fn load_entry(shm: Option<&Path>, peer: Option<&str>, transport: &str) -> Result<EntryData> {
+/// Every entry of the segment (one snapshot). Offline use: the heartbeat is
+/// not checked (a one-shot `ngctl probe --publish` has no daemon behind it).
+pub fn load_entries(shm: Option<&Path>) -> Result<Vec<EntryData>> {
     let path = segment_path(shm);
     let mut reader =
         Reader::open(&path).with_context(|| format!("cannot open segment {}", path.display()))?;
     reader.set_stale_after_ns(0);
-    let entries = reader
+    reader
         .snapshot()
-        .map_err(|e| anyhow::anyhow!("cannot read segment {}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("cannot read segment {}: {e}", path.display()))
+}
+
+/// The entry of (peer, transport) among `entries` (of the segment `shm`);
+/// without a peer, the first entry of that transport.
+pub fn find_entry(
+    entries: &[EntryData],
+    shm: Option<&Path>,
+    peer: Option<&str>,
+    transport: &str,
+) -> Result<EntryData> {
     entries
-        .into_iter()
+        .iter()
         .find(|e| e.transport == transport && peer.is_none_or(|p| e.peer == p))
+        .cloned()
         .with_context(|| {
             format!(
                 "no entry for peer {} over {transport} in {}",
                 peer.unwrap_or("(any)"),
-                path.display()
+                segment_path(shm).display()
             )
         })
 }
 
+/// Read the entry of (peer, transport) from the segment ([`load_entries`],
+/// [`find_entry`]).
+pub fn load_entry(shm: Option<&Path>, peer: Option<&str>, transport: &str) -> Result<EntryData> {
+    find_entry(&load_entries(shm)?, shm, peer, transport)
+}
+
 /// The exchange ranges of `ranks` ranks published beside the entry (peer,
 /// transport) (see [`select::exchange_transport`]); empty if there are none.
-pub fn load_exchange(shm: Option<&Path>, peer: &str, transport: &str, ranks: usize) -> Vec<Params> {
+pub fn exchange_of(
+    entries: &[EntryData],
+    peer: &str,
+    transport: &str,
+    ranks: usize,
+) -> Vec<Params> {
     let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
     let Some(name) = select::exchange_transport(transport, ranks, &mut buf) else {
         return Vec::new();
     };
-    load_entry(shm, Some(peer), name)
-        .map(|e| params_of_entry(&e))
+    entries
+        .iter()
+        .find(|e| e.transport == name && e.peer == peer)
+        .map(params_of_entry)
         .unwrap_or_default()
 }
 
@@ -153,14 +176,15 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     if args.ranks == 0 {
         bail!("--ranks must be at least 1");
     }
-    let entry = load_entry(args.shm.as_deref(), args.peer.as_deref(), &args.transport)?;
-    let pair = params_of_entry(&entry);
-    let exchange = load_exchange(
+    let entries = load_entries(args.shm.as_deref())?;
+    let entry = find_entry(
+        &entries,
         args.shm.as_deref(),
-        &entry.peer,
-        &entry.transport,
-        args.ranks,
-    );
+        args.peer.as_deref(),
+        &args.transport,
+    )?;
+    let pair = params_of_entry(&entry);
+    let exchange = exchange_of(&entries, &entry.peer, &entry.transport, args.ranks);
     let net = Measured {
         pair: &pair,
         exchange: &exchange,

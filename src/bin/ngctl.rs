@@ -472,33 +472,18 @@ fn run(cli: Cli) -> Result<()> {
                 )?;
             }
             let out = result.to_json();
-            if json {
-                let mut v = serde_json::to_value(&out)?;
-                if let Some(x) = &exchange {
-                    v["exchange"] = serde_json::to_value(x)?;
-                }
-                if raw {
-                    v["raw"] = serde_json::json!({
-                        "sizes": result.samples,
-                        "fanout": result.fanout,
-                        "exchange": exchange_raw,
-                    });
-                }
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                println!(
-                    "probe over {:?} ({} sizes, {} … {} B):",
-                    transport, out.sizes, min_size, max_size
-                );
-                print!("{}", report::probe_table(&out));
-                if let Some(x) = &exchange {
-                    print!("{}", report::exchange_table(x));
-                }
-                if let Some(x) = &exchange {
-                    print!("{}", report::exchange_table(x));
-                }
-            }
-            Ok(())
+            let raw = raw.then(|| {
+                serde_json::json!({
+                    "sizes": result.samples,
+                    "fanout": result.fanout,
+                    "exchange": exchange_raw,
+                })
+            });
+            let title = format!(
+                "probe over {:?} ({} sizes, {} … {} B):",
+                transport, out.sizes, min_size, max_size
+            );
+            print_result(&out, exchange.as_ref(), json, raw, &title)
         }
         Cmd::Fit {
             file,
@@ -587,16 +572,34 @@ fn refit(file: &str, json: bool, publish: Option<PublishTo>) -> Result<()> {
             exchange.as_ref(),
         )?;
     }
-    let out = result.to_json();
+    let title = format!("re-fit of {file} ({n} sizes):");
+    print_result(&result.to_json(), exchange.as_ref(), json, None, &title)
+}
+
+/// What `ngctl probe` and `ngctl fit` print: the JSON of the fit (with the
+/// exchange fit and, for `--raw`, the samples), or the tables under `title`.
+fn print_result(
+    out: &probe::ProbeJson,
+    exchange: Option<&ExchangeFit>,
+    json: bool,
+    raw: Option<serde_json::Value>,
+    title: &str,
+) -> Result<()> {
     if json {
-        let mut v = serde_json::to_value(&out)?;
-        if let Some(x) = &exchange {
+        let mut v = serde_json::to_value(out)?;
+        if let Some(x) = exchange {
             v["exchange"] = serde_json::to_value(x)?;
+        }
+        if let Some(r) = raw {
+            v["raw"] = r;
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("re-fit of {file} ({n} sizes):");
-        print!("{}", report::probe_table(&out));
+        println!("{title}");
+        print!("{}", report::probe_table(out));
+        if let Some(x) = exchange {
+            print!("{}", report::exchange_table(x));
+        }
     }
     Ok(())
 }
