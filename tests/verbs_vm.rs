@@ -34,10 +34,10 @@ fn results() -> PathBuf {
     }
 }
 
-/// The accuracy criteria (EEL, G, o_r, S) are enforced with
-/// NETGAUGED_VERBS_STRICT=1, which `.ci/run` sets. Without it (a hand run
-/// on a loaded host, where the TCG guest's timing is dominated by
-/// scheduling stalls) a miss prints NOT MET.
+/// The accuracy criteria (EEL, G, o_r, S) are timings of the emulated
+/// guest, which switches between timing modes from one tool run to the
+/// next (bench/verbs.md): `.ci/run` reports them (a miss prints NOT MET);
+/// NETGAUGED_VERBS_STRICT=1 enforces them for a hand run.
 fn criterion(ok: bool, what: String) {
     if ok {
         eprintln!("MET: {what}");
