@@ -287,6 +287,7 @@ fn two_daemons_converge_and_g_matches_the_shaper() {
             .as_f64()
             .unwrap(),
     );
+    eprintln!("EEL host0→host1 {a:.0} ns, host1→host0 {b:.0} ns");
     assert!(a / b < 2.0 && b / a < 2.0, "EELs {a} and {b}");
     for x in &mut d {
         assert!(x.alive());

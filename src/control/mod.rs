@@ -64,14 +64,14 @@
 //! - Connecting side: [`Connection::connect`], then [`Connection::send`],
 //!   [`Connection::recv`] or [`Connection::request`]. Send [`Msg::Hello`]
 //!   first.
-//! - Roles: [`driver_for`] and [`SessionGate`] (one session per pair).
+//! - Roles: the node that sends a [`ProbeRequest`] drives that session; the
+//!   daemon decides whom it serves (`daemon::Activity`).
 
 pub mod conn;
 pub mod frame;
 pub mod key;
 pub mod msg;
 pub mod server;
-pub mod session;
 
 #[cfg(test)]
 mod tests;
@@ -86,7 +86,6 @@ pub use msg::{
     ProbeReject, ProbeRequest, RejectReason, SizePlan, TransportKind, VerbsEndpoint,
 };
 pub use server::{ControlServer, Handler, Incoming, ServerConfig};
-pub use session::{driver_for, SessionGate};
 
 /// Largest frame body accepted or sent, bytes (the length prefix is checked
 /// against it before anything is allocated).

@@ -146,7 +146,8 @@ pub struct ProbeRequest {
     pub session_nonce: u64,
     pub transport: TransportKind,
     pub sizes: SizePlan,
-    /// The node that drives the session; must be [`super::driver_for`] the pair.
+    /// The node that drives the session: always the requester (a request
+    /// naming another node is refused as `WrongDriver`).
     pub driver: String,
 }
 

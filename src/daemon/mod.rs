@@ -119,13 +119,52 @@ struct Target {
     tx: Tx,
 }
 
-/// The responder's current session (at most one per node).
+/// The session this node serves (at most one).
 #[derive(Default)]
 struct Session {
     nonce: u64,
     driver: String,
     until: Option<Instant>,
     transport: Option<TransportKind>,
+}
+
+/// What this node's probing is busy with. A node either drives (one session
+/// or one fan-out) or serves one session, never both at once: two sessions
+/// through one node share its link and its CPU, and each would measure the
+/// other. Checks and claims happen under one lock, so a request that
+/// crosses our own in flight is refused instead of slipping in between.
+#[derive(Default)]
+struct Activity {
+    serving: Session,
+    driving: bool,
+}
+
+impl Activity {
+    fn serving_live(&self, now: Instant) -> bool {
+        self.serving.until.is_some_and(|u| u > now)
+    }
+}
+
+/// This node's claim to drive, held for a whole job; dropping it frees the
+/// node for sessions from its peers.
+struct DriveClaim<'a>(&'a Shared);
+
+impl<'a> DriveClaim<'a> {
+    /// `Err(Occupied)` while this node serves a live session.
+    fn take(shared: &'a Shared) -> Result<Self, JobError> {
+        let mut a = shared.activity();
+        if a.serving_live(Instant::now()) {
+            return Err(JobError::Occupied(a.serving.driver.clone()));
+        }
+        a.driving = true;
+        Ok(DriveClaim(shared))
+    }
+}
+
+impl Drop for DriveClaim<'_> {
+    fn drop(&mut self) {
+        self.0.activity().driving = false;
+    }
 }
 
 /// State the threads share (none of it on a hot path).
@@ -136,9 +175,7 @@ struct Shared {
     udp_port: u16,
     /// The nonce the UDP responder admits (0: none).
     gate: Arc<AtomicU64>,
-    session: Mutex<Session>,
-    /// The peer the probe thread is driving a session with right now.
-    driving: Mutex<Option<String>>,
+    activity: Mutex<Activity>,
     status: Mutex<Vec<PeerStatus>>,
     /// Per peer name: the local interface toward it and its MAC, when a raw
     /// responder runs there (what `Endpoints` tells that peer).
@@ -148,6 +185,14 @@ struct Shared {
     shutdown: Arc<AtomicBool>,
     /// The verbs responder, when this node's `[verbs]` device opened.
     verbs: OnceLock<verbs::Serving>,
+}
+
+impl Shared {
+    fn activity(&self) -> std::sync::MutexGuard<'_, Activity> {
+        // Every writer leaves the state consistent, so a poisoned lock's
+        // contents are still good.
+        self.activity.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -281,8 +326,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         started: Instant::now(),
         udp_port: cfg.udp_port,
         gate: Arc::new(AtomicU64::new(0)),
-        session: Mutex::new(Session::default()),
-        driving: Mutex::new(None),
+        activity: Mutex::new(Activity::default()),
         status: Mutex::new(Vec::new()),
         raw_toward,
         spent_bytes: AtomicU64::new(0),
@@ -489,9 +533,9 @@ fn open_verbs(cfg: &Config, clock: HostClock) -> Option<Arc<verbs::Node>> {
 /// The responder ended session `nonce` on its own (quiet, error): free the
 /// node for the next one.
 fn end_session(shared: &Shared, nonce: u64) {
-    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
-    if s.nonce == nonce {
-        *s = Session::default();
+    let mut a = shared.activity();
+    if a.serving.nonce == nonce {
+        a.serving = Session::default();
         shared.gate.store(0, Ordering::Release);
     }
 }
@@ -519,9 +563,9 @@ fn answer_verbs(shared: &Shared, peer: &str, v: &control::VerbsEndpoint) -> Msg 
         })
     };
     let transport = {
-        let s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
-        let live = s.until.is_some_and(|u| u > Instant::now());
-        if !live || s.nonce != v.session_nonce || s.driver != peer {
+        let a = shared.activity();
+        let s = &a.serving;
+        if !a.serving_live(Instant::now()) || s.nonce != v.session_nonce || s.driver != peer {
             return reject(RejectReason::Other("verbs: no such session".into()));
         }
         match s.transport {
@@ -573,9 +617,9 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
         }
         Msg::ProbeRequest(req) => Some(accept_session(shared, peer, &req)),
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
-            let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
-            if s.nonce == session_nonce && s.driver == peer {
-                *s = Session::default();
+            let mut a = shared.activity();
+            if a.serving.nonce == session_nonce && a.serving.driver == peer {
+                a.serving = Session::default();
                 shared.gate.store(0, Ordering::Release);
             }
             None
@@ -584,8 +628,8 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
     }
 }
 
-/// One session at a time per node; a node that is itself driving a session
-/// toward the requester refuses, so two daemons never both drive.
+/// One session at a time per node, and none while this node drives its own
+/// (see [`Activity`]): two daemons never measure through each other.
 fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
     let reject = |reason| {
         Msg::ProbeReject(ProbeReject {
@@ -603,24 +647,17 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
         TransportKind::RdmaWrite | TransportKind::VerbsMsg if shared.verbs.get().is_some() => {}
         _ => return reject(RejectReason::Transport),
     }
-    if shared
-        .driving
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_deref()
-        == Some(peer)
-    {
-        tracing::debug!("session from {peer} refused: this node is driving one toward it");
+    let mut a = shared.activity();
+    if a.driving {
+        tracing::debug!("session from {peer} refused: this node is driving one");
         return reject(RejectReason::Busy);
     }
-    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
     let now = Instant::now();
-    let live = s.until.is_some_and(|u| u > now);
-    if live && s.driver != peer {
-        tracing::debug!("session from {peer} refused: serving {}", s.driver);
+    if a.serving_live(now) && a.serving.driver != peer {
+        tracing::debug!("session from {peer} refused: serving {}", a.serving.driver);
         return reject(RejectReason::Busy);
     }
-    *s = Session {
+    a.serving = Session {
         nonce: req.session_nonce,
         driver: peer.to_string(),
         until: Some(now + SESSION_TTL),
@@ -639,6 +676,8 @@ enum JobError {
     Control(#[from] control::ControlError),
     #[error("{0} refused the session: {1:?}")]
     Refused(String, RejectReason),
+    #[error("this node is serving a session driven by {0}")]
+    Occupied(String),
     #[error("unexpected control answer {0}")]
     Unexpected(&'static str),
     #[error("transport: {0}")]
@@ -773,8 +812,8 @@ fn run_job(
         shared,
         verbs: verbs_node,
     } = *ctx;
+    let _claim = DriveClaim::take(shared)?;
     let mut n = negotiate(peer, cc, &shared.node, plan, tx)?;
-    *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer.name.clone());
     let result = match tx {
         Tx::Udp => {
             udp_link(&n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
@@ -791,7 +830,6 @@ fn run_job(
             )),
         },
     };
-    *shared.driving.lock().unwrap_or_else(|e| e.into_inner()) = None;
     finish(n);
     result
 }
@@ -971,9 +1009,10 @@ fn probe_loop(
                             fit,
                         });
                     }
-                    Err(JobError::Refused(p, RejectReason::Busy)) => {
-                        // A peer is busy with another session: soon again.
-                        tracing::debug!("LogfP fan-out over {}: {p} busy", ftx.name());
+                    Err(e @ (JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_))) => {
+                        // A peer, or this node, is busy with another
+                        // session: soon again.
+                        tracing::debug!("LogfP fan-out over {}: {e}", ftx.name());
                         next_fanout_s = now_s() + 0.2 + rand::random::<f64>();
                         break;
                     }
@@ -1033,10 +1072,10 @@ fn probe_loop(
                 sched.rechecked(i, agrees, now_s());
                 errors[i] = None;
             }
-            Err(JobError::Refused(_, RejectReason::Busy)) => {
-                // The peer is busy with another session (or driving one
-                // toward us): not a failure; try again shortly.
-                tracing::debug!("{}: busy, retrying shortly", peer.name);
+            Err(e @ (JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_))) => {
+                // The peer is busy with another session (or driving one),
+                // or this node serves one: not a failure; try again shortly.
+                tracing::debug!("{}: {e}; retrying shortly", peer.name);
                 sched.defer(i, now_s() + 0.2 + rand::random::<f64>());
             }
             Err(e) => {
@@ -1089,6 +1128,7 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
         shared,
         verbs: verbs_node,
     } = *ctx;
+    let _claim = DriveClaim::take(shared)?;
     let mut sessions: Vec<Negotiated> = Vec::with_capacity(peers.len());
     let result = (|| match tx {
         Tx::Udp => {
@@ -1270,9 +1310,9 @@ fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
 }
 
 fn expire_session(shared: &Shared) {
-    let mut s = shared.session.lock().unwrap_or_else(|e| e.into_inner());
-    if s.until.is_some_and(|u| u <= Instant::now()) {
-        *s = Session::default();
+    let mut a = shared.activity();
+    if a.serving.until.is_some_and(|u| u <= Instant::now()) {
+        a.serving = Session::default();
         shared.gate.store(0, Ordering::Release);
     }
 }
@@ -1378,6 +1418,65 @@ mod tests {
         let all_known = vec![PeerPhase::Known; t.len()];
         assert_eq!(fanout_sets(&c, &t, &all_known), vec![(Tx::Udp, vec![0, 1])]);
         assert!(fanout_sets(&cfg(&peer("a", "")), &[], &[]).is_empty());
+    }
+
+    fn shared(node: &str) -> Shared {
+        Shared {
+            node: node.into(),
+            generation: 1,
+            started: Instant::now(),
+            udp_port: 0,
+            gate: Arc::new(AtomicU64::new(0)),
+            activity: Mutex::new(Activity::default()),
+            status: Mutex::new(Vec::new()),
+            raw_toward: HashMap::new(),
+            spent_bytes: AtomicU64::new(0),
+            budget_bytes_per_s: 0,
+            shutdown: Arc::new(AtomicBool::new(false)),
+            verbs: OnceLock::new(),
+        }
+    }
+
+    fn request(from: &str, nonce: u64) -> ProbeRequest {
+        ProbeRequest {
+            session_nonce: nonce,
+            transport: TransportKind::Udp,
+            sizes: SizePlan::Full,
+            driver: from.into(),
+        }
+    }
+
+    #[test]
+    fn a_node_drives_or_serves_never_both() {
+        let s = shared("b");
+        // Driving (from the claim on, before its own request is even
+        // sent): every request is refused, the crossing one included.
+        let claim = DriveClaim::take(&s).unwrap();
+        for from in ["a", "c"] {
+            match accept_session(&s, from, &request(from, 7)) {
+                Msg::ProbeReject(r) => assert_eq!(r.reason, RejectReason::Busy),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.gate.load(Ordering::Acquire), 0);
+        drop(claim);
+        // Free again: a request is accepted and opens the gate ...
+        assert!(matches!(
+            accept_session(&s, "a", &request("a", 9)),
+            Msg::ProbeAccept(ProbeAccept { session_nonce: 9 })
+        ));
+        assert_eq!(s.gate.load(Ordering::Acquire), 9);
+        // ... and while it is served this node neither drives nor serves
+        // another.
+        assert!(matches!(DriveClaim::take(&s), Err(JobError::Occupied(d)) if d == "a"));
+        assert!(matches!(
+            accept_session(&s, "c", &request("c", 11)),
+            Msg::ProbeReject(_)
+        ));
+        // The driver's ProbeDone frees it.
+        assert!(handle_control(&s, "a", Msg::ProbeDone(ProbeDone { session_nonce: 9 })).is_none());
+        assert_eq!(s.gate.load(Ordering::Acquire), 0);
+        assert!(DriveClaim::take(&s).is_ok());
     }
 
     #[test]
