@@ -271,6 +271,12 @@ fn two_daemons_converge_and_g_matches_the_shaper() {
         let g = last["G_ns_per_byte"].as_f64().expect("G");
         let err = (g - INV_RATE_NS_PER_BYTE).abs() / INV_RATE_NS_PER_BYTE;
         eprintln!("host{me}: large-message G {g:.2} ns/B, 1/R {INV_RATE_NS_PER_BYTE:.2} ns/B");
+        for r in e["ranges"].as_array().into_iter().flatten() {
+            eprintln!(
+                "  {}..{} B: g {:.0} ns, G {:.3} ns/B",
+                r["from_bytes"], r["to_bytes"], r["g_ns"], r["G_ns_per_byte"]
+            );
+        }
         assert!(
             err <= 0.10,
             "host{me}: large-message G {g:.2} ns/B vs 1/R {INV_RATE_NS_PER_BYTE:.2} ({:.1} % off)\n{e}",

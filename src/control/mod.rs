@@ -85,7 +85,7 @@ pub use msg::{
     DaemonStatus, Endpoints, Hello, Msg, PeerState, PeerStatus, ProbeAccept, ProbeDone,
     ProbeReject, ProbeRequest, RejectReason, SizePlan, TransportKind, VerbsEndpoint,
 };
-pub use server::{ControlServer, Handler, Incoming, ServerConfig};
+pub use server::{ConnId, ControlServer, Handler, Incoming, ServerConfig};
 
 /// Largest frame body accepted or sent, bytes (the length prefix is checked
 /// against it before anything is allocated).

@@ -9,9 +9,13 @@
 //! connection after `idle` without a message, on [`Msg::Bye`], or on the
 //! first rejected input (with a reset). A slow or malicious client thus holds
 //! one worker for at most one deadline and never blocks the others.
+//!
+//! Each authenticated connection has a [`ConnId`], passed with its messages
+//! to [`Handler::handle_on`] and, whatever ends it, to [`Handler::closed`]:
+//! state a connection set up (a probe session) can end with it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -50,10 +54,23 @@ impl ServerConfig {
     }
 }
 
+/// One authenticated connection of a [`ControlServer`], unique within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ConnId(pub u64);
+
 /// Handles authenticated messages; called on a worker thread. The answer,
 /// if any, is sent back on the same connection.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, peer: &str, msg: Msg) -> Option<Msg>;
+
+    /// [`Handler::handle`], told which connection the message came on.
+    fn handle_on(&self, _conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
+        self.handle(peer, msg)
+    }
+
+    /// Connection `conn` from `peer` has ended (closed by the peer, `Bye`,
+    /// idle, a rejected frame or shutdown); called once, on its worker.
+    fn closed(&self, _conn: ConnId, _peer: &str) {}
 }
 
 impl<F> Handler for F
@@ -118,12 +135,13 @@ fn serve(
     server: &ServerConfig,
     handler: &dyn Handler,
     stop: &AtomicBool,
+    id: ConnId,
 ) {
     let probe = match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
     };
-    let mut conn = match Connection::server(stream, cfg, server.allowed_peers.as_deref()) {
+    let conn = match Connection::server(stream, cfg, server.allowed_peers.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(error = %e, "control handshake failed");
@@ -132,6 +150,19 @@ fn serve(
         }
     };
     drop(probe);
+    let peer = conn.peer().to_owned();
+    serve_authenticated(conn, server, handler, stop, id);
+    handler.closed(id, &peer);
+}
+
+/// The message loop of one authenticated connection; returns when it ends.
+fn serve_authenticated(
+    mut conn: Connection,
+    server: &ServerConfig,
+    handler: &dyn Handler,
+    stop: &AtomicBool,
+    id: ConnId,
+) {
     let mut last = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -148,7 +179,7 @@ fn serve(
             Ok(Msg::Bye) | Err(ControlError::Closed) => return,
             Ok(msg) => {
                 last = Instant::now();
-                if let Some(reply) = handler.handle(conn.peer(), msg) {
+                if let Some(reply) = handler.handle_on(id, conn.peer(), msg) {
                     if conn.send(&reply).is_err() {
                         conn.abort();
                         return;
@@ -207,21 +238,24 @@ impl ControlServer {
         };
         let cfg = Arc::new(cfg);
         let handler: Arc<dyn Handler> = Arc::new(handler);
+        let next_id = Arc::new(AtomicU64::new(1));
         let mut workers = Vec::with_capacity(n);
         for i in 0..n {
-            let (rx, cfg, conn_cfg, handler, stop) = (
+            let (rx, cfg, conn_cfg, handler, stop, next_id) = (
                 rx.clone(),
                 cfg.clone(),
                 conn_cfg.clone(),
                 handler.clone(),
                 stop.clone(),
+                next_id.clone(),
             );
             workers.push(
                 std::thread::Builder::new()
                     .name(format!("ctl-worker-{i}"))
                     .spawn(move || {
                         for stream in rx.iter() {
-                            serve(stream, &conn_cfg, &cfg, handler.as_ref(), &stop);
+                            let id = ConnId(next_id.fetch_add(1, Ordering::Relaxed));
+                            serve(stream, &conn_cfg, &cfg, handler.as_ref(), &stop, id);
                         }
                     })?,
             );

@@ -39,7 +39,7 @@ use serde::Serialize;
 
 use crate::clock::HostClock;
 use crate::control::{
-    self, ClusterKey, ConnConfig, Connection, ControlServer, Msg, ProbeAccept, ProbeDone,
+    self, ClusterKey, ConnConfig, ConnId, Connection, ControlServer, Msg, ProbeAccept, ProbeDone,
     ProbeReject, ProbeRequest, RejectReason, ServerConfig, SizePlan, TransportKind,
 };
 use crate::model::{self, LogfpFit};
@@ -119,11 +119,15 @@ struct Target {
     tx: Tx,
 }
 
-/// The session this node serves (at most one).
+/// The session this node serves (at most one). It lives as long as the
+/// driver's control connection that asked for it: it ends on `ProbeDone`,
+/// when that connection ends (a killed driver's kernel closes it at once; a
+/// silent one is closed after `SESSION_TTL` idle), or after `SESSION_TTL`.
 #[derive(Default)]
 struct Session {
     nonce: u64,
     driver: String,
+    conn: ConnId,
     until: Option<Instant>,
     transport: Option<TransportKind>,
 }
@@ -396,14 +400,13 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.
     scfg.idle = SESSION_TTL;
-    let handler_shared = shared.clone();
-    let server = ControlServer::spawn(listener, scfg, move |peer: &str, msg: Msg| {
-        handle_control(&handler_shared, peer, msg)
-    })
-    .map_err(|source| DaemonError::Listen {
-        addr: cfg.listen.to_string(),
-        source,
-    })?;
+    let server =
+        ControlServer::spawn(listener, scfg, ControlHandler(shared.clone())).map_err(|source| {
+            DaemonError::Listen {
+                addr: cfg.listen.to_string(),
+                source,
+            }
+        })?;
 
     // The probe thread.
     let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
@@ -592,8 +595,29 @@ fn answer_verbs(shared: &Shared, peer: &str, v: &control::VerbsEndpoint) -> Msg 
     }
 }
 
-/// The control plane's answers. Runs on the control server's threads.
-fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
+/// The control plane's answers, on the control server's threads.
+struct ControlHandler(Arc<Shared>);
+
+impl control::Handler for ControlHandler {
+    fn handle(&self, peer: &str, msg: Msg) -> Option<Msg> {
+        handle_control(&self.0, ConnId::default(), peer, msg)
+    }
+    fn handle_on(&self, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
+        handle_control(&self.0, conn, peer, msg)
+    }
+    /// The connection a session was granted on ended: so did the session
+    /// (its driver finished, or is gone).
+    fn closed(&self, conn: ConnId, peer: &str) {
+        let mut a = self.0.activity();
+        if a.serving.until.is_some() && a.serving.conn == conn {
+            tracing::debug!("session from {peer} ended with its connection");
+            a.serving = Session::default();
+            self.0.gate.store(0, Ordering::Release);
+        }
+    }
+}
+
+fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
     match msg {
         Msg::Hello(_) => Some(Msg::Hello(control::Hello {
             node: shared.node.clone(),
@@ -615,7 +639,7 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
                 verbs: None,
             }))
         }
-        Msg::ProbeRequest(req) => Some(accept_session(shared, peer, &req)),
+        Msg::ProbeRequest(req) => Some(accept_session(shared, conn, peer, &req)),
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
             let mut a = shared.activity();
             if a.serving.nonce == session_nonce && a.serving.driver == peer {
@@ -630,7 +654,7 @@ fn handle_control(shared: &Shared, peer: &str, msg: Msg) -> Option<Msg> {
 
 /// One session at a time per node, and none while this node drives its own
 /// (see [`Activity`]): two daemons never measure through each other.
-fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
+fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &ProbeRequest) -> Msg {
     let reject = |reason| {
         Msg::ProbeReject(ProbeReject {
             session_nonce: req.session_nonce,
@@ -660,6 +684,7 @@ fn accept_session(shared: &Shared, peer: &str, req: &ProbeRequest) -> Msg {
     a.serving = Session {
         nonce: req.session_nonce,
         driver: peer.to_string(),
+        conn,
         until: Some(now + SESSION_TTL),
         transport: Some(req.transport),
     };
@@ -1446,6 +1471,10 @@ mod tests {
         }
     }
 
+    fn accept(s: &Shared, conn: u64, from: &str, nonce: u64) -> Msg {
+        accept_session(s, ConnId(conn), from, &request(from, nonce))
+    }
+
     #[test]
     fn a_node_drives_or_serves_never_both() {
         let s = shared("b");
@@ -1453,7 +1482,7 @@ mod tests {
         // sent): every request is refused, the crossing one included.
         let claim = DriveClaim::take(&s).unwrap();
         for from in ["a", "c"] {
-            match accept_session(&s, from, &request(from, 7)) {
+            match accept(&s, 1, from, 7) {
                 Msg::ProbeReject(r) => assert_eq!(r.reason, RejectReason::Busy),
                 other => panic!("{other:?}"),
             }
@@ -1462,21 +1491,36 @@ mod tests {
         drop(claim);
         // Free again: a request is accepted and opens the gate ...
         assert!(matches!(
-            accept_session(&s, "a", &request("a", 9)),
+            accept(&s, 2, "a", 9),
             Msg::ProbeAccept(ProbeAccept { session_nonce: 9 })
         ));
         assert_eq!(s.gate.load(Ordering::Acquire), 9);
         // ... and while it is served this node neither drives nor serves
         // another.
         assert!(matches!(DriveClaim::take(&s), Err(JobError::Occupied(d)) if d == "a"));
-        assert!(matches!(
-            accept_session(&s, "c", &request("c", 11)),
-            Msg::ProbeReject(_)
-        ));
+        assert!(matches!(accept(&s, 3, "c", 11), Msg::ProbeReject(_)));
         // The driver's ProbeDone frees it.
-        assert!(handle_control(&s, "a", Msg::ProbeDone(ProbeDone { session_nonce: 9 })).is_none());
+        let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
+        assert!(handle_control(&s, ConnId(2), "a", done).is_none());
         assert_eq!(s.gate.load(Ordering::Acquire), 0);
         assert!(DriveClaim::take(&s).is_ok());
+    }
+
+    #[test]
+    fn a_session_ends_with_the_connection_that_asked_for_it() {
+        use control::Handler;
+        let h = ControlHandler(Arc::new(shared("b")));
+        assert!(matches!(accept(&h.0, 4, "a", 9), Msg::ProbeAccept(_)));
+        // Another connection of the same driver ending changes nothing ...
+        h.closed(ConnId(3), "a");
+        assert_eq!(h.0.gate.load(Ordering::Acquire), 9);
+        assert!(DriveClaim::take(&h.0).is_err());
+        // ... its own ending (a killed driver's kernel closes it) frees the
+        // node at once instead of after the session's TTL.
+        h.closed(ConnId(4), "a");
+        assert_eq!(h.0.gate.load(Ordering::Acquire), 0);
+        assert!(DriveClaim::take(&h.0).is_ok());
+        assert!(matches!(accept(&h.0, 5, "c", 10), Msg::ProbeAccept(_)));
     }
 
     #[test]
