@@ -804,7 +804,7 @@ mod tests {
         let ws = rel_weights(ys.iter().copied());
         let ls = line_or_mean(&xs, &ys, &ws);
         let robust = robust_rel_line(&xs, &ys);
-        // Least squares is pulled off by more than 3 %; Huber stays within
+        // Least squares is pulled off by more than 3 %; the biweight stays within
         // 1 % of the slope and of the 1 MiB gap.
         assert!((ls.slope / 20.2 - 1.0).abs() > 0.03, "{ls:?}");
         assert!((robust.slope / 20.2 - 1.0).abs() < 0.01, "{robust:?}");
