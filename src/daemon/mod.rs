@@ -119,10 +119,10 @@ struct Target {
     tx: Tx,
 }
 
-/// The session this node serves (at most one). It lives as long as the
-/// driver's control connection that asked for it: it ends on `ProbeDone`,
-/// when that connection ends (a killed driver's kernel closes it at once; a
-/// silent one is closed after `SESSION_TTL` idle), or after `SESSION_TTL`.
+/// The session this node serves (at most one). It ends on `ProbeDone`, when
+/// the driver's control connection that asked for it ends (a killed
+/// driver's kernel closes it at once), when the verbs responder gives up on
+/// it, or `SESSION_TTL` after it was granted at the latest.
 #[derive(Default)]
 struct Session {
     nonce: u64,
@@ -196,6 +196,18 @@ impl Shared {
         // Every writer leaves the state consistent, so a poisoned lock's
         // contents are still good.
         self.activity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// End the served session, and close the responders' gate, if `which`
+    /// says it is the one meant. True if it ended.
+    fn end_serving_if(&self, which: impl FnOnce(&Session) -> bool) -> bool {
+        let mut a = self.activity();
+        if !which(&a.serving) {
+            return false;
+        }
+        a.serving = Session::default();
+        self.gate.store(0, Ordering::Release);
+        true
     }
 }
 
@@ -536,11 +548,7 @@ fn open_verbs(cfg: &Config, clock: HostClock) -> Option<Arc<verbs::Node>> {
 /// The responder ended session `nonce` on its own (quiet, error): free the
 /// node for the next one.
 fn end_session(shared: &Shared, nonce: u64) {
-    let mut a = shared.activity();
-    if a.serving.nonce == nonce {
-        a.serving = Session::default();
-        shared.gate.store(0, Ordering::Release);
-    }
+    shared.end_serving_if(|s| s.nonce == nonce);
 }
 
 /// A rejection's free text, bounded as the control plane requires.
@@ -608,11 +616,11 @@ impl control::Handler for ControlHandler {
     /// The connection a session was granted on ended: so did the session
     /// (its driver finished, or is gone).
     fn closed(&self, conn: ConnId, peer: &str) {
-        let mut a = self.0.activity();
-        if a.serving.until.is_some() && a.serving.conn == conn {
+        if self
+            .0
+            .end_serving_if(|s| s.until.is_some() && s.conn == conn)
+        {
             tracing::debug!("session from {peer} ended with its connection");
-            a.serving = Session::default();
-            self.0.gate.store(0, Ordering::Release);
         }
     }
 }
@@ -641,11 +649,7 @@ fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg) -> Option
         }
         Msg::ProbeRequest(req) => Some(accept_session(shared, conn, peer, &req)),
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
-            let mut a = shared.activity();
-            if a.serving.nonce == session_nonce && a.serving.driver == peer {
-                a.serving = Session::default();
-                shared.gate.store(0, Ordering::Release);
-            }
+            shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
             None
         }
         _ => None,
@@ -1335,11 +1339,8 @@ fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
 }
 
 fn expire_session(shared: &Shared) {
-    let mut a = shared.activity();
-    if a.serving.until.is_some_and(|u| u <= Instant::now()) {
-        a.serving = Session::default();
-        shared.gate.store(0, Ordering::Release);
-    }
+    let now = Instant::now();
+    shared.end_serving_if(|s| s.until.is_some_and(|u| u <= now));
 }
 
 fn write_status(cfg: &Config, shared: &Shared, server: &ControlServer) {
