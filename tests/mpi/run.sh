@@ -44,7 +44,10 @@ assert x["points"][-1]["step_ns"] > x["points"][0]["step_ns"], x["points"]
 print("exchange step (4 ranks at once): %.1f us at 1 B, %.1f us at 4 MiB, %d ranges"
       % (x["points"][0]["step_ns"] / 1e3, x["points"][-1]["step_ns"] / 1e3, len(x["ranges"])))
 PY
-"$T/ngctl" dump --shm "$SEG" | grep -q "mpi-x4" || { echo "the exchange entry mpi-x4 was not published" >&2; exit 1; }
+# Captured first: `ngctl dump | grep -q` lets grep exit at the first match,
+# ngctl then dies of SIGPIPE and pipefail fails the pipeline (CI stop 10).
+dump=$("$T/ngctl" dump --shm "$SEG")
+grep -q "mpi-x4" <<<"$dump" || { echo "the exchange entry mpi-x4 was not published" >&2; exit 1; }
 
 echo "== predict / export from the segment"
 "$T/ngctl" predict bcast --ranks 4 --bytes 1048576 --cores 2 --shm "$SEG"
@@ -60,7 +63,7 @@ out=$(mpirun --oversubscribe -np 4 --mca coll_tuned_use_dynamic_rules 1 \
     --mca coll_tuned_dynamic_rules_filename "$W/rules.txt" --mca coll_base_verbose 1 \
     "$T/examples/bcast_rule" 2>&1)
 echo "$out" | tail -3
-if echo "$out" | grep -qi "bad configure file\|Ignoring user supplied"; then
+if grep -qi "bad configure file\|Ignoring user supplied" <<<"$out"; then
     echo "Open MPI rejected the exported rules file" >&2; exit 1
 fi
 
