@@ -179,12 +179,26 @@ pub trait Progress {
 
 impl Progress for () {}
 
-/// Counts rounds lost in a row and turns too many into an error.
+/// Counts rounds lost in a row and turns too many into an error; learns
+/// how long the link takes per byte, so the wait for an answer grows with
+/// what a round sends.
 struct LossGuard {
     limit: u32,
     in_a_row: u32,
     total: u32,
+    /// The slowest round trip per byte sent seen so far, over rounds that
+    /// sent at least [`PACE_MIN_BYTES`] (0: none yet).
+    pace_ns_per_byte: f64,
+    /// The wait of the last round (what a loss drains after).
+    last_wait: Duration,
 }
+
+/// Rounds that send less are latency-bound and say nothing of the pace.
+const PACE_MIN_BYTES: usize = 64 * 1024;
+/// A round's answer is waited for this many times its predicted time...
+const PACE_MARGIN: f64 = 4.0;
+/// ... but never longer than this.
+const MAX_WAIT: Duration = Duration::from_secs(30);
 
 impl LossGuard {
     fn new(limit: u32) -> Self {
@@ -192,6 +206,25 @@ impl LossGuard {
             limit: limit.max(1),
             in_a_row: 0,
             total: 0,
+            pace_ns_per_byte: 0.0,
+            last_wait: Duration::ZERO,
+        }
+    }
+
+    /// How long to wait for the answer to a round of `n` messages of `s`
+    /// bytes: the configured `base`, or [`PACE_MARGIN`] times what the
+    /// link's pace predicts if that is longer. A 1 MiB burst over a slow
+    /// link is not a lost round.
+    fn wait(&self, base: Duration, n: u32, s: usize) -> Duration {
+        let predicted_ns = self.pace_ns_per_byte * f64::from(n) * s as f64;
+        let paced = Duration::from_secs_f64((PACE_MARGIN * predicted_ns * 1e-9).min(1e6));
+        base.max(paced).min(MAX_WAIT.max(base))
+    }
+
+    fn paced(&mut self, n: u32, s: usize, rtt_ns: f64) {
+        let bytes = n as usize * s;
+        if bytes >= PACE_MIN_BYTES && rtt_ns.is_finite() {
+            self.pace_ns_per_byte = self.pace_ns_per_byte.max(rtt_ns / bytes as f64);
         }
     }
 
@@ -215,7 +248,7 @@ impl LossGuard {
                     });
                 }
                 // An answer that arrives late must not close the next round.
-                drain(transport, timeout / 4);
+                drain(transport, timeout.max(self.last_wait) / 4);
                 Ok(())
             }
             other => Err(SweepError::Transport {
@@ -228,6 +261,27 @@ impl LossGuard {
     fn on_success(&mut self) {
         self.in_a_row = 0;
     }
+}
+
+/// One PRTT(n, d, s) whose wait for the answer follows the link's pace
+/// ([`LossGuard::wait`]); a round that is answered teaches the pace.
+#[allow(clippy::too_many_arguments)]
+fn round<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    n: u32,
+    d_ticks: u64,
+    s: usize,
+    base: Duration,
+    guard: &mut LossGuard,
+) -> Result<crate::pattern::prtt::PrttSample, TransportError> {
+    guard.last_wait = guard.wait(base, n, s);
+    let r = prtt(transport, clock, peer, n, d_ticks, s, guard.last_wait);
+    if let Ok(x) = &r {
+        guard.paced(n, s, x.rtt_ns);
+    }
+    r
 }
 
 /// The result of a LogGP sweep.
@@ -267,9 +321,22 @@ fn warm_session<T: Transport, C: Clock>(
     let top = usize::try_from(cfg.max_size_bytes)
         .map_or(max, |m| m.min(max))
         .max(s);
+    // Up to the largest size by doubling from PACE_MIN_BYTES, one round
+    // each: every round's wait then follows from a round of half its size,
+    // and a slow link's largest message is not taken for a lost one.
+    let mut ramp = PACE_MIN_BYTES;
+    while ramp < top {
+        match round(transport, clock, peer, 1, 0, ramp, timeout, guard) {
+            Ok(_) => {
+                guard.on_success();
+                ramp *= 2;
+            }
+            Err(e) => guard.on_error(transport, e, ramp as u64, timeout)?,
+        }
+    }
     let mut done = 0;
     while done < SESSION_WARMUP_TOP_ROUNDS {
-        match prtt(transport, clock, peer, 1, 0, top, timeout) {
+        match round(transport, clock, peer, 1, 0, top, timeout, guard) {
             Ok(_) => {
                 guard.on_success();
                 done += 1;
@@ -343,8 +410,9 @@ fn measure_size<T: Transport, C: Clock>(
     let mut warm_gap_ns = 0.0f64;
     let mut warmed = 0;
     while warmed < cfg.warmup {
-        let one = prtt(transport, clock, peer, 1, 0, s, t);
-        let many = one.and_then(|a| prtt(transport, clock, peer, warm_n, 0, s, t).map(|b| (a, b)));
+        let one = round(transport, clock, peer, 1, 0, s, t, guard);
+        let many =
+            one.and_then(|a| round(transport, clock, peer, warm_n, 0, s, t, guard).map(|b| (a, b)));
         match many {
             Ok((a, b)) => {
                 guard.on_success();
@@ -376,18 +444,18 @@ fn measure_size<T: Transport, C: Clock>(
         // path (a software device completes them lazily); the single
         // message is timed on a path that has just carried a ping-pong.
         for _ in 0..cfg.settle_rounds {
-            if let Err(e) = prtt(transport, clock, peer, 1, 0, s, t) {
+            if let Err(e) = round(transport, clock, peer, 1, 0, s, t, guard) {
                 guard.on_error(transport, e, size_bytes, t)?;
             }
         }
-        let r1 = match prtt(transport, clock, peer, 1, 0, s, t) {
+        let r1 = match round(transport, clock, peer, 1, 0, s, t, guard) {
             Ok(r) => r,
             Err(e) => {
                 guard.on_error(transport, e, size_bytes, t)?;
                 continue;
             }
         };
-        let rn = match prtt(transport, clock, peer, n, 0, s, t) {
+        let rn = match round(transport, clock, peer, n, 0, s, t, guard) {
             Ok(r) => r,
             Err(e) => {
                 guard.on_error(transport, e, size_bytes, t)?;
@@ -406,7 +474,7 @@ fn measure_size<T: Transport, C: Clock>(
             d_ns = rtt.max(1.5 * gap);
             out.d_ns = d_ns;
         }
-        let rd = match prtt(transport, clock, peer, n, clock.from_ns(d_ns), s, t) {
+        let rd = match round(transport, clock, peer, n, clock.from_ns(d_ns), s, t, guard) {
             Ok(r) => r,
             Err(e) => {
                 guard.on_error(transport, e, size_bytes, t)?;

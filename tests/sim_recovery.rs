@@ -166,3 +166,28 @@ fn economy_against_netgauge_schedule() {
         netgauge_bytes
     );
 }
+
+/// A slow link (1 µs per byte: 8 Mbit/s) up to 512 KiB: a single message
+/// takes 0.52 s, twice the configured 250 ms wait, and a burst of 8 over
+/// 4 s. The wait follows the pace the session warm-up's doubling ramp
+/// measured, so no round is taken for lost, and the parameters are those of
+/// a fast link.
+#[test]
+fn a_slow_link_is_measured_not_lost() {
+    let params: SimParams = "L=5000,o=1000,g=2000,G=1000".parse().unwrap();
+    let mut opts = ProbeOptions {
+        resamples: 0,
+        ..ProbeOptions::default()
+    };
+    opts.sweep.max_size_bytes = 512 * 1024;
+    opts.sweep.settle_rounds = 0;
+    assert_eq!(opts.sweep.timeout, std::time::Duration::from_millis(250));
+    let clock = VirtualClock::new();
+    let mut t = SimTransport::new(params, clock.clone(), 1);
+    let r = probe::run(&mut t, &clock, 0, &opts, &mut ()).expect("a slow link is not a lost peer");
+    assert_eq!(r.lost_rounds, 0);
+    let first = &r.fit.ranges[0];
+    within("G", first.G_ns_per_byte, 1000.0, 0.01);
+    within("EEL", r.fit.eel_ns, 5000.0 + 2.0 * 1000.0, 0.01);
+    assert_eq!(r.fit.ranges.len(), 1, "{:?}", r.fit.ranges);
+}

@@ -378,6 +378,40 @@ impl Connection {
         self.recv(deadline)
     }
 
+    /// Run `work` while a helper thread sends `alive` every `every`, so the
+    /// peer (whose server ends a connection idle for too long, and whose
+    /// session has a TTL) knows this side is still at work. Sending stops
+    /// at the first error (the connection is then poisoned, and the caller
+    /// learns of it at its next use) and when `work` returns. If no thread
+    /// can be started, `work` runs without keep-alive, with a warning.
+    pub fn keep_alive_during<R>(
+        &mut self,
+        alive: &Msg,
+        every: Duration,
+        work: impl FnOnce() -> R,
+    ) -> R {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        std::thread::scope(|scope| {
+            let spawned = std::thread::Builder::new()
+                .name("ng-keepalive".into())
+                .spawn_scoped(scope, move || {
+                    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                        stopped.recv_timeout(every)
+                    {
+                        if self.send(alive).is_err() {
+                            break;
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("no keep-alive thread ({e}): a long run may lose its session");
+            }
+            let r = work();
+            drop(stop);
+            r
+        })
+    }
+
     /// Send [`Msg::Bye`] (best effort) and close.
     pub fn close(mut self) {
         let _ = self.send(&Msg::Bye);

@@ -30,7 +30,8 @@ use super::{ClusterKey, ControlError, Msg, MAX_FRAME_BYTES, MAX_NODE_NAME_BYTES}
 type HmacSha256 = Hmac<Sha256>;
 
 /// Version written into (and required in) every frame.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// 2: `Msg::ProbeAlive` (a node speaking 1 could not decode it).
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
 /// Bytes of the length prefix.

@@ -2,7 +2,8 @@
 //!
 //! Daemons exchange what a transport needs ([`Endpoints`]) and agree on probe
 //! sessions ([`ProbeRequest`] → [`ProbeAccept`] / [`ProbeReject`],
-//! [`ProbeDone`]); `ngctl status` asks for a [`DaemonStatus`]. Messages are
+//! [`ProbeDone`], kept alive during a long sweep by `Msg::ProbeAlive`);
+//! `ngctl status` asks for a [`DaemonStatus`]. Messages are
 //! serde types encoded with bincode 1 (fixed-width integers, little endian,
 //! size limit, trailing bytes rejected) inside the frame described in
 //! [`frame`].

@@ -38,6 +38,9 @@ pub enum Msg {
     StatusReply(DaemonStatus),
     /// Orderly end of the connection.
     Bye,
+    /// The session named by the nonce is still being measured (its driver
+    /// sends this during a long sweep): the responder extends the session.
+    ProbeAlive(ProbeDone),
 }
 
 /// See [`Msg::Hello`].
@@ -268,6 +271,7 @@ impl Msg {
             Msg::Status => "status",
             Msg::StatusReply(_) => "status_reply",
             Msg::Bye => "bye",
+            Msg::ProbeAlive(_) => "probe_alive",
         }
     }
 

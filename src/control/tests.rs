@@ -19,7 +19,9 @@ impl Handler for Arc<Recorder> {
     }
     fn handle_on(&self, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
         self.seen.lock().unwrap().push((conn, peer.to_owned()));
-        Some(msg)
+        // Echo everything but keep-alives, which (as in the daemon) need no
+        // answer.
+        (!matches!(msg, Msg::ProbeAlive(_))).then_some(msg)
     }
     fn closed(&self, conn: ConnId, peer: &str) {
         self.closed.lock().unwrap().push((conn, peer.to_owned()));
@@ -86,4 +88,46 @@ fn every_connection_has_an_id_and_its_end_is_reported_once() {
     );
     server.shutdown();
     assert_eq!(rec.closed.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn keep_alive_holds_a_connection_open_past_the_idle_limit() {
+    let rec = Arc::new(Recorder::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut scfg = ServerConfig::new("srv", key());
+    scfg.idle = Duration::from_millis(400);
+    let server = ControlServer::spawn(listener, scfg, rec.clone()).unwrap();
+    let addr = server.local_addr();
+    let cc = ConnConfig::new("cli", key());
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let alive = Msg::ProbeAlive(ProbeDone { session_nonce: 9 });
+
+    // Two connections through three idle limits of work: `a` with a
+    // keep-alive every quarter of one, `b` silent. The server ends `b`
+    // only, and `a` still answers afterwards.
+    let mut a = Connection::connect(addr, "srv", &cc).unwrap();
+    let b = Connection::connect(addr, "srv", &cc).unwrap();
+    let out = a.keep_alive_during(&alive, Duration::from_millis(100), || {
+        std::thread::sleep(Duration::from_millis(1200));
+        7
+    });
+    assert_eq!(out, 7);
+    assert!(matches!(
+        a.request(&hello("cli"), deadline()),
+        Ok(Msg::Hello(_))
+    ));
+    let seen = rec.seen.lock().unwrap().clone();
+    let ida = seen[0].0;
+    assert!(seen.iter().all(|(id, _)| *id == ida), "{seen:?}");
+    assert!(
+        seen.len() > 3,
+        "{} keep-alives in 3 idle limits",
+        seen.len() - 1
+    );
+    let closed = closes(&rec, 1);
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_ne!(closed[0].0, ida);
+    drop(b);
+    a.close();
+    server.shutdown();
 }

@@ -2,7 +2,7 @@
 //!
 //! Threads (DESIGN.md "daemon/"):
 //! - **control** (`control::ControlServer`): authenticated TCP; answers
-//!   `Hello`, `Endpoints`, `ProbeRequest`/`ProbeDone` (one session at a time;
+//!   `Hello`, `Endpoints`, `ProbeRequest`/`ProbeAlive`/`ProbeDone` (one session at a time;
 //!   the UDP responder only admits the nonce of the accepted session) and
 //!   `Status`;
 //! - **responder**: the UDP mirror server (`pattern::prtt::serve`), one raw
@@ -54,6 +54,8 @@ use sched::{Job, PeerPhase, Scheduler};
 
 /// A responder session not closed by `ProbeDone` expires after this long.
 const SESSION_TTL: Duration = Duration::from_secs(120);
+/// How often a driver tells its responder that a session is still in use.
+const KEEP_ALIVE: Duration = Duration::from_secs(30);
 /// Deadline of every control request.
 const CONTROL_DEADLINE: Duration = Duration::from_secs(3);
 /// Sizes of a cheap re-check (besides the EEL size 1).
@@ -122,7 +124,8 @@ struct Target {
 /// The session this node serves (at most one). It ends on `ProbeDone`, when
 /// the driver's control connection that asked for it ends (a killed
 /// driver's kernel closes it at once), when the verbs responder gives up on
-/// it, or `SESSION_TTL` after it was granted at the latest.
+/// it, or `SESSION_TTL` after it was granted or last extended (the driver
+/// sends `ProbeAlive` every `KEEP_ALIVE` while it measures).
 #[derive(Default)]
 struct Session {
     nonce: u64,
@@ -207,6 +210,19 @@ impl Shared {
         }
         a.serving = Session::default();
         self.gate.store(0, Ordering::Release);
+        true
+    }
+
+    /// The driver of the served session says it is still measuring: the
+    /// session lasts another `SESSION_TTL` from now. Only the session's own
+    /// connection can extend it. True if it did.
+    fn extend_serving(&self, conn: ConnId, peer: &str, nonce: u64) -> bool {
+        let mut a = self.activity();
+        let s = &mut a.serving;
+        if s.until.is_none() || s.conn != conn || s.nonce != nonce || s.driver != peer {
+            return false;
+        }
+        s.until = Some(Instant::now() + SESSION_TTL);
         true
     }
 }
@@ -652,6 +668,14 @@ fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg) -> Option
             shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
             None
         }
+        Msg::ProbeAlive(ProbeDone { session_nonce }) => {
+            if shared.extend_serving(conn, peer, session_nonce) {
+                tracing::debug!("session from {peer} extended by its keep-alive");
+            } else {
+                tracing::debug!("keep-alive from {peer} for a session not served here");
+            }
+            None
+        }
         _ => None,
     }
 }
@@ -727,14 +751,16 @@ struct Negotiated {
     mac: Option<[u8; 6]>,
 }
 
-fn negotiate(
-    peer: &PeerConfig,
-    cc: &ConnConfig,
-    node: &str,
-    plan: SizePlan,
-    tx: Tx,
-) -> Result<Negotiated, JobError> {
-    let deadline = || Instant::now() + CONTROL_DEADLINE;
+/// A control connection to a peer whose endpoints are known, before any
+/// session is asked for: opening it needs no claim to drive, so a peer that
+/// is down or slow to answer never keeps this node from serving others.
+struct Opened {
+    conn: Connection,
+    ep: control::Endpoints,
+}
+
+/// Connect to `peer` and learn its endpoints (every wait has a deadline).
+fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobError> {
     let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
     let ep = match conn.request(
         &Msg::Endpoints(control::Endpoints {
@@ -745,30 +771,42 @@ fn negotiate(
             raw_ok: false,
             verbs: None,
         }),
-        deadline(),
+        Instant::now() + CONTROL_DEADLINE,
     )? {
         Msg::Endpoints(e) => e,
         other => return Err(JobError::Unexpected(other.kind())),
     };
-    let nonce = loop {
-        let n: u64 = rand::random();
-        if n != 0 {
-            break n;
-        }
-    };
+    Ok(Opened { conn, ep })
+}
+
+/// Ask an opened peer for a session. The caller holds its `DriveClaim`.
+fn request_session(
+    opened: Opened,
+    peer: &PeerConfig,
+    node: &str,
+    plan: SizePlan,
+    tx: Tx,
+) -> Result<Negotiated, JobError> {
+    let Opened { mut conn, ep } = opened;
     if tx == Tx::Raw && !ep.raw_ok {
         return Err(JobError::Refused(
             peer.name.clone(),
             RejectReason::Transport,
         ));
     }
+    let nonce = loop {
+        let n: u64 = rand::random();
+        if n != 0 {
+            break n;
+        }
+    };
     let req = ProbeRequest {
         session_nonce: nonce,
         transport: tx.kind(),
         sizes: plan,
         driver: node.to_string(),
     };
-    match conn.request(&Msg::ProbeRequest(req), deadline())? {
+    match conn.request(&Msg::ProbeRequest(req), Instant::now() + CONTROL_DEADLINE)? {
         Msg::ProbeAccept(a) if a.session_nonce == nonce => {}
         Msg::ProbeReject(r) => return Err(JobError::Refused(peer.name.clone(), r.reason)),
         other => return Err(JobError::Unexpected(other.kind())),
@@ -841,18 +879,32 @@ fn run_job(
         shared,
         verbs: verbs_node,
     } = *ctx;
+    let opened = open(peer, cc, &shared.node)?;
     let _claim = DriveClaim::take(shared)?;
-    let mut n = negotiate(peer, cc, &shared.node, plan, tx)?;
+    let mut n = request_session(opened, peer, &shared.node, plan, tx)?;
+    // The sweep may outlast the session's TTL and the control server's idle
+    // limit on the responder: the session's connection is kept alive.
+    let alive = Msg::ProbeAlive(ProbeDone {
+        session_nonce: n.nonce,
+    });
     let result = match tx {
-        Tx::Udp => {
-            udp_link(&n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
-        }
-        Tx::Raw => {
-            raw_link(peer, &n, clock).and_then(|mut l| measure(&mut l, cfg, job, clock, published))
-        }
+        Tx::Udp => udp_link(&n, clock).and_then(|mut l| {
+            n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
+                measure(&mut l, cfg, job, clock, published)
+            })
+        }),
+        Tx::Raw => raw_link(peer, &n, clock).and_then(|mut l| {
+            n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
+                measure(&mut l, cfg, job, clock, published)
+            })
+        }),
         Tx::Rdma | Tx::Msg => match verbs_node {
             Some(node) => verbs::link(node, &mut n.conn, &peer.name, &shared.node, n.nonce, tx)
-                .and_then(|mut l| measure(&mut l, cfg, job, clock, published)),
+                .and_then(|mut l| {
+                    n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
+                        measure(&mut l, cfg, job, clock, published)
+                    })
+                }),
             None => Err(JobError::Refused(
                 peer.name.clone(),
                 RejectReason::Transport,
@@ -1065,6 +1117,7 @@ fn probe_loop(
         } else {
             Job::FullSweep
         };
+        let started = Instant::now();
         match run_job(&ctx, peer, target.tx, job, published.get(&key)) {
             Ok(JobResult::Swept(r)) => {
                 sched.charge(r.probe_bytes, now_s());
@@ -1073,14 +1126,15 @@ fn probe_loop(
                     .store(sched.spent_bytes, Ordering::Relaxed);
                 let entry = crate::publish::entry_from_probe(&peer.name, target.tx.name(), &r);
                 tracing::info!(
-                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes)",
+                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
                     peer.name,
                     target.tx.name(),
                     r.fit.eel_ns,
                     entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
                     entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
                     r.fit.S_bytes,
-                    r.probe_bytes
+                    r.probe_bytes,
+                    started.elapsed().as_secs_f64()
                 );
                 let _ = tx.send(Outcome::Publish(Box::new(entry)));
                 published.insert(key, *r);
@@ -1157,20 +1211,22 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
         shared,
         verbs: verbs_node,
     } = *ctx;
+    if !matches!(tx, Tx::Udp | Tx::Rdma) {
+        return Err(JobError::Unexpected("no fan-out over this transport"));
+    }
+    // Every peer is connected to before the claim, as in `run_job`.
+    let mut opened = Vec::with_capacity(peers.len());
+    for &i in peers {
+        opened.push((i, open(&cfg.peers[i], cc, &shared.node)?));
+    }
     let _claim = DriveClaim::take(shared)?;
     let mut sessions: Vec<Negotiated> = Vec::with_capacity(peers.len());
     let result = (|| match tx {
         Tx::Udp => {
             let mut links = Vec::with_capacity(peers.len());
-            for &i in peers {
-                let n = negotiate(
-                    &cfg.peers[i],
-                    cc,
-                    &shared.node,
-                    SizePlan::Recheck(vec![1]),
-                    tx,
-                )?;
-                sessions.push(n);
+            for (i, o) in opened {
+                let plan = SizePlan::Recheck(vec![1]);
+                sessions.push(request_session(o, &cfg.peers[i], &shared.node, plan, tx)?);
                 links.push(udp_link(&sessions[sessions.len() - 1], clock)?);
             }
             fanout_run(&mut Multi::new(links), clock, cfg.max_reps)
@@ -1178,10 +1234,10 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
         Tx::Rdma => {
             let node = verbs_node.ok_or(JobError::Unexpected("rdma fan-out without a device"))?;
             let mut links = Vec::with_capacity(peers.len());
-            for &i in peers {
+            for (i, o) in opened {
                 let p = &cfg.peers[i];
-                let n = negotiate(p, cc, &shared.node, SizePlan::Recheck(vec![1]), tx)?;
-                sessions.push(n);
+                let plan = SizePlan::Recheck(vec![1]);
+                sessions.push(request_session(o, p, &shared.node, plan, tx)?);
                 let n = sessions.last_mut().expect("just pushed");
                 links.push(verbs::link(
                     node,
@@ -1340,7 +1396,9 @@ fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
 
 fn expire_session(shared: &Shared) {
     let now = Instant::now();
-    shared.end_serving_if(|s| s.until.is_some_and(|u| u <= now));
+    if shared.end_serving_if(|s| s.until.is_some_and(|u| u <= now)) {
+        tracing::info!("served session expired: no sign of its driver for {SESSION_TTL:?}");
+    }
 }
 
 fn write_status(cfg: &Config, shared: &Shared, server: &ControlServer) {
@@ -1522,6 +1580,66 @@ mod tests {
         assert_eq!(h.0.gate.load(Ordering::Acquire), 0);
         assert!(DriveClaim::take(&h.0).is_ok());
         assert!(matches!(accept(&h.0, 5, "c", 10), Msg::ProbeAccept(_)));
+    }
+
+    #[test]
+    fn only_the_sessions_own_connection_extends_it() {
+        let s = shared("b");
+        assert!(matches!(accept(&s, 4, "a", 9), Msg::ProbeAccept(_)));
+        let until = |s: &Shared| s.activity().serving.until.unwrap();
+        let granted = until(&s);
+        let alive = |conn, from, nonce| {
+            let m = Msg::ProbeAlive(ProbeDone {
+                session_nonce: nonce,
+            });
+            assert!(handle_control(&s, ConnId(conn), from, m).is_none());
+        };
+        // Another connection, another driver or another nonce: no effect.
+        alive(3, "a", 9);
+        alive(4, "c", 9);
+        alive(4, "a", 8);
+        assert_eq!(until(&s), granted);
+        // The session's own: SESSION_TTL from now.
+        std::thread::sleep(Duration::from_millis(5));
+        alive(4, "a", 9);
+        assert!(until(&s) > granted);
+        // Nothing to extend once it is over.
+        let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
+        assert!(handle_control(&s, ConnId(4), "a", done).is_none());
+        assert!(!s.extend_serving(ConnId(4), "a", 9));
+        assert!(s.activity().serving.until.is_none());
+    }
+
+    #[test]
+    fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
+        // A peer that accepts the TCP connection and never says Hello: the
+        // job waits in its handshake. Until it has the peer's endpoints it
+        // holds no claim, so this node still serves others meanwhile.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = cfg(&format!(
+            "[[peer]]\nname = \"a\"\naddress = \"{}\"\n",
+            silent.local_addr().unwrap()
+        ));
+        let s = shared("b");
+        let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
+        let ctx = JobCtx {
+            cfg: &c,
+            cc: &cc,
+            clock: HostClock::default(),
+            shared: &s,
+            verbs: None,
+        };
+        std::thread::scope(|scope| {
+            let job = scope.spawn(|| run_job(&ctx, &c.peers[0], Tx::Udp, Job::FullSweep, None));
+            let (held, _) = silent.accept().unwrap();
+            // The job is connected and waiting for a Hello that never comes.
+            assert!(matches!(accept(&s, 1, "c", 5), Msg::ProbeAccept(_)));
+            drop(held);
+            let r = job.join().unwrap();
+            assert!(matches!(r, Err(JobError::Control(_))), "{:?}", r.err());
+        });
+        // The served session is untouched by the failed job.
+        assert_eq!(s.gate.load(Ordering::Acquire), 5);
     }
 
     #[test]

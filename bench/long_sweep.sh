@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A full sweep that outlasts the 120 s session TTL: two netgauged on two
+# namespace hosts behind a slow `tc tbf` rate, until node-a has published
+# node-b (or TIMEOUT_S). Reports the sweep's duration, the keep-alives the
+# responder saw, and every failed attempt. Needs root.
+#   bash bench/long_sweep.sh [RATE] [MAX_SIZE_BYTES] [TIMEOUT_S]
+#   NETGAUGED=… NGCTL=… to measure other builds (default: this tree's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE=${1:-40mbit}
+MAX=${2:-1048576}
+TIMEOUT=${3:-600}
+if [ -z "${NETGAUGED:-}" ] || [ -z "${NGCTL:-}" ]; then
+    cargo build --release --bin ngctl --bin netgauged >/dev/null 2>&1
+fi
+NGCTL=${NGCTL:-${CARGO_TARGET_DIR:-$PWD/target}/release/ngctl}
+NETGAUGED=${NETGAUGED:-${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged}
+TAG=nglong$$
+WORK=$(mktemp -d /tmp/netgauged-long.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del ${TAG}a 2>/dev/null || true
+    ip netns del ${TAG}b 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+ip netns add ${TAG}a; ip netns add ${TAG}b
+ip link add ${TAG}x type veth peer name ${TAG}y
+ip link set ${TAG}x netns ${TAG}a name eth0; ip link set ${TAG}y netns ${TAG}b name eth0
+ip -n ${TAG}a addr add 10.91.0.1/24 dev eth0; ip -n ${TAG}b addr add 10.91.0.2/24 dev eth0
+for n in a b; do
+    ip -n ${TAG}$n link set lo up; ip -n ${TAG}$n link set eth0 up
+    # The queue holds 10 s of traffic: a sweep's bursts (8 × the largest
+    # size in the warm-up) must fit, or tbf drops them as a switch would
+    # (at 20 Mbit/s with 2 s, 8 × 724 KiB was lost every time).
+    ip netns exec ${TAG}$n tc qdisc add dev eth0 root tbf rate "$RATE" burst 32kb latency 10s
+done
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/key"; chmod 600 "$WORK/key"
+for n in a b; do
+    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
+    cat > "$WORK/$n.toml" <<EOT
+node = "node-$n"
+listen = "10.91.0.$me:7470"
+shm = "$WORK/seg-$n"
+key_file = "$WORK/key"
+state_file = "$WORK/state-$n.json"
+budget_bytes_per_s = 1000000000
+recheck_interval_s = 600.0
+max_size_bytes = $MAX
+lock_memory = false
+fanout_interval_s = 0
+[[peer]]
+name = "node-$on"
+address = "10.91.0.$other:7470"
+EOT
+done
+# node-b starts first and serves only while node-a drives: node-a's sweep
+# is the one timed (node-b's own sweep toward node-a waits for it).
+for n in b a; do
+    RUST_LOG=netgauged=debug ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" \
+        2> "$WORK/$n.log" &
+    PIDS+=($!)
+    sleep 0.5
+done
+t0=$(date +%s)
+published=no
+while [ $(( $(date +%s) - t0 )) -lt "$TIMEOUT" ]; do
+    if "$NGCTL" dump --json --shm "$WORK/seg-a" 2>/dev/null \
+        | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["entries"] else 1)' 2>/dev/null; then
+        published=yes; break
+    fi
+    sleep 2
+done
+strip() { sed -e 's/\x1b\[[0-9;]*m//g' "$1"; }
+echo "# long sweep: tbf $RATE, max size $MAX B; $NETGAUGED"
+echo "published by node-a after $(( $(date +%s) - t0 )) s: $published"
+strip "$WORK/a.log" | grep -E "node-b over udp: EEL" | sed 's/^.*INFO [^ ]* //' || true
+if [ "$published" = yes ]; then
+    echo "node-a's entry for node-b (1/R = $(python3 -c "import re,sys; r='$RATE'; m=re.match(r'([0-9.]+)(k|m|g)bit',r); print('%.1f' % (8e9/(float(m.group(1))*{'k':1e3,'m':1e6,'g':1e9}[m.group(2)]))) if m else print('?')") ns/B):"
+    "$NGCTL" dump --shm "$WORK/seg-a" | sed -n '1,40p'
+fi
+echo "failed attempts of node-a:"
+strip "$WORK/a.log" | grep -E "WARN|failed" | sed 's/^.*\(WARN\|INFO\|DEBUG\) [^ ]* //' | head -5 || true
+echo "keep-alives node-b answered for a session it serves: $(strip "$WORK/b.log" | grep -c "extended by its keep-alive" || true)"
+strip "$WORK/b.log" | grep -E "session|expired" | sed 's/^.*\(WARN\|INFO\|DEBUG\) [^ ]* //' | head -8 || true
+[ "$published" = yes ]
