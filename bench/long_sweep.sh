@@ -15,34 +15,17 @@ if [ -z "${NETGAUGED:-}" ] || [ -z "${NGCTL:-}" ]; then
 fi
 NGCTL=${NGCTL:-${CARGO_TARGET_DIR:-$PWD/target}/release/ngctl}
 NETGAUGED=${NETGAUGED:-${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged}
-TAG=nglong$$
 WORK=$(mktemp -d /tmp/netgauged-long.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    ip netns del ${TAG}a 2>/dev/null || true
-    ip netns del ${TAG}b 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-ip netns add ${TAG}a; ip netns add ${TAG}b
-ip link add ${TAG}x type veth peer name ${TAG}y
-ip link set ${TAG}x netns ${TAG}a name eth0; ip link set ${TAG}y netns ${TAG}b name eth0
-ip -n ${TAG}a addr add 10.91.0.1/24 dev eth0; ip -n ${TAG}b addr add 10.91.0.2/24 dev eth0
-for n in a b; do
-    ip -n ${TAG}$n link set lo up; ip -n ${TAG}$n link set eth0 up
-    # The queue holds 10 s of traffic: a sweep's bursts (8 × the largest
-    # size in the warm-up) must fit, or tbf drops them as a switch would
-    # (at 20 Mbit/s with 2 s, 8 × 724 KiB was lost every time).
-    ip netns exec ${TAG}$n tc qdisc add dev eth0 root tbf rate "$RATE" burst 32kb latency 10s
-done
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/key"; chmod 600 "$WORK/key"
+source scripts/two_hosts.sh
+# The queue holds 10 s of traffic: a sweep's bursts (8 × the largest size
+# in the warm-up) must fit, or tbf drops them as a switch would (at
+# 20 Mbit/s with 2 s, 8 × 724 KiB was lost every time).
+two_hosts_up nglong$$ 92 1500 rate "$RATE" burst 32kb latency 10s
 for n in a b; do
     if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
     cat > "$WORK/$n.toml" <<EOT
 node = "node-$n"
-listen = "10.91.0.$me:7470"
+listen = "10.92.0.$me:7470"
 shm = "$WORK/seg-$n"
 key_file = "$WORK/key"
 state_file = "$WORK/state-$n.json"
@@ -53,7 +36,7 @@ lock_memory = false
 fanout_interval_s = 0
 [[peer]]
 name = "node-$on"
-address = "10.91.0.$other:7470"
+address = "10.92.0.$other:7470"
 EOT
 done
 # node-b starts first and serves only while node-a drives: node-a's sweep

@@ -29,38 +29,16 @@ $NGCTL probe --transport sim --model L=5960,o=4720,g=5140,G=0.73,S=12288,jitter=
 
 echo
 echo "== two hosts (network namespaces, veth, tbf 1 Gbit/s), a netgauged on each"
-TAG=ngmain$$
 WORK=$(mktemp -d /tmp/netgauged-main.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    ip netns del ${TAG}a 2>/dev/null || true
-    ip netns del ${TAG}b 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-ip netns add ${TAG}a
-ip netns add ${TAG}b
-ip link add ${TAG}x type veth peer name ${TAG}y
-ip link set ${TAG}x netns ${TAG}a name eth0
-ip link set ${TAG}y netns ${TAG}b name eth0
-ip -n ${TAG}a addr add 10.91.0.1/24 dev eth0
-ip -n ${TAG}b addr add 10.91.0.2/24 dev eth0
-for n in a b; do
-    ip -n ${TAG}$n link set lo up
-    ip -n ${TAG}$n link set eth0 mtu 9000 up
-    ip netns exec ${TAG}$n tc qdisc add dev eth0 root tbf rate 1gbit burst 64kb latency 200ms
-done
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/cluster.key"
-chmod 600 "$WORK/cluster.key"
+source scripts/two_hosts.sh
+two_hosts_up ngmain$$ 91 9000 rate 1gbit burst 64kb latency 200ms
 for n in a b; do
     if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
     cat > "$WORK/$n.toml" <<EOT
 node = "node-$n"
 listen = "10.91.0.$me:7470"
 shm = "$WORK/segment-$n"
-key_file = "$WORK/cluster.key"
+key_file = "$WORK/key"
 state_file = "$WORK/state-$n.json"
 budget_bytes_per_s = 50000000
 recheck_interval_s = 30.0
