@@ -186,15 +186,20 @@ struct LossGuard {
     limit: u32,
     in_a_row: u32,
     total: u32,
-    /// The slowest round trip per byte sent seen so far, over rounds that
-    /// sent at least [`PACE_MIN_BYTES`] (0: none yet).
-    pace_ns_per_byte: f64,
+    /// Round trip per byte sent of the last [`PACE_ROUNDS`] rounds that
+    /// sent at least [`PACE_MIN_BYTES`] (a ring; `paces_seen` of them
+    /// filled). Their median is the link's pace: one round slowed by a
+    /// descheduled host must not stretch every later wait.
+    paces: [f64; PACE_ROUNDS],
+    paces_seen: usize,
     /// The wait of the last round (what a loss drains after).
     last_wait: Duration,
 }
 
 /// Rounds that send less are latency-bound and say nothing of the pace.
 const PACE_MIN_BYTES: usize = 64 * 1024;
+/// The pace is the median of this many recent rounds.
+const PACE_ROUNDS: usize = 15;
 /// A round's answer is waited for this many times its predicted time...
 const PACE_MARGIN: f64 = 4.0;
 /// ... but never longer than this.
@@ -206,7 +211,8 @@ impl LossGuard {
             limit: limit.max(1),
             in_a_row: 0,
             total: 0,
-            pace_ns_per_byte: 0.0,
+            paces: [0.0; PACE_ROUNDS],
+            paces_seen: 0,
             last_wait: Duration::ZERO,
         }
     }
@@ -216,16 +222,29 @@ impl LossGuard {
     /// link's pace predicts if that is longer. A 1 MiB burst over a slow
     /// link is not a lost round.
     fn wait(&self, base: Duration, n: u32, s: usize) -> Duration {
-        let predicted_ns = self.pace_ns_per_byte * f64::from(n) * s as f64;
+        let predicted_ns = self.pace_ns_per_byte() * f64::from(n) * s as f64;
         let paced = Duration::from_secs_f64((PACE_MARGIN * predicted_ns * 1e-9).min(1e6));
         base.max(paced).min(MAX_WAIT.max(base))
     }
 
     fn paced(&mut self, n: u32, s: usize, rtt_ns: f64) {
         let bytes = n as usize * s;
-        if bytes >= PACE_MIN_BYTES && rtt_ns.is_finite() {
-            self.pace_ns_per_byte = self.pace_ns_per_byte.max(rtt_ns / bytes as f64);
+        if bytes >= PACE_MIN_BYTES && rtt_ns.is_finite() && rtt_ns > 0.0 {
+            self.paces[self.paces_seen % PACE_ROUNDS] = rtt_ns / bytes as f64;
+            self.paces_seen += 1;
         }
+    }
+
+    /// The median of the recent paces (0 before the first); on the stack.
+    fn pace_ns_per_byte(&self) -> f64 {
+        let k = self.paces_seen.min(PACE_ROUNDS);
+        if k == 0 {
+            return 0.0;
+        }
+        let mut p = self.paces;
+        let p = &mut p[..k];
+        p.sort_unstable_by(f64::total_cmp);
+        p[k / 2]
     }
 
     /// Decide what a failed round means: retry (Ok) or give up (Err).
@@ -773,6 +792,30 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_follows_the_median_pace_not_one_slow_round() {
+        let base = Duration::from_millis(250);
+        let mut g = LossGuard::new(4);
+        // Nothing learned yet, or only latency-bound rounds: the base.
+        assert_eq!(g.wait(base, 8, 1 << 20), base);
+        g.paced(1, 1024, 1e9);
+        assert_eq!(g.wait(base, 8, 1 << 20), base);
+        // A link at 200 ns/B (40 Mbit/s): 8 × 1 MiB is predicted at 1.68 s.
+        for _ in 0..10 {
+            g.paced(1, 1 << 20, 200.0 * f64::from(1 << 20));
+        }
+        let w = g.wait(base, 8, 1 << 20).as_secs_f64();
+        assert!((w - 4.0 * 1.677_721_6).abs() < 1e-3, "{w}");
+        // One round slowed 100× leaves it; the cap bounds any wait.
+        g.paced(1, 1 << 20, 2e4 * f64::from(1 << 20));
+        assert!((g.wait(base, 8, 1 << 20).as_secs_f64() - w).abs() < 1e-9);
+        assert_eq!(g.wait(base, 64, 64 << 20), MAX_WAIT);
+        // A fast link never waits less than the base.
+        let mut fast = LossGuard::new(4);
+        fast.paced(8, 1 << 20, 0.1 * 8.0 * f64::from(1 << 20));
+        assert_eq!(fast.wait(base, 8, 1 << 20), base);
+    }
 
     #[test]
     fn adaptive_order_visits_every_size_once_and_spreads_neighbours() {
