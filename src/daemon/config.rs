@@ -51,6 +51,13 @@ pub struct Config {
     /// Lock all memory (mlockall); needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK.
     #[serde(default = "yes")]
     pub lock_memory: bool,
+    /// The clock probes are timed with: "auto" (default: the TSC when the
+    /// CPU flags it invariant, else CLOCK_MONOTONIC_RAW), "tsc" (also a TSC
+    /// the CPU does not flag, as virtual machines often hide the flag, once
+    /// two calibrations agree; the daemon does not start otherwise) or
+    /// "monotonic-raw". What `ngctl --clock` takes.
+    #[serde(default)]
+    pub clock: crate::clock::ClockChoice,
     /// LogfP fan-out over all peers every this many seconds (0: never).
     #[serde(default = "default_fanout_interval")]
     pub fanout_interval_s: f64,
@@ -227,6 +234,7 @@ mod tests {
         let c: Config = toml::from_str(SAMPLE).expect("sample parses");
         c.validate().expect("sample is valid");
         assert_eq!(c.peers.len(), 2);
+        assert_eq!(c.clock, crate::clock::ClockChoice::Auto);
         assert_eq!(
             c.peers[0].transports.as_deref(),
             Some(&["raw".to_string(), "udp".to_string()][..])
@@ -257,6 +265,10 @@ mod tests {
         let c: Config =
             toml::from_str(&format!("{base}[verbs]\ndevice = \"rxe0\"\nport = 0\n")).unwrap();
         assert!(c.validate().is_err());
+        let e = toml::from_str::<Config>(&format!("{base}clock = \"hpet\"\n")).unwrap_err();
+        assert!(e.to_string().contains("hpet"), "{e}");
+        let c: Config = toml::from_str(&format!("{base}clock = \"monotonic-raw\"\n")).unwrap();
+        assert_eq!(c.clock, crate::clock::ClockChoice::MonotonicRaw);
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub enum DaemonError {
     },
     #[error("UDP responder: {0}")]
     Responder(crate::transport::TransportError),
+    #[error("clock = \"tsc\" in the configuration: {0}")]
+    Clock(crate::clock::ClockError),
 }
 
 /// A transport the daemon probes peers over.
@@ -280,7 +282,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let node = cfg.node_name();
 
     // The segment first: readers get values from the state file at once.
-    let clock = HostClock::detect();
+    let clock = HostClock::choose(cfg.clock).map_err(DaemonError::Clock)?;
     let clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
     let capacity = (cfg.peers.len() * config::KNOWN_TRANSPORTS.len()).max(16);
     let mut writer = SegmentWriter::create_or_open(&cfg.shm, capacity, &node, &clock_desc)

@@ -3,7 +3,8 @@
 # verbs integration tests inside it, then check the results on the host.
 # Usage: tests/verbs/run-vm.sh [OUT_DIR]
 # Env: NGCTL and NETGAUGED (built binaries; default: build them),
-# VNG_TIMEOUT_S (default 900), VM_PARTS (inside.sh's parts, default all).
+# VNG_TIMEOUT_S (default 2400: a run takes 6-7 min on an idle host;
+# each of the two daemon phases may wait up to 600 s on a loaded one), VM_PARTS (inside.sh's parts, default all).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/target/verbs-vm}
@@ -23,7 +24,7 @@ KVER=$(ls /lib/modules | grep -- -amd64 | sort -V | tail -1)
 
 echo "run-vm: booting $KVER under TCG; results in $OUT"
 t0=$(date +%s)
-timeout "${VNG_TIMEOUT_S:-900}" vng --disable-kvm --run "/boot/vmlinuz-$KVER" --user root \
+timeout "${VNG_TIMEOUT_S:-2400}" vng --disable-kvm --run "/boot/vmlinuz-$KVER" --user root \
     --memory 2G --cpus 2 --rwdir "$OUT" \
     --exec "VM_PARTS=${VM_PARTS:-all} bash $ROOT/tests/verbs/inside.sh $OUT $NGCTL $NETGAUGED" </dev/null >"$OUT/vng.log" 2>&1 || {
     echo "run-vm: the VM failed (exit $?); last lines:" >&2; tail -20 "$OUT/vng.log" >&2
