@@ -42,7 +42,8 @@ pub struct Config {
     /// fewer: a quicker, rougher sweep, e.g. on an emulated test rig).
     #[serde(default)]
     pub max_reps: Option<u32>,
-    /// CPU the probe thread is pinned to (none: not pinned).
+    /// CPU the probe thread and the responders are pinned to (none: not
+    /// pinned). A node drives or serves, never both, so they share it.
     #[serde(default)]
     pub probe_cpu: Option<usize>,
     /// Run the probe thread SCHED_FIFO at this priority (needs CAP_SYS_NICE).

@@ -8,7 +8,7 @@
 //! - **responder**: the UDP mirror server (`pattern::prtt::serve`), one raw
 //!   Ethernet responder per interface, and with a `[verbs]` device the
 //!   verbs responder (one rdma or msg session at a time, see `verbs.rs`);
-//! - **probe**: pinned, optionally SCHED_FIFO; asks the scheduler what to
+//! - **probe**: optionally SCHED_FIFO; asks the scheduler what to
 //!   do, drives the sweep, sends results over a crossbeam channel; it is the
 //!   only thread that sends systemd watchdog keep-alives, so a wedged probe
 //!   loop gets the daemon restarted;
@@ -84,6 +84,15 @@ pub enum DaemonError {
     Responder(crate::transport::TransportError),
     #[error("clock = \"tsc\" in the configuration: {0}")]
     Clock(crate::clock::ClockError),
+    #[error("cannot start the {name} thread: {source}")]
+    Thread {
+        name: &'static str,
+        source: std::io::Error,
+    },
+}
+
+fn thread_error(name: &'static str) -> impl FnOnce(std::io::Error) -> DaemonError {
+    move |source| DaemonError::Thread { name, source }
 }
 
 /// A transport the daemon probes peers over.
@@ -162,11 +171,25 @@ impl<'a> DriveClaim<'a> {
     /// `Err(Occupied)` while this node serves a live session.
     fn take(shared: &'a Shared) -> Result<Self, JobError> {
         let mut a = shared.activity();
+        Self::free(&a)?;
+        a.driving = true;
+        Ok(DriveClaim(shared))
+    }
+
+    /// Whether a claim could be taken now, without taking it: checked
+    /// before a job connects to its peers, so a node that serves a session
+    /// does not open (and handshake) a control connection to its driver
+    /// every retry, which that driver's measurement would pay for. The
+    /// claim itself is still taken only once the peers have answered.
+    fn could_take(shared: &Shared) -> Result<(), JobError> {
+        Self::free(&shared.activity())
+    }
+
+    fn free(a: &Activity) -> Result<(), JobError> {
         if a.serving_live(Instant::now()) {
             return Err(JobError::Occupied(a.serving.driver.clone()));
         }
-        a.driving = true;
-        Ok(DriveClaim(shared))
+        Ok(())
     }
 }
 
@@ -370,15 +393,22 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     });
 
     // The verbs responder: one rdma or msg session at a time.
-    let verbs_thread = verbs_node.clone().map(|node| {
-        let ended_shared = shared.clone();
-        let (serving, h) =
-            verbs::spawn_responder(node, shared.gate.clone(), shutdown.clone(), move |nonce| {
-                end_session(&ended_shared, nonce)
-            });
-        let _ = shared.verbs.set(serving);
-        h
-    });
+    let verbs_thread = match verbs_node.clone() {
+        Some(node) => {
+            let ended_shared = shared.clone();
+            let (serving, h) = verbs::spawn_responder(
+                node,
+                shared.gate.clone(),
+                shutdown.clone(),
+                cfg.probe_cpu,
+                move |nonce| end_session(&ended_shared, nonce),
+            )
+            .map_err(thread_error("verbs responder"))?;
+            let _ = shared.verbs.set(serving);
+            Some(h)
+        }
+        None => None,
+    };
 
     // The UDP responder.
     let udp_addr = SocketAddr::new(cfg.listen.ip(), cfg.udp_port);
@@ -387,38 +417,33 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     responder.gate_hellos(shared.gate.clone());
     let responder_thread = {
         let stop = shutdown.clone();
-        std::thread::Builder::new()
-            .name("ng-responder".into())
-            .spawn(move || {
-                let r =
-                    crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
-                        !stop.load(Ordering::Relaxed)
-                    });
-                if let Err(e) = r {
-                    tracing::error!("UDP responder stopped: {e}");
-                }
-                responder.sessions_started()
-            })
-            .expect("spawn responder thread")
+        sys::spawn_busy("ng-responder", cfg.probe_cpu, move || {
+            let r = crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
+                !stop.load(Ordering::Relaxed)
+            });
+            if let Err(e) = r {
+                tracing::error!("UDP responder stopped: {e}");
+            }
+            responder.sessions_started()
+        })
+        .map_err(thread_error("UDP responder"))?
     };
-    let raw_threads: Vec<_> = raw_responders
+    let raw_threads = raw_responders
         .into_iter()
         .map(|mut t| {
             t.gate_hellos(shared.gate.clone());
             let stop = shutdown.clone();
-            std::thread::Builder::new()
-                .name("ng-raw-responder".into())
-                .spawn(move || {
-                    let r = crate::pattern::prtt::serve(&mut t, Duration::from_millis(200), |_| {
-                        !stop.load(Ordering::Relaxed)
-                    });
-                    if let Err(e) = r {
-                        tracing::error!("raw responder stopped: {e}");
-                    }
-                })
-                .expect("spawn raw responder thread")
+            sys::spawn_busy("ng-raw-responder", cfg.probe_cpu, move || {
+                let r = crate::pattern::prtt::serve(&mut t, Duration::from_millis(200), |_| {
+                    !stop.load(Ordering::Relaxed)
+                });
+                if let Err(e) = r {
+                    tracing::error!("raw responder stopped: {e}");
+                }
+            })
+            .map_err(thread_error("raw responder"))
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
 
     // The control plane.
     let listener = TcpListener::bind(cfg.listen).map_err(|source| DaemonError::Listen {
@@ -449,18 +474,16 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let shared = shared.clone();
         let key = key.clone();
         let verbs_node = verbs_node.clone();
-        std::thread::Builder::new()
-            .name("ng-probe".into())
-            .spawn(move || {
-                let ctx = ProbeCtx {
-                    cfg: &cfg,
-                    shared: &shared,
-                    clock,
-                    verbs: verbs_node.as_deref(),
-                };
-                probe_loop(&ctx, key, &targets, &known, &tx)
-            })
-            .expect("spawn probe thread")
+        sys::spawn_busy("ng-probe", cfg.probe_cpu, move || {
+            let ctx = ProbeCtx {
+                cfg: &cfg,
+                shared: &shared,
+                clock,
+                verbs: verbs_node.as_deref(),
+            };
+            probe_loop(&ctx, key, &targets, &known, &tx)
+        })
+        .map_err(thread_error("probe"))?
     };
 
     sys::notify(&[sd_notify::NotifyState::Ready]);
@@ -881,6 +904,7 @@ fn run_job(
         shared,
         verbs: verbs_node,
     } = *ctx;
+    DriveClaim::could_take(shared)?;
     let opened = open(peer, cc, &shared.node)?;
     let _claim = DriveClaim::take(shared)?;
     let mut n = request_session(opened, peer, &shared.node, plan, tx)?;
@@ -1020,11 +1044,6 @@ fn probe_loop(
         clock,
         verbs: verbs_node,
     } = *pctx;
-    if let Some(cpu) = cfg.probe_cpu {
-        if let Err(e) = sys::pin_to_cpu(cpu) {
-            tracing::warn!("probe thread not pinned to CPU {cpu}: {e}");
-        }
-    }
     if cfg.lock_memory {
         if let Err(e) = sys::lock_memory() {
             tracing::warn!(
@@ -1217,6 +1236,7 @@ fn fanout_job(ctx: &JobCtx<'_>, tx: Tx, peers: &[usize]) -> Result<(LogfpFit, u6
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
     // Every peer is connected to before the claim, as in `run_job`.
+    DriveClaim::could_take(shared)?;
     let mut opened = Vec::with_capacity(peers.len());
     for &i in peers {
         opened.push((i, open(&cfg.peers[i], cc, &shared.node)?));
@@ -1612,25 +1632,34 @@ mod tests {
         assert!(s.activity().serving.until.is_none());
     }
 
+    /// Node "b" with one peer "a" at `peer`'s address.
+    fn node_b_with_peer_a(peer: &std::net::TcpListener) -> (Config, Shared, ConnConfig) {
+        let c = cfg(&format!(
+            "[[peer]]\nname = \"a\"\naddress = \"{}\"\n",
+            peer.local_addr().unwrap()
+        ));
+        let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
+        (c, shared("b"), cc)
+    }
+
+    fn job_ctx<'a>(cfg: &'a Config, cc: &'a ConnConfig, shared: &'a Shared) -> JobCtx<'a> {
+        JobCtx {
+            cfg,
+            cc,
+            clock: HostClock::default(),
+            shared,
+            verbs: None,
+        }
+    }
+
     #[test]
     fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
         // A peer that accepts the TCP connection and never says Hello: the
         // job waits in its handshake. Until it has the peer's endpoints it
         // holds no claim, so this node still serves others meanwhile.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = cfg(&format!(
-            "[[peer]]\nname = \"a\"\naddress = \"{}\"\n",
-            silent.local_addr().unwrap()
-        ));
-        let s = shared("b");
-        let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
-        let ctx = JobCtx {
-            cfg: &c,
-            cc: &cc,
-            clock: HostClock::default(),
-            shared: &s,
-            verbs: None,
-        };
+        let (c, s, cc) = node_b_with_peer_a(&silent);
+        let ctx = job_ctx(&c, &cc, &s);
         std::thread::scope(|scope| {
             let job = scope.spawn(|| run_job(&ctx, &c.peers[0], Tx::Udp, Job::FullSweep, None));
             let (held, _) = silent.accept().unwrap();
@@ -1642,6 +1671,35 @@ mod tests {
         });
         // The served session is untouched by the failed job.
         assert_eq!(s.gate.load(Ordering::Acquire), 5);
+    }
+
+    #[test]
+    fn a_serving_node_does_not_connect_to_drive() {
+        // While this node serves a session, a job of its own fails at once
+        // as Occupied: it does not connect to the peer, whose measurement
+        // would otherwise pay for a control handshake every retry.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let (c, s, cc) = node_b_with_peer_a(&listener);
+        let ctx = job_ctx(&c, &cc, &s);
+        assert!(matches!(accept(&s, 1, "a", 5), Msg::ProbeAccept(_)));
+        let r = run_job(&ctx, &c.peers[0], Tx::Udp, Job::FullSweep, None);
+        assert!(
+            matches!(&r, Err(JobError::Occupied(d)) if d == "a"),
+            "{:?}",
+            r.err()
+        );
+        let r = fanout_job(&ctx, Tx::Udp, &[0]);
+        assert!(
+            matches!(&r, Err(JobError::Occupied(d)) if d == "a"),
+            "{:?}",
+            r.err()
+        );
+        assert_eq!(
+            listener.accept().map_err(|e| e.kind()).err(),
+            Some(std::io::ErrorKind::WouldBlock),
+            "the serving node connected to a peer"
+        );
     }
 
     #[test]

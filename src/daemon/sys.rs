@@ -1,8 +1,33 @@
-//! Process set-up for the probe thread: CPU pinning, locked memory,
-//! SCHED_FIFO, and systemd notification. Each returns a typed error; the
-//! daemon logs one line and carries on without it.
+//! Process set-up for the busy-polling threads: CPU pinning, locked
+//! memory, SCHED_FIFO, and systemd notification. Each returns a typed
+//! error; the daemon logs one line and carries on without it.
 
 use std::io;
+use std::thread::JoinHandle;
+
+/// Spawn one of the daemon's busy-polling threads (the probe thread, the
+/// responders), pinned to `cpu` when one is configured. A node either
+/// drives or serves, never both, so they never poll at the same time and
+/// share the one core: the daemon's probing keeps off the others. Without
+/// a pin, a driver and a responder on one machine (two daemons in network
+/// namespaces) may land on one core, where each spins out its yield
+/// threshold before the other runs: EEL 55.7 µs against 5 µs.
+pub fn spawn_busy<T: Send + 'static>(
+    name: &'static str,
+    cpu: Option<usize>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                if let Err(e) = pin_to_cpu(cpu) {
+                    tracing::warn!("{name} not pinned to CPU {cpu}: {e}");
+                }
+            }
+            f()
+        })
+}
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {

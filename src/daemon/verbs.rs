@@ -306,18 +306,19 @@ pub fn answer(
 /// Start the responder thread. `gate` holds the nonce of the node's current
 /// session (0: none); `ended(nonce)` is called when the responder ends a
 /// session on its own (quiet, error), so the node accepts the next one.
+/// Pinned to `cpu` like the daemon's other busy-polling threads.
 pub fn spawn_responder(
     node: Arc<Node>,
     gate: Arc<AtomicU64>,
     shutdown: Arc<AtomicBool>,
+    cpu: Option<usize>,
     ended: impl Fn(u64) + Send + 'static,
-) -> (Serving, JoinHandle<()>) {
+) -> std::io::Result<(Serving, JoinHandle<()>)> {
     let (tx, rx) = bounded::<SetupRequest>(1);
-    let h = std::thread::Builder::new()
-        .name("ng-verbs-responder".into())
-        .spawn(move || responder(&node, &rx, &gate, &shutdown, &ended))
-        .expect("spawn verbs responder thread");
-    (Serving { tx }, h)
+    let h = super::sys::spawn_busy("ng-verbs-responder", cpu, move || {
+        responder(&node, &rx, &gate, &shutdown, &ended)
+    })?;
+    Ok((Serving { tx }, h))
 }
 
 fn responder(

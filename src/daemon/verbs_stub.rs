@@ -59,7 +59,8 @@ pub fn spawn_responder(
     node: Arc<Node>,
     _: Arc<AtomicU64>,
     _: Arc<AtomicBool>,
+    _: Option<usize>,
     _: impl Fn(u64) + Send + 'static,
-) -> (Serving, JoinHandle<()>) {
+) -> std::io::Result<(Serving, JoinHandle<()>)> {
     match *node {}
 }
