@@ -8,6 +8,7 @@
 //! - **responder**: the UDP mirror server (`pattern::prtt::serve`), one raw
 //!   Ethernet responder per interface, and with a `[verbs]` device the
 //!   verbs responder (one rdma or msg session at a time, see `verbs.rs`);
+//!   all pinned with the probe thread to `probe_cpu` (`sys::spawn_busy`);
 //! - **probe**: optionally SCHED_FIFO; asks the scheduler what to
 //!   do, drives the sweep, sends results over a crossbeam channel; it is the
 //!   only thread that sends systemd watchdog keep-alives, so a wedged probe
@@ -93,6 +94,16 @@ pub enum DaemonError {
 
 fn thread_error(name: &'static str) -> impl FnOnce(std::io::Error) -> DaemonError {
     move |source| DaemonError::Thread { name, source }
+}
+
+/// A responder's thread body: mirror PRTT rounds until shutdown.
+fn serve_until_shutdown<T: Transport>(t: &mut T, stop: &AtomicBool, what: &str) {
+    let r = crate::pattern::prtt::serve(t, Duration::from_millis(200), |_| {
+        !stop.load(Ordering::Relaxed)
+    });
+    if let Err(e) = r {
+        tracing::error!("{what} responder stopped: {e}");
+    }
 }
 
 /// A transport the daemon probes peers over.
@@ -393,8 +404,9 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     });
 
     // The verbs responder: one rdma or msg session at a time.
-    let verbs_thread = match verbs_node.clone() {
-        Some(node) => {
+    let verbs_thread = verbs_node
+        .clone()
+        .map(|node| {
             let ended_shared = shared.clone();
             let (serving, h) = verbs::spawn_responder(
                 node,
@@ -405,10 +417,9 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
             )
             .map_err(thread_error("verbs responder"))?;
             let _ = shared.verbs.set(serving);
-            Some(h)
-        }
-        None => None,
-    };
+            Ok::<_, DaemonError>(h)
+        })
+        .transpose()?;
 
     // The UDP responder.
     let udp_addr = SocketAddr::new(cfg.listen.ip(), cfg.udp_port);
@@ -418,12 +429,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let responder_thread = {
         let stop = shutdown.clone();
         sys::spawn_busy("ng-responder", cfg.probe_cpu, move || {
-            let r = crate::pattern::prtt::serve(&mut responder, Duration::from_millis(200), |_| {
-                !stop.load(Ordering::Relaxed)
-            });
-            if let Err(e) = r {
-                tracing::error!("UDP responder stopped: {e}");
-            }
+            serve_until_shutdown(&mut responder, &stop, "UDP");
             responder.sessions_started()
         })
         .map_err(thread_error("UDP responder"))?
@@ -434,12 +440,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
             t.gate_hellos(shared.gate.clone());
             let stop = shutdown.clone();
             sys::spawn_busy("ng-raw-responder", cfg.probe_cpu, move || {
-                let r = crate::pattern::prtt::serve(&mut t, Duration::from_millis(200), |_| {
-                    !stop.load(Ordering::Relaxed)
-                });
-                if let Err(e) = r {
-                    tracing::error!("raw responder stopped: {e}");
-                }
+                serve_until_shutdown(&mut t, &stop, "raw")
             })
             .map_err(thread_error("raw responder"))
         })
