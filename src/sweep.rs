@@ -53,13 +53,13 @@ pub struct SweepConfig {
     /// [`SESSION_WARMUP_ROUNDS`] round trips) before the first size is
     /// measured: a fresh path (queue pairs, kernel threads, caches, CPU
     /// frequency) is slower for its first milliseconds, and the first size
-    /// would carry that into the fitted latency. On the Soft-RoCE rig the
-    /// first 100–150 ms of a session ran 1.6× slower.
+    /// would carry that into the fitted latency (bench/verbs.md, "a fresh
+    /// session").
     pub session_warmup: Duration,
-    /// Untimed PRTT(1, 0, s) before each timed one. On Soft-RoCE a single
-    /// message right after a burst took 10–50 % longer than in a steady
-    /// ping-pong (the device was still completing the burst); two settle
-    /// round trips brought the median to perftest's (bench/verbs.md).
+    /// Untimed PRTT(1, 0, s) before each timed one, so the single message
+    /// runs on a path that has just carried a ping-pong: a device that
+    /// completes a burst lazily (Soft-RoCE) makes a single message right
+    /// after a burst slower than in a steady ping-pong (bench/verbs.md).
     pub settle_rounds: u32,
     pub min_reps: u32,
     pub max_reps: u32,
@@ -468,9 +468,9 @@ pub fn sweep<T: Transport, C: Clock>(
 /// time. A stretch of interference (the host busy for a second, a guest
 /// in its slow mode) then slows sizes scattered over the grid, outliers the
 /// robust fits set aside, instead of a run of neighbours that looks like a
-/// protocol change: on Soft-RoCE, measured in ascending order, a slow
-/// second over 256–512 B raised their gap by 18 µs (1.4 EEL) and read as a
-/// rendezvous at 181 B (VM run vm18, bench/verbs.md).
+/// protocol change: a slow second over three consecutive sizes, measured in
+/// ascending order, reads exactly as a rendezvous step (bench/verbs.md,
+/// "measurement order").
 pub fn measurement_order(n: usize, schedule: Schedule) -> impl Iterator<Item = usize> {
     let stride = match schedule {
         Schedule::Netgauge => 1,

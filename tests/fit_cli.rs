@@ -121,8 +121,8 @@ fn files_without_raw_samples_are_refused_clearly() {
     let _ = std::fs::remove_file(&garbage);
 }
 
-/// A saved MPI probe's all-ranks exchange sweep (4 ranks on 2 cores,
-/// bench/mpi.md run a3) re-fits, is published beside the pair entry as
+/// A saved MPI probe's all-ranks exchange sweep (4 ranks on 2 cores, one
+/// of the runs of bench/mpi.md) re-fits, is published beside the pair entry as
 /// mpi-x4, and `ngctl predict` prices the all-ranks steps of 4 ranks with
 /// it (and only those of 4 ranks).
 #[test]

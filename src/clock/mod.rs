@@ -122,9 +122,9 @@ pub enum ClockChoice {
 impl HostClock {
     /// How far apart (ppm) two calibrations of a TSC that is not flagged
     /// invariant may be for `--clock tsc` to accept it: 0.1 %, far above the
-    /// calibration's own noise on a loaded virtual machine (≈ 150 ppm seen)
-    /// and far below a frequency-scaled TSC's change (tens of percent), and
-    /// a rate error that small is invisible in any LogGP parameter.
+    /// calibration's own noise on a loaded virtual machine and far below a
+    /// frequency-scaled TSC's change (tens of percent), and a rate error
+    /// that small is invisible in any LogGP parameter.
     pub const STEADY_PPM: f64 = 1000.0;
     /// Pairs of successive calibrations tried before `--clock tsc` gives up.
     pub const STEADY_TRIES: u32 = 3;

@@ -14,8 +14,8 @@ pub(super) struct Msg {
     /// CPU time of a rank that receives the message and sends it on:
     /// o_s + o_r + (s−1)·max(O_s, O_r). Both ends' per-byte overheads
     /// contain the one copy of the bytes per hop (module doc), so it is
-    /// counted once; o_s(s) + o_r(s) counted it twice (at 512 KiB on 4
-    /// ranks: 90 µs against a gap and a T(s) of 44 µs).
+    /// counted once; o_s(s) + o_r(s) would count it twice and price the
+    /// period at about twice the gap and T(s) (bench/mpi.md).
     pub(super) forward_ns: f64,
 }
 
@@ -33,10 +33,10 @@ pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
 /// starts where the range below ends, T(from − 1), and adds (s − from + 1)·G
 /// (sizes between two ranges count at the lower one's G). One range's
 /// `EEL + (s−1)·G` with its own G from s = 1 is what [`one_message_ns`] gives:
-/// across ranges it puts the line of a narrow range (61–64 B fitted G =
-/// 50 ns/B) or of a few disturbed large sizes (G = 0 from 2 MiB) under every
-/// byte of the message, so that a 64 B message costs twice EEL, or 4 MiB
-/// costs EEL.
+/// across ranges it puts the line of a narrow range (a few bisection sizes
+/// with a steep, noisy G) or of a few disturbed large sizes (G = 0) under
+/// every byte of the message, so that a small message costs a multiple of
+/// EEL, or a large one no more than EEL.
 pub(super) fn one_message_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
     let p = net.at(bytes)?;
     let handshake = if p.S_bytes != u64::MAX && bytes > p.S_bytes {

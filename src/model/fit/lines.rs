@@ -26,17 +26,16 @@ const BIWEIGHT_C: f64 = 4.685;
 ///
 /// A range's medians are not all of one mode: behind a token-bucket shaper
 /// the sizes around a message's share of the bucket find it full in some
-/// rounds and empty in others, and their medians land at either (5.6 µs or
-/// 16 µs at 800 B behind 400 Mbit/s with a 16 KiB bucket). Least squares
-/// lets the few that fall into a range with the bandwidth-bound sizes tilt
-/// its line (G 22.3 against 20.2 ns/B, 1 MiB predicted 11 % slow), and so
+/// rounds and empty in others, and their medians land at either of two
+/// levels a factor of about three apart. Least squares lets the few that
+/// fall into a range with the bandwidth-bound sizes tilt its line, and so
 /// does Huber's estimate, whose weights only fall as 1/residual; the
 /// biweight gives a median more than ~5 MADs off the line no weight. It
 /// starts from Theil–Sen, not from least squares: relative weights let the
-/// low medians pull the least-squares line through themselves (intercept
-/// −12 µs), and from there most bandwidth-bound sizes look like the
-/// outliers. On data that fits the line exactly it is the least-squares
-/// line.
+/// low medians pull the least-squares line through themselves (to a
+/// negative intercept), and from there most bandwidth-bound sizes look like
+/// the outliers. On data that fits the line exactly it is the least-squares
+/// line. The shaper's figures are in bench/shaper.md.
 pub(super) fn robust_rel_line(xs: &[f64], ys: &[f64]) -> Line {
     let base = rel_weights(ys.iter().copied());
     let mut line = lsq::theil_sen(xs, ys).unwrap_or_else(|| line_or_mean(xs, ys, &base));
@@ -137,9 +136,9 @@ pub(super) fn non_decreasing(line: Line, ys: &[f64], ws: &[f64]) -> Line {
 /// extrapolation, not from the machine: a range that starts far from s = 1
 /// (a rendezvous range from 2 MiB on, say) fixes its slope from its own
 /// points, and its intercept is then the line run back to s = 1, where slope
-/// noise of a few percent becomes −100 µs. With a steep noisy O the
-/// line can even go below zero inside the range (o' = −27 µs, O = 3.2 ns/B
-/// gave o_s(4096) < 0). So the fit is the weighted least-squares line over
+/// noise of a few percent becomes a large negative o'. With a steep noisy O
+/// the line can even go below zero inside the range. So the fit is the
+/// weighted least-squares line over
 /// the quadrant intercept ≥ 0, slope ≥ 0: the free line when it lies in
 /// it, else the better of the two boundary fits, which is where a convex
 /// quadratic's minimum over the quadrant lies when the free minimum is

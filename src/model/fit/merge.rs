@@ -63,10 +63,9 @@ pub(super) fn merge_insignificant(points: &[SizePoint], changes: &[usize]) -> Ve
 /// of the sizes a bisection placed around a change, i.e. the transition
 /// itself, and its slope is noise multiplied by 1/(its width). Kept, such a
 /// range hands every size in it a G that means nothing, and T(s) = EEL +
-/// (s−1)·G multiplies that by s: an MPI probe had a range 61–64 B with
-/// G = 50 ns/B (the 64 B message predicted at twice its time), another
-/// 3636–3796 B with G = 2.4 ns/B (×4); the shaper test a range 16387–19777 B
-/// that cut the bandwidth-bound range short.
+/// (s−1)·G multiplies that by s (a small message priced at a multiple of
+/// its time; cases in bench/mpi.md, "narrow ranges"); behind a shaper, such
+/// a range cuts the bandwidth-bound range short.
 pub(super) fn merge_narrow(
     points: &[SizePoint],
     changes: &[usize],

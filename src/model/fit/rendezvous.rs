@@ -25,9 +25,9 @@ pub const RENDEZVOUS_LEFT_SPAN: f64 = 8.0;
 ///   and in the single message's half round trip, and so are the next
 ///   [`RENDEZVOUS_PERSIST`] − 1 sizes (one late median is interference, not a
 ///   protocol), while the last size below S is still on that line (both
-///   step between the same two sizes: on Soft-RoCE the RDMA write's gap
-///   steps at 3796 B and its single message only at 4096 B, a device
-///   effect, not a handshake);
+///   step between the same two sizes: a device can step the gap a few
+///   sizes before the single message, an effect of the device, not a
+///   handshake; bench/verbs.md has such a case);
 /// - both steps exceed the larger 95 % half-width of the two medians they
 ///   separate (large messages on a busy host jitter by more than an EEL;
 ///   skipped where the repetitions are too few for an interval);
