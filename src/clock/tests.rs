@@ -152,26 +152,26 @@ fn fit_recovers_an_exact_slope() {
 
 #[test]
 fn kernel_line_parsing() {
-    assert_eq!(
-        parse_kernel_tsc_line("[    0.000062] tsc: Detected 2596.144 MHz processor"),
-        Some(KernelTscLine::Detected(2_596_144_000.0))
-    );
-    assert_eq!(
-        parse_kernel_tsc_line(
-            "[    1.523344] tsc: Refined TSC clocksource calibration: 2095.077 MHz"
+    for (line, want) in [
+        (
+            "[    0.000062] tsc: Detected 2596.144 MHz processor",
+            KernelTscLine::Detected(2_596_144_000.0),
         ),
-        Some(KernelTscLine::Refined(2_095_077_000.0))
-    );
-    assert_eq!(
-        parse_kernel_tsc_line("6,123,62,-;tsc: Detected 3000.000 MHz processor"),
-        Some(KernelTscLine::Detected(3e9))
-    );
-    assert_eq!(
-        parse_kernel_tsc_line(
-            "Nov 20 host kernel: tsc: Refined TSC clocksource calibration: 2400 MHz"
+        (
+            "[    1.523344] tsc: Refined TSC clocksource calibration: 2095.077 MHz",
+            KernelTscLine::Refined(2_095_077_000.0),
         ),
-        Some(KernelTscLine::Refined(2.4e9))
-    );
+        (
+            "6,123,62,-;tsc: Detected 3000.000 MHz processor",
+            KernelTscLine::Detected(3e9),
+        ),
+        (
+            "Nov 20 host kernel: tsc: Refined TSC clocksource calibration: 2400 MHz",
+            KernelTscLine::Refined(2.4e9),
+        ),
+    ] {
+        assert_eq!(parse_kernel_tsc_line(line), Some(want), "{line:?}");
+    }
     for bad in [
         "",
         "garbage",

@@ -148,6 +148,15 @@ fn pair_and_exchange() -> ([Params; 1], Vec<Params>) {
     ([net(1000.0, 200.0, 300.0, 0.08)], exchange_ranges())
 }
 
+/// `pair` with the exchange ranges `exchange` measured with 4 ranks.
+fn measured_with_4<'a>(pair: &'a [Params], exchange: &'a [Params]) -> Measured<'a> {
+    Measured {
+        pair,
+        exchange,
+        exchange_ranks: 4,
+    }
+}
+
 /// An exchange entry's ranges: g + (s−1)·G per range.
 fn exchange_ranges() -> Vec<Params> {
     let eager = Params {
@@ -170,11 +179,7 @@ fn exchange_ranges() -> Vec<Params> {
 #[test]
 fn measured_exchange_prices_the_all_ranks_steps() {
     let (pair, x) = pair_and_exchange();
-    let measured = Measured {
-        pair: &pair,
-        exchange: &x,
-        exchange_ranks: 4,
-    };
+    let measured = measured_with_4(&pair, &x);
     let line = |s: u64| {
         let p = x.as_slice().at(s).unwrap();
         p.g_ns + (s - 1) as f64 * p.G_ns_per_byte
@@ -209,11 +214,7 @@ fn measured_exchange_prices_the_all_ranks_steps() {
 #[test]
 fn tree_hops_keep_the_pair_model_beside_an_exchange() {
     let (pair, x) = pair_and_exchange();
-    let measured = Measured {
-        pair: &pair,
-        exchange: &x,
-        exchange_ranks: 4,
-    };
+    let measured = measured_with_4(&pair, &x);
     let pair_only = Measured {
         pair: &pair,
         exchange: &[],

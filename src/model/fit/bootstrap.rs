@@ -8,18 +8,22 @@ use super::segment_points;
 use crate::model::stats::{self, Rng};
 use crate::model::{Interval, Range, SizeSamples};
 
+/// The keys of the top-level parameters: EEL, L and the first range's
+/// o_s, o_r, g and G, as `ngctl probe --json` names them (and their
+/// intervals).
+pub const FIRST_RANGE_KEYS: [&str; 6] = [
+    "eel_ns",
+    "L_ns",
+    "o_s_ns",
+    "o_r_ns",
+    "g_ns",
+    "G_ns_per_byte",
+];
+
+/// [`FIRST_RANGE_KEYS`], then `ranges[i].{g_ns, G_ns_per_byte, o_s_ns,
+/// o_r_ns, O_s_ns_per_byte, O_r_ns_per_byte}` for every range.
 fn param_keys(n_ranges: usize) -> Vec<String> {
-    let mut k: Vec<String> = [
-        "eel_ns",
-        "L_ns",
-        "o_s_ns",
-        "o_r_ns",
-        "g_ns",
-        "G_ns_per_byte",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut k: Vec<String> = FIRST_RANGE_KEYS.iter().map(|s| s.to_string()).collect();
     for i in 0..n_ranges {
         for f in [
             "g_ns",

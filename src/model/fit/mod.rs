@@ -42,7 +42,7 @@ mod points;
 mod ranges;
 mod rendezvous;
 
-pub use bootstrap::ci95_loggp;
+pub use bootstrap::{ci95_loggp, FIRST_RANGE_KEYS};
 pub(crate) use lines::{line_or_mean, non_negative, rel_weights};
 pub use points::size_points;
 pub use rendezvous::{

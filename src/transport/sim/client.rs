@@ -36,7 +36,7 @@ impl Transport for SimTransport {
             self.run.open = false;
             let request_ps = now_ps.saturating_add(self.post_ps(0, 1));
             let request_arrival_ps = self.client_transmit(peer, request_ps, 0, true);
-            let reply_arrival_ps = self.server_control_reply(peer, request_arrival_ps);
+            let reply_arrival_ps = self.server_control_reply(peer, request_arrival_ps, 0);
             let handled_ps = request_ps
                 .max(reply_arrival_ps)
                 .saturating_add(self.recv_ps(0));
@@ -98,15 +98,7 @@ impl Transport for SimTransport {
                 .saturating_add(self.post_ps(0, 1));
             let peer = pending.peer;
             let reply_arrival_ps = self.client_transmit(peer, reply_ps, 0, true);
-            let handle_ps = self.recv_ps(0);
-            let post_ps = self.post_ps(pending.bytes, 1);
-            let server = &mut self.servers[peer];
-            let data_posted_ps = reply_arrival_ps
-                .max(server.cpu_free_ps)
-                .saturating_add(handle_ps)
-                .saturating_add(post_ps);
-            server.cpu_free_ps = data_posted_ps;
-            let data_arrival_ps = self.server_transmit(peer, data_posted_ps, pending.bytes);
+            let data_arrival_ps = self.server_control_reply(peer, reply_arrival_ps, pending.bytes);
             let entry = &mut self.inbound[index];
             entry.rendezvous = false;
             entry.arrival_ps = data_arrival_ps;

@@ -116,18 +116,24 @@ impl SimTransport {
     }
 
     /// Server `peer` handles a 0-byte control message that arrived at
-    /// `arrival_ps` and posts the 0-byte reply; returns the reply's arrival
-    /// at the client.
-    pub(super) fn server_control_reply(&mut self, peer: PeerId, arrival_ps: u64) -> u64 {
+    /// `arrival_ps` and posts `reply_bytes` in reply (0: the answer to a
+    /// rendezvous request; the data, once the client has answered the
+    /// server's own request); returns the reply's arrival at the client.
+    pub(super) fn server_control_reply(
+        &mut self,
+        peer: PeerId,
+        arrival_ps: u64,
+        reply_bytes: usize,
+    ) -> u64 {
         let recv_ps = self.recv_ps(0);
-        let post_ps = self.post_ps(0, 1);
+        let post_ps = self.post_ps(reply_bytes, 1);
         let server = &mut self.servers[peer];
         let posted_ps = arrival_ps
             .max(server.cpu_free_ps)
             .saturating_add(recv_ps)
             .saturating_add(post_ps);
         server.cpu_free_ps = posted_ps;
-        self.server_transmit(peer, posted_ps, 0)
+        self.server_transmit(peer, posted_ps, reply_bytes)
     }
 
     /// Server `peer` receives a data message arriving at `arrival_ps` and,
