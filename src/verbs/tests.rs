@@ -44,6 +44,29 @@ fn memlock_error_names_limit_and_bytes() {
 }
 
 #[test]
+fn pinning_refusals_name_the_memlock_limit_only_when_it_is_the_cause() {
+    for errno in [libc::ENOMEM, libc::EPERM, libc::EAGAIN] {
+        match pin_error("mlock", 8192, io::Error::from_raw_os_error(errno)) {
+            VerbsError::MemlockLimit { what, bytes, .. } => {
+                assert_eq!((what, bytes), ("mlock", 8192));
+            }
+            e => panic!("errno {errno}: {e}"),
+        }
+    }
+    match pin_error(
+        "ibv_reg_mr",
+        8192,
+        io::Error::from_raw_os_error(libc::EINVAL),
+    ) {
+        VerbsError::Os { what, source } => {
+            assert_eq!(what, "ibv_reg_mr");
+            assert_eq!(source.raw_os_error(), Some(libc::EINVAL));
+        }
+        e => panic!("EINVAL: {e}"),
+    }
+}
+
+#[test]
 fn missing_device_is_a_clear_error() {
     match Context::open("nosuch-device-xyz") {
         Err(VerbsError::NoDevice { name, .. }) => assert_eq!(name, "nosuch-device-xyz"),

@@ -474,3 +474,47 @@ fn c_abi_select() {
     );
     assert!(ng_algorithm_name(5).is_null());
 }
+
+#[test]
+fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
+    let p = net(1000.0, 200.0, 300.0, 0.25);
+    let allreduce = |gamma: f64| {
+        let mut best = Choice {
+            algorithm: 0,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        };
+        // SAFETY: valid pointers to locals; no candidate list asked for.
+        let rc = unsafe {
+            ng_select(
+                &p,
+                1,
+                Collective::Allreduce as u32,
+                8,
+                1 << 20,
+                gamma,
+                &mut best,
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(rc, 0);
+        best
+    };
+    let default = allreduce(DEFAULT_GAMMA_NS_PER_BYTE);
+    let rust = select(
+        &p,
+        Collective::Allreduce,
+        8,
+        1 << 20,
+        &SelectOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(default, rust, "the C call is the Rust call with cores = 0");
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        assert_eq!(allreduce(bad), default, "gamma {bad}");
+    }
+    assert!(allreduce(0.0).predicted_ns < default.predicted_ns);
+}
