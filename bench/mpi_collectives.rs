@@ -192,20 +192,22 @@ fn block(m: usize, p: usize, i: usize) -> (usize, usize) {
     ((i * b).min(m), ((i + 1) * b).min(m))
 }
 
+/// The bytes of blocks `first .. first + count` (consecutive, so one range).
+fn blocks(m: usize, p: usize, first: usize, count: usize) -> (usize, usize) {
+    (block(m, p, first).0, block(m, p, first + count - 1).1)
+}
+
 /// Binomial scatter of the root's blocks: afterwards rank r holds at least
 /// its own block r (and its subtree's).
 fn scatter_binomial(c: &Comm, buf: &mut [u8]) {
     let (r, p, m) = (c.rank, c.size, buf.len());
     if r != 0 {
-        let sub = lowbit(r).min(p - r);
-        let (lo, _) = block(m, p, r);
-        let (_, hi) = block(m, p, r + sub - 1);
+        let (lo, hi) = blocks(m, p, r, lowbit(r).min(p - r));
         c.recv(&mut buf[lo..hi], r - lowbit(r));
     }
     let mut reqs = Vec::new();
     for (child, sub) in children(r, p) {
-        let (lo, _) = block(m, p, child);
-        let (_, hi) = block(m, p, child + sub - 1);
+        let (lo, hi) = blocks(m, p, child, sub);
         reqs.push(c.isend(&buf[lo..hi], child));
     }
     c.waitall(&mut reqs);
@@ -218,11 +220,7 @@ fn allgather_rd(c: &Comm, buf: &mut [u8]) {
         let partner = r ^ k;
         let mine = r & !(k - 1);
         let theirs = partner & !(k - 1);
-        let (lo, _) = block(m, p, mine);
-        let (_, hi) = block(m, p, mine + k - 1);
-        let (plo, _) = block(m, p, theirs);
-        let (_, phi) = block(m, p, theirs + k - 1);
-        let (sbuf, rbuf) = split_pair(buf, (lo, hi), (plo, phi));
+        let (sbuf, rbuf) = split_pair(buf, blocks(m, p, mine, k), blocks(m, p, theirs, k));
         c.sendrecv(sbuf, partner, rbuf, partner);
         k <<= 1;
     }
@@ -380,6 +378,26 @@ enum Run {
     MpiBarrier,
 }
 
+impl Run {
+    /// The MPI library's own algorithm for `coll`.
+    fn library(coll: Collective) -> Run {
+        match coll {
+            Collective::Bcast => Run::MpiBcast,
+            Collective::Allreduce => Run::MpiAllreduce,
+            Collective::Barrier => Run::MpiBarrier,
+        }
+    }
+
+    fn collective(self) -> Collective {
+        match self {
+            Run::Alg(a, _) => a.collective(),
+            Run::MpiBcast => Collective::Bcast,
+            Run::MpiAllreduce => Collective::Allreduce,
+            Run::MpiBarrier => Collective::Barrier,
+        }
+    }
+}
+
 struct Bufs {
     bytes: Vec<u8>,
     v: Vec<f64>,
@@ -452,19 +470,13 @@ fn run_once(c: &Comm, run: Run, b: &mut Bufs, m: usize, check: bool) -> bool {
     if !check {
         return true;
     }
-    let p = c.size;
-    match run {
-        Run::Alg(a, _) if a.collective() == Collective::Bcast => b.bytes[..m]
+    match run.collective() {
+        Collective::Bcast => b.bytes[..m]
             .iter()
             .enumerate()
             .all(|(i, &x)| x == (i * 7 + 3) as u8),
-        Run::MpiBcast => b.bytes[..m]
-            .iter()
-            .enumerate()
-            .all(|(i, &x)| x == (i * 7 + 3) as u8),
-        Run::Alg(a, _) if a.collective() == Collective::Allreduce => check_sum(&b.v[..n], p),
-        Run::MpiAllreduce => check_sum(&b.v[..n], p),
-        _ => true,
+        Collective::Allreduce => check_sum(&b.v[..n], c.size),
+        Collective::Barrier => true,
     }
 }
 
@@ -652,11 +664,7 @@ struct Row {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let shm = args
-        .iter()
-        .position(|a| a == "--shm")
-        .and_then(|i| args.get(i + 1))
-        .map(std::path::PathBuf::from);
+    let shm = flag_value(&args, "--shm").map(std::path::PathBuf::from);
     let Some(universe) = tmpi::initialize() else {
         eprintln!("mpi_collectives: MPI already initialized");
         std::process::exit(2);
@@ -734,10 +742,7 @@ fn main() {
     let mut late = Lateness::default();
     // The ranks share this node's cores (one machine, no binding when
     // oversubscribed): the selector's sharing term gets their number.
-    let cores = args
-        .iter()
-        .position(|a| a == "--cores")
-        .and_then(|i| args.get(i + 1))
+    let cores = flag_value(&args, "--cores")
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let opts = SelectOptions {
@@ -789,11 +794,7 @@ fn main() {
                 .map_or(0.0, |x| x.2 as f64),
         ) as usize;
         let seg = if seg == 0 { m.max(1) } else { seg };
-        let lib = match coll {
-            Collective::Bcast => Run::MpiBcast,
-            Collective::Allreduce => Run::MpiAllreduce,
-            Collective::Barrier => Run::MpiBarrier,
-        };
+        let lib = Run::library(coll);
         let mut runs: Vec<Run> = coll
             .algorithms()
             .iter()
@@ -833,6 +834,13 @@ fn main() {
     if !all_ok {
         std::process::exit(1);
     }
+}
+
+/// The argument after `flag` (`--shm PATH`, `--cores N`), if any.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
 }
 
 fn p_display(p: &Option<std::path::PathBuf>) -> String {

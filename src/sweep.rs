@@ -10,14 +10,18 @@
 //!   adjacent byte counts, so a rendezvous threshold is found exactly.
 //!
 //! Every payload byte the probe puts on the wire is counted by the transport.
+//! Losses and the wait for an answer are the `loss` submodule's.
+
+mod loss;
 
 use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::model::{self, lsq, stats, FanoutSamples, SizeSamples};
 use crate::pattern::fanout::fanout;
-use crate::pattern::prtt::{drain, prtt};
+use crate::pattern::prtt::prtt;
 use crate::transport::{PeerId, Transport, TransportError};
+use loss::{round, LossGuard, PACE_MIN_BYTES};
 
 /// How sizes and repetitions are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,13 +53,13 @@ pub struct SweepConfig {
     /// [`SESSION_WARMUP_ROUNDS`] round trips) before the first size is
     /// measured: a fresh path (queue pairs, kernel threads, caches, CPU
     /// frequency) is slower for its first milliseconds, and the first size
-    /// would carry that into the fitted latency. On the Soft-RoCE rig the
-    /// first 100–150 ms of a session ran 1.6× slower.
+    /// would carry that into the fitted latency (bench/verbs.md, "a fresh
+    /// session").
     pub session_warmup: Duration,
-    /// Untimed PRTT(1, 0, s) before each timed one. On Soft-RoCE a single
-    /// message right after a burst took 10–50 % longer than in a steady
-    /// ping-pong (the device was still completing the burst); two settle
-    /// round trips brought the median to perftest's (bench/verbs.md).
+    /// Untimed PRTT(1, 0, s) before each timed one, so the single message
+    /// runs on a path that has just carried a ping-pong: a device that
+    /// completes a burst lazily (Soft-RoCE) makes a single message right
+    /// after a burst slower than in a steady ping-pong (bench/verbs.md).
     pub settle_rounds: u32,
     pub min_reps: u32,
     pub max_reps: u32,
@@ -178,130 +182,6 @@ pub trait Progress {
 }
 
 impl Progress for () {}
-
-/// Counts rounds lost in a row and turns too many into an error; learns
-/// how long the link takes per byte, so the wait for an answer grows with
-/// what a round sends.
-struct LossGuard {
-    limit: u32,
-    in_a_row: u32,
-    total: u32,
-    /// Round trip per byte sent of the last [`PACE_ROUNDS`] rounds that
-    /// sent at least [`PACE_MIN_BYTES`] (a ring; `paces_seen` of them
-    /// filled). Their median is the link's pace: one round slowed by a
-    /// descheduled host must not stretch every later wait.
-    paces: [f64; PACE_ROUNDS],
-    paces_seen: usize,
-    /// The wait of the last round (what a loss drains after).
-    last_wait: Duration,
-}
-
-/// Rounds that send less are latency-bound and say nothing of the pace.
-const PACE_MIN_BYTES: usize = 64 * 1024;
-/// The pace is the median of this many recent rounds.
-const PACE_ROUNDS: usize = 15;
-/// A round's answer is waited for this many times its predicted time...
-const PACE_MARGIN: f64 = 4.0;
-/// ... but never longer than this.
-const MAX_WAIT: Duration = Duration::from_secs(30);
-
-impl LossGuard {
-    fn new(limit: u32) -> Self {
-        Self {
-            limit: limit.max(1),
-            in_a_row: 0,
-            total: 0,
-            paces: [0.0; PACE_ROUNDS],
-            paces_seen: 0,
-            last_wait: Duration::ZERO,
-        }
-    }
-
-    /// How long to wait for the answer to a round of `n` messages of `s`
-    /// bytes: the configured `base`, or [`PACE_MARGIN`] times what the
-    /// link's pace predicts if that is longer. A 1 MiB burst over a slow
-    /// link is not a lost round.
-    fn wait(&self, base: Duration, n: u32, s: usize) -> Duration {
-        let predicted_ns = self.pace_ns_per_byte() * f64::from(n) * s as f64;
-        let paced = Duration::from_secs_f64((PACE_MARGIN * predicted_ns * 1e-9).min(1e6));
-        base.max(paced).min(MAX_WAIT.max(base))
-    }
-
-    fn paced(&mut self, n: u32, s: usize, rtt_ns: f64) {
-        let bytes = n as usize * s;
-        if bytes >= PACE_MIN_BYTES && rtt_ns.is_finite() && rtt_ns > 0.0 {
-            self.paces[self.paces_seen % PACE_ROUNDS] = rtt_ns / bytes as f64;
-            self.paces_seen += 1;
-        }
-    }
-
-    /// The median of the recent paces (0 before the first); on the stack.
-    fn pace_ns_per_byte(&self) -> f64 {
-        let k = self.paces_seen.min(PACE_ROUNDS);
-        if k == 0 {
-            return 0.0;
-        }
-        let mut p = self.paces;
-        let p = &mut p[..k];
-        p.sort_unstable_by(f64::total_cmp);
-        p[k / 2]
-    }
-
-    /// Decide what a failed round means: retry (Ok) or give up (Err).
-    fn on_error<T: Transport>(
-        &mut self,
-        transport: &mut T,
-        err: TransportError,
-        size_bytes: u64,
-        timeout: Duration,
-    ) -> Result<(), SweepError> {
-        match err {
-            TransportError::Timeout(_) => {
-                self.in_a_row += 1;
-                self.total += 1;
-                if self.in_a_row >= self.limit {
-                    return Err(SweepError::PeerLost {
-                        size_bytes,
-                        losses: self.in_a_row,
-                        last: err,
-                    });
-                }
-                // An answer that arrives late must not close the next round.
-                drain(transport, timeout.max(self.last_wait) / 4);
-                Ok(())
-            }
-            other => Err(SweepError::Transport {
-                size_bytes,
-                source: other,
-            }),
-        }
-    }
-
-    fn on_success(&mut self) {
-        self.in_a_row = 0;
-    }
-}
-
-/// One PRTT(n, d, s) whose wait for the answer follows the link's pace
-/// ([`LossGuard::wait`]); a round that is answered teaches the pace.
-#[allow(clippy::too_many_arguments)]
-fn round<T: Transport, C: Clock>(
-    transport: &mut T,
-    clock: &C,
-    peer: PeerId,
-    n: u32,
-    d_ticks: u64,
-    s: usize,
-    base: Duration,
-    guard: &mut LossGuard,
-) -> Result<crate::pattern::prtt::PrttSample, TransportError> {
-    guard.last_wait = guard.wait(base, n, s);
-    let r = prtt(transport, clock, peer, n, d_ticks, s, guard.last_wait);
-    if let Ok(x) = &r {
-        guard.paced(n, s, x.rtt_ns);
-    }
-    r
-}
 
 /// The result of a LogGP sweep.
 #[derive(Clone, Debug, Default)]
@@ -577,7 +457,7 @@ pub fn sweep<T: Transport, C: Clock>(
     progress.sizes(samples.len(), samples.len(), cfg.max_size_bytes);
     Ok(SweepResult {
         samples,
-        lost_rounds: guard.total,
+        lost_rounds: guard.lost_rounds(),
     })
 }
 
@@ -588,9 +468,9 @@ pub fn sweep<T: Transport, C: Clock>(
 /// time. A stretch of interference (the host busy for a second, a guest
 /// in its slow mode) then slows sizes scattered over the grid, outliers the
 /// robust fits set aside, instead of a run of neighbours that looks like a
-/// protocol change: on Soft-RoCE, measured in ascending order, a slow
-/// second over 256–512 B raised their gap by 18 µs (1.4 EEL) and read as a
-/// rendezvous at 181 B (VM run vm18, bench/verbs.md).
+/// protocol change: a slow second over three consecutive sizes, measured in
+/// ascending order, reads exactly as a rendezvous step (bench/verbs.md,
+/// "measurement order").
 pub fn measurement_order(n: usize, schedule: Schedule) -> impl Iterator<Item = usize> {
     let stride = match schedule {
         Schedule::Netgauge => 1,
@@ -790,48 +670,4 @@ pub fn fanout_sweep<T: Transport, C: Clock>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_wait_follows_the_median_pace_not_one_slow_round() {
-        let base = Duration::from_millis(250);
-        let mut g = LossGuard::new(4);
-        // Nothing learned yet, or only latency-bound rounds: the base.
-        assert_eq!(g.wait(base, 8, 1 << 20), base);
-        g.paced(1, 1024, 1e9);
-        assert_eq!(g.wait(base, 8, 1 << 20), base);
-        // A link at 200 ns/B (40 Mbit/s): 8 × 1 MiB is predicted at 1.68 s.
-        for _ in 0..10 {
-            g.paced(1, 1 << 20, 200.0 * f64::from(1 << 20));
-        }
-        let w = g.wait(base, 8, 1 << 20).as_secs_f64();
-        assert!((w - 4.0 * 1.677_721_6).abs() < 1e-3, "{w}");
-        // One round slowed 100× leaves it; the cap bounds any wait.
-        g.paced(1, 1 << 20, 2e4 * f64::from(1 << 20));
-        assert!((g.wait(base, 8, 1 << 20).as_secs_f64() - w).abs() < 1e-9);
-        assert_eq!(g.wait(base, 64, 64 << 20), MAX_WAIT);
-        // A fast link never waits less than the base.
-        let mut fast = LossGuard::new(4);
-        fast.paced(8, 1 << 20, 0.1 * 8.0 * f64::from(1 << 20));
-        assert_eq!(fast.wait(base, 8, 1 << 20), base);
-    }
-
-    #[test]
-    fn adaptive_order_visits_every_size_once_and_spreads_neighbours() {
-        for n in [1usize, 2, 3, 10, 33, 40, 41, 64] {
-            let order: Vec<usize> = measurement_order(n, Schedule::Adaptive).collect();
-            let mut seen = order.clone();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
-            assert_eq!(order.first(), Some(&0).filter(|_| n > 0), "n = {n}");
-            if n >= 10 {
-                // Sizes measured one after the other are far apart in the grid.
-                let near = order.windows(2).filter(|w| w[0].abs_diff(w[1]) < 3).count();
-                assert!(near * 10 <= n, "n = {n}: {order:?}");
-            }
-        }
-        let netgauge: Vec<usize> = measurement_order(5, Schedule::Netgauge).collect();
-        assert_eq!(netgauge, vec![0, 1, 2, 3, 4]);
-    }
-}
+mod tests;

@@ -2,18 +2,12 @@
 
 use std::process::Command;
 
+mod common;
+use common::{json_of, NGCTL};
+
 #[test]
 fn tsc_rate_agrees_with_the_kernel() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ngctl"))
-        .args(["clock", "--json"])
-        .output()
-        .expect("run ngctl clock");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = json_of(Command::new(NGCTL).args(["clock", "--json"]));
     let read_cost = v["read_cost_ns"].as_f64().expect("read cost");
     assert!(
         read_cost > 0.0 && read_cost < 10_000.0,

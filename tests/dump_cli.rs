@@ -5,32 +5,18 @@
 use std::process::Command;
 
 mod common;
-use common::json_of;
-
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+use common::{json_of, sim_probe, tmp_path, NGCTL};
+use netgauged::model::fit::FIRST_RANGE_KEYS;
 
 fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("ngdump-{}-{name}", std::process::id()))
+    tmp_path("ngdump", name)
 }
 
 #[test]
 fn published_sim_probe_dumps_with_probe_field_names() {
     let seg = tmp("seg");
     let model = "L=5960,o=4720,g=5140,G=0.73,S=12288";
-    let p = json_of(
-        Command::new(NGCTL)
-            .args([
-                "probe",
-                "--transport",
-                "sim",
-                "--model",
-                model,
-                "--json",
-                "--publish",
-                "--shm",
-            ])
-            .arg(&seg),
-    );
+    let p = json_of(sim_probe(model).args(["--publish", "--shm"]).arg(&seg));
     let d = json_of(
         Command::new(NGCTL)
             .args(["dump", "--json", "--shm"])
@@ -39,15 +25,7 @@ fn published_sim_probe_dumps_with_probe_field_names() {
     let e = &d["entries"][0];
     assert_eq!(e["peer"], "sim");
     assert_eq!(e["transport"], "sim");
-    for k in [
-        "eel_ns",
-        "L_ns",
-        "o_s_ns",
-        "o_r_ns",
-        "g_ns",
-        "G_ns_per_byte",
-        "S_bytes",
-    ] {
+    for k in FIRST_RANGE_KEYS.into_iter().chain(["S_bytes"]) {
         assert_eq!(
             e[k], p[k],
             "{k} differs between probe --json and dump --json"

@@ -5,12 +5,10 @@
 use std::process::Command;
 
 mod common;
-use common::{json_of, stdout_of};
-
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+use common::{json_of, sim_probe, stdout_of, tmp_path, NGCTL};
 
 fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("ngfit-{}-{name}", std::process::id()))
+    tmp_path("ngfit", name)
 }
 
 fn run(args: &[&str]) -> std::process::Output {
@@ -20,15 +18,7 @@ fn run(args: &[&str]) -> std::process::Output {
 #[test]
 fn saved_probe_refits_to_the_same_parameters() {
     let model = "L=5960,o=4720,g=5140,G=0.73,S=12288,jitter=0.01,seed=3";
-    let probe = stdout_of(Command::new(NGCTL).args([
-        "probe",
-        "--transport",
-        "sim",
-        "--model",
-        model,
-        "--json",
-        "--raw",
-    ]));
+    let probe = stdout_of(sim_probe(model).arg("--raw"));
     let saved = tmp("probe.json");
     std::fs::write(&saved, &probe).unwrap();
     let p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
@@ -121,21 +111,13 @@ fn files_without_raw_samples_are_refused_clearly() {
     let _ = std::fs::remove_file(&garbage);
 }
 
-/// A saved MPI probe's all-ranks exchange sweep (4 ranks on 2 cores,
-/// bench/mpi.md run a3) re-fits, is published beside the pair entry as
+/// A saved MPI probe's all-ranks exchange sweep (4 ranks on 2 cores, one
+/// of the runs of bench/mpi.md) re-fits, is published beside the pair entry as
 /// mpi-x4, and `ngctl predict` prices the all-ranks steps of 4 ranks with
 /// it (and only those of 4 ranks).
 #[test]
 fn exchange_sweep_refits_publishes_and_is_used_by_predict() {
-    let probe = stdout_of(Command::new(NGCTL).args([
-        "probe",
-        "--transport",
-        "sim",
-        "--model",
-        "L=2000,o=400,g=500,G=0.08,S=4096,seed=5",
-        "--json",
-        "--raw",
-    ]));
+    let probe = stdout_of(sim_probe("L=2000,o=400,g=500,G=0.08,S=4096,seed=5").arg("--raw"));
     let mut p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
     let x: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(

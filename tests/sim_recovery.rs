@@ -6,6 +6,7 @@
 //! model's own parameters.
 
 use netgauged::clock::VirtualClock;
+use netgauged::model::fit::FIRST_RANGE_KEYS;
 use netgauged::probe::{self, ProbeOptions, ProbeResult};
 use netgauged::transport::sim::{SimParams, SimTransport};
 
@@ -71,14 +72,7 @@ fn check_loggp(r: &ProbeResult, l: f64, o: f64, g: f64, big_g: f64, s: u64, tol:
     );
     within("G above S", rdv.G_ns_per_byte, big_g, 2.0 * tol);
     // Every parameter carries a 95 % interval.
-    for key in [
-        "eel_ns",
-        "L_ns",
-        "o_s_ns",
-        "o_r_ns",
-        "g_ns",
-        "G_ns_per_byte",
-    ] {
+    for key in FIRST_RANGE_KEYS {
         let (lo, hi) = r.ci95[key];
         assert!(lo <= hi, "{key} interval [{lo}, {hi}]");
     }

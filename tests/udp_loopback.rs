@@ -4,7 +4,8 @@ use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+mod common;
+use common::{assert_socket_probe_sane, json_of, NGCTL};
 
 /// Client and server both busy-poll: two such pairs at once on a two-core
 /// machine measure the scheduler, not the network. One test at a time.
@@ -41,32 +42,14 @@ fn sweep_1b_to_64kib_is_sane() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let port = free_port();
     let _server = serve(port);
-    let out = Command::new(NGCTL)
-        .args(["probe", "--transport", "udp", "--peer"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--max-size", "65536", "--json", "--resamples", "50"])
-        .output()
-        .expect("run ngctl probe");
-    assert!(
-        out.status.success(),
-        "probe failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = json_of(
+        Command::new(NGCTL)
+            .args(["probe", "--transport", "udp", "--peer"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--max-size", "65536", "--json", "--resamples", "50"]),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let eel = num("eel_ns");
-    assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");
-    let g = num("g_ns");
-    assert!(
-        g > 0.0 && g < 1e6,
-        "g {g} ns is not sane (a millisecond-scale g is a Nagle-like artefact)"
-    );
-    for r in v["ranges"].as_array().expect("ranges") {
-        let big_g = r["G_ns_per_byte"].as_f64().expect("G");
-        assert!(big_g >= 0.0, "negative G in range {r}");
-    }
+    assert_socket_probe_sane(&v);
     assert!(v["probe_bytes"].as_u64().unwrap_or(0) > 0);
-    assert!(num("o_r_ns") > 0.0, "a socket has a receive overhead");
 }
 
 #[test]

@@ -97,6 +97,20 @@ unsafe fn reader<'a>(r: *const NgReader) -> Option<&'a Reader> {
     unsafe { r.as_ref() }
 }
 
+/// The reader and the (peer, transport) names of a lookup; None if any
+/// pointer is NULL.
+///
+/// # Safety
+/// As for [`reader`] and [`bytes`].
+unsafe fn reader_peer_transport<'a>(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+) -> Option<(&'a Reader, &'a [u8], &'a [u8])> {
+    // SAFETY: forwarded caller contract.
+    unsafe { Some((reader(r)?, bytes(peer)?, bytes(transport)?)) }
+}
+
 /// Looks up the parameters of (peer, transport) for `msg_bytes`.
 /// Returns 0, -ENOENT, -ESTALE, -EAGAIN or -EINVAL.
 ///
@@ -110,10 +124,8 @@ pub unsafe extern "C" fn ng_lookup(
     msg_bytes: u64,
     out: *mut Params,
 ) -> c_int {
-    // SAFETY: caller contract for all four pointers.
-    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
-        bytes(transport)
-    }) else {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
         return -libc::EINVAL;
     };
     if out.is_null() {
@@ -140,10 +152,8 @@ pub unsafe extern "C" fn ng_predict_ns(
     transport: *const c_char,
     msg_bytes: u64,
 ) -> f64 {
-    // SAFETY: caller contract.
-    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
-        bytes(transport)
-    }) else {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
         return f64::NAN;
     };
     r.lookup_bytes(p, t, msg_bytes)
@@ -161,10 +171,8 @@ pub unsafe extern "C" fn ng_index(
     peer: *const c_char,
     transport: *const c_char,
 ) -> c_int {
-    // SAFETY: caller contract.
-    let (Some(r), Some(p), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(peer) }, unsafe {
-        bytes(transport)
-    }) else {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
         return -libc::EINVAL;
     };
     match r.index_bytes(p, t) {

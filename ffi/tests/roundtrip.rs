@@ -338,6 +338,20 @@ fn c_abi() {
         let i = ng_index(r, peer.as_ptr(), tr.as_ptr());
         assert_eq!(i, 0);
         assert_eq!(ng_index(r, peer.as_ptr(), c"udp".as_ptr()), -libc::ENOENT);
+        // A NULL reader, peer or transport: EINVAL (lookups) or NaN.
+        let no_str = core::ptr::null::<core::ffi::c_char>();
+        let no_reader = core::ptr::null();
+        assert_eq!(
+            ng_index(no_reader, peer.as_ptr(), tr.as_ptr()),
+            -libc::EINVAL
+        );
+        assert_eq!(ng_index(r, peer.as_ptr(), no_str), -libc::EINVAL);
+        assert_eq!(
+            ng_lookup(r, peer.as_ptr(), no_str, 100, &mut out),
+            -libc::EINVAL
+        );
+        assert!(ng_predict_ns(r, no_str, tr.as_ptr(), 1).is_nan());
+        assert!(ng_predict_ns(no_reader, peer.as_ptr(), tr.as_ptr(), 1).is_nan());
         let mut o2 = Params::default();
         assert_eq!(ng_lookup_index(r, i, 100, &mut o2), 0);
         assert_eq!(o2, out_for(r, 100));

@@ -6,10 +6,9 @@
 //! s bytes from one, all at once. On a node whose ranks share cores and
 //! caches, such a step is not the pair's T(s) stretched by a constant: its
 //! per-byte cost grows with s once the ranks' buffers together outgrow the
-//! caches (4 ranks on 2 cores, run a2 of bench/mpi.md: 0.25 ns/B per
-//! exchange step of 1 MiB, 0.28 of 2 MiB, 0.34 of 4 MiB, where the pair's
-//! one message cost 0.086 ns/B at 1 MiB), and its rendezvous step sits where
-//! the pair's does whether or not the pair fit found it.
+//! caches (several times the pair's per-byte cost from 1 MiB on; figures in
+//! bench/mpi.md, "the all-ranks exchange"), and its rendezvous step sits
+//! where the pair's does whether or not the pair fit found it.
 //!
 //! So the MPI probe also measures that step directly: every rank exchanges
 //! s bytes with rank ⊕ 1, `k` times back to back after a barrier, and the

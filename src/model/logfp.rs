@@ -30,7 +30,7 @@
 //! 1. the slope increases significantly: c > 4·se(c), with se(c) from the
 //!    regression (σ̂² = SSE/(N−3)); 4 rather than the usual 2–3 because c
 //!    is the *largest* of up to N−3 candidate hinges (a Bonferroni-style
-//!    margin: with t > 3, 1 in 10 noisy single-regime sweeps of 16 P split);
+//!    margin: with t > 3, noisy single-regime sweeps split too often);
 //! 2. BIC prefers the hinge (4 parameters: a, b, c, f) to one line (a, b):
 //!    N·ln(SSE/N) + k·ln N, SSE floored at N·(10⁻⁹·max RTT)² so exact data
 //!    cannot give ln 0;
@@ -39,13 +39,12 @@
 //!    the rate and there is no f), and the slope rises by at least 25 % of
 //!    the first regime's slope (c ≥ 0.25·b). Statistical significance alone
 //!    is not enough: the hinge is the best of N−3 candidates and a gentle
-//!    upward bend of the last few P (host-side effects, or plain noise:
-//!    seen in 1 of 10 seeded 16-P sweeps with 2 % noise even at t > 4) is
-//!    not a network gap; a real gap regime multiplies the per-message cost
-//!    (the paper's InfiniBand: o_min = 0.18 µs against g ≈ 1 µs).
-//!    Measured with all three rules (16 P, 30 repetitions, 2 % noise, 300
-//!    seeded sweeps each): no gap regime → f found 0 times; g = 1200 ns,
-//!    f = 6 → f = 6 every time; g = 400 ns over a 250 ns slope → 294/300.
+//!    upward bend of the last few P (host-side effects, or plain noise,
+//!    which passes t > 4 now and then) is not a network gap; a real gap
+//!    regime multiplies the per-message cost (the paper's InfiniBand:
+//!    o_min = 0.18 µs against g ≈ 1 µs). With all three rules, seeded
+//!    synthetic sweeps find no f where there is no gap regime and the true
+//!    f where there is one (rates in bench/model_notes.md).
 //!
 //! Then f = the breakpoint and g_ns = b + c, the slope of the P > f regime
 //! (the paper's g). When the gap term only overtakes the posting term some

@@ -26,18 +26,17 @@
 //! breakpoint; the shared σ takes its place).
 //!
 //! The plain BIC (penalty 3m·ln N) is known to under-penalise breakpoints,
-//! because each breakpoint is the *maximum* over many candidate positions;
-//! measured here on one noisy line it split 16 % of 50-point sweeps. We use
+//! because each breakpoint is the *maximum* over many candidate positions:
+//! it splits a single noisy line in a sizeable share of sweeps. We use
 //! instead the modified Schwarz criterion that Liu, Wu & Zidek (1997,
 //! Statistica Sinica 7, "On segmented multivariate regression") proved
 //! consistent for the number of segments of a segmented regression:
 //!
 //! crit = N·ln(WSSE/(N − p)) + p · 0.299 · (ln N)^2.1,   p = 3m.
 //!
-//! Measured false-split rates on a single line with 2 % relative noise
-//! (1000 seeded sweeps, geometric grid): 5 % at N = 26, 0.9 % at N = 50,
-//! 0.1 % at N = 80; a 10 % jump in the middle of 40 points at 2 % noise is
-//! found at the exact index in 97 % of sweeps.
+//! It rarely splits a single noisy line, less often the more points there
+//! are, and finds a clear jump at its exact index in nearly every sweep
+//! (the rates on seeded synthetic sweeps are in bench/model_notes.md).
 //!
 //! WSSE is floored at N·(10⁻⁶)² (a relative rms residual of 1 ppm, far below
 //! any timer resolution), so exact synthetic data cannot drive ln to −∞: once
@@ -86,12 +85,11 @@ fn paper_lsq(xs: &[f64], ys: &[f64], k: usize, l: usize) -> Option<f64> {
 ///   any increase above rounding, i.e. any point off the current line.
 /// - `lookahead_x` = 0 is treated as 1.
 ///
-/// Caveat (measured, kept because the rule is the paper's): its lsq is
-/// unweighted, so on a geometric size grid with relative noise each larger
-/// size raises the mean deviation by itself; on one noisy line (2 % relative
-/// noise, 50 sizes) it declares a spurious change in ~93 % of sweeps. On
-/// clean or absolute-noise data it behaves as the paper describes. [`choose`]
-/// arbitrates.
+/// Caveat (kept because the rule is the paper's): its lsq is unweighted, so
+/// on a geometric size grid with relative noise each larger size raises the
+/// mean deviation by itself, and on one noisy line it declares a spurious
+/// change in most sweeps (bench/model_notes.md). On clean or absolute-noise
+/// data it behaves as the paper describes. [`choose`] arbitrates.
 ///
 /// Returns the start indices of the new ranges (0 excluded).
 pub fn lookahead(xs: &[f64], ys: &[f64], lookahead_x: usize, pfact: f64) -> Vec<usize> {

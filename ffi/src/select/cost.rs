@@ -1,0 +1,135 @@
+//! Point-to-point costs of the model at one size (see the module
+//! documentation of `select`): T(s), gap(s), a forwarding rank's CPU time,
+//! LogfP bursts, and one all-ranks step.
+
+use super::{Network, Sharing, LOGFP_MAX_BYTES};
+use crate::types::{LookupError, Params};
+
+/// The point-to-point costs of the model at one size.
+pub(super) struct Msg {
+    /// T(s): one message end to end, rendezvous included.
+    pub(super) t_ns: f64,
+    /// gap(s): earliest start of the sender's next message.
+    pub(super) gap_ns: f64,
+    /// CPU time of a rank that receives the message and sends it on:
+    /// o_s + o_r + (s−1)·max(O_s, O_r). Both ends' per-byte overheads
+    /// contain the one copy of the bytes per hop (module doc), so it is
+    /// counted once; o_s(s) + o_r(s) would count it twice and price the
+    /// period at about twice the gap and T(s) (bench/mpi.md).
+    pub(super) forward_ns: f64,
+}
+
+/// T(s) of the module documentation for one parameter set: the one-byte
+/// end-to-end latency plus (s−1)·G, plus the rendezvous handshake. Without
+/// a measured EEL (0 or not finite) its LogGP value L + o_s + o_r.
+pub fn one_message_ns(p: &Params, msg_bytes: u64) -> f64 {
+    // One Params is a network of one range: the lookup cannot fail.
+    one_message_on(p, msg_bytes).unwrap_or(f64::NAN)
+}
+
+/// T(s) over a network of ranges: the bytes of each range cost that range's
+/// G, so T is continuous across ranges except for the rendezvous handshake
+/// above S. The first range's message is EEL + (s−1)·G; a later range's
+/// starts where the range below ends, T(from − 1), and adds (s − from + 1)·G
+/// (sizes between two ranges count at the lower one's G). One range's
+/// `EEL + (s−1)·G` with its own G from s = 1 is what [`one_message_ns`] gives:
+/// across ranges it puts the line of a narrow range (a few bisection sizes
+/// with a steep, noisy G) or of a few disturbed large sizes (G = 0) under
+/// every byte of the message, so that a small message costs a multiple of
+/// EEL, or a large one no more than EEL.
+pub(super) fn one_message_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    let p = net.at(bytes)?;
+    let handshake = if p.S_bytes != u64::MAX && bytes > p.S_bytes {
+        2.0 * eel_of(&p)
+    } else {
+        0.0
+    };
+    Ok((bytes_time(net, bytes)? + handshake).max(0.0))
+}
+
+/// T(s) without the handshake (see [`one_message_on`]).
+fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    let p = net.at(bytes)?;
+    let big_g = p.G_ns_per_byte.max(0.0);
+    let from = p.range_from_bytes;
+    if from > 1 && from <= bytes {
+        let below = net.at(from - 1)?;
+        if below.range_from_bytes < from {
+            return Ok(bytes_time(net, from - 1)? + (bytes - from + 1) as f64 * big_g);
+        }
+    }
+    Ok(eel_of(&p) + bytes.saturating_sub(1) as f64 * big_g)
+}
+
+/// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
+fn eel_of(p: &Params) -> f64 {
+    if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
+        p.eel_ns
+    } else {
+        p.L_ns + p.o_s_ns + p.o_r_ns
+    }
+}
+
+pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
+    let p = net.at(bytes)?;
+    let k = bytes.saturating_sub(1) as f64;
+    let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+    let t_ns = one_message_on(net, bytes)?;
+    let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
+    let forward_ns = (p.o_s_ns + p.o_r_ns + k * p.O_s_ns_per_byte.max(p.O_r_ns_per_byte)).max(0.0);
+    Ok(Msg {
+        t_ns,
+        gap_ns,
+        forward_ns,
+    })
+}
+
+impl Msg {
+    /// T(s) in a step stretched by processor sharing.
+    pub(super) fn t_shared(&self, stretch: f64) -> f64 {
+        self.t_ns * stretch
+    }
+}
+
+/// Gap before the (j+1)-th of a burst of `burst` sends of `bytes`, LogfP
+/// for small messages: the first f messages pay only the posting overhead
+/// o(burst) = o_min + o_max / burst, later ones the LogfP gap g_f.
+pub(super) fn burst_gap<N: Network + ?Sized>(
+    net: &N,
+    bytes: u64,
+    j: usize,
+    burst: usize,
+    m: &Msg,
+) -> Result<f64, LookupError> {
+    if bytes <= LOGFP_MAX_BYTES {
+        let p = net.at(bytes)?;
+        if p.f > 0 && (p.o_min_ns > 0.0 || p.o_max_ns > 0.0) {
+            let o_burst = p.o_min_ns + p.o_max_ns / burst.max(1) as f64;
+            return Ok(if j < p.f as usize {
+                o_burst
+            } else {
+                p.g_f_ns.max(o_burst)
+            });
+        }
+    }
+    Ok(m.gap_ns)
+}
+
+/// One step in which all P ranks exchange `bytes` with a partner at once:
+/// measured ([`Network::exchange_ns`]), or the pair's T(bytes) stretched by
+/// the sharing of P busy ranks.
+pub(super) fn exchange_step<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bytes: u64,
+    sh: Sharing,
+) -> Result<f64, LookupError> {
+    match net.exchange_ns(p, bytes) {
+        Some(t) => Ok(t),
+        None => Ok(msg(net, bytes)?.t_shared(sh.factor(p))),
+    }
+}
+
+pub(super) fn ceil_log2(p: usize) -> u32 {
+    usize::BITS - (p.max(1) - 1).leading_zeros()
+}

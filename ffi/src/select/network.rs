@@ -1,0 +1,127 @@
+//! The network a selection prices: LogGP(S) parameters as a function of the
+//! message size, and the all-ranks exchange step when it was measured.
+
+use crate::layout::TRANSPORT_MAX_BYTES;
+use crate::types::{LookupError, Params};
+use crate::Reader;
+
+/// Parameters as a function of the message size.
+pub trait Network {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError>;
+
+    /// The measured time of one step in which all `ranks` ranks exchange
+    /// `msg_bytes` with a partner at once (the MPI probe's exchange sweep,
+    /// published as the entry [`exchange_transport`] names), if there is
+    /// one for this many ranks. Without it the selector stretches the pair's
+    /// T(s) by the sharing of P busy ranks ([`Sharing`]).
+    fn exchange_ns(&self, _ranks: usize, _msg_bytes: u64) -> Option<f64> {
+        None
+    }
+}
+
+/// The transport name of the exchange entry of `ranks` ranks measured over
+/// `transport`: "mpi" and 4 ranks give "mpi-x4". Written into `buf` (no
+/// allocation: reader lookups use it); None if it would not fit a
+/// transport name.
+pub fn exchange_transport<'b>(
+    transport: &str,
+    ranks: usize,
+    buf: &'b mut [u8; TRANSPORT_MAX_BYTES],
+) -> Option<&'b str> {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut r = ranks;
+    loop {
+        digits[n] = b'0' + (r % 10) as u8;
+        n += 1;
+        r /= 10;
+        if r == 0 {
+            break;
+        }
+    }
+    let len = transport.len() + 2 + n;
+    if len > buf.len() {
+        return None;
+    }
+    buf[..transport.len()].copy_from_slice(transport.as_bytes());
+    buf[transport.len()..transport.len() + 2].copy_from_slice(b"-x");
+    for i in 0..n {
+        buf[transport.len() + 2 + i] = digits[n - 1 - i];
+    }
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
+/// An exchange entry's step time at `bytes`: its range's line
+/// g + (s − 1)·G (see `model::exchange` of the daemon crate).
+fn exchange_line(p: &Params, bytes: u64) -> f64 {
+    (p.g_ns + bytes.saturating_sub(1) as f64 * p.G_ns_per_byte).max(0.0)
+}
+
+impl Network for Params {
+    fn at(&self, _msg_bytes: u64) -> Result<Params, LookupError> {
+        Ok(*self)
+    }
+}
+
+/// One [`Params`] per protocol range (as lookups of sizes in each range
+/// return them); the range containing the size is used, the nearest one
+/// outside all ranges.
+impl Network for [Params] {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        let first = self.first().ok_or(LookupError::NotFound)?;
+        let mut best = *first;
+        for p in self {
+            if msg_bytes >= p.range_from_bytes && msg_bytes <= p.range_to_bytes {
+                return Ok(*p);
+            }
+            if msg_bytes > p.range_to_bytes {
+                best = *p;
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// Live lookups of one (peer, transport) entry of a segment.
+#[derive(Clone, Copy, Debug)]
+pub struct ReaderNetwork<'a> {
+    pub reader: &'a Reader,
+    pub peer: &'a str,
+    pub transport: &'a str,
+}
+
+impl Network for ReaderNetwork<'_> {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.reader.lookup(self.peer, self.transport, msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        let mut buf = [0u8; TRANSPORT_MAX_BYTES];
+        let name = exchange_transport(self.transport, ranks, &mut buf)?;
+        let p = self.reader.lookup(self.peer, name, msg_bytes).ok()?;
+        Some(exchange_line(&p, msg_bytes))
+    }
+}
+
+/// A pair's ranges and the exchange ranges measured with `exchange_ranks`
+/// ranks (a snapshot of both entries, as `ngctl predict` reads them).
+#[derive(Clone, Copy, Debug)]
+pub struct Measured<'a> {
+    pub pair: &'a [Params],
+    pub exchange: &'a [Params],
+    pub exchange_ranks: usize,
+}
+
+impl Network for Measured<'_> {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.pair.at(msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        if ranks != self.exchange_ranks || self.exchange.is_empty() {
+            return None;
+        }
+        let p = self.exchange.at(msg_bytes).ok()?;
+        Some(exchange_line(&p, msg_bytes))
+    }
+}

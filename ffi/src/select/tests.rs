@@ -1,0 +1,520 @@
+//! Tests of the collective selector.
+
+use super::bcast::{bcast, chain_time};
+use super::cost::{msg, one_message_on};
+use super::tree::{binomial_children, binomial_tree};
+use super::*;
+use crate::layout::TRANSPORT_MAX_BYTES;
+use crate::types::Params;
+
+/// A LogGP network without S or LogfP.
+fn net(l: f64, o: f64, g: f64, big_g: f64) -> Params {
+    Params {
+        eel_ns: l + 2.0 * o,
+        L_ns: l,
+        o_s_ns: o,
+        o_r_ns: o,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        S_bytes: u64::MAX,
+        range_from_bytes: 0,
+        range_to_bytes: u64::MAX,
+        ..Params::default()
+    }
+}
+
+#[test]
+fn each_range_prices_its_own_bytes() {
+    let mut a = net(1000.0, 500.0, 800.0, 0.1);
+    a.range_from_bytes = 1;
+    a.range_to_bytes = 1 << 20;
+    let mut b = a;
+    b.range_from_bytes = (1 << 20) + 1;
+    b.range_to_bytes = 4 << 20;
+    b.g_ns = 500_000.0;
+    b.G_ns_per_byte = 0.0;
+    let end_of_a = one_message_ns(&a, 1 << 20);
+    // A last range of a few large sizes fitted G = 0: its bytes cost
+    // nothing more, the message still costs what 1 MiB did (its own
+    // EEL + (s−1)·G would be EEL).
+    let t = one_message_on(&[a, b][..], 4 << 20).unwrap();
+    assert!((t - end_of_a).abs() < 1e-6, "{t} vs {end_of_a}");
+    assert!(one_message_ns(&b, 4 << 20) < 0.1 * end_of_a);
+    // A slower second range: its bytes at its G, continuous at the
+    // boundary.
+    b.G_ns_per_byte = 0.3;
+    let t = one_message_on(&[a, b][..], 4 << 20).unwrap();
+    let want = end_of_a + (3 << 20) as f64 * 0.3;
+    assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+    // A narrow first range with a wild slope costs only its own bytes.
+    let mut narrow = a;
+    narrow.range_from_bytes = 61;
+    narrow.range_to_bytes = 64;
+    narrow.G_ns_per_byte = 50.0;
+    let mut small = a;
+    small.range_to_bytes = 60;
+    let mut rest = a;
+    rest.range_from_bytes = 65;
+    let t = one_message_on(&[small, narrow, rest][..], 1024).unwrap();
+    let want = one_message_ns(&a, 60) + 4.0 * 50.0 + (1024 - 64) as f64 * 0.1;
+    assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+    // The handshake above S, once.
+    let mut s = a;
+    s.S_bytes = 4096;
+    let ranges = [s];
+    assert!((one_message_on(&ranges[..], 8192).unwrap() - one_message_ns(&s, 8192)).abs() < 1e-6);
+    // One Params (no ranges to look back on): its own value.
+    assert!((one_message_on(&a, 4 << 20).unwrap() - one_message_ns(&a, 4 << 20)).abs() < 1e-9);
+}
+
+#[test]
+fn one_message_counts_the_bytes_once() {
+    // LogGP (no per-byte overheads): T(s) is the paper's L + 2o + (s−1)G.
+    let p = net(1000.0, 300.0, 400.0, 0.25);
+    for s in [1u64, 64, 4096, 1 << 20] {
+        assert!(
+            (one_message_ns(&p, s) - p.predict_ns(s)).abs() < 1e-6,
+            "{s}"
+        );
+    }
+    // Shared memory: the copy shows up as G (the gap), O_s (the sender's
+    // busy time) and O_r (the receiver's): it is paid once, not three
+    // times.
+    let mut shm = net(200.0, 150.0, 400.0, 0.10);
+    shm.O_s_ns_per_byte = 0.10;
+    shm.O_r_ns_per_byte = 0.09;
+    let m = 1u64 << 20;
+    let t = one_message_ns(&shm, m);
+    assert!((t - (shm.eel_ns + (m - 1) as f64 * 0.10)).abs() < 1e-6);
+    assert!(shm.predict_ns(m) > 2.5 * t);
+    // The handshake above S, and no EEL: its LogGP value.
+    shm.S_bytes = 4096;
+    assert!((one_message_ns(&shm, m) - t - 2.0 * shm.eel_ns).abs() < 1e-6);
+    shm.eel_ns = f64::NAN;
+    assert!((one_message_ns(&shm, 1) - 500.0).abs() < 1e-9);
+}
+
+#[test]
+fn shared_cores_stretch_steps_with_more_busy_ranks_than_cores() {
+    let p = net(1000.0, 200.0, 300.0, 0.25);
+    let m = 1u64 << 20;
+    let alone = SelectOptions::default();
+    let two = SelectOptions { cores: 2, ..alone };
+    let rd = |c: &Candidates| c.as_slice()[0].predicted_ns;
+    // Recursive doubling on 4 ranks, 2 cores: every step has 4 busy
+    // ranks, so all of it takes twice as long, small or large.
+    for bytes in [8u64, m] {
+        let a = candidates(&p, Collective::Allreduce, 4, bytes, &alone).unwrap();
+        let b = candidates(&p, Collective::Allreduce, 4, bytes, &two).unwrap();
+        assert!(
+            (rd(&b) - 2.0 * rd(&a)).abs() < 1e-6,
+            "{} {}",
+            rd(&a),
+            rd(&b)
+        );
+    }
+    // Binomial broadcast on 4 ranks never has more than 2 transfers at once.
+    let a = candidates(&p, Collective::Bcast, 4, m, &alone).unwrap();
+    let b = candidates(&p, Collective::Bcast, 4, m, &two).unwrap();
+    assert_eq!(a.as_slice()[0].predicted_ns, b.as_slice()[0].predicted_ns);
+    // ... but on 8 ranks its last round has 4.
+    let a = candidates(&p, Collective::Bcast, 8, m, &alone).unwrap();
+    let b = candidates(&p, Collective::Bcast, 8, m, &two).unwrap();
+    assert!(b.as_slice()[0].predicted_ns > a.as_slice()[0].predicted_ns);
+    // Enough cores: identical.
+    let many = SelectOptions { cores: 8, ..alone };
+    let c = candidates(&p, Collective::Allreduce, 8, m, &many).unwrap();
+    let d = candidates(&p, Collective::Allreduce, 8, m, &alone).unwrap();
+    assert_eq!(c.as_slice(), d.as_slice());
+}
+
+#[test]
+fn exchange_transport_names() {
+    let mut buf = [0u8; TRANSPORT_MAX_BYTES];
+    assert_eq!(exchange_transport("mpi", 4, &mut buf), Some("mpi-x4"));
+    assert_eq!(exchange_transport("mpi", 1024, &mut buf), Some("mpi-x1024"));
+    assert_eq!(exchange_transport("msg", 0, &mut buf), Some("msg-x0"));
+    // 15 bytes fit, 16 do not.
+    assert_eq!(
+        exchange_transport("abcdefghij", 123, &mut buf),
+        Some("abcdefghij-x123")
+    );
+    assert_eq!(exchange_transport("abcdefghij", 1234, &mut buf), None);
+}
+
+/// A pair and an exchange entry's ranges (g + (s−1)·G per range,
+/// measured with 4 ranks).
+fn pair_and_exchange() -> ([Params; 1], Vec<Params>) {
+    ([net(1000.0, 200.0, 300.0, 0.08)], exchange_ranges())
+}
+
+/// `pair` with the exchange ranges `exchange` measured with 4 ranks.
+fn measured_with_4<'a>(pair: &'a [Params], exchange: &'a [Params]) -> Measured<'a> {
+    Measured {
+        pair,
+        exchange,
+        exchange_ranks: 4,
+    }
+}
+
+/// An exchange entry's ranges: g + (s−1)·G per range.
+fn exchange_ranges() -> Vec<Params> {
+    let eager = Params {
+        range_from_bytes: 1,
+        range_to_bytes: 4095,
+        g_ns: 3000.0,
+        G_ns_per_byte: 1.0,
+        ..Params::default()
+    };
+    let rdv = Params {
+        range_from_bytes: 4096,
+        range_to_bytes: 4 << 20,
+        g_ns: 10_000.0,
+        G_ns_per_byte: 0.25,
+        ..Params::default()
+    };
+    vec![eager, rdv]
+}
+
+#[test]
+fn measured_exchange_prices_the_all_ranks_steps() {
+    let (pair, x) = pair_and_exchange();
+    let measured = measured_with_4(&pair, &x);
+    let line = |s: u64| {
+        let p = x.as_slice().at(s).unwrap();
+        p.g_ns + (s - 1) as f64 * p.G_ns_per_byte
+    };
+    assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
+    assert_eq!(
+        measured.exchange_ns(8, 4096),
+        None,
+        "measured for 4 ranks only"
+    );
+    let opts = SelectOptions {
+        gamma_ns_per_byte: 0.0,
+        cores: 0,
+    };
+    let m = 1u64 << 20;
+    let c = candidates(&measured, Collective::Allreduce, 4, m, &opts).unwrap();
+    let [rd, rab, ring] = [0, 1, 2].map(|i| c.as_slice()[i].predicted_ns);
+    // γ = 0: recursive doubling is 2·X(m), Rabenseifner 2·X(m/2) +
+    // 2·X(m/4), the ring 6·X(m/4), each X from the exchange ranges.
+    assert!((rd - 2.0 * line(m)).abs() < 1e-6, "{rd}");
+    assert!((rab - 2.0 * line(m / 2) - 2.0 * line(m / 4)).abs() < 1e-6);
+    assert!((ring - 6.0 * line(m / 4)).abs() < 1e-6);
+    // The barrier's dissemination: 2 rounds of X(0) (the first range).
+    let b = candidates(&measured, Collective::Barrier, 4, 0, &opts).unwrap();
+    assert!((b.as_slice()[0].predicted_ns - 2.0 * 3000.0).abs() < 1e-6);
+    // Other rank counts keep the pair model.
+    let p8 = candidates(&measured, Collective::Allreduce, 8, m, &opts).unwrap();
+    let p8_pair = candidates(&pair[..], Collective::Allreduce, 8, m, &opts).unwrap();
+    assert_eq!(p8.as_slice(), p8_pair.as_slice());
+}
+
+#[test]
+fn tree_hops_keep_the_pair_model_beside_an_exchange() {
+    let (pair, x) = pair_and_exchange();
+    let measured = measured_with_4(&pair, &x);
+    let pair_only = Measured {
+        pair: &pair,
+        exchange: &[],
+        exchange_ranks: 4,
+    };
+    let opts = SelectOptions {
+        gamma_ns_per_byte: 0.0,
+        cores: 2,
+    };
+    let m = 1u64 << 20;
+    let a = candidates(&measured, Collective::Bcast, 4, m, &opts).unwrap();
+    let b = candidates(&pair_only, Collective::Bcast, 4, m, &opts).unwrap();
+    // Binomial and chain: the same; the allgathers: priced by X.
+    assert_eq!(a.as_slice()[0], b.as_slice()[0]);
+    assert_eq!(a.as_slice()[3], b.as_slice()[3]);
+    assert_ne!(a.as_slice()[1], b.as_slice()[1]);
+}
+
+#[test]
+fn chain_fill_shares_cores_only_with_the_segments_in_flight() {
+    // 4 ranks on 2 cores, a message of exactly 2 segments: while the
+    // first segment crosses hops 1, 2, 3 at most 2 links are busy, so
+    // no hop is stretched: 3·T(k) + 1 period (2 busy ranks).
+    let p = net(1000.0, 200.0, 300.0, 0.25);
+    let m = 2 * 65536;
+    let k = m / 2;
+    let x = msg(&p, k).unwrap();
+    let want = 3.0 * x.t_ns + x.gap_ns.max(x.forward_ns);
+    let got = chain_time(&p, 4, m, k, Sharing::new(2)).unwrap();
+    assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    assert_eq!(got, chain_time(&p, 4, m, k, Sharing::new(0)).unwrap());
+    // Many segments: the third hop and the steady state have 3 busy
+    // ranks (stretch 1.5), so sharing costs something.
+    let big = 64 * k;
+    let shared = chain_time(&p, 4, big, k, Sharing::new(2)).unwrap();
+    let own = chain_time(&p, 4, big, k, Sharing::new(0)).unwrap();
+    // 2 unstretched hops, then 1 hop and 63 periods at 1.5.
+    let want = 2.0 * x.t_ns + 1.5 * (x.t_ns + 63.0 * x.gap_ns.max(x.forward_ns));
+    assert!((shared - want).abs() < 1e-6 * want, "{shared} vs {want}");
+    assert!(shared > 1.2 * own);
+}
+
+#[test]
+fn forwarding_rank_pays_each_hop_copy_once() {
+    // Shared memory, single copy: both ends' per-byte overheads are the
+    // one copy (O_s = 0.08, O_r = 0.075 ns/B), G = 0.077 ns/B.
+    let p = Params {
+        O_s_ns_per_byte: 0.08,
+        O_r_ns_per_byte: 0.075,
+        ..net(1000.0, 500.0, 600.0, 0.077)
+    };
+    let k = 512 * 1024;
+    let x = msg(&p, k).unwrap();
+    let once = 500.0 + 500.0 + (k - 1) as f64 * 0.08;
+    assert!((x.forward_ns - once).abs() < 1e-6, "{}", x.forward_ns);
+    // The period is the larger of the gap and that: 42.5 µs, not the
+    // 81.7 µs of o_s(k) + o_r(k).
+    let t = chain_time(&p, 3, 4 * k, k, Sharing::new(0)).unwrap();
+    let want = 2.0 * x.t_ns + 3.0 * x.gap_ns.max(once);
+    assert!((t - want).abs() < 1e-6 * want, "{t} vs {want}");
+    assert!(once < 0.6 * (1000.0 + (k - 1) as f64 * 0.155));
+}
+
+#[test]
+fn binomial_tree_shape() {
+    let mut kids = [(0, 0); 64];
+    let n = binomial_children(0, 8, &mut kids);
+    assert_eq!(&kids[..n], &[(4, 4), (2, 2), (1, 1)]);
+    let n = binomial_children(4, 8, &mut kids);
+    assert_eq!(&kids[..n], &[(6, 2), (5, 1)]);
+    let n = binomial_children(5, 8, &mut kids);
+    assert_eq!(n, 0);
+    let n = binomial_children(0, 5, &mut kids);
+    assert_eq!(&kids[..n], &[(4, 1), (2, 2), (1, 1)]);
+}
+
+#[test]
+fn binomial_matches_closed_form_when_gap_dominates() {
+    // gap = T: the root's sends do not overlap its children's, and the
+    // evaluation gives the textbook log2 P · T for P = 8 (root: 3 sends;
+    // its last child, rank 1, receives at 2·gap + T = 3T).
+    let p = net(1000.0, 500.0, 2000.0, 0.0);
+    let t = p.predict_ns(8);
+    assert!((t - 2000.0).abs() < 1e-9);
+    let got = binomial_tree(&p, 8, 8, 0, Sharing::new(0)).unwrap();
+    assert!((got - 3.0 * t).abs() < 1e-6, "{got}");
+}
+
+#[test]
+fn binomial_overlaps_with_small_gap() {
+    // gap = o = 100 < T = 1200: the root's sends are 100 ns apart; rank 4
+    // gets the data at T, forwards to 6 at T + T, and 6 to 7 at 3T; rank
+    // 7 is last at 3T; rank 1 at 2·gap + T. So 3T total.
+    let p = net(1000.0, 100.0, 100.0, 0.0);
+    let t = p.predict_ns(1);
+    let got = binomial_tree(&p, 8, 1, 0, Sharing::new(0)).unwrap();
+    assert!((got - 3.0 * t).abs() < 1e-6);
+    // P = 3: root sends to 2 then 1: 1 receives at gap + T.
+    let got = binomial_tree(&p, 3, 1, 0, Sharing::new(0)).unwrap();
+    assert!((got - (100.0 + t)).abs() < 1e-6, "{got}");
+}
+
+#[test]
+fn bandwidth_bound_bcast_prefers_pipelines() {
+    let p = net(1000.0, 300.0, 400.0, 0.1); // 10 GB/s
+    let opts = SelectOptions::default();
+    let c = candidates(&p, Collective::Bcast, 16, 4 << 20, &opts).unwrap();
+    let best = c.best();
+    assert_ne!(best.algorithm, Algorithm::BcastBinomial as u32);
+    let binom = c.as_slice()[0].predicted_ns;
+    // Binomial on 16 ranks moves m four times along the critical path.
+    assert!(binom > 4.0 * 0.1 * (4u64 << 20) as f64 * 0.99);
+    assert!(best.predicted_ns < binom / 1.5);
+    // Small message: latency bound, binomial wins.
+    let c = candidates(&p, Collective::Bcast, 16, 8, &opts).unwrap();
+    assert_eq!(c.best().algorithm, Algorithm::BcastBinomial as u32);
+}
+
+#[test]
+fn chain_segment_is_optimal_among_powers() {
+    let p = net(2000.0, 200.0, 300.0, 0.2);
+    let m = 1u64 << 20;
+    let c = bcast(&p, 4, m, Sharing::new(0)).unwrap();
+    let chain = c.as_slice()[3];
+    assert!(chain.segment_bytes > 64 && chain.segment_bytes < m);
+    // Closed form with the chosen k, and neighbours are not better.
+    let eval = |k: u64| {
+        let x = msg(&p, k).unwrap();
+        3.0 * x.t_ns + (m.div_ceil(k) as f64 - 1.0) * x.gap_ns.max(x.forward_ns)
+    };
+    let k = chain.segment_bytes;
+    assert!((eval(k) - chain.predicted_ns).abs() < 1e-6);
+    assert!(eval(k * 2) >= chain.predicted_ns && eval(k / 2) >= chain.predicted_ns);
+}
+
+#[test]
+fn rendezvous_threshold_changes_the_cost() {
+    let mut p = net(1000.0, 200.0, 300.0, 0.2);
+    let without = candidates(&p, Collective::Bcast, 4, 8192, &SelectOptions::default())
+        .unwrap()
+        .as_slice()[0]
+        .predicted_ns;
+    p.S_bytes = 4096;
+    let with = candidates(&p, Collective::Bcast, 4, 8192, &SelectOptions::default())
+        .unwrap()
+        .as_slice()[0]
+        .predicted_ns;
+    // Binomial on 4 ranks: 2 rounds on the critical path, each +2·EEL.
+    assert!((with - without - 2.0 * 2.0 * p.eel_ns).abs() < 1e-6);
+}
+
+#[test]
+fn allreduce_formulas() {
+    let p = net(1000.0, 200.0, 300.0, 0.25);
+    let gamma = 0.5;
+    let opts = SelectOptions {
+        gamma_ns_per_byte: gamma,
+        cores: 0,
+    };
+    let m = 1u64 << 16;
+    let c = candidates(&p, Collective::Allreduce, 8, m, &opts).unwrap();
+    let t = |s: u64| p.predict_ns(s);
+    let rd = 3.0 * (t(m) + gamma * m as f64);
+    assert!((c.as_slice()[0].predicted_ns - rd).abs() < 1e-6);
+    let rab: f64 = (1..=3)
+        .map(|k| 2.0 * t(m >> k) + gamma * (m >> k) as f64)
+        .sum();
+    assert!((c.as_slice()[1].predicted_ns - rab).abs() < 1e-6);
+    let ring = 14.0 * t(m / 8) + 7.0 * gamma * (m / 8) as f64;
+    assert!((c.as_slice()[2].predicted_ns - ring).abs() < 1e-6);
+    // Small: recursive doubling; large: Rabenseifner beats doubling.
+    let small = candidates(&p, Collective::Allreduce, 8, 8, &opts)
+        .unwrap()
+        .best();
+    assert_eq!(
+        small.algorithm,
+        Algorithm::AllreduceRecursiveDoubling as u32
+    );
+    let large = candidates(&p, Collective::Allreduce, 8, 4 << 20, &opts)
+        .unwrap()
+        .best();
+    assert_ne!(
+        large.algorithm,
+        Algorithm::AllreduceRecursiveDoubling as u32
+    );
+}
+
+#[test]
+fn logfp_makes_tree_fan_out_cheaper() {
+    let mut p = net(1000.0, 300.0, 2000.0, 0.0);
+    let plain = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
+    p.f = 8;
+    p.o_min_ns = 100.0;
+    p.o_max_ns = 200.0;
+    p.g_f_ns = 2000.0;
+    let logfp = binomial_tree(&p, 16, 1, 0, Sharing::new(0)).unwrap();
+    assert!(logfp < plain, "{logfp} vs {plain}");
+    // Big messages ignore LogfP.
+    let big_plain = binomial_tree(
+        &net(1000.0, 300.0, 2000.0, 0.0),
+        16,
+        4096,
+        0,
+        Sharing::new(0),
+    )
+    .unwrap();
+    assert!((binomial_tree(&p, 16, 4096, 0, Sharing::new(0)).unwrap() - big_plain).abs() < 1e-9);
+}
+
+#[test]
+fn ranges_pick_the_containing_one() {
+    let mut a = net(1000.0, 200.0, 300.0, 0.1);
+    a.range_from_bytes = 1;
+    a.range_to_bytes = 4096;
+    let mut b = a;
+    b.range_from_bytes = 4097;
+    b.range_to_bytes = 1 << 20;
+    b.G_ns_per_byte = 0.05;
+    let set = [a, b];
+    assert_eq!(set[..].at(100).unwrap().G_ns_per_byte, 0.1);
+    assert_eq!(set[..].at(10_000).unwrap().G_ns_per_byte, 0.05);
+    assert_eq!(set[..].at(1 << 30).unwrap().G_ns_per_byte, 0.05);
+    assert_eq!(set[..].at(0).unwrap().G_ns_per_byte, 0.1);
+}
+
+#[test]
+fn c_abi_select() {
+    let p = net(1000.0, 200.0, 300.0, 0.1);
+    let mut best = Choice {
+        algorithm: 99,
+        reserved: 0,
+        predicted_ns: 0.0,
+        segment_bytes: 0,
+    };
+    let mut all = [best; 4];
+    let mut n = 0usize;
+    // SAFETY: valid pointers to locals.
+    let rc = unsafe { ng_select(&p, 1, 2, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+    assert_eq!(rc, 0);
+    assert_eq!(n, 2);
+    assert!(best.predicted_ns > 0.0);
+    assert_eq!(
+        best.predicted_ns,
+        all[0].predicted_ns.min(all[1].predicted_ns)
+    );
+    // SAFETY: as above.
+    let bad = unsafe { ng_select(&p, 1, 7, 8, 0, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+    assert_eq!(bad, -libc::EINVAL);
+    // SAFETY: as above.
+    let zero = unsafe { ng_select(&p, 1, 0, 0, 8, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
+    assert_eq!(zero, -libc::EINVAL);
+    let name = ng_algorithm_name(Algorithm::BcastChain as u32);
+    // SAFETY: a static NUL-terminated string.
+    assert_eq!(
+        unsafe { std::ffi::CStr::from_ptr(name) }.to_str().unwrap(),
+        "pipelined_chain"
+    );
+    assert!(ng_algorithm_name(5).is_null());
+}
+
+#[test]
+fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
+    let p = net(1000.0, 200.0, 300.0, 0.25);
+    let allreduce = |gamma: f64| {
+        let mut best = Choice {
+            algorithm: 0,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        };
+        // SAFETY: valid pointers to locals; no candidate list asked for.
+        let rc = unsafe {
+            ng_select(
+                &p,
+                1,
+                Collective::Allreduce as u32,
+                8,
+                1 << 20,
+                gamma,
+                &mut best,
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(rc, 0);
+        best
+    };
+    let default = allreduce(DEFAULT_GAMMA_NS_PER_BYTE);
+    let rust = select(
+        &p,
+        Collective::Allreduce,
+        8,
+        1 << 20,
+        &SelectOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(default, rust, "the C call is the Rust call with cores = 0");
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        assert_eq!(allreduce(bad), default, "gamma {bad}");
+    }
+    assert!(allreduce(0.0).predicted_ns < default.predicted_ns);
+}
