@@ -1,0 +1,3 @@
+mod hostlist;
+mod peers;
+mod topology;
