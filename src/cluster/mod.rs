@@ -26,7 +26,10 @@
 //! link layer and reports the outcome back to the schedule.
 
 pub mod hostlist;
+pub mod jobs;
 pub mod peers;
+pub mod rounds;
+pub mod schedule;
 pub mod topology;
 
 #[cfg(test)]

@@ -1,3 +1,5 @@
 mod hostlist;
 mod peers;
+mod rounds;
+mod schedule;
 mod topology;
