@@ -516,7 +516,9 @@ impl CyclePlan {
                 let (partner, class) = *self.cover.get(q as usize * n + member as usize)?;
                 (partner != NONE).then(|| {
                     let (lo, hi) = (member.min(partner), member.max(partner));
-                    let flip = (mix(rounds.seed ^ u64::from(class)) ^ pass ^ self.cycle) & 1;
+                    // Passes count from the origin: the driver alternates
+                    // from pass to pass, across cycles too.
+                    let flip = (mix(rounds.seed ^ u64::from(class)) ^ pass) & 1;
                     let driver = if flip == 0 { lo } else { hi };
                     Pairing {
                         partner,

@@ -175,6 +175,8 @@ struct Session {
     job: Option<Job>,
     /// The estimate charged for the step in flight.
     charged: u64,
+    /// A responder admitted a request in this session.
+    admitted: bool,
 }
 
 /// The shared, read-only state a node's schedule is evaluated against.
@@ -304,7 +306,9 @@ impl NodeSchedule {
             return Plan::Idle(Idle::Planned);
         }
         self.planned = Some(slot.round);
-        self.session = None;
+        // A request admitted a moment before this node's own round began
+        // (clocks differ by up to skew_s) keeps its session.
+        self.session = self.session.filter(|s| s.round == slot.round && !s.drives);
         self.stats.rounds += 1;
         let cap = (self.cfg.burst_s * self.cfg.budget_bytes_per_s as f64)
             .max(3.0 * view.costs.max_full_bytes() as f64);
@@ -327,9 +331,12 @@ impl NodeSchedule {
             until_s: slot.end_s,
             job: None,
             charged: 0,
+            admitted: false,
         };
         if !p.drives {
-            self.session = Some(session);
+            if self.session.is_none() {
+                self.session = Some(session);
+            }
             return Plan::Serve {
                 partner: p.partner,
                 until_s: slot.end_s,
@@ -436,6 +443,10 @@ impl NodeSchedule {
         match &mut self.session {
             Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
                 s.charged += cost.bytes;
+                if !s.admitted {
+                    s.admitted = true;
+                    self.stats.serves += 1;
+                }
             }
             _ => {
                 self.stats.serves += 1;
@@ -449,6 +460,7 @@ impl NodeSchedule {
                     until_s: slot.end_s,
                     job: None,
                     charged: cost.bytes,
+                    admitted: true,
                 });
             }
         }
@@ -586,5 +598,131 @@ impl NodeSchedule {
             return None;
         }
         Some((job, cost.bytes))
+    }
+}
+
+/// A node's schedule with what it is evaluated against: the membership,
+/// the rounds, the current cycle's plan (recomputed when the cycle
+/// changes) and the cost estimates. This is what the daemon holds: its
+/// probe thread calls [`Schedule::plan`] at every round and
+/// [`Schedule::record`] after every job; its control handler calls
+/// [`Schedule::admit`] for a request and [`Schedule::served`] when the
+/// session ends.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    membership: Membership,
+    rounds: Rounds,
+    cycle: CyclePlan,
+    costs: CostTable,
+    node: NodeSchedule,
+    /// The round of the last plan (for record).
+    slot: Option<Slot>,
+}
+
+impl Schedule {
+    pub fn new(
+        membership: Membership,
+        me: &str,
+        cfg: &ScheduleConfig,
+        costs: CostTable,
+        now_s: f64,
+    ) -> Result<Schedule, ScheduleError> {
+        let node = NodeSchedule::new(&membership, me, cfg, &costs, now_s)?;
+        let rounds = Rounds::new(&membership, cfg);
+        let cycle = rounds.plan_cycle(&membership, rounds.slot_at(now_s).cycle);
+        Ok(Schedule {
+            membership,
+            rounds,
+            cycle,
+            costs,
+            node,
+            slot: None,
+        })
+    }
+
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    pub fn rounds(&self) -> &Rounds {
+        &self.rounds
+    }
+
+    pub fn node(&self) -> &NodeSchedule {
+        &self.node
+    }
+
+    pub fn node_mut(&mut self) -> &mut NodeSchedule {
+        &mut self.node
+    }
+
+    /// New estimates (e.g. from the node's own sweeps).
+    pub fn set_costs(&mut self, costs: CostTable) {
+        self.costs = costs;
+    }
+
+    fn refresh(&mut self, slot: &Slot) {
+        if self.cycle.cycle != slot.cycle {
+            self.cycle = self.rounds.plan_cycle(&self.membership, slot.cycle);
+        }
+    }
+
+    /// The round at `now_s` (shared clock) and what this node does in it.
+    pub fn plan(&mut self, now_s: f64, quiet: bool) -> (Slot, Plan) {
+        let slot = self.rounds.slot_at(now_s);
+        self.refresh(&slot);
+        self.slot = Some(slot);
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: &self.cycle,
+            costs: &self.costs,
+        };
+        (slot, self.node.plan(&view, &slot, now_s, quiet))
+    }
+
+    /// A request from the member named `requester` for `job` in `round`.
+    pub fn admit(
+        &mut self,
+        requester: &str,
+        round: u64,
+        job: Job,
+        now_s: f64,
+        quiet: bool,
+    ) -> Result<(), Decline> {
+        let Some(from) = self.membership.index_of(requester) else {
+            return Err(Decline::NotExpected);
+        };
+        let slot = self.rounds.slot(round);
+        let cycle = if slot.cycle == self.cycle.cycle {
+            None
+        } else {
+            Some(self.rounds.plan_cycle(&self.membership, slot.cycle))
+        };
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: cycle.as_ref().unwrap_or(&self.cycle),
+            costs: &self.costs,
+        };
+        self.node.admit(&view, &slot, from, job, now_s, quiet)
+    }
+
+    /// The admitted job ended having sent `bytes`.
+    pub fn served(&mut self, bytes: u64) {
+        self.node.served(bytes);
+    }
+
+    /// How the planned job ended; the next job of the session, if any.
+    pub fn record(&mut self, outcome: Outcome, now_s: f64) -> Option<Job> {
+        let slot = self.slot?;
+        self.refresh(&slot);
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: &self.cycle,
+            costs: &self.costs,
+        };
+        self.node.record(&view, outcome, now_s)
     }
 }

@@ -498,3 +498,69 @@ fn token_bucket() {
     assert_eq!(b.level(2.0), 10.0);
     assert_eq!(b.level(1000.0), 100.0, "capped at the capacity");
 }
+
+#[test]
+fn the_owning_schedule_runs_a_pair_of_nodes() {
+    use crate::cluster::schedule::Schedule;
+    let cfg = ScheduleConfig {
+        pair_recheck_s: 0.0,
+        ..roomy()
+    };
+    let m = Membership::flat(&["a", "b"]).unwrap();
+    let mut nodes = [
+        Schedule::new(m.clone(), "a", &cfg, costs(), 1000.0).unwrap(),
+        Schedule::new(m, "b", &cfg, costs(), 1000.0).unwrap(),
+    ];
+    let names = ["a", "b"];
+    let mut t = 1000.0;
+    let mut drives = [0, 0];
+    for _ in 0..40 {
+        // b's clock runs 0.5 s ahead of a's; a plans first, so when b
+        // drives, a admits a request for a round it has not planned yet.
+        let plans = [nodes[0].plan(t, false), nodes[1].plan(t + 0.5, false)];
+        assert_eq!(plans[0].0.round, plans[1].0.round);
+        for d in 0..2 {
+            let (slot, Plan::Drive { mut job, .. }) = plans[d] else {
+                continue;
+            };
+            drives[d] += 1;
+            let p = 1 - d;
+            assert!(matches!(plans[p].1, Plan::Serve { .. }), "{:?}", plans[p]);
+            let mut now = t + 1.0;
+            loop {
+                let o = match nodes[p].admit(names[d], slot.round, job, now, false) {
+                    Ok(()) => {
+                        now += 0.3;
+                        nodes[p].served(MB);
+                        match job {
+                            Job::FullSweep(_) => Outcome::Swept { bytes: MB },
+                            _ => Outcome::Rechecked {
+                                agrees: true,
+                                bytes: MB,
+                            },
+                        }
+                    }
+                    Err(d) => Outcome::Declined(d),
+                };
+                match nodes[d].record(o, now) {
+                    Some(j) => job = j,
+                    None => break,
+                }
+            }
+        }
+        t += cfg.round_s;
+    }
+    // Two members: a cycle is a coverage round and a mesh round, each
+    // driven by one of them, alternating.
+    assert_eq!(drives, [20, 20]);
+    for n in &nodes {
+        let st = n.node().stats();
+        assert_eq!((st.drives, st.serves), (20, 20));
+        assert_eq!(st.bytes, 40 * MB);
+        assert_eq!(st.full_sweeps, 1, "the class once, then re-checks");
+    }
+    assert_eq!(
+        nodes[0].admit("zz", 0, Job::Recheck(Reference::Nothing), t, false),
+        Err(Decline::NotExpected)
+    );
+}
