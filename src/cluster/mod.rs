@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod peers;
 pub mod rounds;
 pub mod schedule;
+pub mod sim;
 pub mod topology;
 
 #[cfg(test)]

@@ -2,4 +2,5 @@ mod hostlist;
 mod peers;
 mod rounds;
 mod schedule;
+mod sim;
 mod topology;
