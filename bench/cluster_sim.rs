@@ -233,8 +233,11 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
         ),
     );
     row(
-        "full sweeps run as re-checks (budget) / rounds skipped (budget)",
-        format!("{} / {}", r.full_deferred, r.budget_skips),
+        "class sweeps run as re-checks / repairs deferred / rounds skipped (budget)",
+        format!(
+            "{} / {} / {}",
+            r.class_sweeps_deferred, r.repairs_deferred, r.budget_skips
+        ),
     );
     row(
         "partner skipped (backing off) / unreachable / declined quiet / declined budget",

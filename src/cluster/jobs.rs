@@ -222,8 +222,12 @@ pub struct NodeStats {
     pub confirmed_disagreements: u64,
     pub not_due: u64,
     pub partner_down: u64,
-    /// Full sweeps the bucket could not pay, run as re-checks instead.
-    pub full_deferred: u64,
+    /// Class sweeps the budget (this node's or the partner's) could not
+    /// pay, run as re-checks instead.
+    pub class_sweeps_deferred: u64,
+    /// Repairs of a confirmed disagreement the budget could not pay: the
+    /// pair stays suspect until its next meeting.
+    pub repairs_deferred: u64,
     /// Rounds skipped because not even a re-check fitted.
     pub budget_skips: u64,
     pub unreachable: u64,

@@ -370,7 +370,7 @@ impl NodeSchedule {
                 session.job = Some(job);
                 session.charged = cost.bytes;
             } else {
-                self.stats.full_deferred += 1;
+                self.deferred(job);
             }
         }
         if session.job.is_none() {
@@ -494,10 +494,12 @@ impl NodeSchedule {
                     Decline::Budget => self.stats.partner_budget += 1,
                     Decline::NotExpected | Decline::Busy => self.stats.partner_busy += 1,
                 }
-                // A partner that cannot pay for a full sweep may pay for a
+                // A partner that cannot pay for a class sweep may pay for a
                 // re-check: the meeting is not lost.
+                if d == Decline::Budget {
+                    self.deferred(job);
+                }
                 if d == Decline::Budget && job == Job::FullSweep(Purpose::Class) {
-                    self.stats.full_deferred += 1;
                     let r = self.reference(s.partner, s.class);
                     next = self.charge_next(view, &s, Job::Recheck(r), now_s);
                 }
@@ -573,6 +575,15 @@ impl NodeSchedule {
         next.map(|(j, _)| j)
     }
 
+    /// A full sweep the budget could not pay.
+    fn deferred(&mut self, job: Job) {
+        match job {
+            Job::FullSweep(Purpose::Class) => self.stats.class_sweeps_deferred += 1,
+            Job::FullSweep(Purpose::Repair) => self.stats.repairs_deferred += 1,
+            Job::Recheck(_) | Job::Confirm(_) => {}
+        }
+    }
+
     fn settle(&mut self, charged: u64, bytes: u64) {
         self.bucket.settle(charged, bytes);
         self.stats.bytes += bytes;
@@ -592,9 +603,7 @@ impl NodeSchedule {
             return None;
         }
         if !self.bucket.try_take(cost.bytes, reserve, now_s) {
-            if job.kind() == JobKind::Full {
-                self.stats.full_deferred += 1;
-            }
+            self.deferred(job);
             return None;
         }
         Some((job, cost.bytes))

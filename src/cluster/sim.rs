@@ -218,7 +218,8 @@ pub struct SimReport {
     pub full_sweeps_per_node: Spread,
     pub rechecks_per_node: Spread,
     /// Summed over nodes.
-    pub full_deferred: u64,
+    pub class_sweeps_deferred: u64,
+    pub repairs_deferred: u64,
     pub budget_skips: u64,
     pub partner_down: u64,
     pub unreachable: u64,
@@ -613,7 +614,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
     report.rechecks_per_node = spread(nodes.iter().map(|s| s.stats().rechecks as f64));
     for s in &nodes {
         let st = s.stats();
-        report.full_deferred += st.full_deferred;
+        report.class_sweeps_deferred += st.class_sweeps_deferred;
+        report.repairs_deferred += st.repairs_deferred;
         report.budget_skips += st.budget_skips;
         report.partner_down += st.partner_down;
         report.unreachable += st.unreachable;
