@@ -247,7 +247,10 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
         ),
     );
     row(
-        "confirmed disagreements / sessions over their round",
-        format!("{} / {}", r.confirmed_disagreements, r.overruns),
+        "confirmed disagreements / repairs pending at the end / sessions over their round",
+        format!(
+            "{} / {} / {}",
+            r.confirmed_disagreements, r.repairs_pending_at_end, r.overruns
+        ),
     );
 }

@@ -255,6 +255,12 @@ impl NodeSchedule {
         self.time_of(self.pairs[peer as usize].measured)
     }
 
+    /// Pairs whose disagreement with their reference was confirmed and
+    /// whose repair sweep has not run yet.
+    pub fn suspect_pairs(&self) -> usize {
+        self.pairs.iter().filter(|p| p.suspect).count()
+    }
+
     /// When this node's full sweep standing for `class` ran, if ever.
     pub fn class_swept_s(&self, class: ClassId) -> Option<f64> {
         self.time_of(self.class_swept[class as usize])
@@ -563,8 +569,14 @@ impl NodeSchedule {
                     self.stats.disagreements += 1;
                     next = self.charge_next(view, &s, Job::Confirm(r), now_s);
                 } else {
+                    // Two re-checks agree that the pair differs from its
+                    // reference: its points are a measurement of the pair;
+                    // the repair sweep (now, or first thing at the pair's
+                    // next meeting) gives it its own parameters.
                     self.stats.confirmed_disagreements += 1;
                     p.suspect = true;
+                    p.measured = now;
+                    p.entry = p.entry.max(Entry::Points);
                     next = self.charge_next(view, &s, Job::FullSweep(Purpose::Repair), now_s);
                 }
             }

@@ -10,6 +10,11 @@
 //! daemon's estimates must be) and each simulated session costs one of the
 //! measured runs, drawn at random.
 //!
+//! A pair counts as measured by a full sweep, an agreeing re-check, a
+//! re-check without reference (the pair's points) or a disagreement a
+//! second re-check confirmed (the pair's points, which differ from its
+//! class; its repair sweep is counted apart).
+//!
 //! What is modelled beyond the schedule: a re-check on an unchanged link
 //! disagrees with probability `false_disagreement`; a fraction
 //! `changed_links` of the links differ from their class, so a re-check
@@ -226,6 +231,9 @@ pub struct SimReport {
     pub declined_quiet: u64,
     pub declined_budget: u64,
     pub confirmed_disagreements: u64,
+    /// Pairs whose confirmed disagreement still awaits its repair sweep
+    /// at the end of the run.
+    pub repairs_pending_at_end: u64,
     /// Sessions that did not end within their round.
     pub overruns: u64,
     pub quiet_share: f64,
@@ -493,10 +501,14 @@ fn session(
                 }
             }
         };
+        // Measured: a full sweep, an agreeing re-check, a re-check without
+        // reference, or a disagreement the second re-check confirmed.
         match outcome {
             Outcome::Swept { .. } => tally.measured(d, p, class, true, t),
             Outcome::Rechecked { agrees, .. }
-                if agrees || job_reference(job) == Reference::Nothing =>
+                if agrees
+                    || job_reference(job) == Reference::Nothing
+                    || matches!(job, Job::Confirm(_)) =>
             {
                 tally.measured(d, p, class, false, t)
             }
@@ -622,6 +634,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
         report.declined_quiet += st.partner_quiet;
         report.declined_budget += st.partner_budget;
         report.confirmed_disagreements += st.confirmed_disagreements;
+        report.repairs_pending_at_end += s.suspect_pairs() as u64;
     }
     report.quiet_share = quiet_node_rounds as f64 / ((last - first).max(1) as f64 * n as f64);
     Ok(report)

@@ -564,3 +564,38 @@ fn the_owning_schedule_runs_a_pair_of_nodes() {
         Err(Decline::NotExpected)
     );
 }
+
+#[test]
+fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
+    let mut c = Cluster::new(8, roomy());
+    let (s, _) = c.drive(0, 1, 100);
+    // A node that starts at this very round holds one full sweep (100 MB)
+    // and gains 1 MB/s: after two re-checks (1 MB each) it cannot pay the
+    // repair.
+    let slow = ScheduleConfig {
+        budget_bytes_per_s: MB,
+        ..c.cfg.clone()
+    };
+    let mut n = NodeSchedule::new(&c.m, "h00", &slow, &c.costs, s.start_s).unwrap();
+    n.learn_class(c.m.class_of(0, 1), s.start_s);
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let view = c.view(&plan);
+    let p = n.plan(&view, &s, s.start_s, false);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    let d = Outcome::Rechecked {
+        agrees: false,
+        bytes: MB,
+    };
+    let t = s.start_s + 0.3;
+    assert_eq!(n.record(&view, d, t), Some(Job::Confirm(Reference::Class)));
+    assert_eq!(n.record(&view, d, t + 0.3), None);
+    assert_eq!(n.stats().repairs_deferred, 1);
+    // The confirmed disagreement measured the pair; its repair is pending.
+    assert_eq!(n.suspect_pairs(), 1);
+    assert_eq!(n.measured_s(1), Some((t + 0.3).floor()));
+    // At the pair's next meeting the repair comes first.
+    c.nodes[0] = n;
+    let (s2, p2) = c.drive(0, 1, s.round + 1);
+    assert!(s2.start_s > s.start_s);
+    assert_eq!(job_of(p2), Job::FullSweep(Purpose::Repair));
+}
