@@ -209,8 +209,12 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
         );
     }
     row(
-        "control sessions per node per second",
-        spread(&r.sessions_per_s, |x| format!("{x:.4}")),
+        "control sessions per node per second (requests on them)",
+        format!(
+            "{} ({})",
+            spread(&r.sessions_per_s, |x| format!("{x:.4}")),
+            spread(&r.requests_per_s, |x| format!("{x:.4}"))
+        ),
     );
     row(
         "probe bytes per node per second",

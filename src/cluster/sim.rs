@@ -212,8 +212,10 @@ pub struct SimReport {
     /// Every ordered pair with a failed end measured.
     pub mesh_directed_failed_s: Option<f64>,
     pub failed_nodes: usize,
-    /// Sessions (driven or served, declines included) per node per second.
+    /// Control sessions (driven or served, declined ones included) per
+    /// node per second, and the requests on them (a job each).
     pub sessions_per_s: Spread,
+    pub requests_per_s: Spread,
     /// Probe payload bytes per node per second over the run, and in the
     /// busiest hour.
     pub bytes_per_s: Spread,
@@ -354,6 +356,7 @@ struct Tally {
     covered_unfailed: u64,
     covered_failed: u64,
     sessions: Vec<u64>,
+    requests: Vec<u64>,
     bytes: Vec<u64>,
     busy_s: Vec<f64>,
     hourly: Vec<u64>,
@@ -382,6 +385,7 @@ impl Tally {
             covered_unfailed: 0,
             covered_failed: 0,
             sessions: vec![0; n],
+            requests: vec![0; n],
             bytes: vec![0; n],
             busy_s: vec![0.0; n],
             hourly: vec![0; n * hours],
@@ -473,13 +477,18 @@ fn session(
     let key = mix(slot.round ^ mix(((d as u64) << 32) | p as u64));
     let mut draws = Mix::new(mix(cfg.seed ^ key));
     let mut t = slot.start_s.max(cfg.start_s);
+    let mut first = true;
     loop {
         let outcome = if !round.alive[p] {
             t += cfg.connect_timeout_s;
             Outcome::Unreachable
         } else {
-            tally.sessions[d] += 1;
-            tally.sessions[p] += 1;
+            // One control session per meeting; each job is a request on it.
+            for x in [d, p] {
+                tally.sessions[x] += u64::from(first);
+                tally.requests[x] += 1;
+            }
+            first = false;
             match nodes[p].admit(view, slot, d as u32, job, t, round.quiet[p]) {
                 Err(why) => Outcome::Declined(why),
                 Ok(()) => {
@@ -619,6 +628,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
     };
     report.directed_share_at_end = tally.directed.count as f64 / tally.total_directed.max(1) as f64;
     report.sessions_per_s = spread(tally.sessions.iter().map(|&s| s as f64 / horizon));
+    report.requests_per_s = spread(tally.requests.iter().map(|&s| s as f64 / horizon));
     report.bytes_per_s = spread(tally.bytes.iter().map(|&b| b as f64 / horizon));
     report.peak_hour_bytes_per_s = tally.hourly.iter().copied().max().unwrap_or(0) as f64 / 3600.0;
     report.busy_share = spread(tally.busy_s.iter().map(|&b| b / horizon));
