@@ -50,8 +50,8 @@ impl CostTable {
 
 /// The cheap re-check: the gap and half round trip at a few sizes, a fixed
 /// number of repetitions, n bounded, and the session warm-up topped at the
-/// largest re-check size instead of the full sweep's. On the `sim` links of
-/// bench/cluster.md it sends under 1 MB.
+/// largest re-check size instead of the full sweep's, so it stays under
+/// 1 MB (bench/cluster.md measures it on the `sim` links).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecheckPlan {
     pub sizes_bytes: Vec<u64>,
@@ -104,9 +104,9 @@ pub enum Reference {
 
 /// Why a full sweep runs; it sets the sweep's priority on the budget. A
 /// repair (and any job of a coverage round) may empty the bucket; a class
-/// sweep outside coverage rounds must leave two full sweeps in it, for the
-/// repairs and coverage duties that have no cheaper substitute (a class
-/// sweep the bucket cannot pay is replaced by a re-check).
+/// sweep outside coverage rounds must leave two full sweeps in it, kept
+/// for repairs and coverage duties (a class sweep the bucket cannot pay is
+/// replaced by a re-check).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Purpose {
     /// No full sweep of the pair's class younger than the maximum age:

@@ -27,10 +27,9 @@
 //!   re-checks; `every` is chosen so a pass takes about `coverage_pass_s`.
 //!
 //! A cycle is as many blocks as its mesh rounds need, the last one cut
-//! short; the coverage rounds go on counting passes across cycles. A
-//! node looks up its
-//! partner for a round in O(1) from the [`CyclePlan`], computed once per
-//! cycle (O(n + classes)).
+//! short; the coverage rounds go on counting passes across cycles. A node
+//! looks up its partner for a round in O(1) from the [`CyclePlan`],
+//! computed once per cycle (O(n + classes)).
 
 use super::schedule::{ScheduleConfig, ScheduleError};
 use super::topology::Topology;
@@ -356,25 +355,32 @@ impl Rounds {
         let n = self.n as usize;
         let mut cover = vec![(NONE, 0); n * self.cover_rounds as usize];
         let mut cursor = vec![0usize; order.len()];
-        let mut take = |g: u32, q: u32, cover: &[(u32, ClassId)]| -> u32 {
+        // The next member of group g free in round q. The packing placed at
+        // most |g| picks of g in q, so there always is one; were there none,
+        // the class would only go without a representative.
+        let mut take = |g: u32, q: u32, cover: &[(u32, ClassId)]| -> Option<u32> {
             let members = &order[g as usize];
-            for _ in 0..members.len() {
+            (0..members.len()).find_map(|_| {
                 let m = members[cursor[g as usize] % members.len()];
                 cursor[g as usize] += 1;
-                if cover[q as usize * n + m as usize].0 == NONE {
-                    return m;
-                }
-            }
-            unreachable!("the packing left a free member of every group it placed")
+                (cover[q as usize * n + m as usize].0 == NONE).then_some(m)
+            })
         };
         for &(class, q) in &self.cover_of {
             let (i, j) = membership.class_groups(class);
-            let a = take(i, q, &cover);
+            let row = q as usize * n;
+            let Some(a) = take(i, q, &cover) else {
+                continue;
+            };
             // Mark a as taken before the second pick (needed when i == j).
-            cover[q as usize * n + a as usize] = (a, class);
-            let b = take(j, q, &cover);
-            cover[q as usize * n + a as usize] = (b, class);
-            cover[q as usize * n + b as usize] = (a, class);
+            cover[row + a as usize] = (a, class);
+            match take(j, q, &cover) {
+                Some(b) => {
+                    cover[row + a as usize] = (b, class);
+                    cover[row + b as usize] = (a, class);
+                }
+                None => cover[row + a as usize] = (NONE, 0),
+            }
         }
         cover
     }

@@ -2,43 +2,46 @@
 //! round out, which job it runs, and its traffic budget. Pure and
 //! deterministic: time is a parameter, nothing here reads a clock, sleeps,
 //! spawns or does I/O, so the daemon's probe thread and the cluster
-//! simulator (`cluster::sim`) run this very code.
+//! simulator (`cluster::sim`) run this very code. [`Schedule`] bundles a
+//! [`NodeSchedule`] with what it is evaluated against, for the daemon.
 //!
 //! Per round (see `rounds` for how the pairs come about):
 //! - [`NodeSchedule::plan`] says what this node does in the round. A
 //!   quiet node does nothing (and [`NodeSchedule::admit`] declines for it);
 //!   a node whose partner is backing off after a failed contact, or whose
 //!   pair was measured less than `pair_recheck_s` ago, skips the round
-//!   (coverage rounds are always due). The job:
-//!   - a full sweep when the pair is suspect (a disagreement confirmed) or
-//!     when this node has no full sweep of the pair's coverage class
-//!     younger than `full_sweep_max_age_s` (the sweep then stands for the
-//!     class);
-//!   - else a cheap re-check, against the pair's own sweep or the class's.
+//!   (coverage rounds and suspect pairs are always due). The job:
+//!   - a repair (full sweep) when the pair's disagreement with its
+//!     reference was confirmed;
+//!   - a class sweep (full sweep) when this node has no full sweep of the
+//!     pair's coverage class younger than `full_sweep_max_age_s`: it then
+//!     stands for the class;
+//!   - else a cheap re-check, against the pair's own sweep, the class's,
+//!     or nothing yet (then it records the pair's points).
 //! - The job's estimated cost is charged to a token bucket *before* it
-//!   runs; the bucket never goes into debt on an estimate. A discretionary
-//!   full sweep (outside coverage rounds) must leave one full sweep's worth
-//!   in the bucket, so a coverage duty can always be paid; a full sweep
-//!   the bucket cannot pay becomes a re-check (against whatever reference
-//!   there is, or none: then it only records the pair's points), and a
-//!   re-check it cannot pay skips the round. After the job, the estimate
-//!   is settled against the bytes actually sent (an estimate below the
-//!   real cost leaves a debt that is paid back before anything else runs).
+//!   runs; the bucket never goes into debt on an estimate. Repairs and the
+//!   jobs of coverage rounds may empty it; a class sweep elsewhere must
+//!   leave two full sweeps in it, and one the bucket (or the partner's)
+//!   cannot pay becomes a re-check, so the meeting is not lost. After the
+//!   job the estimate is settled against the bytes actually sent (an
+//!   estimate below the real cost leaves a debt, paid back before
+//!   anything else runs).
 //! - The responder charges its own bucket the same way when it admits a
 //!   request, so the budget bounds all probe bytes through the node.
 //! - [`NodeSchedule::record`] takes the outcome and may continue the same
-//!   session: a disagreeing re-check is confirmed by a second one, and a
-//!   confirmed disagreement gets a full sweep (if the budget and the
-//!   round's remaining time allow; else at the pair's next meeting).
-//! - A partner that cannot be reached (or fails mid-sweep) backs off
-//!   exponentially, `backoff_min_s` … `backoff_max_s`; a partner that
-//!   declines (quiet, over its budget) does not: neither counts against
-//!   this node, and both are tried again at their next round.
+//!   session: a disagreeing re-check is confirmed by a second one; a
+//!   confirmed disagreement measured the pair (its points) and marks it
+//!   suspect, and its repair runs at once if the budget and the round's
+//!   remaining time allow, else first thing at the pair's next meeting.
+//! - A partner that cannot be reached (or fails mid-job) backs off
+//!   exponentially, `backoff_min_s` … `backoff_max_s`. A partner that
+//!   declines (quiet, over its budget) is simply met again at its next
+//!   round. Neither counts as a failure of this node.
 //!
 //! One session per node per round: sessions per node per second are at
-//! most 1 / `round_s`, and probe bytes per node per second at most the
-//! budget (plus the bucket's initial full sweep), whatever the number of
-//! members.
+//! most 1 / `round_s`, and the probe bytes through a node over a time T
+//! at most budget × T plus the bucket's content at the start (one full
+//! sweep), whatever the number of members.
 
 pub use super::jobs::{
     Cost, CostTable, Decline, Idle, Job, JobCosts, JobKind, NodeStats, Outcome, Plan, Purpose,
