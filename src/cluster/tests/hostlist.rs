@@ -220,3 +220,23 @@ fn property_expand_then_compress_round_trips() {
         assert_eq!(compress(&again), compress(&hosts));
     }
 }
+
+#[test]
+fn arbitrary_text_never_panics() {
+    // Bytes drawn from the characters that matter to the parsers; every
+    // outcome is a value or an error, never a panic or an explosion.
+    const ALPHABET: &[u8] = b"ab0129[]-,:/ #\\=\"\n.\tnodeSwitchNameNodesSwitches";
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(17);
+    for _ in 0..20_000 {
+        let len = rng.gen_range(0..40);
+        let text: String = (0..len)
+            .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+            .collect();
+        if let Ok(hosts) = expand_max(&text, 1000) {
+            assert!(hosts.len() <= 1000);
+            let _ = expand_max(&compress(&hosts), 1000);
+        }
+        let _ = crate::cluster::topology::Topology::parse_max(&text, 1000);
+        let _ = crate::cluster::peers::parse_peers_file("f", &text, 1000);
+    }
+}
