@@ -213,7 +213,11 @@ fn parse_pattern<'a>(
     let mut at = offset;
     while !rest.is_empty() {
         if let Some(body) = rest.strip_prefix('[') {
-            let close = body.find(']').expect("brackets are balanced");
+            // split_top checked the brackets; an unclosed one cannot reach here.
+            let close = body.find(']').ok_or_else(|| HostlistError::Unbalanced {
+                expr: expr.to_string(),
+                at,
+            })?;
             pieces.push(Piece::Group(parse_group(expr, &body[..close])?));
             rest = &body[close + 1..];
             at += close + 2;
