@@ -4,6 +4,7 @@
 //! See docs/ARCHITECTURE.md.
 
 pub mod clock;
+pub mod cluster;
 pub mod control;
 pub mod daemon;
 pub mod export;
