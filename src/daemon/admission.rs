@@ -115,7 +115,7 @@ impl Shared {
     fn serves(&self, kind: Kind, peer: &str) -> bool {
         kind.descriptor().daemon
             && match kind.descriptor().endpoint {
-                PeerEndpoint::UdpPort => true,
+                PeerEndpoint::Port => kind == super::FALLBACK,
                 PeerEndpoint::MacOnLink => self.raw_toward.contains_key(peer),
                 PeerEndpoint::QueuePair { .. } => self.verbs.get().is_some_and(|v| v.serves(kind)),
                 PeerEndpoint::None => false,

@@ -111,11 +111,11 @@ impl PeerConfig {
     pub fn wants(&self, kind: Kind) -> bool {
         match &self.transports {
             Some(list) => list.iter().any(|t| t == kind.name()),
-            None => match kind.descriptor().endpoint {
-                PeerEndpoint::UdpPort => true,
-                PeerEndpoint::MacOnLink => self.interface.is_some(),
-                _ => false,
-            },
+            None => {
+                kind == super::FALLBACK
+                    || (kind.descriptor().endpoint == PeerEndpoint::MacOnLink
+                        && self.interface.is_some())
+            }
         }
     }
 }

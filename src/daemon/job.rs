@@ -12,7 +12,7 @@ use super::admission::DriveClaim;
 use super::config::{Config, PeerConfig};
 use super::sched::{Job, PeerPhase};
 use super::verbs::{self, ControlRendezvous, Waiting};
-use super::{Shared, CONTROL_DEADLINE, KEEP_ALIVE, RECHECK_SIZES, RECHECK_TOLERANCE};
+use super::{Shared, CONTROL_DEADLINE, FALLBACK, KEEP_ALIVE, RECHECK_SIZES, RECHECK_TOLERANCE};
 use crate::clock::HostClock;
 use crate::control::{
     self, ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, RejectReason, SizePlan,
@@ -24,10 +24,6 @@ use crate::sweep::{self, SweepConfig};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
 use crate::transport::Transport;
-
-/// The kind every node can serve (unprivileged, no device): it stands in
-/// for a transport this node cannot run toward a peer.
-pub(super) const FALLBACK: Kind = Kind::Udp;
 
 /// One (peer, transport) the scheduler keeps current.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +206,8 @@ fn open_link(
             .and_then(|v| v.spec(kind))
             .ok_or_else(refused)?
             .clone(),
-        PeerEndpoint::UdpPort => {
+        // The port the peer's `Endpoints` named: its UDP responder's.
+        PeerEndpoint::Port if kind == FALLBACK => {
             let mut s = LinkSpec::new(kind);
             s.peer = Peer::Addr(SocketAddr::new(peer.address.ip(), n.ep.udp_port));
             s
@@ -224,7 +221,7 @@ fn open_link(
             s.peer = Peer::Mac(n.ep.mac);
             s
         }
-        PeerEndpoint::None => return Err(refused()),
+        _ => return Err(refused()),
     };
     spec.options.session_nonce = Some(n.nonce);
     spec.options.clock = ctx.clock;

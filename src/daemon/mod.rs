@@ -50,6 +50,10 @@ use control::ControlHandler;
 use probe_thread::{probe_loop, ProbeCtx};
 use publisher::{open_segment, publish_loop, Outcome};
 
+/// The kind every node serves (unprivileged, no device: a UDP responder at
+/// the port its `Endpoints` name): it stands in for a transport this node
+/// cannot run toward a peer.
+const FALLBACK: Kind = Kind::Udp;
 /// A responder session not closed by `ProbeDone` expires after this long.
 const SESSION_TTL: Duration = Duration::from_secs(120);
 /// How often a driver tells its responder that a session is still in use.

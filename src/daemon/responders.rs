@@ -86,7 +86,7 @@ pub(super) fn start_udp(
     gate: &Arc<AtomicU64>,
     shutdown: &Arc<AtomicBool>,
 ) -> Result<JoinHandle<u64>, DaemonError> {
-    let mut s = spec(super::job::FALLBACK, clock, gate);
+    let mut s = spec(super::FALLBACK, clock, gate);
     s.options.listen = Some(addr);
     let (_, h) =
         start(s, "ng-responder", cfg.probe_cpu, shutdown)?.map_err(DaemonError::Responder)?;

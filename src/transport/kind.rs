@@ -23,7 +23,7 @@ use std::str::FromStr;
 macro_rules! with_kinds {
     ($callback:ident) => {
         $callback! {
-            Udp udp::UdpTransport = kind("udp", "UDP datagrams (unprivileged)").endpoint(UdpPort).daemon().daemon_fanout();
+            Udp udp::UdpTransport = kind("udp", "UDP datagrams (unprivileged)").endpoint(Port).daemon().daemon_fanout();
             Raw raw_eth::RawEthTransport = kind("raw", "Raw Ethernet (AF_PACKET, needs CAP_NET_RAW)").privilege("CAP_NET_RAW").endpoint(MacOnLink).daemon();
             Rdma rdma_write::RdmaWriteTransport ["verbs"] = kind("rdma", "One-sided RDMA write (verbs; needs --device)").one_sided().device().endpoint(QueuePair { record: 1 }).daemon().daemon_fanout();
             Msg verbs_msg::VerbsMsgTransport ["verbs"] = kind("msg", "Two-sided \"Myrinet-style\" verbs messages with eager/rendezvous").device().endpoint(QueuePair { record: 2 }).daemon();
@@ -40,8 +40,8 @@ pub enum PeerEndpoint {
     /// Nothing: the model runs in process (sim), or the peers are the
     /// ranks of the job (mpi).
     None,
-    /// The UDP port of the peer's responder, at the peer's address.
-    UdpPort,
+    /// A port at the peer's address (udp: its responder's UDP port).
+    Port,
     /// The MAC address of the peer's responder on a link this node has an
     /// interface on.
     MacOnLink,
