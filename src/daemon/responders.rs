@@ -61,14 +61,9 @@ fn start(
             Err(e)
         }
         Err(_) => Err(OpenError::Rendezvous(format!(
-            "the {} responder did not open within {OPEN_WAIT:?}",
-            spec_name(name)
+            "the thread {name} did not open its link within {OPEN_WAIT:?}"
         ))),
     })
-}
-
-fn spec_name(thread: &str) -> &str {
-    thread.trim_start_matches("ng-")
 }
 
 fn spec(kind: Kind, clock: HostClock, gate: &Arc<AtomicU64>) -> LinkSpec {
