@@ -347,28 +347,25 @@ fn queue_pairs(
     qps: usize,
     who: &str,
 ) -> Result<Links, OpsError> {
-    use crate::verbs::exchange::{SideChannel, DEFAULT_TIMEOUT};
+    use crate::verbs::exchange::{Dial, DEFAULT_TIMEOUT};
     let timeout = spec
         .options
         .verbs
         .exchange_timeout
         .unwrap_or(DEFAULT_TIMEOUT);
-    let fail = |i: usize| {
-        move |source| OpsError::Open {
-            what: format!("cannot start a probe session with {who}: queue pair {i}"),
-            source,
-        }
-    };
     let mut out = Links {
         links: Vec::with_capacity(qps),
         _sides: Vec::with_capacity(qps),
     };
     for i in 0..qps {
-        let mut side = SideChannel::connect(servers[i % servers.len()], timeout)
-            .map_err(|e| crate::link::OpenError::Rendezvous(e.to_string()))
-            .map_err(fail(i))?;
-        out.links
-            .push(link::open_driver(spec, &mut side).map_err(fail(i))?);
+        // Dialled once the queue pair is set up (a missing device or too
+        // little lockable memory says so, whether the server is there or not).
+        let mut side = Dial::new(servers[i % servers.len()], timeout);
+        let link = link::open_driver(spec, &mut side).map_err(|source| OpsError::Open {
+            what: format!("cannot start a probe session with {who}: queue pair {i}"),
+            source,
+        })?;
+        out.links.push(link);
         out._sides.push(Box::new(side));
     }
     Ok(out)

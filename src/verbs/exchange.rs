@@ -302,6 +302,49 @@ impl Rendezvous for SideChannel {
     }
 }
 
+/// A driver's side channel, connected on first use: the driver sets up
+/// its queue pair (device, pinned memory) before it dials, so a local
+/// failure is reported as such rather than as a server that is not there.
+pub struct Dial {
+    addr: SocketAddr,
+    timeout: Duration,
+    side: Option<SideChannel>,
+}
+
+impl Dial {
+    pub fn new(addr: SocketAddr, timeout: Duration) -> Dial {
+        Dial {
+            addr,
+            timeout,
+            side: None,
+        }
+    }
+
+    fn side(&mut self) -> Result<&mut SideChannel, OpenError> {
+        if self.side.is_none() {
+            self.side = Some(SideChannel::connect(self.addr, self.timeout).map_err(rendezvous)?);
+        }
+        self.side
+            .as_mut()
+            .ok_or_else(|| OpenError::Rendezvous("no side channel".into()))
+    }
+}
+
+impl Rendezvous for Dial {
+    fn exchange(&mut self, mine: &Endpoint) -> Result<Endpoint, OpenError> {
+        self.side()?.exchange(mine)
+    }
+    fn peer_endpoint(&mut self, kind: EndpointKind) -> Result<Endpoint, OpenError> {
+        self.side()?.peer_endpoint(kind)
+    }
+    fn answer(&mut self, mine: &Endpoint) -> Result<(), OpenError> {
+        self.side()?.answer(mine)
+    }
+    fn ready(&mut self) -> Result<(), OpenError> {
+        Rendezvous::ready(self.side()?)
+    }
+}
+
 fn rendezvous(e: ExchangeError) -> OpenError {
     OpenError::Rendezvous(e.to_string())
 }
