@@ -161,3 +161,81 @@ impl std::fmt::Debug for Link {
         write!(f, "Link({})", self.kind())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn sim_opens_in_virtual_time_and_has_no_responder() {
+        let mut spec = LinkSpec::new(Kind::Sim);
+        assert!(matches!(
+            open_driver(&spec, &mut NoRendezvous),
+            Err(OpenError::Missing { what: "model", .. })
+        ));
+        spec.options.sim = Some(SimSpec {
+            params: "L=1000,o=200,g=300,G=0.1".parse().unwrap(),
+            peers: 3,
+        });
+        let l = open_driver(&spec, &mut NoRendezvous).unwrap();
+        assert_eq!((l.kind(), l.caps().peers), (Kind::Sim, 3));
+        assert!(l.virtual_clock().is_some());
+        assert!(matches!(
+            open_responder(&spec, &mut NoRendezvous),
+            Err(OpenError::NoResponder(Kind::Sim))
+        ));
+    }
+
+    #[test]
+    fn a_kind_this_build_lacks_says_which_feature() {
+        for &k in Kind::ALL.iter().filter(|k| !k.built()) {
+            let e = open_driver(&LinkSpec::new(k), &mut NoRendezvous).unwrap_err();
+            assert!(matches!(e, OpenError::NotBuilt(_)), "{k}: {e}");
+            assert!(check(&LinkSpec::new(k)).is_err());
+        }
+    }
+
+    /// A UDP responder (its `Open` impl: a `Link` holds the sim too and
+    /// does not cross threads) and a driver opened through the link layer:
+    /// the caps follow the kind's descriptor, and the one responder
+    /// answers until its stop flag is set.
+    #[test]
+    fn udp_through_the_link_layer() {
+        use crate::transport::udp::UdpTransport;
+        let mut spec = LinkSpec::new(Kind::Udp);
+        spec.options.listen = Some("127.0.0.1:0".parse().unwrap());
+        let mut server = UdpTransport::responder(&spec, &mut NoRendezvous).unwrap();
+        let Local::Addr(addr) = Open::local(&server) else {
+            panic!("no address")
+        };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let srv = s.spawn(|| {
+                let mut p = ServePolicy::new(Duration::from_millis(20));
+                p.stop = Some(&stop);
+                serve(&mut server, p)
+            });
+            let mut d = LinkSpec::new(Kind::Udp);
+            d.peer = Peer::Addr(addr);
+            let mut l = open_driver(&d, &mut NoRendezvous).unwrap();
+            let c = l.caps();
+            let desc = Kind::Udp.descriptor();
+            assert_eq!(
+                (c.one_sided, c.has_recv_overhead),
+                (desc.one_sided, desc.recv_overhead)
+            );
+            let ask = crate::transport::Meta {
+                answer: true,
+                report_ns: 0,
+            };
+            l.send(0, 100, ask).unwrap();
+            let r = l.recv(Some(0), Duration::from_secs(2)).unwrap();
+            assert_eq!(r.bytes, 100);
+            stop.store(true, Ordering::Relaxed);
+            let served = srv.join().unwrap().unwrap();
+            assert_eq!((served.ended, served.stats.answers), (Ended::Shutdown, 1));
+        });
+    }
+}

@@ -541,6 +541,32 @@ mod tests {
     }
 
     #[test]
+    fn a_dial_connects_on_first_use() {
+        // Nothing listens: making the dial is not an error, using it is.
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let mut d = Dial::new(addr, Duration::from_secs(1));
+        assert!(matches!(
+            d.exchange(&sample()),
+            Err(OpenError::Rendezvous(why)) if why.contains("endpoint exchange")
+        ));
+        // A server: the exchange and the readiness byte go through it.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut s = accept(&l, Some(Duration::from_secs(5)), Duration::from_secs(2)).unwrap();
+            let got = s.peer_endpoint(EndpointKind::Msg).unwrap();
+            s.answer(&Endpoint { qpn: 9, ..got }).unwrap();
+            Rendezvous::ready(&mut s).unwrap();
+        });
+        let mut d = Dial::new(addr, Duration::from_secs(2));
+        assert_eq!(d.exchange(&sample()).unwrap().qpn, 9);
+        Rendezvous::ready(&mut d).unwrap();
+        t.join().unwrap();
+    }
+
+    #[test]
     fn accept_times_out() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let r = accept(&l, Some(Duration::from_millis(50)), Duration::from_secs(1));
