@@ -9,7 +9,8 @@
 //! - The C ABI in [`capi`] (`include/netgauge.h`), built as `libnetgauge.so`
 //!   and `libnetgauge.a`.
 //!
-//! Dependencies: libc only.
+//! Dependencies: libc only (serde with the optional `serde` feature, for
+//! netgauged's own JSON).
 
 pub mod capi;
 pub mod layout;
@@ -23,6 +24,6 @@ pub mod writer;
 pub use layout::flags;
 pub use reader::{Reader, DEFAULT_PATH, DEFAULT_STALE_AFTER_NS, MAX_RETRIES, PATH_ENV};
 pub use types::{
-    EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
+    line_ns, EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
 };
 pub use writer::SegmentWriter;

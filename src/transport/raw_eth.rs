@@ -1197,6 +1197,62 @@ impl Drop for RawEthTransport {
     }
 }
 
+/// How the link layer opens a raw Ethernet link (`crate::transport::open`).
+mod open {
+    use super::{RawEthOptions, RawEthTransport};
+    use crate::transport::open::{LinkSpec, Local, Open, OpenError, Peer, Rendezvous};
+
+    fn options(spec: &LinkSpec) -> RawEthOptions {
+        let d = RawEthOptions::default();
+        RawEthOptions {
+            max_msg_bytes: spec
+                .options
+                .max_msg_bytes
+                .map_or(d.max_msg_bytes, |m| m.max(d.max_msg_bytes)),
+            rx: spec.options.raw_rx.unwrap_or(d.rx),
+            clock: spec.options.clock,
+            session_nonce: spec.options.session_nonce,
+            ..d
+        }
+    }
+
+    impl Open for RawEthTransport {
+        fn driver(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+            let ifname = spec.device()?;
+            let Peer::Mac(mac) = spec.peer else {
+                return Err(OpenError::Missing {
+                    kind: spec.kind,
+                    what: "peer MAC",
+                });
+            };
+            Ok(RawEthTransport::connect(ifname, mac, options(spec))?)
+        }
+
+        fn responder(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+            let mut t = RawEthTransport::listen(spec.device()?, options(spec))?;
+            if let Some(gate) = &spec.options.gate {
+                t.gate_hellos(gate.clone());
+            }
+            Ok(t)
+        }
+
+        fn local(&self) -> Local {
+            Local::Mac {
+                mac: self.interface().mac,
+                rx: self.rx_mode(),
+            }
+        }
+
+        fn ignored(&self) -> Option<String> {
+            Some(format!("{:?}", RawEthTransport::ignored(self)))
+        }
+
+        fn sessions_started(&self) -> u64 {
+            RawEthTransport::sessions_started(self)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

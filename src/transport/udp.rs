@@ -1004,6 +1004,57 @@ fn set_buffer_sizes(sock: &UdpSocket, bytes: usize) {
     }
 }
 
+/// How the link layer opens a UDP link (`crate::transport::open`).
+mod open {
+    use super::{UdpOptions, UdpTransport};
+    use crate::transport::open::{LinkSpec, Local, Open, OpenError, Peer, Rendezvous};
+
+    fn options(spec: &LinkSpec) -> UdpOptions {
+        let d = UdpOptions::default();
+        UdpOptions {
+            max_msg_bytes: spec
+                .options
+                .max_msg_bytes
+                .map_or(d.max_msg_bytes, |m| m.max(d.max_msg_bytes)),
+            clock: spec.options.clock,
+            session_nonce: spec.options.session_nonce,
+            ..d
+        }
+    }
+
+    impl Open for UdpTransport {
+        fn driver(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+            let Peer::Addr(addr) = spec.peer else {
+                return Err(OpenError::Missing {
+                    kind: spec.kind,
+                    what: "peer address",
+                });
+            };
+            Ok(UdpTransport::connect(addr, options(spec))?)
+        }
+
+        fn responder(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+            let addr = spec.options.listen.ok_or(OpenError::Missing {
+                kind: spec.kind,
+                what: "listen address",
+            })?;
+            let mut t = UdpTransport::listen(addr, options(spec))?;
+            if let Some(gate) = &spec.options.gate {
+                t.gate_hellos(gate.clone());
+            }
+            Ok(t)
+        }
+
+        fn local(&self) -> Local {
+            self.local_addr().map_or(Local::None, Local::Addr)
+        }
+
+        fn sessions_started(&self) -> u64 {
+            UdpTransport::sessions_started(self)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
