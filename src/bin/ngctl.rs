@@ -24,10 +24,8 @@ use netgauged::transport::Kind;
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
 struct Cli {
-    /// Clock to time with: auto (the TSC when flagged invariant, else
-    /// CLOCK_MONOTONIC_RAW), tsc (also when not flagged invariant, if two
-    /// calibrations agree), monotonic-raw.
-    #[arg(long, global = true, value_enum, default_value_t = ClockChoice::Auto)]
+    /// Clock to time with: auto (the TSC when flagged invariant), tsc, monotonic-raw.
+    #[arg(long, global = true, default_value = "auto", value_parser = clock_parser())]
     clock: ClockChoice,
     #[command(subcommand)]
     cmd: Cmd,
@@ -37,6 +35,10 @@ struct Cli {
 fn kind_parser() -> impl TypedValueParser<Value = Kind> {
     let value = |k: &Kind| PossibleValue::new(k.name()).help(k.descriptor().summary);
     PossibleValuesParser::new(Kind::ALL.iter().map(value)).try_map(|s| s.parse::<Kind>())
+}
+
+fn clock_parser() -> impl TypedValueParser<Value = ClockChoice> {
+    PossibleValuesParser::new(ClockChoice::ALL.map(ClockChoice::name)).try_map(|s| s.parse())
 }
 
 fn format_parser() -> impl TypedValueParser<Value = Format> {
@@ -323,10 +325,6 @@ fn progress_bar(json: bool) -> (Bar, impl FnMut(Note)) {
 }
 
 /// Notes go to stderr.
-fn noter() -> impl FnMut(Note) {
-    |n: Note| note(&n)
-}
-
 fn note(n: &Note) {
     eprintln!("{}", report::note(n));
 }
@@ -359,7 +357,7 @@ fn run(cli: Cli) -> Result<()> {
     let clock = cli.clock;
     match cli.cmd {
         Cmd::Clock { json, long } => print!("{}", report::clock(&ops::clock(clock, long)?, json)?),
-        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut noter())?,
+        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut |n| note(&n))?,
         Cmd::Probe(f) => {
             let (json, raw) = (f.json, f.raw);
             let a = f.args(clock)?;
@@ -373,7 +371,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Fit(f) => {
             let to = (ops::shm_path(f.shm.as_deref()), f.peer, f.transport);
             let a = options!(f => FitArgs { file; publish: f.publish.then_some(to) });
-            let (r, x, sizes) = ops::refit(&a, &mut noter())?;
+            let (r, x, sizes) = ops::refit(&a, &mut |n| note(&n))?;
             print!("{}", report::refit(&r, x.as_ref(), &a.file, sizes, f.json)?);
         }
         Cmd::Dump(f) => {
