@@ -102,6 +102,7 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         probe_bytes: r.probe_bytes,
         measured_unix_ns: unix_now_ns(),
         flags: f,
+        ..Default::default()
     }
 }
 
@@ -151,6 +152,7 @@ pub fn entry_from_exchange(peer: &str, transport: &str, x: &ExchangeFit) -> Opti
         probe_bytes: 0,
         measured_unix_ns: unix_now_ns(),
         flags: flags::VALID,
+        ..Default::default()
     })
 }
 

@@ -50,6 +50,7 @@ fn entry(peer: &str, transport: &str, k: u64) -> EntryData {
         probe_bytes: 1 << 20,
         measured_unix_ns: 1_700_000_000_000_000_000 + k,
         flags: flags::VALID,
+        ext: Default::default(),
     }
 }
 

@@ -144,6 +144,7 @@ impl From<StoredEntry> for EntryData {
             probe_bytes: s.probe_bytes,
             measured_unix_ns: s.measured_unix_ns,
             flags: s.flags,
+            ..Default::default()
         }
     }
 }
@@ -252,6 +253,7 @@ mod tests {
             probe_bytes: 1 << 20,
             measured_unix_ns: 1_700_000_000_000_000_000,
             flags: netgauge::flags::VALID,
+            ..Default::default()
         }
     }
 
