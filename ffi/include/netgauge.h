@@ -447,6 +447,17 @@ NG_STATIC_ASSERT(sizeof(ng_transport_ext) == 736, "ng_transport_ext ABI");
 NG_STATIC_ASSERT(offsetof(ng_transport_ext, penalty) == 32, "ng_transport_ext ABI");
 NG_STATIC_ASSERT(offsetof(ng_transport_ext, bisection) == 680, "ng_transport_ext ABI");
 
+/** The statuses that go with one lookup's ng_params: the entry-level word
+ *  (NG_FIELD_*), the word of the range used (NG_RFIELD_*), its index. */
+typedef struct ng_params_status {
+    uint64_t entry;
+    uint64_t range;
+    uint32_t range_index;
+    uint32_t reserved;
+} ng_params_status;
+
+NG_STATIC_ASSERT(sizeof(ng_params_status) == 24, "ng_params_status ABI");
+
 /**
  * Like ng_lookup, but a peer without an entry of its own for `transport`
  * gets the parameters of its coverage class's entry for that transport,
@@ -462,6 +473,19 @@ int ng_lookup_or_class(const ng_reader *r, const char *peer, const char *transpo
  * -EINVAL. For ng_lookup_index in hot loops.
  */
 int ng_index_or_class(const ng_reader *r, const char *peer, const char *transport);
+
+/**
+ * ng_lookup_or_class plus the statuses of what it returned: whether EEL, L
+ * and the range's g, G, o_s, o_r, O_s, O_r are identified
+ * (NG_IDENT_STATUS(st->range, NG_RFIELD_G_PER_BYTE) == NG_STATUS_IDENTIFIED)
+ * and the range's index. Same return codes; st all zero on a 1.0 segment.
+ */
+int ng_lookup_status(const ng_reader *r, const char *peer, const char *transport,
+                     uint64_t msg_bytes, ng_params *out, ng_params_status *st);
+
+/** ng_lookup_index plus the statuses. Same return codes. */
+int ng_lookup_index_status(const ng_reader *r, int index, uint64_t msg_bytes, ng_params *out,
+                           ng_params_status *st);
 
 /**
  * The ABI 1.1 part of (peer, transport)'s entry: statuses, bandwidth,

@@ -5,7 +5,7 @@
 use core::ffi::{c_char, c_int, CStr};
 use core::ptr;
 
-use crate::ext::{EntryExt, Identification, TransportExt};
+use crate::ext::{EntryExt, Identification, ParamsStatus, TransportExt};
 use crate::layout::{ABI_MAJOR, ABI_MINOR, MAX_RANGES};
 use crate::reader::Reader;
 use crate::types::{LookupError, Params};
@@ -443,6 +443,76 @@ pub unsafe extern "C" fn ng_index_or_class(
     };
     match r.index_or_class_bytes(p, t) {
         Ok(i) => i as c_int,
+        Err(e) => code(e),
+    }
+}
+
+/// `ng_lookup_or_class` plus the statuses of the returned parameters (the
+/// entry-level word, the used range's word and its index). Same return
+/// codes; `st` all zero on a 1.0 segment.
+///
+/// # Safety
+/// As for `ng_lookup`; `st` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_status(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    msg_bytes: u64,
+    out: *mut Params,
+    st: *mut ParamsStatus,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() || st.is_null() {
+        return -libc::EINVAL;
+    }
+    match r.lookup_status_bytes(p, t, msg_bytes) {
+        Ok((v, s)) => {
+            // SAFETY: both non-null and, by contract, writable.
+            unsafe {
+                out.write(v);
+                st.write(s);
+            }
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// `ng_lookup_index` plus the statuses of the returned parameters.
+///
+/// # Safety
+/// `r` NULL or live; `out`, `st` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_index_status(
+    r: *const NgReader,
+    index: c_int,
+    msg_bytes: u64,
+    out: *mut Params,
+    st: *mut ParamsStatus,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() || st.is_null() {
+        return -libc::EINVAL;
+    }
+    if index < 0 {
+        return -libc::ENOENT;
+    }
+    match r.lookup_index_status(index as usize, msg_bytes) {
+        Ok((v, s)) => {
+            // SAFETY: both non-null and, by contract, writable.
+            unsafe {
+                out.write(v);
+                st.write(s);
+            }
+            0
+        }
         Err(e) => code(e),
     }
 }

@@ -589,6 +589,42 @@ impl Instability {
     }
 }
 
+/// The statuses that go with one lookup's [`crate::Params`]: the entry-level
+/// status word (see [`Field`]), the status word of the range the lookup used
+/// (see [`RangeField`]) and that range's index. All zero (not assessed) on a
+/// 1.0 segment. C: `ng_params_status`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParamsStatus {
+    pub entry: u64,
+    pub range: u64,
+    pub range_index: u32,
+    pub reserved: u32,
+}
+
+impl ParamsStatus {
+    /// Status of an entry-level parameter.
+    pub fn get(&self, f: Field) -> Status {
+        nibble(self.entry, f as u8)
+    }
+
+    /// Status of a parameter of the range the lookup used.
+    pub fn get_range(&self, f: RangeField) -> Status {
+        nibble(self.range, f as u8)
+    }
+
+    /// Whether every parameter the lookup returned (EEL, L, g, G, o_s, o_r,
+    /// O_s, O_r) is identified.
+    pub fn all_identified(&self) -> bool {
+        [Field::Eel, Field::L]
+            .iter()
+            .all(|f| self.get(*f) == Status::Identified)
+            && RangeField::ALL[..6]
+                .iter()
+                .all(|f| self.get_range(*f) == Status::Identified)
+    }
+}
+
 /// The ABI 1.1 part of an entry, owned: what producers fill (every part
 /// optional; the default states nothing) and what a dump reads back. On a
 /// 1.0 segment it reads as the default.
@@ -945,6 +981,7 @@ const _: () = {
     assert!(offset_of!(EntryExt, latency) == 168);
     assert!(offset_of!(EntryExt, overlap) == 680);
     assert!(size_of::<Bisection>() == 56);
+    assert!(size_of::<ParamsStatus>() == 24);
     assert!(size_of::<TransportExt>() == 736);
     assert!(offset_of!(TransportExt, status) == 16);
     assert!(offset_of!(TransportExt, penalty) == 32);

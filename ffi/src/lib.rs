@@ -27,8 +27,8 @@ pub mod writer;
 
 pub use ext::{
     Bandwidth, Bisection, EntryExt, EntryExtData, Estimate, Field, Identification, Instability,
-    LatencyPercentiles, Overlap, RangeField, Reason, Regime, Scheme, Status, TransportExt,
-    TransportField,
+    LatencyPercentiles, Overlap, ParamsStatus, RangeField, Reason, Regime, Scheme, Status,
+    TransportExt, TransportField,
 };
 pub use layout::flags;
 pub use reader::{Reader, DEFAULT_PATH, DEFAULT_STALE_AFTER_NS, MAX_RETRIES, PATH_ENV};

@@ -46,7 +46,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 
-use crate::ext::{EntryExt, TransportExt};
+use crate::ext::{EntryExt, ParamsStatus, TransportExt};
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
@@ -462,6 +462,59 @@ impl Reader {
             Ok(p)
         })?;
         self.check_entry(p)
+    }
+
+    /// [`Reader::lookup_or_class`] plus the statuses of what it returned:
+    /// whether EEL, L and the range's g, G, o_s, o_r, O_s, O_r are
+    /// identified, and the range's index. No allocation, no system call.
+    #[inline]
+    pub fn lookup_status(
+        &self,
+        peer: &str,
+        transport: &str,
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        self.lookup_status_bytes(peer.as_bytes(), transport.as_bytes(), msg_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn lookup_status_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.check_heartbeat()?;
+        let (p, st) = self.read(|seg, c| {
+            let (idx, class) = Self::find_or_class(seg, c, &k)?;
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let (mut p, ri) = view::read_params_at(e, msg_bytes)?;
+            if class {
+                p.flags |= flags::CLASS;
+            }
+            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+        })?;
+        self.check_entry(p).map(|p| (p, st))
+    }
+
+    /// [`Reader::lookup_index`] plus the statuses of what it returned.
+    #[inline]
+    pub fn lookup_index_status(
+        &self,
+        idx: usize,
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        self.check_heartbeat()?;
+        let (p, st) = self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let (p, ri) = view::read_params_at(e, msg_bytes)?;
+            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+        })?;
+        self.check_entry(p).map(|p| (p, st))
     }
 
     /// Index of (peer, transport)'s own entry, else of its coverage class's

@@ -307,23 +307,30 @@ pub(crate) fn entry_matches(
 /// The hot path: parameters of the range containing `msg_bytes`.
 #[inline]
 pub(crate) fn read_params(e: &EntryRaw, msg_bytes: u64) -> Result<Params, LookupError> {
+    read_params_at(e, msg_bytes).map(|(p, _)| p)
+}
+
+/// [`read_params`] and the index of the range it used.
+#[inline]
+pub(crate) fn read_params_at(e: &EntryRaw, msg_bytes: u64) -> Result<(Params, usize), LookupError> {
     let (_, _, n_ranges, _, _) = split_counts(e.counts.load(Relaxed))?;
     // Ranges are sorted; take the first whose upper end reaches msg_bytes,
     // else the last. Outside [from, to] is flagged as extrapolated.
-    let mut r = &e.ranges[n_ranges - 1];
-    for cand in &e.ranges[..n_ranges] {
+    let mut ri = n_ranges - 1;
+    for (i, cand) in e.ranges[..n_ranges].iter().enumerate() {
         if msg_bytes <= cand.to_bytes.load(Relaxed) {
-            r = cand;
+            ri = i;
             break;
         }
     }
+    let r = &e.ranges[ri];
     let from = r.from_bytes.load(Relaxed);
     let to = r.to_bytes.load(Relaxed);
     let mut fl = (e.flags.load(Relaxed) as u32) & flags::ENTRY_MASK;
     if msg_bytes < from || msg_bytes > to {
         fl |= flags::EXTRAPOLATED;
     }
-    Ok(Params {
+    let p = Params {
         eel_ns: f(&e.eel_ns),
         L_ns: f(&e.l_ns),
         o_s_ns: f(&r.o_s_ns),
@@ -342,7 +349,27 @@ pub(crate) fn read_params(e: &EntryRaw, msg_bytes: u64) -> Result<Params, Lookup
         samples: e.samples.load(Relaxed),
         f: e.f.load(Relaxed).min(u64::from(u32::MAX)) as u32,
         flags: fl,
-    })
+    };
+    Ok((p, ri))
+}
+
+/// The statuses that go with a lookup's [`Params`]: the entry-level word
+/// and the word of range `range` (0 on a 1.0 segment).
+#[inline]
+pub(crate) fn read_status(x: Option<&EntryExtRaw>, range: usize) -> ParamsStatus {
+    let (entry, word) = match x {
+        Some(x) => (
+            x.ident_entry.load(Relaxed),
+            x.ident_range[range & (MAX_RANGES - 1)].load(Relaxed),
+        ),
+        None => (0, 0),
+    };
+    ParamsStatus {
+        entry,
+        range: word,
+        range_index: range as u32,
+        reserved: 0,
+    }
 }
 
 fn utf8(bytes: Vec<u8>) -> Result<String, LookupError> {

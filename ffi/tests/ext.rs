@@ -721,3 +721,118 @@ fn extension_serializes_with_absent_values_as_null() {
 #[test]
 #[ignore = "needs the serde feature: cargo test -p netgauge-ffi --features serde"]
 fn extension_serializes_with_absent_values_as_null() {}
+
+#[test]
+fn derived_extension_checker_sees_every_field() {
+    let p = TmpPath::new("ext-derived");
+    let mut w = writer(&p, 4);
+    w.upsert(&derived_entry("a", "udp", 42)).unwrap();
+    let r = Reader::open(&p.0).unwrap();
+    let x = r.entry_ext("a", "udp").unwrap();
+    assert_eq!(derived_ext_k(&x), Some(42));
+    assert_eq!(x.to_data(), derived_ext(42));
+    // One changed field anywhere is seen.
+    let mut y = x;
+    y.latency[7].max_ns += 1.0;
+    assert_eq!(derived_ext_k(&y), None);
+    let mut y = x;
+    y.overlap[3].recv.hi += 1.0;
+    assert_eq!(derived_ext_k(&y), None);
+    let mut y = x;
+    y.ident.range[3] = 0x1;
+    assert_eq!(derived_ext_k(&y), None);
+}
+
+#[test]
+fn lookups_with_statuses() {
+    let p = TmpPath::new("ext-status");
+    let mut w = class_segment(&p);
+    w.upsert(&sample_entry_ext("n9", "raw")).unwrap();
+    let r = Reader::open(&p.0).unwrap();
+    let (v, st) = r.lookup_status("n9", "raw", 100).unwrap();
+    assert_eq!(v, r.lookup("n9", "raw", 100).unwrap());
+    assert_eq!(st.range_index, 0);
+    assert_eq!(st.get(Field::Eel), Status::Identified);
+    assert_eq!(st.get_range(RangeField::Gap), Status::Identified);
+    assert_eq!(st.get_range(RangeField::OSend), Status::NotAssessed);
+    assert!(!st.all_identified());
+    let (v, st) = r.lookup_status("n9", "raw", 10_000).unwrap();
+    assert_eq!(v.range_from_bytes, 8192);
+    assert_eq!(st.range_index, 1);
+    assert_eq!(
+        st.get_range(RangeField::Gap),
+        Status::NotIdentified(Reason::Negative)
+    );
+    let i = r.index("n9", "raw").unwrap();
+    assert_eq!(r.lookup_index_status(i, 10_000).unwrap(), (v, st));
+    // Beyond the last range: the last range's statuses.
+    assert_eq!(
+        r.lookup_status("n9", "raw", 1 << 40).unwrap().1.range_index,
+        1
+    );
+    // Class fallback applies; a fully identified entry says so.
+    let (v, st) = r.lookup_status("n2", "udp", 2500).unwrap();
+    assert_ne!(v.flags & flags::CLASS, 0);
+    assert_eq!(st.range_index, 2);
+    assert_eq!(st.get(Field::BurstG), Status::Identified);
+    let mut e = sample_entry("full", "udp");
+    // Not the bandwidth fields: the writer refuses them without the block.
+    for f in &Field::ALL[..7] {
+        e.ext.ident.set(*f, Status::Identified);
+    }
+    for f in RangeField::ALL[..6].iter() {
+        e.ext.ident.set_all_ranges(2, *f, Status::Identified);
+    }
+    w.upsert(&e).unwrap();
+    assert!(r
+        .lookup_status("full", "udp", 1)
+        .unwrap()
+        .1
+        .all_identified());
+    assert_eq!(
+        r.lookup_status("none", "udp", 1),
+        Err(LookupError::NotFound)
+    );
+    assert_eq!(r.lookup_index_status(99, 1), Err(LookupError::NotFound));
+    // C.
+    let path = CString::new(p.0.to_str().unwrap()).unwrap();
+    // SAFETY: valid pointers; the reader is closed once.
+    unsafe {
+        let cr = ng_open(path.as_ptr());
+        let mut out = Params::default();
+        let mut cst = netgauge::ParamsStatus::default();
+        assert_eq!(
+            ng_lookup_status(
+                cr,
+                c"n9".as_ptr(),
+                c"raw".as_ptr(),
+                10_000,
+                &mut out,
+                &mut cst
+            ),
+            0
+        );
+        assert_eq!((cst.range_index, cst.range & 0xF), (1, 2));
+        assert_eq!(
+            ng_lookup_index_status(cr, i as i32, 10_000, &mut out, &mut cst),
+            0
+        );
+        assert_eq!(cst.range & 0xF, 2);
+        assert_eq!(
+            ng_lookup_status(
+                cr,
+                c"n9".as_ptr(),
+                c"raw".as_ptr(),
+                1,
+                &mut out,
+                core::ptr::null_mut()
+            ),
+            -libc::EINVAL
+        );
+        assert_eq!(
+            ng_lookup_index_status(cr, -1, 1, &mut out, &mut cst),
+            -libc::ENOENT
+        );
+        ng_close(cr);
+    }
+}

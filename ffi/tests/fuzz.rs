@@ -97,6 +97,7 @@ fn exercise(r: &mut Reader, o: &mut Outcomes) {
     }
     for i in 0..CAP + 2 {
         tally(r.lookup_index(i, 100).map(|_| ()));
+        tally(r.lookup_index_status(i, u64::MAX).map(|_| ()));
         tally(r.snapshot_entry(i).map(|_| ()));
         tally(r.entry_ext_index(i).map(|x| {
             // Whatever the bits, the accessors stay in bounds.
@@ -108,6 +109,7 @@ fn exercise(r: &mut Reader, o: &mut Outcomes) {
     for p in NAMES.iter().map(|n| n.0).chain(MAPPED) {
         for t in ["rdma", "udp"] {
             tally(r.lookup_or_class(p, t, 1000).map(|_| ()));
+            tally(r.lookup_status(p, t, 5000).map(|_| ()));
             tally(r.index_or_class(p, t).map(|_| ()));
             tally(r.entry_ext(p, t).map(|_| ()));
         }

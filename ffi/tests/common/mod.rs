@@ -120,17 +120,42 @@ pub fn derived_ext(k: u64) -> EntryExtData {
 }
 
 /// Checks an extension read back against [`derived_ext`]: the k it was
-/// derived from, or None if any field disagrees (a torn read).
+/// derived from, or None if any field disagrees (a torn read). Allocates
+/// nothing (it runs under the seccomp filter).
 pub fn derived_ext_k(e: &EntryExt) -> Option<u64> {
+    use netgauge::ext::{EXT_BANDWIDTH, EXT_LATENCY, EXT_OVERLAP, EXT_V11};
     let k = e.checked_unix_ns.checked_sub(14)?;
-    let want = derived_ext(k);
-    (e.to_data() == want
-        && e.present
-            == netgauge::ext::EXT_V11
-                | netgauge::ext::EXT_BANDWIDTH
-                | netgauge::ext::EXT_LATENCY
-                | netgauge::ext::EXT_OVERLAP)
-        .then_some(k)
+    let x = k as f64;
+    let b = e.bandwidth()?;
+    // Every entry-level field identified; g and G of the 4 ranges.
+    let ident_ok = e.ident.entry == 0x1_1111_1111
+        && e.ident.range[..4].iter().all(|&w| w == 0x11)
+        && e.ident.range[4..].iter().all(|&w| w == 0);
+    let latency_ok = e.latency().len() == 8
+        && e.latency().iter().enumerate().all(|(i, l)| {
+            let b = x + 80.0 + 10.0 * i as f64;
+            l.size_bytes == 1 << i
+                && l.samples == k + 17 + i as u64
+                && [l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns]
+                    == [b, b + 1.0, b + 2.0, b + 3.0, b + 4.0, b + 5.0]
+        });
+    let overlap_ok = e.overlap().len() == 4
+        && e.overlap().iter().enumerate().all(|(r, o)| {
+            o.send == Estimate::new(x + 90.0 + r as f64, x, x + 200.0)
+                && o.recv == Estimate::new(x + 95.0 + r as f64, x, x + 200.0)
+        });
+    let ok = e.present == EXT_V11 | EXT_BANDWIDTH | EXT_LATENCY | EXT_OVERLAP
+        && e.changed_unix_ns == k + 15
+        && e.instability == 0
+        && ident_ok
+        && b.sustained_G_ns_per_byte == Estimate::new(x + 70.0, x + 69.0, x + 71.0)
+        && b.burst_G_ns_per_byte == Estimate::new(x + 72.0, x + 71.5, x + 72.5)
+        && b.burst_bytes == k + 16
+        && b.regime == Regime::TokenBucket as u32
+        && b.range_index == 3
+        && latency_ok
+        && overlap_ok;
+    ok.then_some(k)
 }
 
 /// A realistic ABI 1.1 entry: [`sample_entry`] plus statuses (S not
