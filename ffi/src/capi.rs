@@ -652,12 +652,9 @@ pub unsafe extern "C" fn ng_ident_range_status(
     range: c_int,
     field: c_int,
 ) -> u32 {
-    // SAFETY: caller contract.
-    match (
-        unsafe { id.as_ref() },
-        usize::try_from(range),
-        u32::try_from(field),
-    ) {
+    // SAFETY: caller contract: NULL or readable.
+    let id = unsafe { id.as_ref() };
+    match (id, usize::try_from(range), u32::try_from(field)) {
         (Some(id), Ok(r), Ok(f)) if r < MAX_RANGES && f < 16 => {
             ((id.range[r] >> (4 * f)) & 0xF) as u32
         }

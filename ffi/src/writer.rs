@@ -69,6 +69,11 @@ impl Dirty {
     }
 }
 
+/// 0..n when everything is dirty, else the listed indices.
+fn dirty_ids(all: bool, n: usize, list: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    (0..if all { n } else { 0 }).chain(list.iter().copied().filter(move |_| !all))
+}
+
 /// One per-transport record.
 struct TransportSlot {
     name: String,
@@ -455,26 +460,15 @@ impl SegmentWriter {
         view::write_name(&m.clock_desc, self.clock_desc.as_bytes());
         let dirty = std::mem::take(&mut self.dirty[c]);
         self.write_ext(c, &dirty);
-        if dirty.all {
-            for (i, w) in self.table.iter().enumerate() {
-                self.seg.slot(c, i).store(*w, Ordering::Relaxed);
-            }
-        } else {
-            for &i in &dirty.slots {
-                self.seg.slot(c, i).store(self.table[i], Ordering::Relaxed);
-            }
+        for i in dirty_ids(dirty.all, self.table.len(), &dirty.slots) {
+            self.seg.slot(c, i).store(self.table[i], Ordering::Relaxed);
         }
-        let mut write_entry = |i: usize| {
+        for i in dirty_ids(dirty.all, self.entries.len(), &dirty.entries) {
             let s = &self.entries[i];
             if let Some(e) = self.seg.entry(c, i) {
                 let x = self.seg.entry_ext(c, i);
                 view::encode_entry(e, x, &s.data, s.flags, &s.peer, &s.transport, s.hash);
             }
-        };
-        if dirty.all {
-            (0..self.entries.len()).for_each(&mut write_entry);
-        } else {
-            dirty.entries.iter().copied().for_each(write_entry);
         }
     }
 
@@ -494,34 +488,19 @@ impl SegmentWriter {
                 view::encode_transport(raw, &t.words, t.name.len(), &t.data);
             }
         }
-        let class_ids: Box<dyn Iterator<Item = usize>> = if dirty.all {
-            Box::new(0..self.classes.len())
-        } else {
-            Box::new(dirty.classes.iter().copied())
-        };
-        for i in class_ids {
+        for i in dirty_ids(dirty.all, self.classes.len(), &dirty.classes) {
             if let Some(raw) = self.seg.class(c, i) {
                 let (name, words) = &self.classes[i];
                 raw.len.store(name.len() as u64, Ordering::Relaxed);
                 view::store_name_words(&raw.name, words);
             }
         }
-        let slot_ids: Box<dyn Iterator<Item = usize>> = if dirty.all {
-            Box::new(0..self.map_table.len())
-        } else {
-            Box::new(dirty.map_slots.iter().copied())
-        };
-        for i in slot_ids {
+        for i in dirty_ids(dirty.all, self.map_table.len(), &dirty.map_slots) {
             if let Some(raw) = self.seg.map_slot(c, i) {
                 raw.store(self.map_table[i], Ordering::Relaxed);
             }
         }
-        let rec_ids: Box<dyn Iterator<Item = usize>> = if dirty.all {
-            Box::new(0..self.map.len())
-        } else {
-            Box::new(dirty.map_records.iter().copied())
-        };
-        for i in rec_ids {
+        for i in dirty_ids(dirty.all, self.map.len(), &dirty.map_records) {
             if let Some(raw) = self.seg.map_record(c, i) {
                 let r = &self.map[i];
                 view::store_name_words(&raw.peer, &r.words);
