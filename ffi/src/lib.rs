@@ -35,4 +35,4 @@ pub use reader::{Reader, DEFAULT_PATH, DEFAULT_STALE_AFTER_NS, MAX_RETRIES, PATH
 pub use types::{
     EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
 };
-pub use writer::SegmentWriter;
+pub use writer::{SegmentOptions, SegmentWriter};
