@@ -79,6 +79,7 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         probe_bytes: r.probe_bytes,
         measured_unix_ns: unix_now_ns(),
         flags: f,
+        ext: Default::default(),
     };
     if let Some(l) = &r.logfp {
         attach_logfp(&mut e, l);
@@ -132,6 +133,7 @@ pub fn entry_from_exchange(peer: &str, transport: &str, x: &ExchangeFit) -> Opti
         probe_bytes: 0,
         measured_unix_ns: unix_now_ns(),
         flags: flags::VALID,
+        ext: Default::default(),
     })
 }
 

@@ -98,9 +98,14 @@ pub struct EntryData {
     pub probe_bytes: u64,
     /// When it was measured, CLOCK_REALTIME ns.
     pub measured_unix_ns: u64,
-    /// [`crate::flags`] bits (the writer sets HAS_S / HAS_LOGFP / HAS_LOGGPS
-    /// itself from the data).
+    /// [`crate::flags`] bits (the writer sets HAS_S / HAS_LOGFP / HAS_LOGGPS,
+    /// CLASS, UNIDENTIFIED and SHAPED itself from the data).
     pub flags: u32,
+    /// ABI 1.1: identification, provenance times, bandwidth, latency
+    /// percentiles, overlap. The default states nothing; a 1.0 segment reads
+    /// back as the default.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub ext: crate::ext::EntryExtData,
 }
 
 impl EntryData {
@@ -291,6 +296,16 @@ pub enum SegmentError {
     NotFound,
     /// The entry's content does not fit the segment (the reason says why).
     BadEntry(&'static str),
+    /// A per-transport record was refused (the reason says why).
+    BadTransport(&'static str),
+    /// A peer → class assignment was refused (the reason says why).
+    BadClass(&'static str),
+    /// A fixed table of the segment is full (transport records, classes, or
+    /// mapped peers).
+    TableFull {
+        table: &'static str,
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for SegmentError {
@@ -299,6 +314,11 @@ impl fmt::Display for SegmentError {
             SegmentError::Full { capacity } => write!(f, "segment full ({capacity} entries)"),
             SegmentError::NotFound => f.write_str("no such (peer, transport) entry"),
             SegmentError::BadEntry(why) => write!(f, "entry rejected: {why}"),
+            SegmentError::BadTransport(why) => write!(f, "transport record rejected: {why}"),
+            SegmentError::BadClass(why) => write!(f, "class assignment rejected: {why}"),
+            SegmentError::TableFull { table, capacity } => {
+                write!(f, "segment {table} table full ({capacity})")
+            }
         }
     }
 }

@@ -125,6 +125,7 @@ mod tests {
             probe_bytes: 1 << 20,
             measured_unix_ns: 1_700_000_000_000_000_000,
             flags: netgauge::flags::VALID,
+            ext: Default::default(),
         }
     }
 
