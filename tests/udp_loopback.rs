@@ -1,30 +1,19 @@
 //! `ngctl probe --transport udp` against `ngctl serve` on loopback.
 
 use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
-
-/// Client and server both busy-poll: two such pairs at once on a two-core
-/// machine measure the scheduler, not the network. One test at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+#[allow(dead_code)] // the helpers of the other test files
+mod common;
+use common::probe::{one_at_a_time, sane_probe, Killed, NGCTL};
 
 fn free_port() -> u16 {
     let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.local_addr().expect("addr").port()
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(port: u16) -> Server {
+fn serve(port: u16) -> Killed {
     let child = Command::new(NGCTL)
         .args(["serve", "--transport", "udp", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
@@ -33,12 +22,12 @@ fn serve(port: u16) -> Server {
         .spawn()
         .expect("spawn ngctl serve");
     std::thread::sleep(Duration::from_millis(300));
-    Server(child)
+    Killed(child)
 }
 
 #[test]
 fn sweep_1b_to_64kib_is_sane() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_at_a_time();
     let port = free_port();
     let _server = serve(port);
     let out = Command::new(NGCTL)
@@ -47,31 +36,12 @@ fn sweep_1b_to_64kib_is_sane() {
         .args(["--max-size", "65536", "--json", "--resamples", "50"])
         .output()
         .expect("run ngctl probe");
-    assert!(
-        out.status.success(),
-        "probe failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let eel = num("eel_ns");
-    assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");
-    let g = num("g_ns");
-    assert!(
-        g > 0.0 && g < 1e6,
-        "g {g} ns is not sane (a millisecond-scale g is a Nagle-like artefact)"
-    );
-    for r in v["ranges"].as_array().expect("ranges") {
-        let big_g = r["G_ns_per_byte"].as_f64().expect("G");
-        assert!(big_g >= 0.0, "negative G in range {r}");
-    }
-    assert!(v["probe_bytes"].as_u64().unwrap_or(0) > 0);
-    assert!(num("o_r_ns") > 0.0, "a socket has a receive overhead");
+    sane_probe(&out);
 }
 
 #[test]
 fn dead_peer_ends_with_a_clear_error() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_at_a_time();
     let port = free_port();
     let mut server = serve(port);
     let child = Command::new(NGCTL)

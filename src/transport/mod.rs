@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-pub mod frame;
+pub mod dgram;
+/// The datagram transports' frame header: another name for [`dgram::wire`].
+pub use dgram::wire as frame;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod multi;
@@ -14,6 +16,7 @@ pub mod raw_eth;
 #[cfg(feature = "verbs")]
 pub mod rdma_write;
 pub mod sim;
+pub mod sys;
 pub mod udp;
 #[cfg(feature = "verbs")]
 pub mod verbs_msg;

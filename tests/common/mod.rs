@@ -19,3 +19,7 @@ pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
 pub fn json_of(cmd: &mut Command) -> serde_json::Value {
     serde_json::from_slice(&stdout_of(cmd)).expect("JSON on stdout")
 }
+
+pub mod echo;
+pub mod netns;
+pub mod probe;
