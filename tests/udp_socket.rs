@@ -4,7 +4,7 @@
 //! checks over raw Ethernet.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -138,7 +138,7 @@ fn lossy_proxy(
         let mut client = None;
         let (mut fwd, mut bwd) = (Loss::nth(drop_fwd), Loss::nth(drop_back));
         while !stop2.load(Ordering::Relaxed) {
-            socket::wait_readable(front.as_raw_fd(), Duration::from_millis(1));
+            socket::wait_readable(front.as_fd(), Duration::from_millis(1));
             while let Ok((n, from)) = front.recv_from(&mut buf) {
                 client = Some(from);
                 if fwd.passes(&buf[..n]) {
@@ -188,7 +188,7 @@ fn wrong_nonce_stranger_malformed_and_stale_frames_are_ignored_and_counted() {
     ping(&mut c, 10); // server's newest seq is now 1
     let nonce = c.nonce().unwrap();
     // From the session peer's own socket.
-    let send = |f: &[u8]| assert!(socket::send_two(c.as_raw_fd(), None, f, &[]).unwrap());
+    let send = |f: &[u8]| assert!(socket::send_two(c.as_fd(), None, f, &[]).unwrap());
     // Wrong nonce.
     send(&frame_bytes(&data_header(nonce ^ 1, 100, 10)));
     // Right nonce, from a stranger.

@@ -55,7 +55,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::dgram::phy::{Frame, Route, RxFrame};
@@ -227,7 +227,6 @@ pub type RawEthTransport = Endpoint<PacketPhy>;
 /// The raw Ethernet device: one AF_PACKET socket on one interface.
 pub struct PacketPhy {
     sock: OwnedFd,
-    fd: RawFd,
     ring: Option<Ring>,
     info: InterfaceInfo,
     mtu_bytes: usize,
@@ -241,7 +240,7 @@ impl PacketPhy {
         // Protocol 0: the socket receives nothing until bound below, after
         // the filter is in place.
         let sock = packet::open_socket()?;
-        let fd = sock.as_raw_fd();
+        let fd = sock.as_fd();
         let info = packet::interface_info_fd(fd, ifname)?;
         let mtu_bytes = opts
             .mtu_bytes
@@ -280,7 +279,6 @@ impl PacketPhy {
         );
         Ok(PacketPhy {
             sock,
-            fd,
             ring,
             info,
             mtu_bytes,
@@ -307,7 +305,7 @@ impl Phy for PacketPhy {
     fn send(&mut self, dest: &[u8; 6], frame: Frame<'_>) -> Result<bool, TransportError> {
         // The socket is bound to the interface: no address needed.
         let prefix = frame_prefix(dest, &self.info.mac, frame.header);
-        sys::send_two(self.fd, None, &prefix, frame.payload)
+        sys::send_two(self.sock.as_fd(), None, &prefix, frame.payload)
     }
 
     #[inline]
@@ -326,7 +324,7 @@ impl Phy for PacketPhy {
                 ..f
             }));
         }
-        let r = sys::recv_from(self.fd, &mut self.rx_buf, None);
+        let r = sys::recv_from(self.sock.as_fd(), &mut self.rx_buf, None);
         let t1 = clock.now();
         match r {
             Ok(Some(len)) => Ok(Some(RxFrame {
@@ -342,7 +340,7 @@ impl Phy for PacketPhy {
     }
 
     fn wait_readable(&mut self, timeout: Duration) {
-        sys::wait_readable(self.fd, timeout);
+        sys::wait_readable(self.sock.as_fd(), timeout);
     }
 
     fn fmt_addr(addr: &[u8; 6], f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -381,7 +379,7 @@ impl RawEthTransport {
     /// Frames the kernel dropped for this socket since the last call (a full
     /// ring or receive buffer), from PACKET_STATISTICS.
     pub fn kernel_drops(&self) -> Result<u64, TransportError> {
-        Ok(packet::kernel_drops(self.phy().fd)?)
+        Ok(packet::kernel_drops(self.phy().sock.as_fd())?)
     }
     /// The session peer's MAC, if a session is open.
     pub fn peer_mac(&self) -> Option<[u8; 6]> {

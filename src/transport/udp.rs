@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use super::dgram::phy::{Frame, Route, RxFrame};
@@ -90,7 +90,6 @@ pub type UdpTransport = Endpoint<UdpPhy>;
 /// The UDP device: one non-blocking socket.
 pub struct UdpPhy {
     sock: UdpSocket,
-    fd: RawFd,
     /// The socket is connected to the session peer (client).
     connected: bool,
     /// Use this MTU instead of the path MTU.
@@ -106,14 +105,13 @@ pub struct UdpDest(Option<RawAddr>);
 impl UdpPhy {
     fn new(sock: UdpSocket, connected: bool, opts: &UdpOptions) -> Result<Self, TransportError> {
         sock.set_nonblocking(true)?;
-        let fd = sock.as_raw_fd();
+        let fd = sock.as_fd();
         if opts.socket_buffer_bytes > 0 {
             sys::set_recv_buffer(fd, opts.socket_buffer_bytes);
             sys::set_send_buffer(fd, opts.socket_buffer_bytes);
         }
         Ok(UdpPhy {
             sock,
-            fd,
             connected,
             mtu_bytes: opts.mtu_bytes,
             rx_buf: vec![0; RX_BUF_BYTES],
@@ -129,7 +127,7 @@ impl Phy for UdpPhy {
     fn route(&mut self, peer: &SocketAddr) -> Result<Route<UdpDest>, TransportError> {
         let ipv6 = peer.is_ipv6();
         let (dest, kernel_mtu) = if self.connected {
-            (UdpDest(None), sys::path_mtu(self.fd, ipv6))
+            (UdpDest(None), sys::path_mtu(self.sock.as_fd(), ipv6))
         } else {
             (UdpDest(Some(RawAddr::new(peer))), sys::path_mtu_to(*peer))
         };
@@ -143,14 +141,19 @@ impl Phy for UdpPhy {
 
     #[inline]
     fn send(&mut self, dest: &UdpDest, frame: Frame<'_>) -> Result<bool, TransportError> {
-        sys::send_two(self.fd, dest.0.as_ref(), frame.header, frame.payload)
+        sys::send_two(
+            self.sock.as_fd(),
+            dest.0.as_ref(),
+            frame.header,
+            frame.payload,
+        )
     }
 
     #[inline]
     fn poll<C: Clock>(&mut self, clock: &C) -> Result<Option<RxFrame<SocketAddr>>, TransportError> {
         let mut src = RawAddr::empty();
         let t0 = clock.now();
-        let r = sys::recv_from(self.fd, &mut self.rx_buf, Some(&mut src));
+        let r = sys::recv_from(self.sock.as_fd(), &mut self.rx_buf, Some(&mut src));
         let t1 = clock.now();
         match r {
             Ok(Some(len)) => Ok(Some(RxFrame {
@@ -177,7 +180,7 @@ impl Phy for UdpPhy {
     }
 
     fn wait_readable(&mut self, timeout: Duration) {
-        sys::wait_readable(self.fd, timeout);
+        sys::wait_readable(self.sock.as_fd(), timeout);
     }
 
     fn fmt_addr(addr: &SocketAddr, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -222,7 +225,11 @@ impl UdpTransport {
     }
     /// The socket (for poll-based waiting outside the probe loop).
     pub fn as_raw_fd(&self) -> RawFd {
-        self.phy().fd
+        self.phy().sock.as_raw_fd()
+    }
+    /// The socket, borrowed.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.phy().sock.as_fd()
     }
 }
 

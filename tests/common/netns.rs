@@ -8,7 +8,7 @@
 //! when a test fails.
 #![allow(dead_code)] // each test file uses its own part of the helpers
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -113,21 +113,21 @@ impl RawPort {
         ns.run(move || {
             let index = interface_info(dev).expect("interface").index;
             let sock = packet::open_socket().expect("AF_PACKET socket");
-            packet::ignore_outgoing(sock.as_raw_fd()).expect("PACKET_IGNORE_OUTGOING");
-            packet::bind(sock.as_raw_fd(), index, protocol).expect("bind");
+            packet::ignore_outgoing(sock.as_fd()).expect("PACKET_IGNORE_OUTGOING");
+            packet::bind(sock.as_fd(), index, protocol).expect("bind");
             RawPort(sock)
         })
     }
 
     /// Send one whole frame.
     pub fn send(&self, frame: &[u8]) {
-        let sent = socket::send_two(self.0.as_raw_fd(), None, frame, &[]).expect("send");
+        let sent = socket::send_two(self.0.as_fd(), None, frame, &[]).expect("send");
         assert!(sent, "transmit queue full");
     }
 
     /// One received frame, if any is queued.
     pub fn recv<'b>(&self, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-        match socket::recv_from(self.0.as_raw_fd(), buf, None).expect("recv") {
+        match socket::recv_from(self.0.as_fd(), buf, None).expect("recv") {
             Some(n) if n <= buf.len() => Some(&buf[..n]),
             _ => None,
         }
@@ -135,7 +135,7 @@ impl RawPort {
 
     /// Wait up to `ms` milliseconds for a frame.
     pub fn wait(&self, ms: u64) {
-        socket::wait_readable(self.0.as_raw_fd(), std::time::Duration::from_millis(ms));
+        socket::wait_readable(self.0.as_fd(), std::time::Duration::from_millis(ms));
     }
 }
 

@@ -6,8 +6,8 @@
 //! filter and the PACKET_MMAP receive ring ([`packet`]). No protocol logic
 //! lives here: what a frame means is the datagram core's business
 //! ([`super::dgram`]); these functions only move bytes and report what the
-//! kernel said. Every `unsafe` block is here or in the ring, each with the
-//! reason it holds.
+//! kernel said. Every `unsafe` block of the datagram transports is here,
+//! each with the reason it holds.
 
 pub mod packet;
 pub mod socket;

@@ -3,7 +3,7 @@
 //! receive ring.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::socket::{check, setsockopt, setsockopt_int};
@@ -76,7 +76,7 @@ pub(crate) fn eperm_message(e: io::Error) -> TransportError {
 
 /// Bind a packet socket to interface `index` and EtherType `protocol`
 /// (0: send only).
-pub fn bind(fd: RawFd, index: u32, protocol: u16) -> io::Result<()> {
+pub fn bind(fd: BorrowedFd<'_>, index: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: all-zero is a valid sockaddr_ll.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -85,7 +85,7 @@ pub fn bind(fd: RawFd, index: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: sll is a valid sockaddr_ll and the length is its size.
     let rc = unsafe {
         libc::bind(
-            fd,
+            fd.as_raw_fd(),
             &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
             std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
         )
@@ -118,11 +118,15 @@ fn ifreq(ifname: &str) -> Result<IfReq, TransportError> {
     Ok(r)
 }
 
-fn ioctl_ifreq(fd: RawFd, req: libc::c_ulong, ifname: &str) -> Result<IfReq, TransportError> {
+fn ioctl_ifreq(
+    fd: BorrowedFd<'_>,
+    req: libc::c_ulong,
+    ifname: &str,
+) -> Result<IfReq, TransportError> {
     let mut r = ifreq(ifname)?;
     // SAFETY: r is a writable ifreq-sized, ifreq-laid-out struct; these
     // SIOCGIF* requests read the name and write at most the union.
-    let rc = unsafe { libc::ioctl(fd, req as _, &mut r as *mut IfReq) };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut r as *mut IfReq) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::ENODEV) {
@@ -145,11 +149,14 @@ pub fn interface_info(ifname: &str) -> Result<InterfaceInfo, TransportError> {
     }
     // SAFETY: fd is a fresh descriptor we own.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    interface_info_fd(sock.as_raw_fd(), ifname)
+    interface_info_fd(sock.as_fd(), ifname)
 }
 
 /// [`interface_info`] through a socket the caller already has.
-pub fn interface_info_fd(fd: RawFd, ifname: &str) -> Result<InterfaceInfo, TransportError> {
+pub fn interface_info_fd(
+    fd: BorrowedFd<'_>,
+    ifname: &str,
+) -> Result<InterfaceInfo, TransportError> {
     let int_at = |r: &IfReq| i32::from_ne_bytes([r.data[0], r.data[1], r.data[2], r.data[3]]);
     let index = int_at(&ioctl_ifreq(fd, SIOCGIFINDEX, ifname)?);
     let mtu = int_at(&ioctl_ifreq(fd, SIOCGIFMTU, ifname)?);
@@ -201,7 +208,7 @@ pub fn filter_program(mac: &[u8; 6], ethertype: u16) -> [libc::sock_filter; 8] {
 }
 
 /// Attach a classic BPF program (SO_ATTACH_FILTER); the kernel copies it.
-pub fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+pub fn attach_filter(fd: BorrowedFd<'_>, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -213,25 +220,25 @@ pub fn attach_filter(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
 
 /// PACKET_IGNORE_OUTGOING (Linux ≥ 4.20): the socket does not see its own
 /// transmissions looped back.
-pub fn ignore_outgoing(fd: RawFd) -> io::Result<()> {
+pub fn ignore_outgoing(fd: BorrowedFd<'_>) -> io::Result<()> {
     setsockopt_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
 }
 
 /// PACKET_QDISC_BYPASS: frames go straight to the driver (and past any
 /// traffic shaping on the interface).
-pub fn qdisc_bypass(fd: RawFd) -> io::Result<()> {
+pub fn qdisc_bypass(fd: BorrowedFd<'_>) -> io::Result<()> {
     setsockopt_int(fd, SOL_PACKET, PACKET_QDISC_BYPASS, 1)
 }
 
 /// Frames the kernel dropped for this socket since the last call (a full
 /// ring or receive buffer), from PACKET_STATISTICS.
-pub fn kernel_drops(fd: RawFd) -> io::Result<u64> {
+pub fn kernel_drops(fd: BorrowedFd<'_>) -> io::Result<u64> {
     let mut st = [0u32; 2]; // struct tpacket_stats { tp_packets, tp_drops }
     let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
     // SAFETY: st is writable and len gives its size.
     let rc = unsafe {
         libc::getsockopt(
-            fd,
+            fd.as_raw_fd(),
             SOL_PACKET,
             PACKET_STATISTICS,
             st.as_mut_ptr() as *mut libc::c_void,
@@ -259,7 +266,7 @@ unsafe impl Send for Ring {}
 impl Ring {
     /// Set up and map a receive ring of about `ring_bytes` on `fd` (before
     /// it is bound), with slots for frames of `mtu_bytes`.
-    pub fn map(fd: RawFd, mtu_bytes: usize, ring_bytes: usize) -> io::Result<Ring> {
+    pub fn map(fd: BorrowedFd<'_>, mtu_bytes: usize, ring_bytes: usize) -> io::Result<Ring> {
         setsockopt_int(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V2)?;
         let frame_bytes = (RING_MAC_OFFSET + ETH_HDR_LEN + mtu_bytes)
             .next_power_of_two()
@@ -285,7 +292,7 @@ impl Ring {
                 map_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                fd,
+                fd.as_raw_fd(),
                 0,
             )
         };

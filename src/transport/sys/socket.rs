@@ -5,7 +5,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use crate::transport::TransportError;
@@ -103,7 +103,7 @@ impl RawAddr {
 /// ICMP port unreachable is [`TransportError::PeerGone`]; a short send is a
 /// protocol error (a datagram socket sends all or nothing).
 pub fn send_two(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     to: Option<&RawAddr>,
     head: &[u8],
     payload: &[u8],
@@ -130,7 +130,7 @@ pub fn send_two(
     loop {
         // SAFETY: msg points at iovecs and an address that live until the
         // call returns; the kernel only reads them.
-        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        let r = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
         if r >= 0 {
             if r as usize != want {
                 return Err(TransportError::Protocol(format!(
@@ -155,7 +155,7 @@ pub fn send_two(
 /// EINTR). Other errors are returned as the kernel gave them.
 #[inline]
 pub fn recv_from(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     buf: &mut [u8],
     from: Option<&mut RawAddr>,
 ) -> io::Result<Option<usize>> {
@@ -173,7 +173,7 @@ pub fn recv_from(
     // name_len are null or describe a writable sockaddr_storage and its size.
     let r = unsafe {
         libc::recvfrom(
-            fd,
+            fd.as_raw_fd(),
             buf.as_mut_ptr() as *mut libc::c_void,
             buf.len(),
             libc::MSG_DONTWAIT | libc::MSG_TRUNC,
@@ -193,10 +193,10 @@ pub fn recv_from(
 
 /// Block in poll(2) until `fd` is readable or `timeout` (rounded up to whole
 /// milliseconds) has passed.
-pub fn wait_readable(fd: RawFd, timeout: Duration) {
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) {
     let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
     let mut pfd = libc::pollfd {
-        fd,
+        fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
@@ -219,7 +219,7 @@ pub fn check(rc: libc::c_int) -> io::Result<()> {
 /// setsockopt(2) with the value `v`, a plain C struct or integer the option
 /// takes (the kernel copies its bytes and keeps no pointer).
 pub fn setsockopt<T: Copy>(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
     v: &T,
@@ -228,7 +228,7 @@ pub fn setsockopt<T: Copy>(
     // length is its size; the kernel only reads those bytes.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             level,
             name,
             v as *const T as *const libc::c_void,
@@ -240,7 +240,7 @@ pub fn setsockopt<T: Copy>(
 
 /// setsockopt(2) with an `int` value.
 pub fn setsockopt_int(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
     v: libc::c_int,
@@ -249,13 +249,17 @@ pub fn setsockopt_int(
 }
 
 /// getsockopt(2) of an `int` value.
-pub fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+pub fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: v and len are writable and len gives v's size.
     let rc = unsafe {
         libc::getsockopt(
-            fd,
+            fd.as_raw_fd(),
             level,
             name,
             &mut v as *mut _ as *mut libc::c_void,
@@ -267,7 +271,7 @@ pub fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::R
 
 /// Ask for a send buffer of `bytes`: SO_SNDBUFFORCE (CAP_NET_ADMIN) first,
 /// then the unprivileged option, which net.core.wmem_max caps. Best effort.
-pub fn set_send_buffer(fd: RawFd, bytes: usize) {
+pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v).is_err() {
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v);
@@ -275,7 +279,7 @@ pub fn set_send_buffer(fd: RawFd, bytes: usize) {
 }
 
 /// [`set_send_buffer`] for the receive buffer (net.core.rmem_max).
-pub fn set_recv_buffer(fd: RawFd, bytes: usize) {
+pub fn set_recv_buffer(fd: BorrowedFd<'_>, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v);
@@ -283,7 +287,7 @@ pub fn set_recv_buffer(fd: RawFd, bytes: usize) {
 }
 
 /// IP_MTU / IPV6_MTU of a connected socket: the path MTU the kernel knows.
-pub fn path_mtu(fd: RawFd, ipv6: bool) -> Option<usize> {
+pub fn path_mtu(fd: BorrowedFd<'_>, ipv6: bool) -> Option<usize> {
     let (level, name) = if ipv6 {
         (libc::IPPROTO_IPV6, libc::IPV6_MTU)
     } else {
@@ -304,5 +308,5 @@ pub fn path_mtu_to(peer: SocketAddr) -> Option<usize> {
     };
     let s = UdpSocket::bind(bind).ok()?;
     s.connect(peer).ok()?;
-    path_mtu(s.as_raw_fd(), peer.is_ipv6())
+    path_mtu(s.as_fd(), peer.is_ipv6())
 }
