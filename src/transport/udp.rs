@@ -192,8 +192,9 @@ impl UdpTransport {
     /// Client: open a session with the server at `peer`.
     ///
     /// Sends up to `handshake_attempts` Hellos, each waiting
-    /// `handshake_timeout` for the HelloAck. A refused port on every attempt
-    /// is [`TransportError::PeerGone`], silence is [`TransportError::Timeout`].
+    /// `handshake_timeout` for the HelloAck. A closed port (ICMP port
+    /// unreachable, and no HelloAck on any attempt) is
+    /// [`TransportError::PeerGone`], silence is [`TransportError::Timeout`].
     pub fn connect(peer: SocketAddr, opts: UdpOptions) -> Result<Self, TransportError> {
         let bind: SocketAddr = match peer {
             SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
