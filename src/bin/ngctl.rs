@@ -159,12 +159,15 @@ struct ServeFlags {
     max_size: u64,
     #[command(flatten)]
     raw: RawArgs,
+    /// Pin the responder to this CPU (keep it off the prober's core).
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 impl ServeFlags {
     fn args(self, choice: ClockChoice) -> ServeArgs {
         let f = self;
-        options!(f => ServeArgs { listen; kind: f.transport, clock: choice, verbs: f.verbs.into(),
+        options!(f => ServeArgs { listen, cpu; kind: f.transport, clock: choice, verbs: f.verbs.into(),
             idle_exit: (f.idle_exit_s > 0).then(|| Duration::from_secs(f.idle_exit_s)),
             max_size_bytes: f.max_size, interface: f.raw.interface, raw_rx: f.raw.raw_rx })
     }
@@ -225,13 +228,16 @@ struct ProbeFlags {
     /// e.g. MPI over shared memory).
     #[arg(long)]
     min_reps: Option<u32>,
+    /// Pin the probe to this CPU (keep it off the responder's core).
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 impl ProbeFlags {
     fn args(self, choice: ClockChoice) -> Result<ProbeArgs> {
         let f = self;
         Ok(
-            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps;
+            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps, cpu;
             kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,

@@ -113,13 +113,14 @@ pub(super) fn probe_loop(
             next_fanout_s = now_s() + cfg.fanout_interval_s;
             for (kind, peers) in &fanouts {
                 match fanout_job(&ctx, *kind, peers) {
-                    Ok((fit, bytes)) => {
-                        sched.charge(bytes, now_s());
+                    Ok(f) => {
+                        sched.charge(f.bytes, now_s());
                         let peers = peers.iter().map(|&i| cfg.peers[i].name.clone()).collect();
                         let _ = tx.send(Outcome::Logfp {
                             peers,
                             transport: kind.name().to_string(),
-                            fit,
+                            fit: f.fit,
+                            ci95: f.ci95,
                         });
                     }
                     Err(e) if busy(&e) => {

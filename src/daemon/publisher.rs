@@ -3,7 +3,7 @@
 //! the entry stale), beats the heartbeat, writes the state and status
 //! files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -14,7 +14,7 @@ use super::config::Config;
 use super::status::{self, StatusFile};
 use super::{state, DaemonError, Shared};
 use crate::control::ControlServer;
-use crate::model::LogfpFit;
+use crate::model::{Interval, LogfpFit};
 use crate::publish::attach_logfp;
 
 /// What the probe thread hands the publisher.
@@ -28,6 +28,8 @@ pub(super) enum Outcome {
         peers: Vec<String>,
         transport: String,
         fit: LogfpFit,
+        /// Its `logfp.*` intervals.
+        ci95: BTreeMap<String, Interval>,
     },
 }
 
@@ -89,16 +91,17 @@ pub(super) fn publish_loop(
     server: &ControlServer,
 ) {
     use std::sync::atomic::Ordering;
-    // Per transport: the peers of the last fan-out and its fit.
-    let mut logfp: HashMap<String, (Vec<String>, LogfpFit)> = HashMap::new();
+    // Per transport: the peers of the last fan-out, its fit and intervals.
+    type Fanout = (Vec<String>, LogfpFit, BTreeMap<String, Interval>);
+    let mut logfp: HashMap<String, Fanout> = HashMap::new();
     let mut last_beat = Instant::now() - Duration::from_secs(1);
     while !shared.shutdown.load(Ordering::Relaxed) {
         let mut dirty = false;
         match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(Outcome::Publish(mut e)) => {
-                if let Some((peers, fit)) = logfp.get(&e.transport) {
+                if let Some((peers, fit, ci95)) = logfp.get(&e.transport) {
                     if peers.contains(&e.peer) {
-                        attach_logfp(&mut e, fit);
+                        attach_logfp(&mut e, fit, ci95);
                     }
                 }
                 match writer.upsert(&e) {
@@ -123,10 +126,11 @@ pub(super) fn publish_loop(
                 peers,
                 transport,
                 fit,
+                ci95,
             }) => {
                 for p in &peers {
                     if let Some(e) = entries.get_mut(&(p.clone(), transport.clone())) {
-                        attach_logfp(e, &fit);
+                        attach_logfp(e, &fit, &ci95);
                         if let Err(err) = writer.upsert(e) {
                             tracing::error!("cannot publish LogfP for {p}: {err}");
                         }
@@ -139,7 +143,7 @@ pub(super) fn publish_loop(
                     fit.o_min_ns,
                     fit.o_max_ns
                 );
-                logfp.insert(transport, (peers, fit));
+                logfp.insert(transport, (peers, fit, ci95));
                 dirty = true;
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}

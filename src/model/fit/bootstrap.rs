@@ -6,7 +6,7 @@ use super::points::{point, size_points, usable};
 use super::ranges::{eel_and_L, fit_ranges};
 use super::segment_points;
 use crate::model::stats::{self, Rng};
-use crate::model::{Interval, Range, SizeSamples};
+use crate::model::{Interval, LinkTraits, Range, SizeSamples};
 
 /// The keys of the top-level parameters: EEL, L and the first range's
 /// o_s, o_r, g and G, as `ngctl probe --json` names them (and their
@@ -73,13 +73,24 @@ pub fn ci95_loggp(
     resamples: usize,
     seed: u64,
 ) -> BTreeMap<String, Interval> {
+    ci95_loggp_with(samples, resamples, seed, &LinkTraits::default())
+}
+
+/// [`ci95_loggp`] with the ranges [`super::fit_loggp_with`] fits for a
+/// transport with `traits`.
+pub fn ci95_loggp_with(
+    samples: &[SizeSamples],
+    resamples: usize,
+    seed: u64,
+    traits: &LinkTraits,
+) -> BTreeMap<String, Interval> {
     let mut out = BTreeMap::new();
     let sizes = usable(samples);
     if resamples == 0 || sizes.is_empty() {
         return out;
     }
     let points = size_points(samples);
-    let changes = segment_points(&points).changes;
+    let changes = segment_points(&points, traits.rendezvous).changes;
     let n_ranges = fit_ranges(&points, &changes).len();
     let keys = param_keys(n_ranges);
     let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); keys.len()];
