@@ -1,19 +1,33 @@
 //! Tests of the planned cost of a sweep.
 
 use super::*;
+use crate::model::LinkTraits;
 
 fn gbit() -> LinkEstimate {
     LinkEstimate::default()
 }
 
 #[test]
-fn the_default_sweep_on_a_gigabit_link_is_tens_of_megabytes() {
-    let c = plan(&SweepConfig::default(), &gbit());
-    // The default sweep (1 B – 128 KiB) with its long bursts: far below
-    // the 220–520 MB the sweep sent before repetitions were bounded by
-    // their payload, and within a minute of the default 2 MB/s budget.
-    assert!(c.bytes > 10_000_000 && c.bytes < 100_000_000, "{c:?}");
+fn the_default_sweep_on_a_gigabit_link_is_about_a_hundred_megabytes() {
+    // A datagram transport (no rendezvous: changes bisected to 1/16 of
+    // their size, no confirmations).
+    let udp = SweepConfig {
+        traits: LinkTraits {
+            rendezvous: false,
+            ..LinkTraits::default()
+        },
+        ..SweepConfig::default()
+    };
+    let c = plan(&udp, &gbit());
+    // The default sweep (1 B – 128 KiB) with its long bursts, at the most
+    // repetitions every stage allows: far below the 220–520 MB the sweep
+    // sent before repetitions were bounded by their payload.
+    assert!(c.bytes > 30_000_000 && c.bytes < 150_000_000, "{c:?}");
     assert!(c.seconds > 0.1 && c.seconds < 30.0, "{c:?}");
+    // Bisecting to the byte (a rendezvous threshold) in the top octave is
+    // the costliest case the plan allows for.
+    let rndv = plan(&SweepConfig::default(), &gbit());
+    assert!(rndv.bytes > c.bytes, "{rndv:?} vs {c:?}");
 }
 
 #[test]
