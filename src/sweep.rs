@@ -21,8 +21,11 @@
 mod burst;
 pub mod cost;
 mod loss;
+mod reps;
 
 pub use burst::{burst_size, MAX_BURST_BYTES};
+pub(crate) use reps::{burst_cap, rep_limits, settle_for, warmup_for};
+pub use reps::{BURST_CAP_BYTES, SIZE_PAYLOAD_BYTES, SMALL_PAYLOAD_BYTES};
 
 use std::time::Duration;
 
@@ -443,79 +446,6 @@ fn measure_size<T: Transport, C: Clock>(
     }
 }
 
-/// Above this size a size's repetitions are bounded by
-/// [`SIZE_PAYLOAD_BYTES`] (below, by [`SMALL_PAYLOAD_BYTES`]), its least
-/// repetitions are `large_min_reps`, and no settle rounds precede them.
-const BYTE_BUDGET_SIZE: u64 = 16 * 1024;
-/// The payload (both directions) a size above [`BYTE_BUDGET_SIZE`] may
-/// send in its repetitions beyond its least ones. Before, a size's
-/// repetitions were bounded by those of 40 repetitions at 16 KiB, about
-/// 10 MB per size on a bandwidth-bound link, and a sweep to 128 KiB
-/// behind a 1 Gbit/s shaper sent 350–520 MB.
-pub const SIZE_PAYLOAD_BYTES: u64 = 1 << 20;
-/// The same for the sizes up to [`BYTE_BUDGET_SIZE`] (but the smallest,
-/// which carries EEL): a repetition of 1 KiB in bursts of 16 pays 26 of
-/// the 40 of `max_reps`, the least repetitions always run.
-pub const SMALL_PAYLOAD_BYTES: u64 = 1 << 20;
-
-/// The largest n of a size's bursts: `n_max`, and no more messages than
-/// [`BURST_CAP_BYTES`] hold. A busy host inflates the warm-up's round trip
-/// and so the n it asks for; a large size's gap dominates its round trip
-/// anyway (behind a shaper, a 128 KiB size was measured with n = 17 and
-/// cost 19 MB).
-pub(crate) fn burst_cap(cfg: &SweepConfig, size_bytes: u64) -> u32 {
-    let by_bytes = (BURST_CAP_BYTES / size_bytes.max(1)).min(u64::from(u32::MAX)) as u32;
-    cfg.n_max.min(by_bytes).max(cfg.n_min).max(2)
-}
-
-/// See [`burst_cap`].
-pub const BURST_CAP_BYTES: u64 = 512 << 10;
-
-/// The warm-up rounds of `size_bytes` and their burst length: `warmup`
-/// rounds of `n`, but one round of at most [`burst_cap`] above
-/// [`BYTE_BUDGET_SIZE`] (two rounds of 8 messages cost a 128 KiB size more
-/// than its three timed repetitions).
-pub(crate) fn warmup_for(cfg: &SweepConfig, size_bytes: u64) -> (u32, u32) {
-    let n = cfg.n.max(2);
-    if size_bytes > BYTE_BUDGET_SIZE {
-        (cfg.warmup.min(1), n.min(burst_cap(cfg, size_bytes)))
-    } else {
-        (cfg.warmup, n)
-    }
-}
-
-/// Settle rounds before each timed repetition of `size_bytes`: none above
-/// [`BYTE_BUDGET_SIZE`], where a burst's lazy completion is small against
-/// the message's own time and two more round trips per repetition are a
-/// quarter of its payload.
-pub(crate) fn settle_for(cfg: &SweepConfig, size_bytes: u64) -> u32 {
-    if size_bytes > BYTE_BUDGET_SIZE {
-        0
-    } else {
-        cfg.settle_rounds
-    }
-}
-
-/// The least and the most repetitions of `size_bytes` measured with bursts
-/// of `n`: the smallest size (it carries EEL) up to `max_reps`; sizes
-/// above [`BYTE_BUDGET_SIZE`] from `large_min_reps` up to what
-/// [`SIZE_PAYLOAD_BYTES`] pays for; the others `min_reps` … `max_reps`.
-pub(crate) fn rep_limits(cfg: &SweepConfig, size_bytes: u64, n: u32) -> (u32, u32) {
-    let least = cfg.min_reps.max(1);
-    let most = cfg.max_reps.max(least);
-    if size_bytes == cfg.min_size_bytes {
-        return (least, most);
-    }
-    let (least, payload) = if size_bytes <= BYTE_BUDGET_SIZE {
-        (least, SMALL_PAYLOAD_BYTES)
-    } else {
-        (cfg.large_min_reps.clamp(1, least), SIZE_PAYLOAD_BYTES)
-    };
-    let per_rep = size_bytes * u64::from(2 * settle_for(cfg, size_bytes) + 2 + 2 * (n + 1));
-    let paid = (payload / per_rep.max(1)) as u32;
-    (least, paid.clamp(least, most))
-}
-
 /// Are the gap and overhead estimates of this size known to `rel_tol`?
 fn converged(s: &SizeSamples, rel_tol: f64) -> bool {
     let k = f64::from(s.n - 1);
@@ -591,7 +521,7 @@ pub fn sweep<T: Transport, C: Clock>(
 ///
 /// The smallest size is measured first, right after the session warm-up,
 /// and carries EEL: a path that is still slow for its first milliseconds
-/// (Soft-RoCE read the 1 B half round trip up to twice the 2 B one)
+/// (a software RDMA device's first round trips are the usual case)
 /// inflates it, and interference only ever adds time. Measured again at
 /// the end, on a path that has carried the whole sweep, the lower of the
 /// two is the one without such effects; the two disagreeing beyond their
@@ -678,9 +608,7 @@ const MAX_BISECTIONS: usize = 24;
 /// the two sizes it lies between are within this fraction of each other:
 /// such a change is a bend of the gap (a copy that leaves the cache, a
 /// shaper's bucket), not a protocol whose threshold is a byte count, and
-/// locating it to the byte costs many large sizes (behind a 1 Gbit/s
-/// shaper with a 64 KiB bucket a sweep spent 120 MB of its 520 MB on the
-/// bytes around 62 KiB).
+/// locating it to the byte costs many large sizes (bench/shaper.md).
 pub const BISECT_REL: f64 = 1.0 / 16.0;
 
 /// Bisect every suspected protocol change down to two adjacent sizes.

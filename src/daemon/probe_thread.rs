@@ -157,12 +157,12 @@ pub(super) fn probe_loop(
                     .store(sched.spent_bytes, Ordering::Relaxed);
                 let entry = crate::publish::entry_from_probe(&peer.name, target.kind.name(), &r);
                 tracing::info!(
-                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    "{} over {}: large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, S {:?} ({} B of probes in {:.1} s)",
                     peer.name,
                     target.kind,
+                    crate::report::bandwidth_line(&r.bandwidth),
                     r.fit.eel_ns,
                     entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
-                    entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
                     r.fit.S_bytes,
                     r.probe_bytes,
                     started.elapsed().as_secs_f64()

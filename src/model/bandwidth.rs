@@ -20,9 +20,7 @@
 //! repetitions. On a host shared with other work a round is only ever made
 //! longer (a descheduled driver or responder, a delayed soft interrupt) and
 //! on a busy two-core machine most rounds of a few milliseconds are: their
-//! medians read the scheduler, their minima the link (behind a 1 Gbit/s
-//! shaper the minima gave 8.05–8.09 ns/B against 8.08 on the wire while
-//! the medians read 4–13; bench/shaper.md). Clean rounds still jitter by
+//! medians read the scheduler, their minima the link (bench/shaper.md). Clean rounds still jitter by
 //! some microseconds (the shaper's own timer). The least round time of a
 //! length is taken to be known within the distance to its second least
 //! (a single clean round, its next one lifted by a millisecond, is not

@@ -35,8 +35,7 @@ use crate::transport::{PeerId, Transport};
 /// Largest burst of the stage, bytes: far below the transports' socket
 /// buffers and rings (8 MiB), so a responder that is not scheduled for a
 /// few milliseconds loses nothing, and below where an unshaped host's own
-/// copies slow down (bursts of 4 MiB over a veth pair ran 4× slower per
-/// byte than 2 MiB ones here; bench/shaper.md).
+/// copies slow down (bench/shaper.md).
 pub const MAX_BURST_BYTES: u64 = 2 << 20;
 /// The last doubling must add at least this much transfer time before the
 /// rate counts as known (unless the burst cap comes first).
