@@ -22,7 +22,6 @@ mod table;
 pub use probe_json::*;
 pub use table::*;
 
-
 /// Flag names, for humans and JSON.
 pub fn flag_names(bits: u32) -> Vec<&'static str> {
     [
@@ -116,7 +115,6 @@ pub fn fmt_bytes(b: f64) -> String {
         format!("{v:.2} {}", UNITS[u])
     }
 }
-
 
 /// The all-ranks exchange ranges (`ngctl probe --transport mpi`, `ngctl fit`).
 pub fn exchange_table(x: &ExchangeFit) -> String {

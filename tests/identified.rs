@@ -45,14 +45,14 @@ fn check(what: &str, p: &ProbeJson) -> usize {
         }
     };
     let ci = |k: &str| p.ci95.get(k).copied();
-    one("eel_ns".into(), p.eel_ns, p.identification.eel_ns, ci("eel_ns"));
+    one(
+        "eel_ns".into(),
+        p.eel_ns,
+        p.identification.eel_ns,
+        ci("eel_ns"),
+    );
     one("L_ns".into(), p.L_ns, p.identification.l_ns, ci("L_ns"));
-    for (i, (r, st)) in p
-        .ranges
-        .iter()
-        .zip(&p.identification.ranges)
-        .enumerate()
-    {
+    for (i, (r, st)) in p.ranges.iter().zip(&p.identification.ranges).enumerate() {
         let r = &r.range;
         for (k, v) in [
             ("g_ns", r.g_ns),
@@ -78,7 +78,12 @@ fn check(what: &str, p: &ProbeJson) -> usize {
     }
     // What is marked is listed, with its reason.
     for n in &p.not_identified {
-        assert!(marked(n.reason), "{what}: {} listed as {}", n.parameter, n.reason);
+        assert!(
+            marked(n.reason),
+            "{what}: {} listed as {}",
+            n.parameter,
+            n.reason
+        );
     }
     marks
 }
