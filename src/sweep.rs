@@ -77,10 +77,9 @@ pub struct SweepConfig {
     /// after a burst slower than in a steady ping-pong (bench/verbs.md).
     pub settle_rounds: u32,
     pub min_reps: u32,
-    /// Least repetitions of a size above 16 KiB (at most `min_reps`): the
-    /// fit of a range draws on all its sizes, and the long bursts measure
-    /// the sustained rate, so a large size need not be known alone as well
-    /// as a small one.
+    /// Least repetitions of a size above 16 KiB (at most `min_reps`; the
+    /// default is `min_reps`: fewer left the sim's jittered large-size
+    /// medians too noisy for the segmentation).
     pub large_min_reps: u32,
     pub max_reps: u32,
     /// Stop repeating a size once the 95 % half-width of its gap and overhead
@@ -124,7 +123,7 @@ impl Default for SweepConfig {
             session_warmup: Duration::from_millis(250),
             settle_rounds: 2,
             min_reps: 6,
-            large_min_reps: 3,
+            large_min_reps: 6,
             max_reps: 40,
             rel_tol: 0.02,
             refine: true,

@@ -134,7 +134,7 @@ fn default_state() -> PathBuf {
 }
 fn default_budget() -> u64 {
     // 4 MB/s: 0.13 % of a 25 Gbit/s link, and enough that a new peer's
-    // first sweeps over udp and raw Ethernet (up to about 120 MB each on a
+    // first sweeps over udp and raw Ethernet (up to about 170 MB each on a
     // 1 Gbit/s link, `sweep::cost::plan`) both publish within a minute
     // (tests/sweep_cost.rs).
     4_000_000

@@ -8,7 +8,7 @@ fn gbit() -> LinkEstimate {
 }
 
 #[test]
-fn the_default_sweep_on_a_gigabit_link_is_about_a_hundred_megabytes() {
+fn the_default_sweep_on_a_gigabit_link_is_under_two_hundred_megabytes() {
     // A datagram transport (no rendezvous: changes bisected to 1/16 of
     // their size, no confirmations).
     let udp = SweepConfig {
@@ -22,7 +22,7 @@ fn the_default_sweep_on_a_gigabit_link_is_about_a_hundred_megabytes() {
     // The default sweep (1 B – 128 KiB) with its long bursts, at the most
     // repetitions every stage allows: far below the 220–520 MB the sweep
     // sent before repetitions were bounded by their payload.
-    assert!(c.bytes > 30_000_000 && c.bytes < 150_000_000, "{c:?}");
+    assert!(c.bytes > 30_000_000 && c.bytes < 200_000_000, "{c:?}");
     assert!(c.seconds > 0.1 && c.seconds < 30.0, "{c:?}");
     // Bisecting to the byte (a rendezvous threshold) in the top octave is
     // the costliest case the plan allows for.
