@@ -71,7 +71,14 @@ fn run_cell(cell: &Cell) {
         .join(":");
     let probe: Vec<&str> = match cell.transport {
         "udp" => vec!["--transport", "udp", "--peer", "10.209.0.2:7473"],
-        _ => vec!["--transport", "raw", "--interface", "h7x", "--peer-mac", &mac],
+        _ => vec![
+            "--transport",
+            "raw",
+            "--interface",
+            "h7x",
+            "--peer-mac",
+            &mac,
+        ],
     };
     let truth = truth_ns_per_byte(cell.mbit, cell.payload);
     for run in 1..=2 {

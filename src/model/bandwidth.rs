@@ -150,8 +150,8 @@ fn minima(b: &BurstSamples) -> Vec<(u32, f64)> {
     v
 }
 
-/// The distance between the two least of `xs` (∞ with fewer than two).
-fn spread(xs: &[f64]) -> f64 {
+/// The two least of `xs` (∞ for what is missing).
+pub fn two_least(xs: &[f64]) -> (f64, f64) {
     let (mut a, mut b) = (f64::INFINITY, f64::INFINITY);
     for &x in xs {
         if x < a {
@@ -160,6 +160,12 @@ fn spread(xs: &[f64]) -> f64 {
             b = x;
         }
     }
+    (a, b)
+}
+
+/// The distance between the two least of `xs` (∞ with fewer than two).
+fn spread(xs: &[f64]) -> f64 {
+    let (a, b) = two_least(xs);
     b - a
 }
 

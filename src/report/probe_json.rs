@@ -10,6 +10,7 @@ use netgauge::{flags, EntryData, RangeData};
 use serde::Serialize;
 
 use crate::model::bandwidth::{self, BandwidthFit, BurstKind};
+use crate::model::fit::{range_values, RANGE_KEYS};
 use crate::model::{self, Interval};
 use crate::probe::ProbeResult;
 
@@ -163,27 +164,6 @@ pub struct ProbeJson {
     pub segmentation: SegmentationJson,
     pub sizes: usize,
     pub points: Vec<model::SizePoint>,
-}
-
-/// The range-level keys, in [`RangeField`] order (the first six).
-const RANGE_KEYS: [&str; 6] = [
-    "g_ns",
-    "G_ns_per_byte",
-    "o_s_ns",
-    "o_r_ns",
-    "O_s_ns_per_byte",
-    "O_r_ns_per_byte",
-];
-
-fn range_values(r: &RangeData) -> [f64; 6] {
-    [
-        r.g_ns,
-        r.G_ns_per_byte,
-        r.o_s_ns,
-        r.o_r_ns,
-        r.O_s_ns_per_byte,
-        r.O_r_ns_per_byte,
-    ]
 }
 
 fn ranges_json(ranges: &[RangeData]) -> Vec<RangeJson> {

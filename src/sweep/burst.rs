@@ -28,7 +28,7 @@
 use super::loss::{round, LossGuard};
 use super::{SweepConfig, SweepError};
 use crate::clock::Clock;
-use crate::model::bandwidth::sustained;
+use crate::model::bandwidth::{sustained, two_least};
 use crate::model::{BurstLength, BurstSamples};
 use crate::transport::{PeerId, Transport};
 
@@ -59,14 +59,7 @@ pub const TARGET_REL_HALFWIDTH: f64 = 0.02;
 /// Is the least of `xs` matched by another within [`CONFIRM_REL`] or
 /// [`CONFIRM_NS`]?
 pub fn confirmed(xs: &[f64]) -> bool {
-    let (mut a, mut b) = (f64::INFINITY, f64::INFINITY);
-    for &x in xs {
-        if x < a {
-            (a, b) = (x, a);
-        } else if x < b {
-            b = x;
-        }
-    }
+    let (a, b) = two_least(xs);
     b.is_finite() && b - a <= (CONFIRM_REL * a).max(CONFIRM_NS)
 }
 

@@ -42,7 +42,8 @@ mod points;
 mod ranges;
 mod rendezvous;
 
-pub use bootstrap::{ci95_loggp, ci95_loggp_with, FIRST_RANGE_KEYS};
+pub use bootstrap::range_values;
+pub use bootstrap::{ci95_loggp, ci95_loggp_with, FIRST_RANGE_KEYS, RANGE_KEYS};
 pub(crate) use lines::{line_or_mean, non_negative, rel_weights};
 pub use points::size_points;
 pub use rendezvous::{

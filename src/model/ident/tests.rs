@@ -58,16 +58,21 @@ fn udp() -> LinkTraits {
     }
 }
 
-#[test]
-fn negative_crossing_and_bound_values_are_not_identified() {
-    let id = identify(
+/// The verdicts on [`fit`] with [`ci`] over udp.
+fn judged(instability: Instability) -> netgauge::ext::Identification {
+    identify(
         &fit(),
         &ci(),
         &BandwidthFit::default(),
         &udp(),
-        Instability::None,
+        instability,
         true,
-    );
+    )
+}
+
+#[test]
+fn negative_crossing_and_bound_values_are_not_identified() {
+    let id = judged(Instability::None);
     let not = Status::NotIdentified;
     assert_eq!(id.get(Field::Eel), Status::Identified);
     assert_eq!(id.get(Field::L), not(Reason::Negative));
@@ -170,14 +175,7 @@ fn receive_overheads_the_transport_lacks_are_said_so() {
 
 #[test]
 fn a_shared_core_makes_eel_unstable_and_a_mixed_range_is_a_shaper() {
-    let id = identify(
-        &fit(),
-        &ci(),
-        &BandwidthFit::default(),
-        &udp(),
-        Instability::SharedCore,
-        true,
-    );
+    let id = judged(Instability::SharedCore);
     assert_eq!(id.get(Field::Eel), Status::NotIdentified(Reason::Unstable));
     // A token bucket: range 1 holds a size whose bursts ran at 0.5 ns/B
     // and one paced at the sustained 8 ns/B.
