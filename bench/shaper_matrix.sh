@@ -13,7 +13,8 @@
 #   TRANSPORTS="udp raw" (default both); NGCTL=path overrides the binary;
 #   TABLE_ONLY=1 prints the table of OUT_DIR without measuring.
 #   NS_PREFIX (default h7m) names the namespaces.
-# Run each chunk under `flock /tmp/measure.lock` so others measure between.
+# Run each chunk under `flock /tmp/netns.lock flock /tmp/measure.lock` (that
+# order, as the other rigs take them) so others measure between chunks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "$1" && readlink -f "$1")
