@@ -17,8 +17,9 @@
 //! Lengths double until the increment of the last doubling agrees with the
 //! one before ("settled") and lasts at least [`MIN_INCREMENT_NS`] (the noise
 //! of a clean round is far below that), or the next burst would exceed
-//! [`MAX_BURST_BYTES`]. Then the two longest lengths are repeated in turn
-//! until the sustained time per message is known within
+//! [`MAX_BURST_BYTES`]. Then the two longest lengths (and the one before,
+//! while the last two increments disagree) are repeated in turn until the
+//! increments agree and the sustained time per message is known within
 //! [`TARGET_REL_HALFWIDTH`], or each has [`MAX_REPS`] repetitions.
 //!
 //! Losses end the stage, not the sweep: what it measured until then is
@@ -138,17 +139,22 @@ pub(super) fn long_bursts<T: Transport, C: Clock>(
         }
         n *= 2;
     }
-    // Repeat the two longest in turn until the rate is known.
+    // Repeat the two longest in turn until the rate is known; while the
+    // last two increments disagree, the third longest too (on a busy host
+    // its least round may be the one still lifted, and the increments only
+    // settle once all three are clean).
     let k = out.lengths.len();
     if k < 2 {
         return Ok(out);
     }
     while out.lengths[k - 1].prtt_ns.len() < MAX_REPS as usize {
-        let known = sustained(&out, 1).is_some_and(|e| e.rel_halfwidth() <= TARGET_REL_HALFWIDTH);
-        if known {
+        let est = sustained(&out, 1);
+        let settled = k < 3 || est.is_some_and(|e| e.settled);
+        if settled && est.is_some_and(|e| e.rel_halfwidth() <= TARGET_REL_HALFWIDTH) {
             break;
         }
-        for i in [k - 2, k - 1] {
+        let from = if settled { k - 2 } else { k - 3 };
+        for i in from..k {
             if !rep(&mut out, i, guard)? {
                 return Ok(out);
             }

@@ -168,6 +168,8 @@ pub fn plan(cfg: &SweepConfig, link: &LinkEstimate) -> SweepCost {
             n *= 2;
         }
         let more = f64::from(BURST_REPS.saturating_sub(DISCOVERY_MAX_REPS));
+        // The two longest lengths, and the one before while they settle.
+        parts.push(rounds(link, more, (last.0 / 2).max(1), s));
         parts.push(rounds(link, more, last.0, s));
         parts.push(rounds(link, more, last.1, s));
     }
