@@ -20,7 +20,9 @@ pub fn thread_switches() -> Option<u64> {
 
 /// Pin the calling thread (and the threads it starts later) to `cpu`.
 pub fn pin(cpu: usize) -> std::io::Result<()> {
-    crate::daemon::sys::pin_to_cpu(cpu)
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(std::io::Error::from)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]
