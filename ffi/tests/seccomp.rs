@@ -206,16 +206,9 @@ fn rust_api_lookups_make_no_system_call() {
 #[test]
 fn c_abi_lookups_make_no_system_call() {
     let (p, w) = segment();
-    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string.
-    let r = unsafe { ng_open(path.as_ptr()) };
-    assert!(!r.is_null());
-    // SAFETY: r is live.
-    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
+    let r = c_reader(&p.0, 3_600_000_000_000);
     w.heartbeat();
-    let names: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
-        .collect();
+    let names = c_names("node", 40);
     let status = run_confined(&mut filter(), || {
         let mut bad = 0u64;
         let mut out = Params::default();
@@ -320,19 +313,10 @@ fn rust_api_ext_lookups_make_no_system_call() {
 #[test]
 fn c_abi_ext_lookups_make_no_system_call() {
     let (p, w) = segment();
-    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string.
-    let r = unsafe { ng_open(path.as_ptr()) };
-    assert!(!r.is_null());
-    // SAFETY: r is live.
-    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
+    let r = c_reader(&p.0, 3_600_000_000_000);
     w.heartbeat();
-    let names: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
-        .collect();
-    let mapped: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("peer{i:03}")).unwrap())
-        .collect();
+    let names = c_names("node", 40);
+    let mapped = c_names("peer", 40);
     let status = run_confined(&mut filter(), || {
         let mut bad = 0u64;
         let mut out = Params::default();
