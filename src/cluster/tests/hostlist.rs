@@ -50,31 +50,28 @@ fn problem(expr: &str) -> RangeProblem {
 fn refuses_what_slurm_does_not_mean() {
     assert_eq!(expand(""), Err(HostlistError::Empty));
     assert_eq!(expand("  "), Err(HostlistError::Empty));
-    assert!(matches!(
-        expand("node[1-3"),
-        Err(HostlistError::Unbalanced { at: 4, .. })
-    ));
-    assert!(matches!(
-        expand("node1-3]"),
-        Err(HostlistError::Unbalanced { at: 7, .. })
-    ));
-    assert!(matches!(
-        expand("n[[1]]"),
-        Err(HostlistError::Nested { at: 2, .. })
-    ));
-    assert!(matches!(
-        expand("a,,b"),
-        Err(HostlistError::EmptyHost { at: 2, .. })
-    ));
-    assert!(matches!(expand("a,"), Err(HostlistError::EmptyHost { .. })));
-    assert!(matches!(
-        expand("a b"),
-        Err(HostlistError::BadChar { ch: ' ', at: 1, .. })
-    ));
-    assert!(matches!(
-        expand("n[1]#"),
-        Err(HostlistError::BadChar { ch: '#', at: 4, .. })
-    ));
+    // Each refusal names where in the expression it is.
+    type Refusal = fn(String) -> HostlistError;
+    let cases: [(&str, Refusal); 7] = [
+        ("node[1-3", |expr| HostlistError::Unbalanced { expr, at: 4 }),
+        ("node1-3]", |expr| HostlistError::Unbalanced { expr, at: 7 }),
+        ("n[[1]]", |expr| HostlistError::Nested { expr, at: 2 }),
+        ("a,,b", |expr| HostlistError::EmptyHost { expr, at: 2 }),
+        ("a,", |expr| HostlistError::EmptyHost { expr, at: 2 }),
+        ("a b", |expr| HostlistError::BadChar {
+            expr,
+            ch: ' ',
+            at: 1,
+        }),
+        ("n[1]#", |expr| HostlistError::BadChar {
+            expr,
+            ch: '#',
+            at: 4,
+        }),
+    ];
+    for (expr, want) in cases {
+        assert_eq!(expand(expr), Err(want(expr.to_string())), "{expr:?}");
+    }
     assert_eq!(problem("n[]"), RangeProblem::Empty);
     assert_eq!(problem("n[1,,2]"), RangeProblem::Empty);
     assert_eq!(problem("n[3-1]"), RangeProblem::Reversed);

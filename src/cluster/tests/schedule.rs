@@ -59,6 +59,15 @@ impl Cluster {
         }
     }
 
+    /// Runs `f` with the view of `cycle` and every node's schedule.
+    fn with_view<T>(&mut self, cycle: u64, f: impl FnOnce(&View, &mut [NodeSchedule]) -> T) -> T {
+        let mut nodes = std::mem::take(&mut self.nodes);
+        let plan = self.r.plan_cycle(&self.m, cycle);
+        let out = f(&self.view(&plan), &mut nodes);
+        self.nodes = nodes;
+        out
+    }
+
     /// The first mesh round at or after round `from` in which `a` meets `b`.
     fn meeting(&self, a: u32, b: u32, from: u64) -> (Slot, bool) {
         (from..from + 4 * self.r.cycle_rounds())
@@ -77,14 +86,7 @@ impl Cluster {
         loop {
             let (s, drives) = self.meeting(a, b, k);
             if drives {
-                let plan = self.r.plan_cycle(&self.m, s.cycle);
-                let view = View {
-                    membership: &self.m,
-                    rounds: &self.r,
-                    cycle: &plan,
-                    costs: &self.costs,
-                };
-                let p = self.nodes[a as usize].plan(&view, &s, s.start_s, false);
+                let p = self.with_view(s.cycle, |v, n| n[a as usize].plan(v, &s, s.start_s, false));
                 return (s, p);
             }
             k = s.round + 1;
@@ -92,14 +94,7 @@ impl Cluster {
     }
 
     fn record(&mut self, a: u32, s: &Slot, o: Outcome, t: f64) -> Option<Job> {
-        let plan = self.r.plan_cycle(&self.m, s.cycle);
-        let view = View {
-            membership: &self.m,
-            rounds: &self.r,
-            cycle: &plan,
-            costs: &self.costs,
-        };
-        self.nodes[a as usize].record(&view, o, t)
+        self.with_view(s.cycle, |v, n| n[a as usize].record(v, o, t))
     }
 }
 
@@ -334,19 +329,12 @@ fn responders_admit_only_their_partner_and_pay_too() {
 fn one_plan_per_round_and_quiet_nodes_sit_out() {
     let mut c = Cluster::new(4, roomy());
     let s = c.r.slot(100);
-    let plan = c.r.plan_cycle(&c.m, s.cycle);
-    let view = View {
-        membership: &c.m,
-        rounds: &c.r,
-        cycle: &plan,
-        costs: &c.costs,
-    };
-    let first = c.nodes[0].plan(&view, &s, s.start_s, true);
+    let (first, second) = c.with_view(s.cycle, |view, n| {
+        let first = n[0].plan(view, &s, s.start_s, true);
+        (first, n[0].plan(view, &s, s.start_s + 1.0, false))
+    });
     assert!(matches!(first, Plan::Idle(Idle::Quiet | Idle::NoPartner)));
-    assert_eq!(
-        c.nodes[0].plan(&view, &s, s.start_s + 1.0, false),
-        Plan::Idle(Idle::Planned)
-    );
+    assert_eq!(second, Plan::Idle(Idle::Planned));
 }
 
 #[test]
@@ -362,14 +350,7 @@ fn a_job_that_does_not_fit_the_round_is_not_started() {
         k = s.round + 1;
     };
     assert!(drives);
-    let plan = c.r.plan_cycle(&c.m, s.cycle);
-    let view = View {
-        membership: &c.m,
-        rounds: &c.r,
-        cycle: &plan,
-        costs: &c.costs,
-    };
-    let p = c.nodes[0].plan(&view, &s, s.end_s - 0.1, false);
+    let p = c.with_view(s.cycle, |view, n| n[0].plan(view, &s, s.end_s - 0.1, false));
     assert_eq!(p, Plan::Idle(Idle::NoTime));
 }
 
@@ -390,53 +371,47 @@ fn the_bucket_never_pays_an_estimate_on_credit() {
     let (first, last) = (1000u64, 21_000u64);
     for k in first..last {
         let s = c.r.slot(k);
-        let plan = c.r.plan_cycle(&c.m, s.cycle);
-        let view = View {
-            membership: &c.m,
-            rounds: &c.r,
-            cycle: &plan,
-            costs: &c.costs,
-        };
-        let plans: Vec<Plan> = c
-            .nodes
-            .iter_mut()
-            .map(|n| n.plan(&view, &s, s.start_s, false))
-            .collect();
-        for (d, p) in plans.iter().enumerate() {
-            let Plan::Drive {
-                partner, mut job, ..
-            } = *p
-            else {
-                continue;
-            };
-            let mut t = s.start_s;
-            loop {
-                let o = match c.nodes[partner as usize].admit(&view, &s, d as u32, job, t, false) {
-                    Err(why) => Outcome::Declined(why),
-                    Ok(()) => {
-                        let cost = c.costs.get(true, job.kind());
-                        t += cost.seconds;
-                        c.nodes[partner as usize].served(cost.bytes);
-                        through[d] += cost.bytes;
-                        through[partner as usize] += cost.bytes;
-                        match job {
-                            Job::FullSweep(_) => Outcome::Swept { bytes: cost.bytes },
-                            _ => Outcome::Rechecked {
-                                agrees: k % 3 != 0,
-                                bytes: cost.bytes,
-                            },
-                        }
-                    }
+        c.with_view(s.cycle, |view, nodes| {
+            let plans: Vec<Plan> = nodes
+                .iter_mut()
+                .map(|n| n.plan(view, &s, s.start_s, false))
+                .collect();
+            for (d, p) in plans.iter().enumerate() {
+                let Plan::Drive {
+                    partner, mut job, ..
+                } = *p
+                else {
+                    continue;
                 };
-                match c.nodes[d].record(&view, o, t) {
-                    Some(j) => job = j,
-                    None => break,
+                let mut t = s.start_s;
+                loop {
+                    let o = match nodes[partner as usize].admit(view, &s, d as u32, job, t, false) {
+                        Err(why) => Outcome::Declined(why),
+                        Ok(()) => {
+                            let cost = view.costs.get(true, job.kind());
+                            t += cost.seconds;
+                            nodes[partner as usize].served(cost.bytes);
+                            through[d] += cost.bytes;
+                            through[partner as usize] += cost.bytes;
+                            match job {
+                                Job::FullSweep(_) => Outcome::Swept { bytes: cost.bytes },
+                                _ => Outcome::Rechecked {
+                                    agrees: k % 3 != 0,
+                                    bytes: cost.bytes,
+                                },
+                            }
+                        }
+                    };
+                    match nodes[d].record(view, o, t) {
+                        Some(j) => job = j,
+                        None => break,
+                    }
                 }
             }
-        }
-        for n in c.nodes.iter_mut() {
-            assert!(n.budget_level(s.end_s) >= 0.0);
-        }
+            for n in nodes.iter_mut() {
+                assert!(n.budget_level(s.end_s) >= 0.0);
+            }
+        });
     }
     let span_s = (last - first) as f64 * c.cfg.round_s;
     for (i, b) in through.iter().enumerate() {
