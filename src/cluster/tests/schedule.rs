@@ -80,17 +80,23 @@ impl Cluster {
             .expect("they meet every cycle")
     }
 
-    /// `a`'s plan in the first mesh round from `from` where `a` drives `b`.
-    fn drive(&mut self, a: u32, b: u32, from: u64) -> (Slot, Plan) {
+    /// The first mesh round from `from` in which `a` drives `b`.
+    fn driving(&self, a: u32, b: u32, from: u64) -> Slot {
         let mut k = from;
         loop {
             let (s, drives) = self.meeting(a, b, k);
             if drives {
-                let p = self.with_view(s.cycle, |v, n| n[a as usize].plan(v, &s, s.start_s, false));
-                return (s, p);
+                return s;
             }
             k = s.round + 1;
         }
+    }
+
+    /// `a`'s plan in the first mesh round from `from` where `a` drives `b`.
+    fn drive(&mut self, a: u32, b: u32, from: u64) -> (Slot, Plan) {
+        let s = self.driving(a, b, from);
+        let p = self.with_view(s.cycle, |v, n| n[a as usize].plan(v, &s, s.start_s, false));
+        (s, p)
     }
 
     fn record(&mut self, a: u32, s: &Slot, o: Outcome, t: f64) -> Option<Job> {
@@ -112,13 +118,20 @@ fn roomy() -> ScheduleConfig {
     }
 }
 
-#[test]
-fn a_class_is_swept_once_then_rechecked() {
+/// Eight nodes with room in their budgets, and the first round from 100 in
+/// which h00 drives h01: the full sweep that stands for their class.
+fn first_class_sweep() -> (Cluster, Slot) {
     let mut c = Cluster::new(8, roomy());
-    // h00 and h01, h02 share group g0. Once the bucket has filled, the
-    // first pair of the class gets a full sweep standing for the class.
     let (s, p) = c.drive(0, 1, 100);
     assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    (c, s)
+}
+
+#[test]
+fn a_class_is_swept_once_then_rechecked() {
+    // h00 and h01, h02 share group g0. Once the bucket has filled, the
+    // first pair of the class gets a full sweep standing for the class.
+    let (mut c, s) = first_class_sweep();
     assert_eq!(
         c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0),
         None
@@ -160,8 +173,7 @@ fn a_measured_pair_is_not_due_before_its_interval() {
 
 #[test]
 fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, _) = c.drive(0, 1, 100);
+    let (mut c, s) = first_class_sweep();
     c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
     let (s, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
@@ -230,9 +242,7 @@ fn failures_back_off_declines_do_not() {
 
 #[test]
 fn a_partner_short_of_budget_still_gets_a_recheck() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, p) = c.drive(0, 1, 100);
-    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    let (mut c, s) = first_class_sweep();
     assert_eq!(
         c.record(0, &s, Outcome::Declined(Decline::Budget), s.start_s + 0.01),
         Some(Job::Recheck(Reference::Nothing))
@@ -340,16 +350,7 @@ fn one_plan_per_round_and_quiet_nodes_sit_out() {
 #[test]
 fn a_job_that_does_not_fit_the_round_is_not_started() {
     let mut c = Cluster::new(4, roomy());
-    let (s, _) = c.meeting(0, 1, 100);
-    let mut k = s.round;
-    let (s, drives) = loop {
-        let (s, d) = c.meeting(0, 1, k);
-        if d {
-            break (s, d);
-        }
-        k = s.round + 1;
-    };
-    assert!(drives);
+    let s = c.driving(0, 1, 100);
     let p = c.with_view(s.cycle, |view, n| n[0].plan(view, &s, s.end_s - 0.1, false));
     assert_eq!(p, Plan::Idle(Idle::NoTime));
 }
@@ -542,8 +543,7 @@ fn the_owning_schedule_runs_a_pair_of_nodes() {
 
 #[test]
 fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, _) = c.drive(0, 1, 100);
+    let (mut c, s) = first_class_sweep();
     // A node that starts at this very round holds one full sweep (100 MB)
     // and gains 1 MB/s: after two re-checks (1 MB each) it cannot pay the
     // repair.
