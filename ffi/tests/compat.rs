@@ -244,26 +244,38 @@ fn c_example_1_0_reads_a_1_1_segment() {
     let w = segment_1_1(&p);
     let dir = p.0.with_extension("d");
     std::fs::create_dir_all(&dir).unwrap();
+    // The 1.0 example against the 1.0 header, linked with `libs`.
     let example = b.examples.join("lookup.c");
+    let cc = |exe: &Path, libs: &[&std::ffi::OsStr], what: &str| {
+        run(
+            Command::new("cc")
+                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+                .arg(&b.include)
+                .arg(&example)
+                .args(libs)
+                .arg("-o")
+                .arg(exe),
+            what,
+        );
+    };
     // (i) The 1.0 program with the 1.0 static library.
     let old = dir.join("lookup-1.0-static");
-    run(
-        Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-            .arg(&b.include)
-            .arg(&example)
-            .arg(&b.static_lib)
-            .args([
-                "-lgcc_s",
-                "-lutil",
-                "-lrt",
-                "-lpthread",
-                "-lm",
-                "-ldl",
-                "-lc",
-                "-o",
-            ])
-            .arg(&old),
+    let mut static_libs = vec![b.static_lib.as_os_str()];
+    static_libs.extend(
+        [
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ]
+        .map(std::ffi::OsStr::new),
+    );
+    cc(
+        &old,
+        &static_libs,
         "cc of the 1.0 example against the 1.0 static library",
     );
     // (ii) The 1.0 program with this crate's shared library (an upgraded
@@ -273,15 +285,9 @@ fn c_example_1_0_reads_a_1_1_segment() {
         .unwrap();
     std::os::unix::fs::symlink(new_lib.join("libnetgauge.so"), dir.join("libnetgauge.so")).unwrap();
     let upgraded = dir.join("lookup-1.0-shared");
-    run(
-        Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-            .arg(&b.include)
-            .arg(&example)
-            .arg("-L")
-            .arg(&dir)
-            .args(["-lnetgauge", "-o"])
-            .arg(&upgraded),
+    cc(
+        &upgraded,
+        &["-L".as_ref(), dir.as_os_str(), "-lnetgauge".as_ref()],
         "cc of the 1.0 example against this crate's shared library",
     );
     let r = Reader::open(&p.0).unwrap();

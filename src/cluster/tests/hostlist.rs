@@ -72,18 +72,22 @@ fn refuses_what_slurm_does_not_mean() {
     for (expr, want) in cases {
         assert_eq!(expand(expr), Err(want(expr.to_string())), "{expr:?}");
     }
-    assert_eq!(problem("n[]"), RangeProblem::Empty);
-    assert_eq!(problem("n[1,,2]"), RangeProblem::Empty);
-    assert_eq!(problem("n[3-1]"), RangeProblem::Reversed);
-    assert_eq!(problem("n[1-9:2]"), RangeProblem::Step);
-    assert_eq!(problem("n[1-9/2]"), RangeProblem::Step);
-    assert_eq!(problem("n[001-1000]"), RangeProblem::Width);
-    assert_eq!(problem("n[01-9]"), RangeProblem::Width);
-    assert_eq!(problem("n[1-010]"), RangeProblem::Width);
-    assert_eq!(problem("n[1234567890123456789]"), RangeProblem::TooLong);
-    assert_eq!(problem("n[a-b]"), RangeProblem::NotANumber);
-    assert_eq!(problem("n[-5]"), RangeProblem::NotANumber);
-    assert_eq!(problem("n[1-2-3]"), RangeProblem::NotANumber);
+    for (expr, want) in [
+        ("n[]", RangeProblem::Empty),
+        ("n[1,,2]", RangeProblem::Empty),
+        ("n[3-1]", RangeProblem::Reversed),
+        ("n[1-9:2]", RangeProblem::Step),
+        ("n[1-9/2]", RangeProblem::Step),
+        ("n[001-1000]", RangeProblem::Width),
+        ("n[01-9]", RangeProblem::Width),
+        ("n[1-010]", RangeProblem::Width),
+        ("n[1234567890123456789]", RangeProblem::TooLong),
+        ("n[a-b]", RangeProblem::NotANumber),
+        ("n[-5]", RangeProblem::NotANumber),
+        ("n[1-2-3]", RangeProblem::NotANumber),
+    ] {
+        assert_eq!(problem(expr), want, "{expr:?}");
+    }
     let e = expand("n[1-9:2]").unwrap_err().to_string();
     assert!(e.contains("not Slurm hostlist syntax"), "{e}");
 }
