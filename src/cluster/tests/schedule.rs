@@ -264,32 +264,20 @@ fn responders_admit_only_their_partner_and_pay_too() {
     let view = c.view(&plan);
     let mut n = c.nodes[server as usize].clone();
     let now = s.start_s;
+    let admit = |n: &mut NodeSchedule, from: u32, job: Job, t: f64, quiet: bool| {
+        n.admit(&view, &s, from, job, t, quiet)
+    };
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::Recheck(Reference::Nothing),
-            now,
-            true
-        ),
+        admit(&mut n, driver, Job::Recheck(Reference::Nothing), now, true),
         Err(Decline::Quiet)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            other,
-            Job::Recheck(Reference::Nothing),
-            now,
-            false
-        ),
+        admit(&mut n, other, Job::Recheck(Reference::Nothing), now, false),
         Err(Decline::NotExpected)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
+        admit(
+            &mut n,
             driver,
             Job::Recheck(Reference::Nothing),
             s.end_s + 5.0,
@@ -304,25 +292,11 @@ fn responders_admit_only_their_partner_and_pay_too() {
     let before = n.budget_level(now);
     assert!(before < 300.0 * MB as f64, "{before}");
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::FullSweep(Purpose::Class),
-            now,
-            false
-        ),
+        admit(&mut n, driver, Job::FullSweep(Purpose::Class), now, false),
         Err(Decline::Budget)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::FullSweep(Purpose::Repair),
-            now,
-            false
-        ),
+        admit(&mut n, driver, Job::FullSweep(Purpose::Repair), now, false),
         Ok(())
     );
     n.served(60 * MB);
