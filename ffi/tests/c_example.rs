@@ -99,13 +99,20 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
     );
 
     let seg = TmpPath::new("cexample");
+    let seg_path = seg.0.to_str().unwrap();
+    // The example with the installed shared library: `lookup SEGMENT PEER
+    // TRANSPORT SIZE` (SEGMENT "-": $NETGAUGE_SEGMENT).
+    let lookup = |args: [&str; 4]| {
+        Command::new(&exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", &lib)
+            .env("NETGAUGE_SEGMENT", &seg.0)
+            .output()
+            .unwrap()
+    };
     let mut w = SegmentWriter::create_or_open(&seg.0, 8, "node001", "tsc").unwrap();
     w.upsert(&sample_entry("node002", "rdma")).unwrap();
-    let out = Command::new(&exe)
-        .args([seg.0.to_str().unwrap(), "node002", "rdma", "101"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup([seg_path, "node002", "rdma", "101"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "lookup failed: {out:?}");
     // o_s + L + 100·G + o_r = 300 + 950 + 10 + 250
@@ -129,11 +136,7 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
         ("node003", ""),
         ("node004", " (values of the peer's coverage class)"),
     ] {
-        let out = Command::new(&exe)
-            .args([seg.0.to_str().unwrap(), peer, "raw", "10000"])
-            .env("LD_LIBRARY_PATH", &lib)
-            .output()
-            .unwrap();
+        let out = lookup([seg_path, peer, "raw", "10000"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "lookup failed: {out:?}");
         assert!(
@@ -150,26 +153,13 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
     }
 
     // Errors come back as codes and messages.
-    let out = Command::new(&exe)
-        .args([seg.0.to_str().unwrap(), "node404", "rdma", "1"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup([seg_path, "node404", "rdma", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown peer or transport"));
-    let out = Command::new(&exe)
-        .args(["/nonexistent/segment", "node002", "rdma", "1"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup(["/nonexistent/segment", "node002", "rdma", "1"]);
     assert_eq!(out.status.code(), Some(2));
     // NULL path: $NETGAUGE_SEGMENT.
-    let out = Command::new(&exe)
-        .args(["-", "node002", "rdma", "101"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .env("NETGAUGE_SEGMENT", &seg.0)
-        .output()
-        .unwrap();
+    let out = lookup(["-", "node002", "rdma", "101"]);
     assert!(out.status.success(), "{out:?}");
     drop(w);
 }
