@@ -129,7 +129,7 @@ impl<T> Out for *mut T {
     }
     unsafe fn write(self, v: T) {
         // SAFETY: caller contract.
-        unsafe { self.write(v) }
+        unsafe { <*mut T>::write(self, v) }
     }
 }
 
