@@ -8,6 +8,7 @@
 //! asserted: whether the sustained G is within 10 % of the rate and its
 //! interval holds it, and the sweep's time.
 
+#[macro_use]
 mod common;
 
 use std::process::{Command, Stdio};
@@ -127,27 +128,24 @@ fn run_cell(cell: &Cell) {
     }
 }
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces, veth pairs, tc, raw sockets"
-)]
-fn shaped_veth_reports_the_shaper_rate() {
-    let _one = one_at_a_time();
-    for cell in [
-        Cell {
-            transport: "udp",
-            tbf: "tbf rate 400mbit burst 16kb latency 400ms",
-            mbit: 400.0,
-            payload: 8932.0,
-        },
-        Cell {
-            transport: "raw",
-            tbf: "tbf rate 1000mbit burst 256kb latency 400ms",
-            mbit: 1000.0,
-            payload: 8960.0,
-        },
-    ] {
-        run_cell(&cell);
+root_test! {
+    fn shaped_veth_reports_the_shaper_rate() {
+        let _one = one_at_a_time();
+        for cell in [
+            Cell {
+                transport: "udp",
+                tbf: "tbf rate 400mbit burst 16kb latency 400ms",
+                mbit: 400.0,
+                payload: 8932.0,
+            },
+            Cell {
+                transport: "raw",
+                tbf: "tbf rate 1000mbit burst 256kb latency 400ms",
+                mbit: 1000.0,
+                payload: 8960.0,
+            },
+        ] {
+            run_cell(&cell);
+        }
     }
 }
