@@ -1,14 +1,17 @@
 //! The writer (daemon and `ngctl probe --publish`): one per segment, enforced
-//! with an advisory `flock`. See reader.rs for the latch protocol.
+//! with an advisory `flock` on a private lock file beside it. See reader.rs
+//! for the latch protocol, files.rs for how the files are opened.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 
 use crate::ext::TransportExt;
+use crate::files::{Dir, DirPolicy, Found};
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
@@ -102,6 +105,11 @@ struct Slot {
 pub struct SegmentWriter {
     seg: Seg,
     _file: File,
+    /// The single-writer lock (`<segment>.lock`, mode 0600), held for the
+    /// writer's life.
+    _lock: File,
+    /// Why an existing file at the segment's name was replaced, if one was.
+    replaced: Option<String>,
     path: PathBuf,
     entries: Vec<Slot>,
     by_key: HashMap<(String, String), usize>,
@@ -140,16 +148,28 @@ fn invalid_input(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg.to_string())
 }
 
+/// The lock file of segment `name`: `<name>.lock`.
+pub fn lock_name(name: &OsStr) -> OsString {
+    let mut l = name.to_os_string();
+    l.push(".lock");
+    l
+}
+
 impl SegmentWriter {
     /// Creates the segment at `path` (mode 0644, via a temporary file and
     /// rename), or re-opens an existing compatible one (same ABI, same
     /// capacity) in place, keeping its inode and its entries, so that
     /// running readers keep a valid mapping. Either way a new random
     /// generation is set and the writer holds an exclusive `flock` on the
-    /// file (a second writer gets `WouldBlock`). An existing file that is
-    /// incompatible or corrupt is replaced (readers of the old inode see the
-    /// heartbeat stop and go stale). Class and map capacities are those of
-    /// [`SegmentOptions::new`].
+    /// private lock file `<path>.lock` (a second writer gets `WouldBlock`;
+    /// the segment itself, which everybody may open, is never locked). An
+    /// existing file that is incompatible, corrupt, or not this user's
+    /// regular file writable by it alone (a link, a FIFO, another user's
+    /// file) is replaced by a new one (readers of the old inode see the
+    /// heartbeat stop and go stale; a link is replaced, never followed).
+    /// The directory must be this user's (or root's) and writable by nobody
+    /// else, or sticky (/tmp, /dev/shm). Class and map capacities are those
+    /// of [`SegmentOptions::new`].
     pub fn create_or_open(
         path: impl AsRef<Path>,
         capacity_entries: usize,
@@ -173,6 +193,24 @@ impl SegmentWriter {
         clock_desc: &str,
     ) -> io::Result<SegmentWriter> {
         let path = path.as_ref();
+        let name = path
+            .file_name()
+            .ok_or_else(|| invalid_input("segment path has no file name"))?;
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let dir = Dir::open(parent, DirPolicy::PrivateOrSticky, false)?;
+        Self::create_or_open_in(&dir, name, options, node_name, clock_desc)
+    }
+
+    /// [`SegmentWriter::create_or_open_with`] for the file `name` of a
+    /// directory the caller opened (the daemon: its runtime directory,
+    /// opened [`DirPolicy::Private`]).
+    pub fn create_or_open_in(
+        dir: &Dir,
+        name: &OsStr,
+        options: &SegmentOptions,
+        node_name: &str,
+        clock_desc: &str,
+    ) -> io::Result<SegmentWriter> {
         let layout = options.layout().ok_or_else(|| {
             invalid_input(
                 "capacity must be 1..=65536 entries, classes 1..=1024, mapped peers 1..=8192",
@@ -186,23 +224,34 @@ impl SegmentWriter {
                 "clock description longer than 127 bytes or has NUL",
             ));
         }
-        match OpenOptions::new().read(true).write(true).open(path) {
-            Ok(file) => {
-                sys::lock_exclusive(&file)?;
-                if let Some(w) = Self::reopen(file, path, layout, node_name, clock_desc)? {
-                    return Ok(w);
+        let lock = dir.lock(&lock_name(name))?;
+        let replaced = match dir.open_file(name, true)? {
+            Found::File(file) => {
+                match Self::reopen(file, lock, dir, name, layout, node_name, clock_desc)? {
+                    Ok(w) => return Ok(w),
+                    Err(lock) => {
+                        return Self::create(dir, name, lock, None, layout, node_name, clock_desc)
+                    }
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        Self::create(path, layout, node_name, clock_desc)
+            Found::Absent => None,
+            Found::Unusable(why) => Some(why),
+        };
+        Self::create(dir, name, lock, replaced, layout, node_name, clock_desc)
+    }
+
+    /// Why an existing file at the segment's name was replaced instead of
+    /// re-opened because it was not this user's private regular file (a
+    /// link, a FIFO, another user's file, one others may write), if so.
+    pub fn replaced_unusable(&self) -> Option<&str> {
+        self.replaced.as_deref()
     }
 
     fn blank(
         seg: Seg,
         file: File,
-        path: &Path,
+        lock: File,
+        path: PathBuf,
         node_name: &str,
         clock_desc: &str,
     ) -> SegmentWriter {
@@ -210,7 +259,9 @@ impl SegmentWriter {
         SegmentWriter {
             seg,
             _file: file,
-            path: path.to_path_buf(),
+            _lock: lock,
+            replaced: None,
+            path,
             entries: Vec::new(),
             by_key: HashMap::new(),
             table: vec![0; l.hash_slots],
@@ -229,26 +280,31 @@ impl SegmentWriter {
         }
     }
 
-    /// Re-opens an existing file; Ok(None) when it must be replaced.
+    /// Re-opens an existing file of exactly `layout`'s size in place;
+    /// `Ok(Err(lock))` when it must be replaced (never truncated or shrunk:
+    /// readers may have it mapped).
+    #[allow(clippy::too_many_arguments)]
     fn reopen(
         file: File,
-        path: &Path,
+        lock: File,
+        dir: &Dir,
+        name: &OsStr,
         layout: Layout,
         node_name: &str,
         clock_desc: &str,
-    ) -> io::Result<Option<SegmentWriter>> {
+    ) -> io::Result<Result<SegmentWriter, File>> {
         let len = usize::try_from(file.metadata()?.len()).unwrap_or(0);
         if len != layout.total_bytes {
-            return Ok(None);
+            return Ok(Err(lock));
         }
         let map = Mapping::map(&file, len, true)?;
         let seg = match Seg::new(map) {
             Ok(s) if *s.layout() == layout => s,
-            _ => return Ok(None),
+            _ => return Ok(Err(lock)),
         };
         let h = seg.header();
         if h.abi_minor.load(Ordering::Relaxed) != ABI_MINOR {
-            return Ok(None);
+            return Ok(Err(lock));
         }
         // Read the published copy. We hold the lock: no other writer runs,
         // so a plain read of copy[seq & 1] is consistent.
@@ -256,42 +312,38 @@ impl SegmentWriter {
         let c = (seq & 1) as usize;
         let n = seg.meta(c).entry_count.load(Ordering::Relaxed);
         if n > layout.capacity as u64 {
-            return Ok(None);
+            return Ok(Err(lock));
         }
         let mut data = Vec::with_capacity(n as usize);
         for i in 0..n as usize {
             let Some(e) = seg.entry(c, i) else {
-                return Ok(None);
+                return Ok(Err(lock));
             };
             match view::decode_entry(e, seg.entry_ext(c, i)) {
                 Ok(d) => data.push(d),
-                Err(_) => return Ok(None),
+                Err(_) => return Ok(Err(lock)),
             }
         }
         let Ok((transports, classes, map)) = read_back_ext(&seg, c) else {
-            return Ok(None);
+            return Ok(Err(lock));
         };
-        let mut w = Self::blank(seg, file, path, node_name, clock_desc);
+        let mut w = Self::blank(
+            seg,
+            file,
+            lock,
+            dir.path().join(name),
+            node_name,
+            clock_desc,
+        );
         w.seq = seq;
-        for d in data {
-            if w.insert_slot(d).is_err() {
-                return Ok(None);
-            }
-        }
-        for (name, t) in transports {
-            if w.insert_transport(&name, &t).is_err() {
-                return Ok(None);
-            }
-        }
-        for name in classes {
-            if w.intern_class(&name).is_err() {
-                return Ok(None);
-            }
-        }
-        for (peer, class) in map {
-            if w.map_peer(&peer, class).is_err() {
-                return Ok(None);
-            }
+        let filled = data.into_iter().all(|d| w.insert_slot(d).is_ok())
+            && transports
+                .iter()
+                .all(|(t, x)| w.insert_transport(t, x).is_ok())
+            && classes.iter().all(|c| w.intern_class(c).is_ok())
+            && map.iter().all(|(p, c)| w.map_peer(p, *c).is_ok());
+        if !filled {
+            return Ok(Err(w._lock));
         }
         // Both copies get fully rewritten: the unpublished one may hold a
         // half-written update from a writer that died.
@@ -301,37 +353,22 @@ impl SegmentWriter {
         h.writer_pid.store(w.pid, Ordering::Relaxed);
         w.heartbeat();
         w.publish();
-        Ok(Some(w))
+        Ok(Ok(w))
     }
 
+    /// A new segment under a temporary name, renamed over `name` once
+    /// initialised (whatever was at `name` is replaced, never written).
     fn create(
-        path: &Path,
+        dir: &Dir,
+        name: &OsStr,
+        lock: File,
+        replaced: Option<String>,
         layout: Layout,
         node_name: &str,
         clock_desc: &str,
     ) -> io::Result<SegmentWriter> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .ok_or_else(|| invalid_input("segment path has no file name"))?;
-        let tmp = dir.join(format!(
-            ".{}.{}.{:x}.tmp",
-            name.to_string_lossy(),
-            std::process::id(),
-            sys::random_u64()
-        ));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
+        let (file, tmp) = dir.create_temp(name, 0o644)?;
         let result = (|| {
-            sys::fchmod(&file, 0o644)?;
-            sys::lock_exclusive(&file)?;
             file.set_len(layout.total_bytes as u64)?;
             let map = Mapping::map(&file, layout.total_bytes, true)?;
             // Plain initialisation through atomics: the file is not visible
@@ -380,14 +417,23 @@ impl SegmentWriter {
                 .map_err(|e| io::Error::other(format!("fresh segment invalid: {e}")))?;
             Ok::<Seg, io::Error>(seg)
         })();
+        let tmp_name = OsStr::from_bytes(tmp.to_bytes());
         let seg = match result {
             Ok(s) => s,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                let _ = dir.remove(tmp_name);
                 return Err(e);
             }
         };
-        let mut w = Self::blank(seg, file, path, node_name, clock_desc);
+        let mut w = Self::blank(
+            seg,
+            file,
+            lock,
+            dir.path().join(name),
+            node_name,
+            clock_desc,
+        );
+        w.replaced = replaced;
         let h = w.seg.header();
         h.generation.store(w.generation, Ordering::Relaxed);
         h.writer_pid.store(w.pid, Ordering::Relaxed);
@@ -396,8 +442,8 @@ impl SegmentWriter {
         w.write_copy(0);
         w.write_copy(1);
         w.heartbeat();
-        if let Err(e) = std::fs::rename(&tmp, path) {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = dir.rename(&tmp, name) {
+            let _ = dir.remove(tmp_name);
             return Err(e);
         }
         Ok(w)
