@@ -201,7 +201,10 @@ fn node_b_with_peer_a(peer: &std::net::TcpListener) -> (Config, Shared, ConnConf
         "[[peer]]\nname = \"a\"\naddress = \"{}\"\n",
         peer.local_addr().unwrap()
     ));
-    let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
+    let cc = ConnConfig::new(
+        "b",
+        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
+    );
     (c, shared("b"), cc)
 }
 
