@@ -158,6 +158,12 @@ pub fn flag_names(bits: u32) -> Vec<&'static str> {
         (flags::HAS_LOGFP, "logfp"),
         (flags::HAS_S, "S"),
         (flags::HAS_LOGGPS, "loggps"),
+        (flags::RESTORED, "restored"),
+        (flags::CLASS, "class"),
+        (flags::CHANGED, "changed"),
+        (flags::UNSTABLE, "unstable"),
+        (flags::UNIDENTIFIED, "unidentified"),
+        (flags::SHAPED, "shaped"),
     ]
     .into_iter()
     .filter(|(b, _)| bits & b != 0)

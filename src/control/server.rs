@@ -252,7 +252,7 @@ enum Step {
     /// Waiting for the socket (readable or writable).
     Wait,
     /// Authenticated: hand it to a worker.
-    Done(Connection),
+    Done(Box<Connection>),
     /// Failed: reset it (already counted).
     Drop,
 }
@@ -357,7 +357,7 @@ impl Pending {
                     }
                     let body = &self.frame[PREFIX_BYTES..PREFIX_BYTES + len];
                     return match hs.proof(prefix, body, seen, &nonce, stream) {
-                        Ok(c) => Step::Done(c),
+                        Ok(c) => Step::Done(Box::new(c)),
                         Err(_) => Step::Drop,
                     };
                 }
@@ -388,7 +388,7 @@ impl Preauth {
         let hs = ServerHandshake::new(&self.conn_cfg, cfg.allowed_peers.as_deref());
         let cap = cfg.max_pending.max(1);
         let per_source = cfg.max_pending_per_source.clamp(1, cap);
-        let mut table: Vec<Box<Pending>> = Vec::with_capacity(cap);
+        let mut table: Vec<Pending> = Vec::with_capacity(cap);
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(cap + 2);
         let (t_first, t_all) = (cfg.timeouts.first_byte, cfg.timeouts.handshake);
         while !self.stop.load(Ordering::Relaxed) {
@@ -482,7 +482,7 @@ impl Preauth {
                         k -= 1;
                         // `conn` holds its own descriptor of the socket.
                         drop(p.stream);
-                        match self.to_workers.try_send((p.addr, conn)) {
+                        match self.to_workers.try_send((p.addr, *conn)) {
                             Ok(()) => {}
                             Err(TrySendError::Full((_, c)))
                             | Err(TrySendError::Disconnected((_, c))) => {
@@ -504,7 +504,7 @@ impl Preauth {
 
     /// Accept what the listener holds (up to a batch), evicting the oldest
     /// pending connection of the same source, or of all, to make room.
-    fn accept_some(&self, table: &mut Vec<Box<Pending>>, cap: usize, per_source: usize) {
+    fn accept_some(&self, table: &mut Vec<Pending>, cap: usize, per_source: usize) {
         for _ in 0..ACCEPT_BATCH {
             let (stream, addr) = match accept_nonblocking(&self.listener) {
                 Ok(x) => x,
@@ -529,14 +529,14 @@ impl Preauth {
                 self.counters.record(RejectKind::Evicted);
                 abort_stream(table.swap_remove(v).stream);
             }
-            table.push(Box::new(Pending {
+            table.push(Pending {
                 stream,
                 addr,
                 accepted: Instant::now(),
                 frame: [0; PREFIX_BYTES + MAX_HANDSHAKE_BYTES],
                 have: 0,
                 stage: Stage::Hello,
-            }));
+            });
         }
     }
 }
@@ -586,7 +586,7 @@ fn sockaddr_of(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-fn oldest(table: &[Box<Pending>], which: impl Fn(&Pending) -> bool) -> Option<usize> {
+fn oldest(table: &[Pending], which: impl Fn(&Pending) -> bool) -> Option<usize> {
     table
         .iter()
         .enumerate()

@@ -176,6 +176,11 @@ pub(super) fn accept_session(
         transport: Some(req.transport),
     };
     shared.gate.open(req.session_nonce, source);
+    tracing::debug!(
+        "serving a {} session for {peer} (nonce {:016x}, from {source:?})",
+        req.transport,
+        req.session_nonce
+    );
     Msg::ProbeAccept(ProbeAccept {
         session_nonce: req.session_nonce,
     })

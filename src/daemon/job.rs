@@ -306,6 +306,7 @@ pub(super) fn run_job(
     let peer_mac = (raw && opened.ep.raw_ok).then_some(opened.ep.mac);
     let _claim = DriveClaim::take(ctx.shared)?;
     let mut n = request_session(opened, peer, ctx.shared, plan, kind)?;
+    tracing::debug!("driving a {job:?} over {kind} toward {}", peer.name);
     // The sweep may outlast the session's TTL and the control server's idle
     // limit on the responder: the session's connection is kept alive.
     let alive = Msg::ProbeAlive(ProbeDone {

@@ -311,8 +311,11 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     sys::notify(&[sd_notify::NotifyState::Stopping]);
     let deadline = Instant::now() + JOIN_WAIT;
     drop(server);
+    tracing::debug!("stopping: control plane closed");
     let _ = join_by(probe_thread, deadline, "probe");
+    tracing::debug!("stopping: probe thread done");
     let sessions = join_by(udp, deadline, "UDP responder").unwrap_or(0);
+    tracing::debug!("stopping: UDP responder done");
     for t in raw.threads {
         let _ = join_by(t, deadline, "raw responder");
     }

@@ -25,8 +25,9 @@ use crate::transport::kind::PeerEndpoint;
 use crate::transport::raw_eth;
 
 /// Granularity of the responders' look at the shutdown flag: an idle
-/// responder wakes this often, and a SIGTERM ends it within this.
-const POLL: Duration = Duration::from_millis(1000);
+/// responder wakes this often (a few microseconds each time), and a
+/// SIGTERM ends it within this.
+const POLL: Duration = Duration::from_millis(250);
 /// How long the main thread waits for a responder thread to open its link.
 const OPEN_WAIT: Duration = Duration::from_secs(10);
 
