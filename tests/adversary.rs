@@ -25,7 +25,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::NGCTL;
@@ -55,6 +55,16 @@ fn tight_client(node: &str) -> ConnConfig {
     cc
 }
 
+/// Held by the tests that run a control server in this process, so the
+/// thread count of one is not mixed with another's (tests run in parallel).
+static IN_PROCESS_SERVER: Mutex<()> = Mutex::new(());
+
+fn one_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    IN_PROCESS_SERVER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 /// Threads of this process whose name starts with `prefix`.
 fn threads_named(prefix: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
@@ -68,6 +78,7 @@ fn threads_named(prefix: &str) -> usize {
 
 #[test]
 fn a_thousand_hostile_connections_do_not_keep_a_real_peer_out() {
+    let _one = one_server_at_a_time();
     // The server on 127.0.0.1; the attacker from 127.0.0.2 (another source,
     // as another host); the real peer from 127.0.0.1.
     let mut scfg = ServerConfig::new("srv", key());
@@ -134,6 +145,7 @@ fn a_thousand_hostile_connections_do_not_keep_a_real_peer_out() {
 
 #[test]
 fn a_replayed_client_hello_earns_a_server_hello_and_nothing_else() {
+    let _one = one_server_at_a_time();
     let seen = Arc::new(AtomicU64::new(0));
     let s2 = seen.clone();
     let server = ControlServer::bind(
@@ -181,6 +193,7 @@ fn a_replayed_client_hello_earns_a_server_hello_and_nothing_else() {
 
 #[test]
 fn idle_connections_end_at_the_first_byte_deadline_and_the_oldest_is_evicted() {
+    let _one = one_server_at_a_time();
     let mut scfg = ServerConfig::new("srv", key());
     scfg.max_pending_per_source = 4;
     scfg.max_pending = 6;

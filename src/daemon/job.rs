@@ -366,8 +366,10 @@ fn measure<T: Transport>(
 }
 
 /// Does a re-check agree with the published entry (measured now, or
-/// restored from the state file)?
+/// restored from the state file)? A restored entry is held to the plain
+/// tolerance: a re-check too noisy to tell does not make it current.
 pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData) -> bool {
+    let restored = published.flags & netgauge::flags::RESTORED != 0;
     let points = model::fit::size_points(samples);
     points.iter().all(|p| {
         let Some(r) = published
@@ -382,7 +384,7 @@ pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData)
         // Off by more than the tolerance *and* by more than the re-check's
         // own noise (3 × its 95 % half-width): a noisy host must not turn
         // every re-check into a full sweep.
-        let noise = if p.gap_hw_ns.is_finite() {
+        let noise = if p.gap_hw_ns.is_finite() && !restored {
             3.0 * p.gap_hw_ns
         } else {
             0.0
