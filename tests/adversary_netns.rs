@@ -270,13 +270,14 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
         max_rss = max_rss.max(d0.proc_field("VmRSS").unwrap_or(0));
         std::thread::sleep(Duration::from_millis(200));
     }
-    // A real peer daemon measures through the attack.
+    // A real peer daemon measures through the attack: its sweep toward the
+    // attacked daemon (served by it) or the attacked daemon's own, whichever
+    // comes first (on 2 shared cores the attacker's loop stretches a sweep
+    // to a minute or more).
     let cfg1 = config(&d.0, 1, h.control(1), &[(0, h.addr(0))], extra);
-    let _d1 = Daemon::start(Some(&h.names[1]), &cfg1, &[], &d.at("host1.log"));
-    let measured = wait_for(Duration::from_secs(120), || {
-        let e = entry(&d.0, 0, 1, "udp")?;
-        (!has_flag(&e, "stale")).then_some(e)
-    });
+    let d1 = Daemon::start(Some(&h.names[1]), &cfg1, &[], &d.at("host1.log"));
+    let current = |i: usize, peer: usize| entry(&d.0, i, peer, "udp").filter(|e| !has_flag(e, "stale"));
+    let measured = wait_for(Duration::from_secs(240), || current(1, 0).or_else(|| current(0, 1)));
     for _ in 0..10 {
         max_threads = max_threads.max(d0.proc_field("Threads").unwrap_or(0));
         max_rss = max_rss.max(d0.proc_field("VmRSS").unwrap_or(0));
@@ -307,8 +308,9 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
     );
     assert!(
         measured.is_some(),
-        "host1's daemon measured nothing through the attack:\n{}",
-        d0.log()
+        "host1's daemon measured nothing through the attack:\n{}\n{}",
+        d0.log(),
+        d1.log()
     );
     // Bounded: the attack adds no thread (1 pre-authentication thread, 8
     // workers, whatever the connections) and little memory.
@@ -458,7 +460,8 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
                 assert!(
                     e["measured_unix_ns"] != fast["measured_unix_ns"] && g > 4.0 * g_fast,
                     "old values published as current after the restart: G {g} ns/B \
-                     (before: {g_fast} ns/B)\n{e}"
+                     (before: {g_fast} ns/B)\n{e}\nbefore: {fast}\n{}",
+                    ds[0].log()
                 );
                 current = Some(g);
                 break;
