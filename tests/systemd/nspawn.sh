@@ -20,14 +20,19 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=${1:-/var/tmp/netgauged-nspawn/root}
 OUT=${2:-$(mktemp -d /tmp/netgauged-nspawn.XXXXXX)}
+mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 2; }
 command -v systemd-nspawn >/dev/null || { echo "needs systemd-container" >&2; exit 2; }
 
 if [ ! -x "$ROOT/lib/systemd/systemd" ]; then
     command -v debootstrap >/dev/null || { echo "needs debootstrap" >&2; exit 2; }
     mkdir -p "$(dirname "$ROOT")"
-    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$ROOT" \
-        http://deb.debian.org/debian >"$OUT/debootstrap.log" 2>&1
+    debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,libibverbs1 bookworm \
+        "$ROOT" http://deb.debian.org/debian >"$OUT/debootstrap.log" 2>&1
+fi
+# The binary links libibverbs (the verbs transports).
+if ! ls "$ROOT"/usr/lib/x86_64-linux-gnu/libibverbs.so.1 >/dev/null 2>&1; then
+    chroot "$ROOT" apt-get install -y --no-install-recommends libibverbs1 >"$OUT/apt.log" 2>&1
 fi
 
 cargo build --release --bin netgauged --bin ngctl >/dev/null 2>&1
@@ -96,7 +101,7 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 t1=$(now_ms)
-if [ -n "$restarted" ] && journalctl -u netgauged --no-pager | grep -q "Watchdog timeout"; then
+if [ -n "$restarted" ] && journalctl -b -u netgauged --no-pager | grep -q "Watchdog timeout"; then
     ok "watchdog: stuck publisher, killed for a watchdog timeout and restarted $((t1 - t0)) ms after the restart (NRestarts $n0 -> $(show NRestarts))"
 else
     fail "watchdog: no watchdog restart within 30 s (NRestarts $(show NRestarts), Result $(show Result))"
@@ -111,13 +116,14 @@ pid=$(show MainPID)
 t0=$(now_ms)
 systemctl stop netgauged
 t1=$(now_ms)
-res=$(show Result); code=$(show ExecMainCode); status=$(show ExecMainStatus)
-# ExecMainCode 1 = exited (not killed by a signal).
-if [ "$res" = success ] && [ "$code" = 1 ] && [ "$status" = 0 ] && [ $((t1 - t0)) -lt 2000 ] \
-    && [ ! -e /run/netgauged ]; then
-    ok "clean stop: pid $pid exited 0 in $((t1 - t0)) ms after SIGTERM, Result=$res, /run/netgauged removed"
+res=$(show Result); status=$(show ExecMainStatus)
+stopped=$(journalctl -b -u netgauged --no-pager _PID="$pid" | grep -c "netgauged stopped" || true)
+killed=$(journalctl -b -u netgauged --no-pager | grep -c "stop-sigterm timed out" || true)
+if [ "$res" = success ] && [ "$status" = 0 ] && [ "$stopped" -ge 1 ] && [ "$killed" = 0 ] \
+    && [ $((t1 - t0)) -lt 2000 ] && [ ! -e /run/netgauged ]; then
+    ok "clean stop: pid $pid stopped and exited 0 $((t1 - t0)) ms after systemctl stop (SIGTERM; no stop timeout), Result=$res, /run/netgauged removed"
 else
-    fail "clean stop: $((t1 - t0)) ms, Result=$res ExecMainCode=$code ExecMainStatus=$status, /run/netgauged $(ls -d /run/netgauged 2>&1)"
+    fail "clean stop: $((t1 - t0)) ms, Result=$res ExecMainStatus=$status, 'stopped' lines $stopped, stop timeouts $killed, /run/netgauged $(ls -d /run/netgauged 2>&1)"
 fi
 
 # 4. Exposure.
@@ -129,7 +135,7 @@ else
     fail "systemd-analyze security: exposure ${exp:-unknown}"
 fi
 
-journalctl -u netgauged --no-pager >/out/journal.txt 2>&1
+journalctl -b -u netgauged --no-pager >/out/journal.txt 2>&1
 echo done >>/out/checks.done
 systemctl poweroff
 EOS
