@@ -60,9 +60,7 @@ fn tight_client(node: &str) -> ConnConfig {
 static IN_PROCESS_SERVER: Mutex<()> = Mutex::new(());
 
 fn one_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    IN_PROCESS_SERVER
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    IN_PROCESS_SERVER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Threads of this process whose name starts with `prefix`.
@@ -140,7 +138,10 @@ fn a_thousand_hostile_connections_do_not_keep_a_real_peer_out() {
     );
     // The attack did run into the limits (eviction and rejected garbage).
     assert!(stats.opened.load(Ordering::Relaxed) >= 1000);
-    assert!(r.evicted > 0 && r.malformed + r.oversize + r.bad_tag > 0, "{r:?}");
+    assert!(
+        r.evicted > 0 && r.malformed + r.oversize + r.bad_tag > 0,
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -182,13 +183,20 @@ fn a_replayed_client_hello_earns_a_server_hello_and_nothing_else() {
         let n = s.read(&mut rest);
         assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
     }
-    assert_eq!(seen.load(Ordering::Relaxed), 0, "a replay reached the handler");
+    assert_eq!(
+        seen.load(Ordering::Relaxed),
+        0,
+        "a replay reached the handler"
+    );
     let r = server.counters().snapshot();
     assert!(r.timeout >= 16, "{r:?}");
     // A key holder still gets in at once.
     let mut c = Connection::connect(addr, "srv", &ConnConfig::new("peer", key())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
-    assert!(matches!(c.request(&hello_msg("peer"), deadline), Ok(Msg::Hello(_))));
+    assert!(matches!(
+        c.request(&hello_msg("peer"), deadline),
+        Ok(Msg::Hello(_))
+    ));
 }
 
 #[test]
@@ -213,7 +221,10 @@ fn idle_connections_end_at_the_first_byte_deadline_and_the_oldest_is_evicted() {
     // Five from one source: the first is evicted to make room for the fifth.
     let a: Vec<TcpStream> = (0..5).map(|_| open(src("127.0.0.2"))).collect();
     let gone = |s: &TcpStream| {
-        wait_for(Duration::from_millis(150), || closed_by_server(s).then_some(())).is_some()
+        wait_for(Duration::from_millis(150), || {
+            closed_by_server(s).then_some(())
+        })
+        .is_some()
     };
     assert!(gone(&a[0]), "the oldest of the source was not evicted");
     assert!(!a[1..].iter().any(gone), "a newer one was evicted");
@@ -229,11 +240,12 @@ fn idle_connections_end_at_the_first_byte_deadline_and_the_oldest_is_evicted() {
     // With the default deadlines, a connection that sends nothing ends at
     // the first-byte deadline (200 ms), one that stalls mid-hello at the
     // handshake deadline (1 s).
-    let server =
-        ControlServer::bind("127.0.0.1:0", ServerConfig::new("srv", key()), |_: &str, m: Msg| {
-            Some(m)
-        })
-        .unwrap();
+    let server = ControlServer::bind(
+        "127.0.0.1:0",
+        ServerConfig::new("srv", key()),
+        |_: &str, m: Msg| Some(m),
+    )
+    .unwrap();
     let addr = server.local_addr();
     let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
     let mut stalled: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
@@ -340,7 +352,14 @@ fn every_reproducer_is_one_clear_error_not_a_hang_or_an_abort() {
 fn a_weak_key_stops_the_daemon_with_one_line() {
     let d = Scratch::new("weak");
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let cfg = daemon_config(&d.0, "n1", listen, free_port(), &[("p", "127.0.0.1:9".parse().unwrap())], "");
+    let cfg = daemon_config(
+        &d.0,
+        "n1",
+        listen,
+        free_port(),
+        &[("p", "127.0.0.1:9".parse().unwrap())],
+        "",
+    );
     for weak in [
         "ab".repeat(32),
         "00".repeat(32),
@@ -498,12 +517,20 @@ fn refused(p: &Planted, says: &str) {
 /// within 2 s.
 fn started(p: &Planted, check: impl Fn() -> bool) -> String {
     let mut daemon = p.start();
-    if wait_for(Duration::from_secs(20), || (p.alive() && check()).then_some(())).is_none() {
+    if wait_for(Duration::from_secs(20), || {
+        (p.alive() && check()).then_some(())
+    })
+    .is_none()
+    {
         panic!("not up, or the check failed:\n{}", daemon.log());
     }
     assert!(p.victim_intact());
     let (took, st) = daemon.sigterm();
-    assert!(st.success() && took < Duration::from_secs(2), "{took:?}\n{}", daemon.log());
+    assert!(
+        st.success() && took < Duration::from_secs(2),
+        "{took:?}\n{}",
+        daemon.log()
+    );
     assert!(p.victim_intact());
     daemon.log()
 }
@@ -553,13 +580,18 @@ fn nothing_planted_in_the_daemons_directories_redirects_it() {
     let p = Planted::new("link-state");
     std::os::unix::fs::symlink(victim(&p), p.state("n1.json")).unwrap();
     let log = started(&p, || true);
-    assert!(log.contains("not used") || log.contains("symbolic link"), "{log}");
+    assert!(
+        log.contains("not used") || log.contains("symbolic link"),
+        "{log}"
+    );
     // FIFOs at the segment and the status file: nothing blocks on them
     // (the heartbeat goes on), both are replaced.
     for name in ["segment", "segment.status"] {
         let p = Planted::new(&format!("fifo-{name}"));
         mkfifo(&p.run(name));
-        started(&p, || std::fs::metadata(p.run(name)).is_ok_and(|m| m.is_file()));
+        started(&p, || {
+            std::fs::metadata(p.run(name)).is_ok_and(|m| m.is_file())
+        });
     }
     // Another user's segment, even a valid one: replaced, never adopted.
     let p = Planted::new("foreign-seg");
@@ -576,7 +608,12 @@ fn nothing_planted_in_the_daemons_directories_redirects_it() {
     let f = std::fs::File::open(p.run("segment")).unwrap();
     // SAFETY: flock on a valid descriptor.
     assert_eq!(
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) },
+        unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        },
         0
     );
     started(&p, || true);
@@ -647,7 +684,11 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
         // The library itself, without a process to start: within 100 ms.
         let t = Instant::now();
         assert!(netgauge::Reader::open(path).is_err(), "{what}");
-        assert!(t.elapsed() < Duration::from_millis(100), "{what}: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(100),
+            "{what}: {:?}",
+            t.elapsed()
+        );
     }
     // The owner rule is what NETGAUGE_SEGMENT_OWNER relaxes, nothing else.
     let out = Command::new(NGCTL)
@@ -656,7 +697,11 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
         .env("NETGAUGE_SEGMENT_OWNER", "any")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = Command::new(NGCTL)
         .args(["dump", "--shm"])
         .arg(&cases[1].1)
@@ -668,7 +713,9 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
     let status = d.at("good.status");
     mkfifo(&status);
     let out = run_bounded(
-        Command::new(NGCTL).args(["status", "--json", "--shm"]).arg(&good),
+        Command::new(NGCTL)
+            .args(["status", "--json", "--shm"])
+            .arg(&good),
         Duration::from_secs(10),
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -30,7 +30,10 @@ use netgauged::control::{
 use netgauged::transport::Kind;
 
 fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().expect("run");
+    let st = Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .expect("run");
     assert!(st.success(), "{args:?} failed");
 }
 
@@ -61,7 +64,9 @@ impl Hosts {
             base,
         };
         sh(&["ip", "netns", "add", &h.bridge]);
-        sh(&["ip", "-n", &h.bridge, "link", "add", "br0", "type", "bridge"]);
+        sh(&[
+            "ip", "-n", &h.bridge, "link", "add", "br0", "type", "bridge",
+        ]);
         sh(&["ip", "-n", &h.bridge, "link", "set", "br0", "up"]);
         for i in 0..n {
             h.add_host(i, rate);
@@ -77,7 +82,17 @@ impl Hosts {
         sh(&["ip", "link", "add", &x, "type", "veth", "peer", "name", &y]);
         sh(&["ip", "link", "set", &x, "netns", ns, "name", "eth0"]);
         sh(&["ip", "link", "set", &y, "netns", &self.bridge]);
-        sh(&["ip", "-n", &self.bridge, "link", "set", &y, "master", "br0", "up"]);
+        sh(&[
+            "ip",
+            "-n",
+            &self.bridge,
+            "link",
+            "set",
+            &y,
+            "master",
+            "br0",
+            "up",
+        ]);
         let addr = format!("{}/24", self.addr(i));
         sh(&["ip", "-n", ns, "addr", "add", &addr, "dev", "eth0"]);
         sh(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
@@ -89,8 +104,23 @@ impl Hosts {
     /// tbf on host i's link: `op` add or change.
     fn shape(&self, i: usize, op: &str, rate: &str) {
         sh(&[
-            "ip", "netns", "exec", &self.names[i], "tc", "qdisc", op, "dev", "eth0", "root",
-            "tbf", "rate", rate, "burst", "16kb", "latency", "400ms",
+            "ip",
+            "netns",
+            "exec",
+            &self.names[i],
+            "tc",
+            "qdisc",
+            op,
+            "dev",
+            "eth0",
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            "16kb",
+            "latency",
+            "400ms",
         ]);
     }
 
@@ -102,8 +132,26 @@ impl Hosts {
     fn readdress(&self, i: usize, host_byte: u8) -> String {
         let old = format!("{}/24", self.addr(i));
         let new = format!("10.{}.0.{host_byte}", self.net);
-        sh(&["ip", "-n", &self.names[i], "addr", "del", &old, "dev", "eth0"]);
-        sh(&["ip", "-n", &self.names[i], "addr", "add", &format!("{new}/24"), "dev", "eth0"]);
+        sh(&[
+            "ip",
+            "-n",
+            &self.names[i],
+            "addr",
+            "del",
+            &old,
+            "dev",
+            "eth0",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &self.names[i],
+            "addr",
+            "add",
+            &format!("{new}/24"),
+            "dev",
+            "eth0",
+        ]);
         new
     }
 
@@ -125,7 +173,13 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Host i's configuration: node `host<i>`, listening on its address, its
 /// peers `peers` (index, address), files under `dir`.
-fn config(dir: &Path, i: usize, listen: SocketAddr, peers: &[(usize, String)], extra: &str) -> PathBuf {
+fn config(
+    dir: &Path,
+    i: usize,
+    listen: SocketAddr,
+    peers: &[(usize, String)],
+    extra: &str,
+) -> PathBuf {
     let peers: Vec<(String, SocketAddr)> = peers
         .iter()
         .map(|(j, a)| (format!("host{j}"), format!("{a}:7470").parse().unwrap()))
@@ -261,10 +315,12 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
         };
         match r {
             Ok(t) => times.push(t),
-            Err(e) => panic!(
+            Err(e) => {
+                panic!(
                 "try {i}: host1's session was not admitted within 2 s: {e}\nattack {stats:?}\n{}",
                 d0.log().lines().rev().take(20).collect::<Vec<_>>().join("\n")
-            ),
+            )
+            }
         }
         max_threads = max_threads.max(d0.proc_field("Threads").unwrap_or(0));
         max_rss = max_rss.max(d0.proc_field("VmRSS").unwrap_or(0));
@@ -276,8 +332,11 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
     // to a minute or more).
     let cfg1 = config(&d.0, 1, h.control(1), &[(0, h.addr(0))], extra);
     let d1 = Daemon::start(Some(&h.names[1]), &cfg1, &[], &d.at("host1.log"));
-    let current = |i: usize, peer: usize| entry(&d.0, i, peer, "udp").filter(|e| !has_flag(e, "stale"));
-    let measured = wait_for(Duration::from_secs(240), || current(1, 0).or_else(|| current(0, 1)));
+    let current =
+        |i: usize, peer: usize| entry(&d.0, i, peer, "udp").filter(|e| !has_flag(e, "stale"));
+    let measured = wait_for(Duration::from_secs(240), || {
+        current(1, 0).or_else(|| current(0, 1))
+    });
     for _ in 0..10 {
         max_threads = max_threads.max(d0.proc_field("Threads").unwrap_or(0));
         max_rss = max_rss.max(d0.proc_field("VmRSS").unwrap_or(0));
@@ -356,7 +415,11 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     let stop = |what: &str, daemon: &mut Daemon| {
         let (t, st) = daemon.sigterm();
         eprintln!("{what}: exited {t:?} after SIGTERM ({st})");
-        assert!(t < Duration::from_secs(2), "{what}: {t:?}\n{}", daemon.log());
+        assert!(
+            t < Duration::from_secs(2),
+            "{what}: {t:?}\n{}",
+            daemon.log()
+        );
         st
     };
 
@@ -370,7 +433,12 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     for victim in ["driver", "responder"] {
         let mut ds: Vec<Daemon> = (0..2)
             .map(|i| {
-                Daemon::start(Some(&h.names[i]), &cfgs[i], &[], &d.at(&format!("{victim}{i}.log")))
+                Daemon::start(
+                    Some(&h.names[i]),
+                    &cfgs[i],
+                    &[],
+                    &d.at(&format!("{victim}{i}.log")),
+                )
             })
             .collect();
         let drv = wait_for(Duration::from_secs(60), || driver_now([&ds[0], &ds[1]]))
@@ -378,7 +446,10 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
         std::thread::sleep(Duration::from_millis(1500));
         let i = if victim == "driver" { drv } else { 1 - drv };
         stop(&format!("{victim} mid-sweep"), &mut ds[i]);
-        stop(&format!("the other side of a {victim}'s sweep"), &mut ds[1 - i]);
+        stop(
+            &format!("the other side of a {victim}'s sweep"),
+            &mut ds[1 - i],
+        );
     }
 
     // Under attack.
@@ -429,7 +500,14 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
         .collect();
     let start = |tag: &str| -> Vec<Daemon> {
         (0..2)
-            .map(|i| Daemon::start(Some(&h.names[i]), &cfgs[i], &[], &d.at(&format!("{tag}{i}.log"))))
+            .map(|i| {
+                Daemon::start(
+                    Some(&h.names[i]),
+                    &cfgs[i],
+                    &[],
+                    &d.at(&format!("{tag}{i}.log")),
+                )
+            })
             .collect()
     };
     let mut ds = start("fast");
@@ -447,6 +525,12 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
     h.shape(0, "change", "50mbit");
     h.shape(1, "change", "50mbit");
     let mut ds = start("slow");
+    // The segment still holds what the stopped daemon left (heartbeat 0);
+    // what the restarted daemon publishes counts from its start on.
+    wait_for(Duration::from_secs(20), || {
+        ds[0].log().contains(" up: ").then_some(())
+    })
+    .unwrap_or_else(|| panic!("host0 not up:\n{}", ds[0].log()));
     let mut seen_restored = false;
     let mut current = None;
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -471,7 +555,10 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
     }
     let g_slow = current.unwrap_or_else(|| panic!("no current entry:\n{}", ds[0].log()));
     eprintln!("G {g_fast:.1} ns/B at 1 Gbit/s, {g_slow:.1} ns/B after the restart at 50 Mbit/s; restored entry seen: {seen_restored}");
-    assert!(seen_restored, "the stored values were not shown as restored first");
+    assert!(
+        seen_restored,
+        "the stored values were not shown as restored first"
+    );
     for x in &mut ds {
         assert!(x.sigterm().1.success());
     }
@@ -481,9 +568,19 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
     let moved = h.readdress(1, 77);
     let cfg0 = config(&d.0, 0, h.control(0), &[(1, moved.clone())], extra);
     let moved_ctl: SocketAddr = format!("{moved}:7470").parse().unwrap();
-    let cfg1 = hostile::daemon_config(&d.0, "host1", moved_ctl, 7471, &[("host0", h.control(0))], extra);
+    let cfg1 = hostile::daemon_config(
+        &d.0,
+        "host1",
+        moved_ctl,
+        7471,
+        &[("host0", h.control(0))],
+        extra,
+    );
     let mut d0 = Daemon::start(Some(&h.names[0]), &cfg0, &[], &d.at("moved0.log"));
-    wait_for(Duration::from_secs(20), || dump(&d.0, 0)).expect("up");
+    wait_for(Duration::from_secs(20), || {
+        d0.log().contains(" up: ").then_some(())
+    })
+    .unwrap_or_else(|| panic!("host0 not up:\n{}", d0.log()));
     let e = entry(&d.0, 0, 1, "udp");
     assert!(
         e.as_ref().is_none_or(|e| has_flag(e, "stale")),
@@ -495,6 +592,10 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
         let e = entry(&d.0, 0, 1, "udp")?;
         (!has_flag(&e, "stale") && !has_flag(&e, "restored")).then_some(e)
     });
-    assert!(fresh.is_some(), "no new entry toward the moved peer:\n{}", d0.log());
+    assert!(
+        fresh.is_some(),
+        "no new entry toward the moved peer:\n{}",
+        d0.log()
+    );
     assert!(d0.sigterm().1.success());
 }

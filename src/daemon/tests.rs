@@ -291,3 +291,49 @@ fn reject_text_is_bounded_on_a_char_boundary() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A re-check 20 % off the published gap, noisy enough that its own 95 %
+/// interval covers the difference: it does not send a current entry to a
+/// full sweep, but it does not make a restored entry current either.
+#[test]
+fn a_noisy_recheck_confirms_no_restored_entry() {
+    use super::job::agrees_with;
+    use crate::model::SizeSamples;
+    let mut published = netgauge::EntryData {
+        eel_ns: 20_000.0,
+        ..Default::default()
+    };
+    published.ranges = vec![netgauge::RangeData {
+        from_bytes: 1,
+        to_bytes: 1 << 20,
+        g_ns: 10_000.0,
+        ..Default::default()
+    }];
+    // PRTT(1,0,s) 40 µs flat (EEL agrees); PRTT(5,0,s) around 40 + 4 × 12
+    // µs, spread over ± 24 µs.
+    let samples: Vec<SizeSamples> = [1u64, 1024, 16384]
+        .iter()
+        .map(|&size_bytes| SizeSamples {
+            size_bytes,
+            n: 5,
+            d_ns: 0.0,
+            prtt1_ns: vec![40_000.0; 12],
+            prttn_ns: (-6..6).map(|k| 90_000.0 + 4_000.0 * f64::from(k)).collect(),
+            prttd_ns: vec![90_000.0; 12],
+            o_r_ns: Vec::new(),
+        })
+        .collect();
+    let points = crate::model::fit::size_points(&samples);
+    assert!(
+        points
+            .iter()
+            .all(|p| (p.gap_ns - 12_000.0).abs() < 1.0 && p.gap_hw_ns > 700.0),
+        "{points:?}"
+    );
+    assert!(agrees_with(&samples, &published), "within its noise");
+    published.flags |= netgauge::flags::RESTORED;
+    assert!(
+        !agrees_with(&samples, &published),
+        "restored: plain tolerance"
+    );
+}

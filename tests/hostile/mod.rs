@@ -181,7 +181,9 @@ pub fn daemon_config(
         key.display()
     );
     for (name, addr) in peers {
-        t.push_str(&format!("[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\n"));
+        t.push_str(&format!(
+            "[[peer]]\nname = \"{name}\"\naddress = \"{addr}\"\n"
+        ));
     }
     let p = dir.join(format!("{node}.toml"));
     std::fs::write(&p, t).unwrap();
@@ -388,7 +390,8 @@ pub fn attack(
     ]
     .into_iter()
     .map(|p| {
-        let (hello, stop, stats, netns) = (hello.clone(), stop.clone(), stats.clone(), netns.clone());
+        let (hello, stop, stats, netns) =
+            (hello.clone(), stop.clone(), stats.clone(), netns.clone());
         std::thread::spawn(move || {
             if let Some(ns) = netns {
                 use std::os::fd::AsRawFd;
@@ -427,4 +430,3 @@ pub fn capture_hello(node: &str, to: &str) -> Vec<u8> {
     f.extend_from_slice(&body);
     f
 }
-
