@@ -14,6 +14,7 @@
 //! builds (`build.rs` sets cfg `netns_tests`); elsewhere listed as ignored
 //! with that reason. Namespaces are named `h6<pid>…` and deleted on drop.
 
+mod common;
 mod hostile;
 
 use std::net::SocketAddr;
@@ -23,24 +24,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::netns::{ip, require_root};
 use hostile::{attack, capture_hello, key, wait_for, Daemon, Scratch};
 use netgauged::control::{
     ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, SizePlan, Timeouts,
 };
 use netgauged::transport::Kind;
-
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .expect("run");
-    assert!(st.success(), "{args:?} failed");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// `n` namespace hosts on one bridge (in a namespace of its own), host i
 /// at 10.<net>.0.(i+1); optional tbf `rate` on every host's link.
@@ -53,7 +42,7 @@ struct Hosts {
 
 impl Hosts {
     fn new(tag: &str, net: u8, n: usize, rate: Option<&str>) -> Hosts {
-        assert!(is_root(), "needs root: network namespaces");
+        require_root();
         let base = format!("h6{tag}{}", std::process::id() % 10_000);
         let names: Vec<String> = (0..n).map(|i| format!("{base}n{i}")).collect();
         let bridge = format!("{base}br");
@@ -63,11 +52,9 @@ impl Hosts {
             net,
             base,
         };
-        sh(&["ip", "netns", "add", &h.bridge]);
-        sh(&[
-            "ip", "-n", &h.bridge, "link", "add", "br0", "type", "bridge",
-        ]);
-        sh(&["ip", "-n", &h.bridge, "link", "set", "br0", "up"]);
+        ip(&["netns", "add", &h.bridge]);
+        ip(&["-n", &h.bridge, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &h.bridge, "link", "set", "br0", "up"]);
         for i in 0..n {
             h.add_host(i, rate);
         }
@@ -77,25 +64,15 @@ impl Hosts {
     fn add_host(&self, i: usize, rate: Option<&str>) {
         let (x, y) = (format!("{}x{i}", self.base), format!("{}y{i}", self.base));
         let ns = &self.names[i];
-        sh(&["ip", "netns", "add", ns]);
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        sh(&["ip", "link", "add", &x, "type", "veth", "peer", "name", &y]);
-        sh(&["ip", "link", "set", &x, "netns", ns, "name", "eth0"]);
-        sh(&["ip", "link", "set", &y, "netns", &self.bridge]);
-        sh(&[
-            "ip",
-            "-n",
-            &self.bridge,
-            "link",
-            "set",
-            &y,
-            "master",
-            "br0",
-            "up",
-        ]);
+        ip(&["netns", "add", ns]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+        ip(&["link", "add", &x, "type", "veth", "peer", "name", &y]);
+        ip(&["link", "set", &x, "netns", ns, "name", "eth0"]);
+        ip(&["link", "set", &y, "netns", &self.bridge]);
+        ip(&["-n", &self.bridge, "link", "set", &y, "master", "br0", "up"]);
         let addr = format!("{}/24", self.addr(i));
-        sh(&["ip", "-n", ns, "addr", "add", &addr, "dev", "eth0"]);
-        sh(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
+        ip(&["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+        ip(&["-n", ns, "link", "set", "eth0", "up"]);
         if let Some(rate) = rate {
             self.shape(i, "add", rate);
         }
@@ -103,8 +80,7 @@ impl Hosts {
 
     /// tbf on host i's link: `op` add or change.
     fn shape(&self, i: usize, op: &str, rate: &str) {
-        sh(&[
-            "ip",
+        ip(&[
             "netns",
             "exec",
             &self.names[i],
@@ -132,18 +108,8 @@ impl Hosts {
     fn readdress(&self, i: usize, host_byte: u8) -> String {
         let old = format!("{}/24", self.addr(i));
         let new = format!("10.{}.0.{host_byte}", self.net);
-        sh(&[
-            "ip",
-            "-n",
-            &self.names[i],
-            "addr",
-            "del",
-            &old,
-            "dev",
-            "eth0",
-        ]);
-        sh(&[
-            "ip",
+        ip(&["-n", &self.names[i], "addr", "del", &old, "dev", "eth0"]);
+        ip(&[
             "-n",
             &self.names[i],
             "addr",

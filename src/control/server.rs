@@ -291,18 +291,30 @@ impl Pending {
         }
     }
 
+    /// The next whole frame, or the step to take without one: `Wait` until
+    /// it is in, `Drop` (counted) when it breaks a bound or the socket fails.
+    fn whole_frame(
+        &mut self,
+        counters: &RejectCounters,
+    ) -> Result<([u8; PREFIX_BYTES], usize), Step> {
+        match self.read_frame() {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) => Err(Step::Wait),
+            Err(e) => {
+                counters.record_error(&e);
+                Err(Step::Drop)
+            }
+        }
+    }
+
     /// Advance the handshake as far as the socket allows.
     fn step(&mut self, hs: &ServerHandshake<'_>, counters: &RejectCounters) -> Step {
         loop {
             match &mut self.stage {
                 Stage::Hello => {
-                    let (prefix, len) = match self.read_frame() {
-                        Ok(Some(f)) => f,
-                        Ok(None) => return Step::Wait,
-                        Err(e) => {
-                            counters.record_error(&e);
-                            return Step::Drop;
-                        }
+                    let (prefix, len) = match self.whole_frame(counters) {
+                        Ok(f) => f,
+                        Err(step) => return step,
                     };
                     let body = &self.frame[PREFIX_BYTES..PREFIX_BYTES + len];
                     let Ok(seen) = hs.client_hello(prefix, body) else {
@@ -336,13 +348,9 @@ impl Pending {
                     self.stage = Stage::Proof { seen, nonce };
                 }
                 Stage::Proof { .. } => {
-                    let (prefix, len) = match self.read_frame() {
-                        Ok(Some(f)) => f,
-                        Ok(None) => return Step::Wait,
-                        Err(e) => {
-                            counters.record_error(&e);
-                            return Step::Drop;
-                        }
+                    let (prefix, len) = match self.whole_frame(counters) {
+                        Ok(f) => f,
+                        Err(step) => return step,
                     };
                     let Stage::Proof { seen, nonce } =
                         std::mem::replace(&mut self.stage, Stage::Hello)
