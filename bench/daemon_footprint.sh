@@ -56,7 +56,7 @@ PID_A=$(pgrep -f "netgauged --config $WORK/a.toml" | head -1)
 PID_B=$(pgrep -f "netgauged --config $WORK/b.toml" | head -1)
 # CPU time in ns: the sum over its threads of /proc/…/schedstat (finer
 # than the 10 ms ticks of /proc/…/stat, which 0.1 % of 60 s is 6 of).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%d\n", n}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%.0f\n", n}'; }
 switches() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {n += $2} END {print n}'; }
 spent() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spent_bytes"])' "$WORK/run-a/segment.status"; }
 NS_PER_S=1000000000
