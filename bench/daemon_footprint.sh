@@ -4,9 +4,11 @@
 # CPU % (run time of all its threads, /proc/…/task/*/schedstat), wake-ups (context switches of all its
 # threads), RSS, probe payload bytes/s against the budget (from the status
 # file). MODE "busy" re-checks every 10 s; MODE "idle" measures a daemon
-# with no probe due (re-checks a day apart, no fan-out): what it costs a
-# node between measurements. Needs root.
+# with no probe due (re-checks a day apart, no fan-out; give it a budget
+# large enough that the first sweeps are not spaced out into the window,
+# e.g. 100000000): what it costs a node between measurements. Needs root.
 #   bash bench/daemon_footprint.sh [WINDOW_S] [BUDGET_BYTES_PER_S] [busy|idle]
+#   e.g. bash bench/daemon_footprint.sh 60 100000000 idle
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WINDOW=${1:-60}
@@ -44,10 +46,13 @@ EOT
     ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" 2> "$WORK/$n.log" &
     PIDS+=($!)
 done
-for _ in $(seq 1 300); do
-    n=$($NGCTL dump --json --shm "$WORK/run-a/segment" 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0)
-    [ "$n" -ge 2 ] && break
-    sleep 1
+# Converged: both nodes have published both transports (a sweep can take
+# minutes on a loaded machine; the budget spaces sweeps out).
+entries() { $NGCTL dump --json --shm "$WORK/run-$1/segment" 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0; }
+end=$(( $(date +%s) + 900 ))
+while [ "$(date +%s)" -lt "$end" ]; do
+    [ "$(entries a)" -ge 2 ] && [ "$(entries b)" -ge 2 ] && break
+    sleep 2
 done
 # Both daemons, after convergence (each has driven its sweeps and served
 # the other's).
