@@ -12,7 +12,9 @@
 //! `NETGAUGED_TSC_TESTS=1` or `=0` overrides the choice.
 
 fn main() {
-    switch("netns_tests", "NETGAUGED_NETNS_TESTS", || effective_uid() == Some(0));
+    switch("netns_tests", "NETGAUGED_NETNS_TESTS", || {
+        effective_uid() == Some(0)
+    });
     switch("tsc_tests", "NETGAUGED_TSC_TESTS", invariant_tsc);
 }
 

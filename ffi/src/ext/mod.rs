@@ -376,7 +376,6 @@ impl Identification {
     }
 }
 
-
 /// JSON has no NaN: an absent value is written as null and read back as NaN.
 #[cfg(feature = "serde")]
 pub(crate) mod nan_as_null {

@@ -222,4 +222,3 @@ impl TransportExt {
         (self.present & TX_BISECTION != 0).then_some(&self.bisection)
     }
 }
-

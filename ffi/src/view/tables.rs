@@ -3,8 +3,8 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use super::*;
 use super::ext::{known_statuses, load_est, store_est, TRANSPORT_FIELDS_MASK};
+use super::*;
 use crate::types::LookupError;
 
 /// Checks a per-transport record before it is stored.
@@ -297,4 +297,3 @@ pub(crate) fn map_entry(
     }
     Ok((load_words(&r.peer), len, (info >> 8) as usize))
 }
-
