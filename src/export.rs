@@ -50,6 +50,12 @@ pub mod ompi_alg {
     pub const ALLREDUCE_RABENSEIFNER: u32 = 6;
     pub const BARRIER_BRUCK: u32 = 4;
     pub const BARRIER_TREE: u32 = 6;
+    pub const REDUCE_BINOMIAL: u32 = 5;
+    pub const REDUCE_RABENSEIFNER: u32 = 7;
+    pub const ALLGATHER_RECURSIVE_DOUBLING: u32 = 3;
+    pub const ALLGATHER_RING: u32 = 4;
+    pub const ALLTOALL_LINEAR: u32 = 1;
+    pub const ALLTOALL_PAIRWISE: u32 = 2;
 }
 
 /// (Open MPI algorithm, fan-in/out, segment size) for one of our choices.
@@ -67,6 +73,12 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
         // Bruck's barrier is the dissemination barrier.
         Some(Algorithm::BarrierDissemination) => (BARRIER_BRUCK, 0, 0),
         Some(Algorithm::BarrierTree) => (BARRIER_TREE, 0, 0),
+        Some(Algorithm::ReduceBinomial) => (REDUCE_BINOMIAL, 0, 0),
+        Some(Algorithm::ReduceRabenseifner) => (REDUCE_RABENSEIFNER, 0, 0),
+        Some(Algorithm::AllgatherRecursiveDoubling) => (ALLGATHER_RECURSIVE_DOUBLING, 0, 0),
+        Some(Algorithm::AllgatherRing) => (ALLGATHER_RING, 0, 0),
+        Some(Algorithm::AlltoallLinear) => (ALLTOALL_LINEAR, 0, 0),
+        Some(Algorithm::AlltoallPairwise) => (ALLTOALL_PAIRWISE, 0, 0),
         None => (0, 0, 0),
     }
 }
@@ -89,6 +101,12 @@ pub fn mpich_name(a: Algorithm) -> &'static str {
         Algorithm::BarrierDissemination | Algorithm::BarrierTree => {
             "MPIR_Barrier_intra_dissemination"
         }
+        Algorithm::ReduceBinomial => "MPIR_Reduce_intra_binomial",
+        Algorithm::ReduceRabenseifner => "MPIR_Reduce_intra_reduce_scatter_gather",
+        Algorithm::AllgatherRecursiveDoubling => "MPIR_Allgather_intra_recursive_doubling",
+        Algorithm::AllgatherRing => "MPIR_Allgather_intra_ring",
+        Algorithm::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
+        Algorithm::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
     }
 }
 

@@ -518,3 +518,71 @@ fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
     }
     assert!(allreduce(0.0).predicted_ns < default.predicted_ns);
 }
+
+/// Every schedule the model knows, for the simulation tests.
+fn all_schedules(m: u64) -> Vec<Schedule> {
+    use Schedule::*;
+    vec![
+        BcastBinomial,
+        BcastScatterRd,
+        BcastScatterRing,
+        BcastChain {
+            seg: (m / 4).max(1),
+        },
+        BcastChain { seg: m.max(1) },
+        BcastLinear,
+        BcastBinary,
+        BcastKnomial { radix: 4 },
+        BcastShm,
+        ReduceBinomial,
+        ReduceRabenseifner,
+        ReduceLinear,
+        ReduceBinary,
+        ReduceChain {
+            seg: (m / 3).max(1),
+        },
+        ReduceShm,
+        AllreduceRecursiveDoubling,
+        AllreduceRabenseifner,
+        AllreduceRing,
+        AllreduceReduceBcast,
+        AllreduceShm,
+        AllgatherRecursiveDoubling,
+        AllgatherRing,
+        AllgatherBruck,
+        AllgatherNeighbor,
+        AlltoallPairwise,
+        AlltoallLinear,
+        AlltoallBruck,
+        BarrierDissemination,
+        BarrierTree,
+        BarrierLinear,
+        BarrierRecursiveDoubling,
+        BarrierShm,
+    ]
+}
+
+#[test]
+fn every_schedule_runs_without_deadlock_on_1_to_9_ranks() {
+    let mut p_net = net(1000.0, 300.0, 400.0, 0.1);
+    p_net.S_bytes = 4096;
+    for p in 1..=9usize {
+        for m in [0u64, 1, 100, 5000, 1 << 20] {
+            for s in all_schedules(m) {
+                for issue in [
+                    sim::Issue::BackToBack {
+                        calls: 1,
+                        rotate: false,
+                    },
+                    sim::Issue::BackToBack {
+                        calls: 5,
+                        rotate: true,
+                    },
+                ] {
+                    let r = sim::run(&p_net, s, p, m, 0.2, issue);
+                    assert!(r.is_ok(), "{s:?} p={p} m={m} {issue:?}: {r:?}");
+                }
+            }
+        }
+    }
+}

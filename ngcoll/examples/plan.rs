@@ -1,0 +1,136 @@
+//! Prints the plan libngcoll would build for a communicator, from a
+//! segment, without MPI: per collective and size class, our choice or the
+//! library's own, with both predictions.
+//!
+//! ```text
+//! cargo run --release -p ngcoll --example plan -- --shm SEG [--peer HOST] [--transport mpi]
+//!     [--ranks 4] [--cores 2] [--lib openmpi|mpich] [--margin 0.1] [--gamma 0.1] [--max 4194304]
+//! ```
+
+use std::time::Instant;
+
+use netgauge::select::{exchange_transport, ranges_of, Collective, Library, Measured, ViewOptions};
+use netgauge::Reader;
+use ngcoll::plan::{self, class_bounds, class_of, Setup};
+
+fn arg(args: &[String], k: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == k)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(shm) = arg(&args, "--shm") else {
+        eprintln!("usage: plan --shm SEGMENT [--peer HOST] [--transport T] [--ranks P] [--cores C] [--lib openmpi|mpich] [--margin M] [--gamma G] [--max BYTES]");
+        std::process::exit(2);
+    };
+    let num = |k: &str, d: f64| arg(&args, k).and_then(|v| v.parse().ok()).unwrap_or(d);
+    let ranks = num("--ranks", 4.0) as usize;
+    let cores = num("--cores", 0.0) as usize;
+    let max = num("--max", 4194304.0) as u64;
+    let transport = arg(&args, "--transport").unwrap_or_else(|| "mpi".into());
+    let lib = match arg(&args, "--lib").as_deref() {
+        Some("mpich") => Library::Mpich40,
+        _ => Library::OpenMpi41,
+    };
+    let reader = match Reader::open(&shm) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("plan: {e}");
+            std::process::exit(1);
+        }
+    };
+    let entries = reader.snapshot().unwrap_or_default();
+    let peer = arg(&args, "--peer");
+    let Some(entry) = entries
+        .iter()
+        .find(|e| e.transport == transport && peer.as_ref().map_or(true, |p| *p == e.peer))
+    else {
+        eprintln!("plan: no {transport} entry in {shm}");
+        std::process::exit(1);
+    };
+    let pair = ranges_of(entry);
+    let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
+    let exchange = exchange_transport(&transport, ranks, &mut buf)
+        .and_then(|x| {
+            entries
+                .iter()
+                .find(|e| e.transport == x && e.peer == entry.peer)
+        })
+        .map(ranges_of)
+        .unwrap_or_default();
+    let net = Measured {
+        pair: &pair,
+        exchange: &exchange,
+        exchange_ranks: ranks,
+    };
+    let setup = Setup {
+        lib,
+        ranks,
+        one_node: true,
+        view: ViewOptions {
+            gamma_ns_per_byte: num("--gamma", 0.1),
+            cores,
+            spin_slice_ns: num("--slice", 3e6),
+        },
+        margin: num("--margin", 0.1),
+        max_bytes: max,
+    };
+    let t0 = Instant::now();
+    let plan = match plan::build(&net, &setup) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("plan: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "plan for {ranks} ranks ({} cores) over {}/{} {} exchange, against {}: built in {:.1} ms",
+        cores,
+        entry.peer,
+        entry.transport,
+        if exchange.is_empty() {
+            "without"
+        } else {
+            "with"
+        },
+        lib.name(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    println!("| collective | sizes | choice | ours: best | sync | back to back | library | sync | back to back |");
+    println!("|---|---|---|---|---:|---:|---|---:|---:|");
+    for coll in Collective::ALL {
+        let top = if coll == Collective::Barrier {
+            0
+        } else {
+            class_of(max)
+        };
+        for c in 0..=top {
+            let s = plan.slot(coll, c);
+            let (lo, hi) = class_bounds(c);
+            let choice = s.algorithm().map_or("library".to_string(), |a| {
+                if s.seg_bytes > 0 && a == netgauge::select::Algorithm::BcastChain {
+                    format!("{} ({} B)", a.name(), s.seg_bytes)
+                } else {
+                    a.name().to_string()
+                }
+            });
+            let best = netgauge::select::Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
+            println!(
+                "| {} | {}–{} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {:.1} |",
+                coll.name(),
+                lo,
+                hi,
+                choice,
+                best,
+                s.ours_sync_ns / 1e3,
+                s.ours_b2b_ns / 1e3,
+                plan::lib_sched_name(s.lib_sched),
+                s.lib_sync_ns / 1e3,
+                s.lib_b2b_ns / 1e3
+            );
+        }
+    }
+}
