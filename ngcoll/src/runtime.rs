@@ -704,7 +704,7 @@ pub fn log_lines(st: &CommState, lib: Library) -> String {
             };
             let _ = writeln!(
                 out,
-                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} calls",
+                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} call{}",
                 st.id,
                 st.size,
                 st.nodes,
@@ -719,7 +719,8 @@ pub fn log_lines(st: &CommState, lib: Library) -> String {
                 fmt_ns(s.lib_b2b_ns),
                 fmt_ns(s.ours_sync_ns),
                 fmt_ns(s.lib_sync_ns),
-                n
+                n,
+                if n == 1 { "" } else { "s" }
             );
         }
     }

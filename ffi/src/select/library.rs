@@ -106,10 +106,13 @@ fn ompi(coll: Collective, p: usize, m: u64) -> Schedule {
             7 => ReduceRabenseifner,
             _ => ReduceBinomial,
         },
+        // The ring, the segmented ring and Rabenseifner fall back to
+        // recursive doubling for fewer elements than ranks (elements of 4
+        // bytes taken: the decision sees bytes only).
         Collective::Allreduce => match lookup(OMPI_ALLREDUCE, p, m) {
             1 | 2 => AllreduceReduceBcast,
-            4 | 5 => AllreduceRing,
-            6 => AllreduceRabenseifner,
+            4 | 5 if m / 4 >= p as u64 => AllreduceRing,
+            6 if m / 4 >= p.next_power_of_two() as u64 / 2 => AllreduceRabenseifner,
             _ => AllreduceRecursiveDoubling,
         },
         Collective::Allgather => match lookup(OMPI_ALLGATHER, p, m) {

@@ -3,6 +3,7 @@
 use super::bcast::{bcast, chain_time};
 use super::cost::{msg, one_message_on};
 use super::tree::{binomial_children, binomial_tree};
+use super::Schedule;
 use super::*;
 use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::Params;
@@ -585,4 +586,346 @@ fn every_schedule_runs_without_deadlock_on_1_to_9_ranks() {
             }
         }
     }
+}
+
+#[test]
+fn header_names_every_collective_and_algorithm_with_its_value() {
+    let h = include_str!("../../include/netgauge_select.h");
+    let value = |name: &str| -> u32 {
+        let line = h
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from netgauge_select.h"));
+        let v = line.split_whitespace().nth(2).unwrap();
+        v.trim_end_matches('u').parse().unwrap()
+    };
+    for c in Collective::ALL {
+        assert_eq!(
+            value(&format!("NG_COLL_{}", c.name().to_uppercase())),
+            c as u32
+        );
+    }
+    for a in Algorithm::ALL {
+        let name = format!(
+            "NG_ALG_{}_{}",
+            a.collective().name().to_uppercase(),
+            match a {
+                Algorithm::BcastScatterRdAllgather => "SCATTER_RD_ALLGATHER".into(),
+                Algorithm::BcastScatterRingAllgather => "SCATTER_RING_ALLGATHER".into(),
+                Algorithm::BcastChain => "CHAIN".into(),
+                _ => a.name().to_uppercase(),
+            }
+        );
+        assert_eq!(value(&name), a as u32, "{name}");
+        let c = ng_algorithm_name(a as u32);
+        assert!(!c.is_null());
+    }
+}
+
+#[test]
+fn c_abi_selects_the_new_collectives() {
+    let p = net(1000.0, 200.0, 300.0, 0.1);
+    for (coll, first) in [
+        (Collective::Reduce, Algorithm::ReduceBinomial),
+        (Collective::Allgather, Algorithm::AllgatherRecursiveDoubling),
+        (Collective::Alltoall, Algorithm::AlltoallPairwise),
+    ] {
+        let mut best = Choice {
+            algorithm: 99,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        };
+        let mut all = [best; 4];
+        let mut n = 0usize;
+        // SAFETY: valid pointers to locals.
+        let rc = unsafe {
+            ng_select(
+                &p,
+                1,
+                coll as u32,
+                8,
+                4096,
+                0.2,
+                &mut best,
+                all.as_mut_ptr(),
+                4,
+                &mut n,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(n, 2);
+        assert_eq!(all[0].algorithm, first as u32);
+        assert!(all[..n].iter().all(|c| c.predicted_ns > 0.0));
+        assert_eq!(
+            Algorithm::from_u32(best.algorithm).unwrap().collective(),
+            coll
+        );
+    }
+}
+
+#[test]
+fn simulated_synchronized_binomial_is_the_closed_form_tree() {
+    // One synchronized call of the same schedule, no sharing: the
+    // simulation and the tree evaluation of `candidates` are one model.
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    for p in [2usize, 3, 4, 7, 8, 13] {
+        for m in [1u64, 100, 10_000] {
+            let v = view(
+                &p_net,
+                Schedule::BcastBinomial,
+                p,
+                m,
+                &ViewOptions::default(),
+                false,
+            )
+            .unwrap();
+            let closed = binomial_tree(&p_net, p, m, 0, Sharing::new(0)).unwrap();
+            assert!(
+                (v.sync_ns - closed).abs() < 1e-6,
+                "p={p} m={m}: {} vs {closed}",
+                v.sync_ns
+            );
+        }
+    }
+}
+
+#[test]
+fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    let v = view(
+        &p_net,
+        Schedule::BcastBinomial,
+        8,
+        64,
+        &ViewOptions::default(),
+        false,
+    )
+    .unwrap();
+    // The root and inner ranks return before the leaves: the mean over
+    // ranks is below the last rank's return.
+    assert!(v.rank_avg_ns < 0.9 * v.sync_ns, "{v:?}");
+    // Back to back, the next call's sends leave while the leaves still
+    // receive the previous one: a call costs the busiest rank's sends.
+    assert!(v.back_to_back_ns < 0.6 * v.sync_ns, "{v:?}");
+    // An unsegmented chain of a large message waits hop after hop: its
+    // back-to-back time is no better than the synchronized call's by much.
+    let big = 1u64 << 20;
+    let c = view(
+        &p_net,
+        Schedule::BcastChain { seg: big },
+        8,
+        big,
+        &ViewOptions::default(),
+        false,
+    )
+    .unwrap();
+    let s = view(
+        &p_net,
+        Schedule::BcastChain { seg: big / 16 },
+        8,
+        big,
+        &ViewOptions::default(),
+        false,
+    )
+    .unwrap();
+    assert!(
+        s.sync_ns < 0.5 * c.sync_ns,
+        "segmenting pipelines the hops: {s:?} vs {c:?}"
+    );
+}
+
+#[test]
+fn shared_cores_bound_every_price_by_the_busy_time() {
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    let free = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &ViewOptions::default(),
+        false,
+    )
+    .unwrap();
+    let shared = ViewOptions {
+        cores: 2,
+        ..ViewOptions::default()
+    };
+    let two = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &shared, false).unwrap();
+    for (a, b) in two.prices().iter().zip(free.prices()) {
+        assert!(*a >= b - 1e-6, "{two:?} vs {free:?}");
+    }
+    assert!(
+        two.back_to_back_ns > 1.5 * free.back_to_back_ns,
+        "{two:?} vs {free:?}"
+    );
+    // A library whose waits spin pays a share of the scheduler's slice per
+    // blocking wait; one that yields does not.
+    let slice = ViewOptions {
+        cores: 2,
+        spin_slice_ns: 1e6,
+        ..ViewOptions::default()
+    };
+    let spin = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &slice, true).unwrap();
+    let polite = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &slice, false).unwrap();
+    assert!(
+        spin.sync_ns > polite.sync_ns + 1e6,
+        "{spin:?} vs {polite:?}"
+    );
+}
+
+#[test]
+fn library_decisions_follow_the_published_rules() {
+    use Schedule::*;
+    let o = Library::OpenMpi41;
+    assert_eq!(o.schedule(Collective::Bcast, 4, 32, true), BcastBinary);
+    assert_eq!(o.schedule(Collective::Bcast, 4, 100, true), BcastBinomial);
+    assert_eq!(o.schedule(Collective::Bcast, 4, 16384, true), BcastLinear);
+    assert_eq!(
+        o.schedule(Collective::Bcast, 4, 2 << 20, true),
+        BcastChain { seg: 2 << 20 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Bcast, 8, 1000, true),
+        BcastKnomial { radix: 4 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 65536, true),
+        AllreduceRabenseifner
+    );
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 1024, true),
+        AllreduceRecursiveDoubling
+    );
+    // Ring for < 16 B, but fewer elements than ranks: recursive doubling.
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 8, true),
+        AllreduceRecursiveDoubling
+    );
+    assert_eq!(o.schedule(Collective::Reduce, 4, 100, true), ReduceBinary);
+    assert_eq!(
+        o.schedule(Collective::Reduce, 4, 8192, true),
+        ReduceChain { seg: 8192 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Allgather, 4, 100, true),
+        AllgatherRecursiveDoubling
+    );
+    assert_eq!(
+        o.schedule(Collective::Allgather, 6, 100, true),
+        AllgatherBruck
+    );
+    assert_eq!(
+        o.schedule(Collective::Alltoall, 4, 100, true),
+        AlltoallLinear
+    );
+    assert_eq!(
+        o.schedule(Collective::Alltoall, 4, 600_000, true),
+        AlltoallPairwise
+    );
+    assert_eq!(o.schedule(Collective::Barrier, 4, 0, true), BarrierLinear);
+    assert_eq!(
+        o.schedule(Collective::Barrier, 8, 0, true),
+        BarrierRecursiveDoubling
+    );
+    let m = Library::Mpich40;
+    assert_eq!(m.schedule(Collective::Bcast, 4, 100, true), BcastShm);
+    assert_eq!(
+        m.schedule(Collective::Allreduce, 4, 100, true),
+        AllreduceShm
+    );
+    assert_eq!(
+        m.schedule(Collective::Bcast, 16, 1 << 20, false),
+        BcastScatterRing
+    );
+    assert_eq!(
+        m.schedule(Collective::Bcast, 16, 100_000, false),
+        BcastScatterRd
+    );
+    assert_eq!(
+        m.schedule(Collective::Allgather, 6, 100, true),
+        AllgatherBruck
+    );
+    assert_eq!(
+        m.schedule(Collective::Alltoall, 4, 100, true),
+        AlltoallLinear
+    );
+    assert_eq!(
+        m.schedule(Collective::Alltoall, 16, 100, true),
+        AlltoallBruck
+    );
+    assert!(m.spins() && !o.spins());
+}
+
+#[test]
+fn choose_keeps_the_librarys_choice_within_the_margin() {
+    let mut p_net = net(1000.0, 300.0, 450.0, 0.1);
+    p_net.S_bytes = 4096;
+    let opts = ViewOptions::default();
+    let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    // Open MPI's allreduce of 1 KiB on 4 ranks is recursive doubling: ours
+    // is the same schedule, never more than the margin faster.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Allreduce,
+        4,
+        1024,
+        true,
+        &all,
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    assert_eq!(d.library, Schedule::AllreduceRecursiveDoubling);
+    assert!(d.ours.is_none(), "{d:?}");
+    // Its unsegmented chain for 2 MiB on 4 ranks loses to a segmented one
+    // in every view.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &all,
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    let ours = d
+        .ours
+        .expect("a segmented chain or a tree beats the unsegmented chain");
+    for (o, l) in ours.view.prices().iter().zip(d.library_view.prices()) {
+        assert!(*o <= 0.9 * l, "{d:?}");
+    }
+    // A margin nothing clears: the library's own, always.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &all,
+        &opts,
+        0.99,
+    )
+    .unwrap();
+    assert!(d.ours.is_none());
+    assert!(d.best_ours.is_some());
+    // Only the algorithms offered are candidates.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &[],
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    assert!(d.ours.is_none() && d.best_ours.is_none());
 }

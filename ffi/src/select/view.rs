@@ -37,9 +37,15 @@ use super::schedule::Schedule;
 use super::sim::{run, Issue, SimError};
 use super::{Algorithm, Collective, Network};
 
-/// Calls simulated back to back, and the first ones left out as warm-up.
-const CALLS: usize = 12;
-const WARMUP: usize = 4;
+/// Calls simulated back to back, and the first ones left out as warm-up
+/// (fewer beyond 16 ranks, where a call has many more messages to run).
+fn calls(p: usize) -> (usize, usize) {
+    if p <= 16 {
+        (12, 4)
+    } else {
+        (6, 2)
+    }
+}
 
 /// The four prices of one algorithm (see the module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -96,6 +102,7 @@ pub fn view<N: Network + ?Sized>(
         return Ok(View::default());
     }
     let g = opts.gamma_ns_per_byte;
+    let (calls, warmup) = calls(p);
     let one = run(
         net,
         sched,
@@ -114,7 +121,7 @@ pub fn view<N: Network + ?Sized>(
         m,
         g,
         Issue::BackToBack {
-            calls: CALLS,
+            calls,
             rotate: false,
         },
     )?;
@@ -126,7 +133,7 @@ pub fn view<N: Network + ?Sized>(
             m,
             g,
             Issue::BackToBack {
-                calls: CALLS,
+                calls,
                 rotate: true,
             },
         )?
@@ -137,9 +144,9 @@ pub fn view<N: Network + ?Sized>(
     let sync = one.finish[0].iter().cloned().fold(0.0, f64::max);
     let avg = one.finish[0].iter().sum::<f64>() / pf;
     let steady = |r: &super::sim::Run| {
-        let n = (CALLS - WARMUP) as f64;
+        let n = (calls - warmup) as f64;
         (0..p)
-            .map(|k| (r.finish[CALLS - 1][k] - r.finish[WARMUP - 1][k]) / n)
+            .map(|k| (r.finish[calls - 1][k] - r.finish[warmup - 1][k]) / n)
             .sum::<f64>()
             / pf
     };
@@ -153,8 +160,8 @@ pub fn view<N: Network + ?Sized>(
         let c = opts.cores as f64;
         // Busy CPU per call over the cores bounds every price.
         let cpu_one = one.cpu_ns.iter().sum::<f64>() / c;
-        let cpu_per_call = fixed.cpu_ns.iter().sum::<f64>() / (CALLS as f64 * c);
-        let cpu_rot = rotating.cpu_ns.iter().sum::<f64>() / (CALLS as f64 * c);
+        let cpu_per_call = fixed.cpu_ns.iter().sum::<f64>() / (calls as f64 * c);
+        let cpu_rot = rotating.cpu_ns.iter().sum::<f64>() / (calls as f64 * c);
         let stretch = if v.sync_ns > 0.0 {
             (cpu_one / v.sync_ns).max(1.0)
         } else {
@@ -171,8 +178,8 @@ pub fn view<N: Network + ?Sized>(
             };
             v.sync_ns += per_call(&one.blocked, 1);
             v.rank_avg_ns += per_call(&one.blocked, 1);
-            v.back_to_back_ns += per_call(&fixed.blocked, CALLS);
-            v.rotating_ns += per_call(&rotating.blocked, CALLS);
+            v.back_to_back_ns += per_call(&fixed.blocked, calls);
+            v.rotating_ns += per_call(&rotating.blocked, calls);
         }
     }
     Ok(v)

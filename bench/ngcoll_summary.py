@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Summarizes a bench/ngcoll_run.sh output directory: for every MPI, rank
+count and kind (preloaded libngcoll; exported rules), the geometric mean of
+our time / the library's own over every (collective, methodology, size)
+point, the worst point, the points worse than 1.25x, and the full table.
+
+Preloaded: ours = MPI_X with libngcoll, the library's own = PMPI_X, timed
+interleaved in the same run. Rules: ours = MPI_X with the exported rules,
+own = MPI_X without, runs alternated (own-a, rules-a, own-b, rules-b); each
+side is the geometric mean of its two runs.
+
+Usage: bench/ngcoll_summary.py OUT_DIR [--table]"""
+import glob
+import math
+import os
+import re
+import sys
+
+
+def points(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 7 and f[0] == "point":
+            out[(f[1], f[2], int(f[3]))] = (float(f[4]), float(f[5]))
+    return out
+
+
+def gmean(xs):
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def fmt_bytes(b):
+    if b >= 1 << 20 and b % (1 << 20) == 0:
+        return "%d MiB" % (b >> 20)
+    if b >= 1024 and b % 1024 == 0:
+        return "%d KiB" % (b >> 10)
+    return "%d B" % b
+
+
+def report(title, rows, table):
+    """rows: (coll, mode, bytes, ours_us, lib_us)."""
+    ratios = [(o / l, c, m, b, o, l) for c, m, b, o, l in rows if l > 0 and o > 0]
+    if not ratios:
+        return
+    g = gmean([r[0] for r in ratios])
+    worst = max(ratios)
+    bad = sorted((r for r in ratios if r[0] > 1.25), reverse=True)
+    print("### %s" % title)
+    print()
+    print("- points: %d; geometric mean ours/library **%.3f**; worst %.2fx (%s %s %s: %.1f vs %.1f us)"
+          % (len(ratios), g, worst[0], worst[1], worst[2], fmt_bytes(worst[3]), worst[4], worst[5]))
+    by = {}
+    for r in ratios:
+        by.setdefault((r[1], r[2]), []).append(r[0])
+    print("- per collective and methodology: " + "; ".join(
+        "%s %s %.2f" % (c, m, gmean(v)) for (c, m), v in sorted(by.items())))
+    print("- points worse than 1.25x: %s" % (", ".join(
+        "%s %s %s %.2fx" % (r[1], r[2], fmt_bytes(r[3]), r[0]) for r in bad) or "none"))
+    print()
+    if table:
+        print("| collective | methodology | size | ours µs | library µs | ratio |")
+        print("|---|---|---:|---:|---:|---:|")
+        for r in sorted(ratios, key=lambda r: (r[1], r[2], r[3])):
+            print("| %s | %s | %s | %.2f | %.2f | %.2f |" % (r[1], r[2], fmt_bytes(r[3]), r[4], r[5], r[0]))
+        print()
+
+
+def main():
+    out = sys.argv[1]
+    table = "--table" in sys.argv
+    tags = sorted(glob.glob(os.path.join(out, "*-preload.txt")))
+    for f in tags:
+        m = re.match(r"(\w+)-(\d+)-preload\.txt", os.path.basename(f))
+        mpi, p = m.group(1), m.group(2)
+        pts = points(f)
+        rows = [(c, md, b, o, l) for (c, md, b), (o, l) in pts.items()]
+        dist = " (DISTURBED)" if os.path.exists(f.replace(".txt", ".DISTURBED")) else ""
+        report("%s, %s ranks: preloaded libngcoll%s" % (mpi, p, dist), rows, table)
+        own = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-own-*.txt" % (mpi, p))))]
+        rules = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-rules-*.txt" % (mpi, p))))]
+        if own and rules:
+            rows = []
+            for k in own[0]:
+                o = gmean([r[k][0] for r in rules if k in r])
+                l = gmean([r[k][0] for r in own if k in r])
+                rows.append((k[0], k[1], k[2], o, l))
+            report("%s, %s ranks: exported rules" % (mpi, p), rows, table)
+
+
+if __name__ == "__main__":
+    main()
