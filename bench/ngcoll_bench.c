@@ -22,7 +22,9 @@
  *   point <coll> <mode> <bytes> <t_mpi_us> <t_pmpi_us|nan> <n>
  * Usage: ngcoll_bench [--modes sync,b2b,rot] [--colls bcast,reduce,...]
  *                     [--min 4] [--max 4194304] [--block-max 1048576]
- *                     [--reps 7] [--target-ms 10] [--no-pmpi] */
+ *                     [--reps 7] [--target-ms 10] [--sync-calls 201] [--no-pmpi]
+ * (--sync-calls: at most this many synchronized calls per repetition;
+ * under MPICH every harness barrier spins, so its runs use fewer.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
@@ -79,6 +81,16 @@ static void call(int c, int pmpi, size_t bytes, int root)
     }
 }
 
+/* Whether `name` is one of the comma-separated items of `list`. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return 1;
+    return 0;
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -127,7 +139,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *modes = "sync,b2b,rot", *colls = "bcast,reduce,allreduce,allgather,alltoall,barrier";
     size_t min = 4, max = 4u << 20, block_max = 1u << 20;
-    int reps = 7, no_pmpi = 0;
+    int reps = 7, no_pmpi = 0, sync_calls = 201;
     double target_ms = 10;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--modes") && i + 1 < argc)
@@ -144,6 +156,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--target-ms") && i + 1 < argc)
             target_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sync-calls") && i + 1 < argc)
+            sync_calls = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--no-pmpi"))
             no_pmpi = 1;
         else {
@@ -182,7 +196,7 @@ int main(int argc, char **argv)
                abi ? "loaded" : "not loaded", margin_us);
     }
     for (int c = 0; c < NCOLL; c++) {
-        if (!strstr(colls, names[c]))
+        if (!listed(colls, names[c]))
             continue;
         size_t top = (c == ALLGATHER || c == ALLTOALL) ? block_max : max;
         for (size_t bytes = c == BARRIER ? 0 : min; bytes <= (c == BARRIER ? 0 : top);
@@ -203,7 +217,7 @@ int main(int argc, char **argv)
                 n = 2000;
             for (int mode = 0; mode < 3; mode++) {
                 const char *mname = mode == 0 ? "sync" : mode == 1 ? "b2b" : "rot";
-                if (!strstr(modes, mname) || (mode == 2 && !rooted(c)))
+                if (!listed(modes, mname) || (mode == 2 && !rooted(c)))
                     continue;
                 double ta[64], tb[64];
                 int r = reps > 64 ? 64 : reps;
@@ -216,7 +230,7 @@ int main(int argc, char **argv)
                         double v;
                         if (mode == 0) {
                             /* n synchronized calls; their median. */
-                            int m = n > 201 ? 201 : n;
+                            int m = n > sync_calls ? sync_calls : n;
                             double *x = malloc(sizeof(double) * (size_t)m);
                             for (int i = 0; i < m; i++)
                                 x[i] = sync_once(c, pmpi, bytes, i % size);

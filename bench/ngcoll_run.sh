@@ -9,6 +9,9 @@
 #      MPI_X only, with and without the export, runs alternated.
 # Usage: bench/ngcoll_run.sh OUT_DIR
 #   RANKS="4 8"  MPIS="openmpi mpich"  EXPORT=1  BENCH_ARGS="--reps 7"
+#   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11":
+#   MPICH's own waits spin when ranks outnumber cores, and its calls, the
+#   harness's barriers included, take milliseconds)
 # Binaries: cargo build --release -p ngcoll-openmpi -p ngcoll-mpich;
 #           cargo build --release --features mpi --bin ngctl
 # Waits (up to 30 min) for the machine to be ≥ 85 % idle before each
@@ -25,6 +28,7 @@ RANKS=${RANKS:-"4 8"}
 MPIS=${MPIS:-"openmpi mpich"}
 EXPORT=${EXPORT:-1}
 BENCH_ARGS=${BENCH_ARGS:-}
+MPICH_BENCH_ARGS=${MPICH_BENCH_ARGS:-"--reps 3 --target-ms 100 --sync-calls 11"}
 alt_before=$(update-alternatives --query mpi | grep '^Value:')
 
 mpicc.openmpi -O2 bench/ngcoll_bench.c -o "$OUT/bench_openmpi" -ldl -lm
@@ -83,16 +87,17 @@ for P in $RANKS; do
             export_args=()
             export_env=(MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE="$(realpath "$OUT/mpich-$P.json")")
         fi
+        args=$BENCH_ARGS; [ "$mpi" = mpich ] && args=$MPICH_BENCH_ARGS
         # shellcheck disable=SC2086
         measured "$P" "$mpi-$P-preload" env NETGAUGE_SHM="$SEG" NETGAUGE_COLL_STALE_S=0 NETGAUGE_COLL=log \
-            LD_PRELOAD="$(realpath "$lib")" "${launch[@]}" "$OUT/bench_$mpi" $BENCH_ARGS
+            LD_PRELOAD="$(realpath "$lib")" "${launch[@]}" "$OUT/bench_$mpi" $args
         if [ "$EXPORT" = 1 ]; then
             for round in a b; do
                 # shellcheck disable=SC2086
-                measured "$P" "$mpi-$P-own-$round" "${launch[@]}" "$OUT/bench_$mpi" --no-pmpi $BENCH_ARGS
+                measured "$P" "$mpi-$P-own-$round" "${launch[@]}" "$OUT/bench_$mpi" --no-pmpi $args
                 # shellcheck disable=SC2086
                 measured "$P" "$mpi-$P-rules-$round" env "${export_env[@]}" "${launch[@]}" "${export_args[@]}" \
-                    "$OUT/bench_$mpi" --no-pmpi $BENCH_ARGS
+                    "$OUT/bench_$mpi" --no-pmpi $args
             done
         fi
     done

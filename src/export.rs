@@ -25,8 +25,8 @@
 //!
 //! Both rule exports make the choice libngcoll makes
 //! (`netgauge::select::choose`): one of our algorithms only where it is
-//! predicted faster than the library's own choice in every view by more
-//! than `--margin`; elsewhere the library's own: algorithm 0 (coll/tuned's
+//! predicted faster than the library's own choice by more than `--margin`
+//! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
 //! fixed decision) in the Open MPI file, MPICH's default algorithm in the
 //! JSON (the file has to name one). Only algorithms the library has are
 //! candidates (MPICH has no plain chain broadcast nor a tree barrier).
@@ -657,8 +657,8 @@ pub struct ExportArgs {
     /// rank). The rule tables then assume this many cores per communicator.
     #[arg(long, default_value_t = 0)]
     pub cores: usize,
-    /// ompi-rules / mpich-json: how much faster, in every view, one of our
-    /// choices must be predicted to replace the library's own.
+    /// ompi-rules / mpich-json: how much faster one of our choices must be
+    /// predicted to replace the library's own (see `select::choose`).
     #[arg(long, default_value_t = 0.1)]
     pub margin: f64,
     /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).

@@ -78,6 +78,79 @@ fn main() {
         margin: num("--margin", 0.1),
         max_bytes: max,
     };
+    // --point coll:bytes: every candidate's four prices at one point.
+    if let Some(pt) = arg(&args, "--point") {
+        let (c, b) = pt.split_once(':').unwrap_or((pt.as_str(), "0"));
+        let coll: Collective = c.parse().unwrap_or(Collective::Bcast);
+        let m: u64 = b.parse().unwrap_or(0);
+        let lib_sched = lib.schedule(coll, ranks, m, true);
+        let show = |name: String, v: &netgauge::select::View| {
+            println!(
+                "{name:<40} sync {:>10.1}  rank-avg {:>10.1}  back-to-back {:>10.1}  rotating {:>10.1}  (µs)",
+                v.sync_ns / 1e3,
+                v.rank_avg_ns / 1e3,
+                v.back_to_back_ns / 1e3,
+                v.rotating_ns / 1e3
+            );
+        };
+        let lv =
+            netgauge::select::view(&net, lib_sched, ranks, m, &setup.view, lib.spins()).unwrap();
+        show(format!("library: {}", lib_sched.name()), &lv);
+        for a in plan::runnable(ranks)
+            .into_iter()
+            .filter(|a| a.collective() == coll)
+        {
+            let segs: Vec<u64> = if a == netgauge::select::Algorithm::BcastChain {
+                (10..=22)
+                    .map(|k| 1u64 << k)
+                    .filter(|&s| s < m)
+                    .chain([m.max(1)])
+                    .collect()
+            } else {
+                vec![0]
+            };
+            for seg in segs {
+                let v = netgauge::select::view(
+                    &net,
+                    netgauge::select::Schedule::of(a, seg),
+                    ranks,
+                    m,
+                    &setup.view,
+                    false,
+                )
+                .unwrap();
+                show(
+                    format!(
+                        "ours: {} {}",
+                        a.name(),
+                        if seg > 0 {
+                            seg.to_string()
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    &v,
+                );
+            }
+        }
+        let d = netgauge::select::choose(
+            &net,
+            lib,
+            coll,
+            ranks,
+            m,
+            true,
+            &plan::runnable(ranks),
+            &setup.view,
+            setup.margin,
+        )
+        .unwrap();
+        println!(
+            "choice: {:?}",
+            d.ours.map(|o| (o.algorithm.name(), o.segment_bytes))
+        );
+        return;
+    }
     let t0 = Instant::now();
     let plan = match plan::build(&net, &setup) {
         Ok(p) => p,

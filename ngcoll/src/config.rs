@@ -6,8 +6,8 @@
 //! | `NETGAUGE_SHM` | the segment file | `$NETGAUGE_SEGMENT`, else the daemon's `/dev/shm/netgauged` |
 //! | `NETGAUGE_COLL_TRANSPORT` | the segment entry's transport for ranks on one node, tried first between nodes | `mpi` |
 //! | `NETGAUGE_COLL_STALE_S` | the segment is stale when its heartbeat is older (0: never, e.g. a one-shot `ngctl probe --publish`) | 5 |
-//! | `NETGAUGE_COLL_MARGIN` | how much faster, in every view, one of ours must be predicted to replace the library's own choice | 0.1 |
-//! | `NETGAUGE_COLL_YIELD` | `1`/`0`: waits give the core away between polls, or not | when the node runs more ranks than cores |
+//! | `NETGAUGE_COLL_MARGIN` | how much faster (geometric mean of the four views; no view slower by more than half of it) one of ours must be predicted to replace the library's own choice | 0.1 |
+//! | `NETGAUGE_COLL_YIELD` | `1`/`0`: our waits poll and give the core away between polls, or call PMPI_Waitall | MPICH (whose waits spin) on a node with more ranks than cores |
 //! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).

@@ -25,7 +25,7 @@ use netgauge::select::{Algorithm, Collective};
 use crate::algo::{self, Cx, Elems};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
-use crate::runtime::{state, CommState};
+use crate::runtime::{state, type_info, CommState};
 
 /// A call's outcome as an MPI return code.
 fn code(r: Result<(), MpiError>) -> c_int {
@@ -79,7 +79,7 @@ pub fn decide<M: Mpi + ?Sized>(
     datatype: Raw,
     comm: Raw,
 ) -> i64 {
-    let Ok(ti) = m.type_info(datatype) else {
+    let Ok(ti) = type_info(m, datatype) else {
         return -1;
     };
     let bytes = count.max(0) as u64 * ti.size as u64;
@@ -124,7 +124,7 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Ok(ti) = m.type_info(datatype) else {
+    let Ok(ti) = type_info(m, datatype) else {
         return lib();
     };
     if count < 0 || root < 0 {
@@ -166,7 +166,7 @@ fn reducible<M: Mpi + ?Sized>(m: &M, datatype: Raw, op: Raw, count: c_int) -> Op
     if count <= 0 || m.op_kind(op) == 0 {
         return None;
     }
-    let ti = m.type_info(datatype).ok()?;
+    let ti = type_info(m, datatype).ok()?;
     ti.predefined.then_some(ti)
 }
 
@@ -209,13 +209,12 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
     let base = sc.ptr();
     let acc = if is_root { rbuf as *mut u8 } else { base };
     let tmp = base.wrapping_add(stride);
-    if !in_place && span > 0 {
-        // SAFETY: sbuf holds count elements (span bytes); acc is rbuf (the
-        // root's count elements) or scratch of count·extent ≥ span bytes;
-        // MPI forbids sbuf to alias rbuf.
-        unsafe { std::ptr::copy_nonoverlapping(sbuf as *const u8, acc, span) };
-    }
     let cx = cx(m, st);
+    let own = if in_place {
+        rbuf as *const u8
+    } else {
+        sbuf as *const u8
+    };
     let acc = Elems {
         base: acc,
         extent: ti.extent,
@@ -226,15 +225,21 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
         extent: ti.extent,
         dt: datatype,
     };
-    // SAFETY: acc and tmp hold count elements each.
+    // SAFETY: own holds count elements (the caller's send buffer, or at an
+    // in-place root its receive buffer); acc and tmp hold count elements.
     code(unsafe {
         match slot.algorithm() {
             // Rabenseifner cuts the vector into P' blocks: with fewer
             // elements than ranks the binomial tree (same on every rank).
+            // It works in place on the whole vector: copy ours in first
+            // (MPI forbids the send buffer to alias the receive buffer).
             Some(Algorithm::ReduceRabenseifner) if count_u >= st.size => {
+                if !in_place && span > 0 {
+                    std::ptr::copy_nonoverlapping(own, acc.base, span);
+                }
                 algo::reduce::rabenseifner(&cx, acc, tmp, count_u, op, root)
             }
-            _ => algo::reduce::binomial(&cx, acc, tmp, count_u, op, root),
+            _ => algo::reduce::binomial(&cx, own, in_place, acc, tmp, count_u, op, root),
         }
     })
 }
@@ -313,7 +318,7 @@ pub unsafe fn allgather<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Ok(rti) = m.type_info(rtype) else {
+    let Ok(rti) = type_info(m, rtype) else {
         return lib();
     };
     if rcount <= 0 {
@@ -324,7 +329,7 @@ pub unsafe fn allgather<M: Mpi + ?Sized>(
     let sti = if in_place {
         None
     } else {
-        match m.type_info(stype) {
+        match type_info(m, stype) {
             Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
             _ => return lib(),
         }
@@ -395,7 +400,7 @@ pub unsafe fn alltoall<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Ok(rti) = m.type_info(rtype) else {
+    let Ok(rti) = type_info(m, rtype) else {
         return lib();
     };
     if rcount <= 0 {
@@ -406,7 +411,7 @@ pub unsafe fn alltoall<M: Mpi + ?Sized>(
     let sti = if in_place {
         None
     } else {
-        match m.type_info(stype) {
+        match type_info(m, stype) {
             Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
             _ => return lib(),
         }

@@ -8,7 +8,8 @@
 //! library's own choice with the model of `netgauge::select` (what a caller
 //! sees: one synchronized call, each rank's own completion, calls back to
 //! back from one root and with the root rotating) and takes ours only where
-//! it is predicted faster in every view by more than a margin; the plan is
+//! it is predicted faster by more than a margin (and slower in no view by
+//! more than half of it); the plan is
 //! broadcast so every rank runs the same algorithm. A call then costs one
 //! table lookup and runs the chosen algorithm on PMPI point-to-point calls
 //! over a duplicate of the communicator, or the library's own collective.

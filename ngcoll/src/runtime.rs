@@ -29,7 +29,7 @@ use netgauge::select::{
 use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Mode};
-use crate::mpi::{Mpi, Raw};
+use crate::mpi::{Mpi, Raw, TypeInfo};
 use crate::plan::{self, class_bounds, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
 
 /// Host names are compared on this many bytes.
@@ -92,7 +92,11 @@ pub struct CommState {
     /// The shadow communicator (None: this communicator always passes
     /// through: an inter-communicator, or a single rank).
     pub shadow: Option<Raw>,
+    /// The shadow has been freed.
     closed: AtomicBool,
+    /// The communicator has been freed (its attribute released): a cached
+    /// pointer to this state must not be used for its handle any more.
+    freed: AtomicBool,
     pub polite: bool,
     pub nodes: usize,
     pub plan: Arc<Plan>,
@@ -128,6 +132,7 @@ impl CommState {
             rank,
             shadow: None,
             closed: AtomicBool::new(true),
+            freed: AtomicBool::new(false),
             polite: false,
             nodes: 1,
             plan: Arc::new(Plan::library()),
@@ -205,6 +210,38 @@ impl CommState {
     }
 }
 
+/// An empty slot of the datatype cache.
+const NO_TYPE: std::cell::Cell<(Raw, TypeInfo)> = std::cell::Cell::new((
+    0,
+    TypeInfo {
+        size: 0,
+        extent: 0,
+        contiguous: false,
+        predefined: false,
+    },
+));
+
+thread_local! {
+    /// Predefined datatypes seen lately: their handles never change, so
+    /// their layout is asked of MPI once (4 PMPI calls saved per call).
+    static TYPES: [std::cell::Cell<(Raw, TypeInfo)>; 8] = const { [NO_TYPE; 8] };
+}
+
+/// A datatype's layout, from the cache for predefined ones.
+#[inline]
+pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, crate::mpi::MpiError> {
+    let slot = (datatype ^ (datatype >> 7) ^ (datatype >> 13)) & 7;
+    let cached = TYPES.with(|t| t[slot].get());
+    if cached.0 == datatype && cached.1.predefined {
+        return Ok(cached.1);
+    }
+    let ti = m.type_info(datatype)?;
+    if ti.predefined {
+        TYPES.with(|t| t[slot].set((datatype, ti)));
+    }
+    Ok(ti)
+}
+
 /// A heap-held state behind an MPI attribute: released by the attribute's
 /// delete callback.
 extern "C" fn release_state(p: *mut c_void) {
@@ -215,6 +252,7 @@ extern "C" fn release_state(p: *mut c_void) {
     // `Arc::into_raw` of a CommState, released exactly once, here.
     let st = unsafe { Arc::from_raw(p as *const CommState) };
     st.closed.store(true, Ordering::Relaxed);
+    st.freed.store(true, Ordering::Release);
     // The shadow is freed by `finalize` or by the free of the user
     // communicator that triggered this callback; MPI frees an attribute's
     // communicator only through MPI_Comm_free or MPI_Finalize, and at
@@ -429,33 +467,72 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         }
     }
     rt.reader = local.ok();
-    rt.polite = rt.cfg.polite.unwrap_or(rt.ranks_here > rt.cores);
+    // Open MPI's own waits give the core away when it runs oversubscribed
+    // (mpirun sets mpi_yield_when_idle), so PMPI_Waitall does; MPICH's
+    // spin, and a spinning rank keeps the one it waits for off the core.
+    // A poll-and-yield loop of our own is much slower than Open MPI's
+    // (sched_yield after every poll): only where the library spins.
+    rt.polite = rt
+        .cfg
+        .polite
+        .unwrap_or(lib.spins() && rt.ranks_here > rt.cores);
     if lib.spins() {
         rt.spin_slice_ns = sched_slice_ns();
     }
     let _ = RUNTIME.set(rt);
 }
 
+thread_local! {
+    /// The communicator this thread called a collective on last, and its
+    /// state: a program calls most collectives on one communicator, and
+    /// this saves the attribute lookup. Holding the Arc keeps the state
+    /// alive; its `freed` flag says whether the handle still names it (a
+    /// freed communicator's handle may be reused by a new one).
+    static LAST: std::cell::RefCell<Option<(Raw, Arc<CommState>)>> = const { std::cell::RefCell::new(None) };
+}
+
 /// This communicator's state, set up at its first collective. None: pass
 /// through (libngcoll off, or setup failed).
 ///
-/// # Safety
 /// Called from an interposed collective on `comm`: every rank of `comm`
 /// calls it in the same collective.
+#[inline]
 pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
     let rt = runtime()?;
-    match m.attr_get(comm, rt.keyval) {
-        // SAFETY: the attribute value is an Arc<CommState> held by the
-        // attribute until the communicator is freed, which cannot happen
-        // while this collective on it runs; the 'static lifetime is never
-        // used beyond the call.
-        Ok(Some(p)) => Some(unsafe { &*(p as *const CommState) }),
-        Ok(None) => setup(m, rt, comm),
-        Err(_) => None,
+    let hit = LAST.with(|l| {
+        l.borrow().as_ref().and_then(|(c, st)| {
+            // The pointer stays valid while LAST holds the Arc: until this
+            // thread's next collective on another communicator.
+            (*c == comm && !st.freed.load(Ordering::Acquire)).then(|| Arc::as_ptr(st))
+        })
+    });
+    if let Some(p) = hit {
+        // SAFETY: see above; the 'static lifetime is never used beyond the
+        // call.
+        return Some(unsafe { &*p });
     }
+    let st = match m.attr_get(comm, rt.keyval) {
+        Ok(Some(p)) => {
+            let p = p as *const CommState;
+            // SAFETY: the attribute value is an Arc<CommState> held by the
+            // attribute until the communicator is freed, which cannot
+            // happen while this collective on it runs: take a reference of
+            // our own for the cache.
+            unsafe {
+                Arc::increment_strong_count(p);
+                Arc::from_raw(p)
+            }
+        }
+        Ok(None) => setup(m, rt, comm)?,
+        Err(_) => return None,
+    };
+    let p = Arc::as_ptr(&st);
+    LAST.with(|l| *l.borrow_mut() = Some((comm, st)));
+    // SAFETY: LAST now holds the Arc (see above).
+    Some(unsafe { &*p })
 }
 
-fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<&'static CommState> {
+fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<CommState>> {
     let id = rt.next_comm.fetch_add(1, Ordering::Relaxed);
     let size = m.comm_size(comm).ok()?;
     let rank = m.comm_rank(comm).ok()?;
@@ -500,6 +577,7 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<&'st
             rank,
             shadow: Some(shadow),
             closed: AtomicBool::new(false),
+            freed: AtomicBool::new(false),
             polite: rt.polite,
             nodes: n_nodes,
             plan: Arc::new(plan),
@@ -519,17 +597,16 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<&'st
     };
     let st = Arc::new(st);
     if let Ok(mut list) = rt.comms.lock() {
-        list.retain(|s| !s.closed.load(Ordering::Relaxed) || s.log);
+        list.retain(|s| !s.freed.load(Ordering::Relaxed) || s.log);
         list.push(st.clone());
     }
-    let raw = Arc::into_raw(st);
+    let raw = Arc::into_raw(st.clone());
     if m.attr_set(comm, rt.keyval, raw as *mut c_void).is_err() {
-        // SAFETY: the attribute did not take it: release our reference.
+        // SAFETY: the attribute did not take it: release its reference.
         drop(unsafe { Arc::from_raw(raw) });
         return None;
     }
-    // SAFETY: now held by the attribute (see `state`).
-    Some(unsafe { &*raw })
+    Some(st)
 }
 
 /// The plan of a communicator of `size` ranks, `first` the node of its rank
@@ -767,6 +844,7 @@ pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
     if let Ok(Some(p)) = m.attr_get(comm, rt.keyval) {
         // SAFETY: see `state`: the attribute still holds the Arc.
         let st = unsafe { &*(p as *const CommState) };
+        st.freed.store(true, Ordering::Release);
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
                 let _ = m.comm_free(sh);

@@ -37,7 +37,14 @@ struct Cost {
     x_ns: f64,
     gap_ns: f64,
     o_s_ns: f64,
-    o_r_ns: f64,
+    /// Busy CPU of the two ends: the smallest message's send and receive
+    /// overheads (a call's own work) and the bytes' one copy at the gap's
+    /// per-byte rate G, split between sender and receiver. Not o_s(s) and
+    /// o_r(s) of the message's range: a burst's time per message holds the
+    /// waits of a sender whose receiver was not running, which is no work
+    /// a shared core does.
+    cpu_send_ns: f64,
+    cpu_recv_ns: f64,
     copy_ns: f64,
     eager: bool,
 }
@@ -58,13 +65,15 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         let p: Params = self.net.at(bytes)?;
         let k = bytes.saturating_sub(1) as f64;
         let o_s = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
-        let o_r = (p.o_r_ns + k * p.O_r_ns_per_byte).max(0.0);
+        let small = self.net.at(1)?;
+        let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
         let c = Cost {
             t_ns: m.t_ns,
             x_ns: self.net.exchange_ns(self.p, bytes).unwrap_or(m.t_ns),
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
-            o_r_ns: o_r,
+            cpu_send_ns: small.o_s_ns.max(0.0) + copy,
+            cpu_recv_ns: small.o_r_ns.max(0.0) + copy,
             // A memory copy runs at about the per-byte gap of shared memory.
             copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
             eager: p.S_bytes == u64::MAX || bytes <= p.S_bytes,
@@ -206,7 +215,7 @@ pub fn run<N: Network + ?Sized>(
                             let st = &mut ranks[r];
                             st.next_send = ready + c.gap_ns;
                             st.t = ready + c.o_s_ns;
-                            st.cpu_ns += c.o_s_ns;
+                            st.cpu_ns += c.cpu_send_ns;
                             send_next[pair] += 1;
                             if chan[pair].len() <= idx {
                                 chan[pair].resize(idx + 1, MsgState::default());
@@ -227,7 +236,7 @@ pub fn run<N: Network + ?Sized>(
                         chan[pair][idx].recv_posted = Some(st.t);
                         let c = costs.get(bytes)?;
                         let st = &mut ranks[r];
-                        st.cpu_ns += c.o_r_ns;
+                        st.cpu_ns += c.cpu_recv_ns;
                         st.recvs.push((pair, idx));
                         st.pc += 1;
                         true

@@ -13,10 +13,20 @@ use crate::mpi::{Mpi, MpiError, Raw};
 /// result to the rank 2^k below and stops; the others receive from the
 /// rank 2^k above and combine.
 ///
+/// `own` is this rank's contribution, only read: a leaf sends it as it
+/// is, and a rank's first receive lands in `acc` and is combined with it
+/// there, so no rank copies its vector first. `acc` already holds `own`
+/// when `own_in_acc` (the root's MPI_IN_PLACE); at the root `acc` is the
+/// receive buffer and holds the result on return.
+///
 /// # Safety
-/// `acc` and `tmp` valid for `count` elements.
+/// `own`, `acc` and `tmp` valid for `count` elements (`acc`, `tmp`
+/// writable).
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn binomial<M: Mpi + ?Sized>(
     cx: &Cx<M>,
+    own: *const u8,
+    own_in_acc: bool,
     acc: Elems,
     tmp: Elems,
     count: usize,
@@ -25,13 +35,15 @@ pub unsafe fn binomial<M: Mpi + ?Sized>(
 ) -> Result<(), MpiError> {
     let (v, p) = (cx.rel(root), cx.size);
     let mut reqs = Reqs::new();
+    let mut have = own_in_acc;
     let mut mask = 1;
     while mask < p {
         if v & mask != 0 {
-            // SAFETY: acc valid for count elements (caller).
+            let cur = if have { acc.base as *const u8 } else { own };
+            // SAFETY: cur holds count elements (caller).
             unsafe {
                 cx.isend(
-                    acc.base,
+                    cur,
                     count,
                     acc.dt,
                     cx.real(v - mask, root),
@@ -42,20 +54,28 @@ pub unsafe fn binomial<M: Mpi + ?Sized>(
             return cx.wait(&mut reqs);
         }
         if v + mask < p {
-            // SAFETY: tmp valid for count elements (caller).
+            let into = if have { tmp } else { acc };
+            // SAFETY: acc and tmp are valid for count elements (caller).
             unsafe {
                 cx.irecv(
-                    tmp.base,
+                    into.base,
                     count,
-                    tmp.dt,
+                    into.dt,
                     cx.real(v + mask, root),
                     TAG_REDUCE,
                     &mut reqs,
                 )?
             };
             cx.wait(&mut reqs)?;
-            // SAFETY: both hold count elements.
-            unsafe { cx.m.reduce_local(tmp.base, acc.base, count, acc.dt, op)? };
+            // SAFETY: as above; own holds count elements.
+            unsafe {
+                if have {
+                    cx.m.reduce_local(tmp.base, acc.base, count, acc.dt, op)?;
+                } else {
+                    cx.m.reduce_local(own, acc.base, count, acc.dt, op)?;
+                    have = true;
+                }
+            }
         }
         mask <<= 1;
     }
