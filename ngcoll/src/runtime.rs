@@ -211,7 +211,7 @@ impl CommState {
 }
 
 /// An empty slot of the datatype cache.
-const NO_TYPE: std::cell::Cell<(Raw, TypeInfo)> = std::cell::Cell::new((
+const NO_TYPE: (Raw, TypeInfo) = (
     0,
     TypeInfo {
         size: 0,
@@ -219,25 +219,25 @@ const NO_TYPE: std::cell::Cell<(Raw, TypeInfo)> = std::cell::Cell::new((
         contiguous: false,
         predefined: false,
     },
-));
+);
 
 thread_local! {
     /// Predefined datatypes seen lately: their handles never change, so
     /// their layout is asked of MPI once (4 PMPI calls saved per call).
-    static TYPES: [std::cell::Cell<(Raw, TypeInfo)>; 8] = const { [NO_TYPE; 8] };
+    static TYPES: std::cell::RefCell<[(Raw, TypeInfo); 8]> = const { std::cell::RefCell::new([NO_TYPE; 8]) };
 }
 
 /// A datatype's layout, from the cache for predefined ones.
 #[inline]
 pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, crate::mpi::MpiError> {
     let slot = (datatype ^ (datatype >> 7) ^ (datatype >> 13)) & 7;
-    let cached = TYPES.with(|t| t[slot].get());
+    let cached = TYPES.with(|t| t.borrow()[slot]);
     if cached.0 == datatype && cached.1.predefined {
         return Ok(cached.1);
     }
     let ti = m.type_info(datatype)?;
     if ti.predefined {
-        TYPES.with(|t| t[slot].set((datatype, ti)));
+        TYPES.with(|t| t.borrow_mut()[slot] = (datatype, ti));
     }
     Ok(ti)
 }
@@ -503,7 +503,7 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
         l.borrow().as_ref().and_then(|(c, st)| {
             // The pointer stays valid while LAST holds the Arc: until this
             // thread's next collective on another communicator.
-            (*c == comm && !st.freed.load(Ordering::Acquire)).then(|| Arc::as_ptr(st))
+            (*c == comm && !st.freed.load(Ordering::Acquire)).then_some(Arc::as_ptr(st))
         })
     });
     if let Some(p) = hit {
