@@ -9,7 +9,9 @@
 //! never changes after; an interposed MPI_Bcast has no other way to reach
 //! it. The only mutable parts are the plan cache and the list of
 //! communicators for the finalize log, behind mutexes that are taken when a
-//! communicator is set up or at MPI_Finalize, never per call.
+//! communicator is set up or at MPI_Finalize, never per call, and two
+//! per-thread caches read per call (the last communicator's state, the
+//! layouts of predefined datatypes).
 //!
 //! A communicator is set up at its first intercepted collective, which
 //! every one of its ranks enters ([`state`]): its shadow (a duplicate, so
