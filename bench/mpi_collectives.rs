@@ -19,8 +19,9 @@ use std::time::Duration;
 use mpi::ffi;
 use netgauge::select::{self, Algorithm, Collective, Measured, SelectOptions};
 use netgauge::Params;
-use netgauged::predict::{exchange_of, find_entry, load_entries, params_of_entry};
-use netgauged::probe::ProbeOptions;
+use netgauged::clock::HostClock;
+use netgauged::predict::{exchange_of, find_entry, load_entries};
+use netgauged::probe::{ranks, ProbeOptions};
 use netgauged::sweep::SweepConfig;
 use netgauged::transport::mpi as tmpi;
 
@@ -713,7 +714,7 @@ fn main() {
                     "pair and all-ranks exchange"
                 };
                 (
-                    (params_of_entry(&e), x),
+                    (e.params(), x),
                     format!("segment {} ({what})", p_display(&shm)),
                 )
             })
@@ -734,11 +735,11 @@ fn main() {
             resamples: 0,
             ..ProbeOptions::default()
         };
-        match tmpi::run_probe(&opts, &mut ()) {
+        match ranks::run(&opts, HostClock::detect(), &mut ()).map(ranks::RankOutcome::into_probe) {
             Ok(Some(p)) => {
                 let e = netgauged::publish::entry_from_probe(&p.peer_name, "mpi", &p.result);
                 (
-                    (params_of_entry(&e), Vec::new()),
+                    (e.params(), Vec::new()),
                     "own probe (rank 0 ↔ rank 1)".into(),
                 )
             }

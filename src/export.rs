@@ -34,11 +34,17 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
 use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
 use netgauge::{EntryData, Params};
 
-use crate::predict::{exchange_of, find_entry, load_entries, params_of_entry};
+use crate::ops::OpsError;
+use crate::predict::{exchange_of, find_entry, load_entries};
+
+type Result<T> = std::result::Result<T, OpsError>;
+
+fn bad(s: String) -> OpsError {
+    OpsError::Usage(s)
+}
 
 /// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
 pub const OMPI_ALLGATHER: u32 = 0;
@@ -248,7 +254,7 @@ pub fn choice_runs<N: Network + ?Sized>(
             &view,
             opts.margin,
         )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| bad(e.to_string()))?;
         let c = d.ours.map(|o| select::Choice {
             algorithm: o.algorithm as u32,
             reserved: 0,
@@ -532,7 +538,7 @@ pub fn loggopsim(e: &EntryData, picoseconds: bool) -> String {
 /// Netgauge loggp.out rows (n = 10) synthesized from the fit.
 pub fn netgauge_out(e: &EntryData) -> String {
     let n = 10u32;
-    let nets = params_of_entry(e);
+    let nets = e.params();
     let mut s = String::from(
         "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)\n",
     );
@@ -560,15 +566,15 @@ pub fn netgauge_out(e: &EntryData) -> String {
     for size in sizes {
         let Ok(p) = nets[..].at(size) else { continue };
         let k = (size - 1) as f64;
-        let o_s = p.o_s_ns + k * p.O_s_ns_per_byte;
-        let o_r = p.o_r_ns + k * p.O_r_ns_per_byte;
+        let o_s = netgauge::line_ns(p.o_s_ns, p.O_s_ns_per_byte, size);
+        let o_r = netgauge::line_ns(p.o_r_ns, p.O_r_ns_per_byte, size);
         let rndv = if p.S_bytes != u64::MAX && size > p.S_bytes {
             2.0 * p.eel_ns
         } else {
             0.0
         };
         let prtt1 = 2.0 * (p.L_ns + o_s + o_r + k * p.G_ns_per_byte + rndv);
-        let gap = p.g_ns + k * p.G_ns_per_byte;
+        let gap = p.gap_ns(size);
         let prttn = prtt1 + f64::from(n - 1) * gap;
         let prttd = prtt1 + f64::from(n - 1) * (o_s + prtt1);
         let _ = writeln!(
@@ -624,7 +630,8 @@ pub fn smpi(e: &EntryData) -> String {
     s
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// The export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Loggopsim,
     Netgauge,
@@ -633,48 +640,71 @@ pub enum Format {
     MpichJson,
 }
 
-#[derive(clap::Args, Clone, Debug)]
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Loggopsim,
+        Format::Netgauge,
+        Format::Smpi,
+        Format::OmpiRules,
+        Format::MpichJson,
+    ];
+
+    /// The name `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Loggopsim => "loggopsim",
+            Format::Netgauge => "netgauge",
+            Format::Smpi => "smpi",
+            Format::OmpiRules => "ompi-rules",
+            Format::MpichJson => "mpich-json",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown format {s:?}"))
+    }
+}
+
+/// What `ngctl export` is asked.
+#[derive(Clone, Debug)]
 pub struct ExportArgs {
-    #[arg(long, value_enum)]
     pub format: Format,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
-    #[arg(long)]
+    /// Segment file (None: $NETGAUGE_SEGMENT or the default).
     pub shm: Option<PathBuf>,
-    /// Peer of the entry (default: the first of the transport).
-    #[arg(long)]
+    /// Peer of the entry (None: the first of the transport).
     pub peer: Option<String>,
-    #[arg(long, default_value = "mpi")]
     pub transport: String,
     /// Communicator sizes of the ompi-rules / mpich-json tables.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128")]
     pub comm_sizes: Vec<u32>,
     /// Largest message size the rule tables consider.
-    #[arg(long, default_value_t = 4 << 20)]
     pub max_bytes: u64,
-    #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     pub gamma_ns_per_byte: f64,
     /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
     /// rank). The rule tables then assume this many cores per communicator.
-    #[arg(long, default_value_t = 0)]
     pub cores: usize,
     /// ompi-rules / mpich-json: how much faster one of our choices must be
     /// predicted to replace the library's own (see `select::choose`).
-    #[arg(long, default_value_t = 0.1)]
     pub margin: f64,
-    /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
-    #[arg(long, default_value = "ns")]
+    /// LogGOPSim time unit: "ns" (its defaults) or "ps" (for G below 1
+    /// ns/byte).
     pub loggopsim_unit: String,
 }
 
 /// Render one export of `entry` (with the exchange ranges measured for some
 /// communicator sizes, which the rule exports use for those sizes).
 pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
-    let net = params_of_entry(entry);
+    let net = entry.params();
     if net.is_empty() {
-        bail!("the entry has no protocol ranges");
+        return Err(bad("the entry has no protocol ranges".into()));
     }
     if !(0.0..1.0).contains(&args.margin) {
-        bail!("--margin must be at least 0 and below 1");
+        return Err(bad("--margin must be at least 0 and below 1".into()));
     }
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
@@ -692,14 +722,14 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     sizes.dedup();
     sizes.retain(|&p| p >= 1);
     if sizes.is_empty() {
-        bail!("--comm-sizes needs at least one size ≥ 1");
+        return Err(bad("--comm-sizes needs at least one size ≥ 1".into()));
     }
     Ok(match args.format {
         Format::Loggopsim => {
             let ps = match args.loggopsim_unit.as_str() {
                 "ns" => false,
                 "ps" => true,
-                u => bail!("unknown --loggopsim-unit {u:?} (ns or ps)"),
+                u => return Err(bad(format!("unknown --loggopsim-unit {u:?} (ns or ps)"))),
             };
             format!("{}\n", loggopsim(entry, ps))
         }
@@ -722,7 +752,8 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     })
 }
 
-pub fn run(args: &ExportArgs) -> Result<()> {
+/// The export of the segment's entry that `args` names.
+pub fn run(args: &ExportArgs) -> Result<String> {
     let shm = args.shm.as_deref();
     let entries = load_entries(shm)?;
     let entry = find_entry(&entries, shm, args.peer.as_deref(), &args.transport)?;
@@ -737,6 +768,5 @@ pub fn run(args: &ExportArgs) -> Result<()> {
         })
         .filter(|(_, x)| !x.is_empty())
         .collect();
-    print!("{}", render(args, &entry, &exchanges)?);
-    Ok(())
+    render(args, &entry, &exchanges)
 }

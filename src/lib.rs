@@ -4,10 +4,13 @@
 //! See docs/ARCHITECTURE.md.
 
 pub mod clock;
+pub mod cluster;
 pub mod control;
 pub mod daemon;
 pub mod export;
+pub mod link;
 pub mod model;
+pub mod ops;
 pub mod pattern;
 pub mod predict;
 pub mod probe;

@@ -1,12 +1,16 @@
 //! `ngctl predict`: every candidate algorithm's predicted time for a
-//! collective, from the parameters in the segment, and the choice.
+//! collective, from the parameters in the segment, and the choice; and the
+//! segment reading that `ngctl export` shares with it.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
 use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
 use netgauge::{EntryData, Params, Reader};
 use serde::Serialize;
+
+use crate::ops::OpsError;
+
+type Result<T> = std::result::Result<T, OpsError>;
 
 /// The segment file: `--shm`, else `$NETGAUGE_SEGMENT`, else the default.
 pub fn segment_path(shm: Option<&Path>) -> PathBuf {
@@ -18,44 +22,19 @@ pub fn segment_path(shm: Option<&Path>) -> PathBuf {
     }
 }
 
-/// One [`Params`] per protocol range of an entry, as lookups of sizes in
-/// each range return them.
-pub fn params_of_entry(e: &EntryData) -> Vec<Params> {
-    e.ranges
-        .iter()
-        .map(|r| Params {
-            eel_ns: e.eel_ns,
-            L_ns: e.L_ns,
-            o_s_ns: r.o_s_ns,
-            o_r_ns: r.o_r_ns,
-            g_ns: r.g_ns,
-            G_ns_per_byte: r.G_ns_per_byte,
-            O_s_ns_per_byte: r.O_s_ns_per_byte,
-            O_r_ns_per_byte: r.O_r_ns_per_byte,
-            o_min_ns: e.o_min_ns,
-            o_max_ns: e.o_max_ns,
-            g_f_ns: e.g_f_ns,
-            S_bytes: e.S_bytes.unwrap_or(u64::MAX),
-            range_from_bytes: r.from_bytes,
-            range_to_bytes: r.to_bytes,
-            measured_unix_ns: e.measured_unix_ns,
-            samples: e.samples,
-            f: e.f.unwrap_or(0),
-            flags: e.flags,
-        })
-        .collect()
-}
-
 /// Every entry of the segment (one snapshot). Offline use: the heartbeat is
 /// not checked (a one-shot `ngctl probe --publish` has no daemon behind it).
 pub fn load_entries(shm: Option<&Path>) -> Result<Vec<EntryData>> {
     let path = segment_path(shm);
-    let mut reader =
-        Reader::open(&path).with_context(|| format!("cannot open segment {}", path.display()))?;
+    let mut reader = Reader::open(&path).map_err(|source| OpsError::SegmentOpen {
+        path: path.display().to_string(),
+        source,
+    })?;
     reader.set_stale_after_ns(0);
-    reader
-        .snapshot()
-        .map_err(|e| anyhow::anyhow!("cannot read segment {}: {e}", path.display()))
+    reader.snapshot().map_err(|e| OpsError::Snapshot {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// The entry of (peer, transport) among `entries` (of the segment `shm`);
@@ -70,12 +49,10 @@ pub fn find_entry(
         .iter()
         .find(|e| e.transport == transport && peer.is_none_or(|p| e.peer == p))
         .cloned()
-        .with_context(|| {
-            format!(
-                "no entry for peer {} over {transport} in {}",
-                peer.unwrap_or("(any)"),
-                segment_path(shm).display()
-            )
+        .ok_or_else(|| OpsError::NoEntry {
+            peer: peer.unwrap_or("(any)").to_string(),
+            transport: transport.to_string(),
+            path: segment_path(shm).display().to_string(),
         })
 }
 
@@ -100,38 +77,29 @@ pub fn exchange_of(
     entries
         .iter()
         .find(|e| e.transport == name && e.peer == peer)
-        .map(params_of_entry)
+        .map(EntryData::params)
         .unwrap_or_default()
 }
 
-#[derive(clap::Args, Clone, Debug)]
+/// What `ngctl predict` is asked.
+#[derive(Clone, Debug)]
 pub struct PredictArgs {
-    /// bcast, allreduce or barrier.
     pub collective: Collective,
     /// Number of processes P.
-    #[arg(long)]
     pub ranks: usize,
     /// Message size in bytes (ignored for barrier).
-    #[arg(long, default_value_t = 0)]
     pub bytes: u64,
-    /// Peer name of the segment entry (default: the first of the transport).
-    #[arg(long)]
+    /// Peer name of the segment entry (None: the first of the transport).
     pub peer: Option<String>,
-    #[arg(long, default_value = "mpi")]
     pub transport: String,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
-    #[arg(long)]
+    /// Segment file (None: $NETGAUGE_SEGMENT or the default).
     pub shm: Option<PathBuf>,
     /// Cost of combining one byte in a reduction.
-    #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     pub gamma_ns_per_byte: f64,
     /// Cores the ranks share on a node (0: at least one core per rank).
     /// With fewer cores than ranks, steps in which more ranks move bytes
     /// than there are cores take proportionally longer per byte.
-    #[arg(long, default_value_t = 0)]
     pub cores: usize,
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -172,9 +140,11 @@ pub fn predict<N: Network + ?Sized>(
     Ok((c.as_slice().iter().map(conv).collect(), conv(&c.best())))
 }
 
-pub fn run(args: &PredictArgs) -> Result<()> {
+/// Every candidate's predicted time for the collective asked, and the
+/// choice, from the segment's parameters.
+pub fn run(args: &PredictArgs) -> Result<PredictJson> {
     if args.ranks == 0 {
-        bail!("--ranks must be at least 1");
+        return Err(OpsError::Usage("--ranks must be at least 1".into()));
     }
     let entries = load_entries(args.shm.as_deref())?;
     let entry = find_entry(
@@ -183,7 +153,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         args.peer.as_deref(),
         &args.transport,
     )?;
-    let pair = params_of_entry(&entry);
+    let pair = entry.params();
     let exchange = exchange_of(&entries, &entry.peer, &entry.transport, args.ranks);
     let net = Measured {
         pair: &pair,
@@ -195,7 +165,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         cores: args.cores,
     };
     let (candidates, choice) = predict(&net, args.collective, args.ranks, args.bytes, &opts)?;
-    let out = PredictJson {
+    Ok(PredictJson {
         collective: args.collective.name(),
         ranks: args.ranks,
         bytes: args.bytes,
@@ -204,39 +174,5 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         measured_exchange: !exchange.is_empty(),
         candidates,
         choice,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        println!(
-            "{} of {} B on {} ranks ({} over {}{}):",
-            out.collective,
-            out.bytes,
-            out.ranks,
-            out.peer,
-            out.transport,
-            if out.measured_exchange {
-                ", all-ranks exchange measured"
-            } else {
-                ""
-            }
-        );
-        for c in &out.candidates {
-            let seg = if c.segment_bytes > 0 {
-                format!("  (segment {} B)", c.segment_bytes)
-            } else {
-                String::new()
-            };
-            let mark = if c.algorithm == out.choice.algorithm {
-                " <- choice"
-            } else {
-                ""
-            };
-            println!(
-                "  {:<24} {:>14.0} ns{seg}{mark}",
-                c.algorithm, c.predicted_ns
-            );
-        }
-    }
-    Ok(())
+    })
 }

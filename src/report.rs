@@ -1,8 +1,207 @@
-//! Human-readable tables for `ngctl probe` and `ngctl dump`.
+//! Everything `ngctl` shows, formatted in one place: the JSON of a probe
+//! (the contract of `ngctl probe --json`, reused by `ngctl dump --json`),
+//! the human tables, the segment dump, the daemon status, predictions, the
+//! clock, and the notes operations report as they run. Functions return
+//! strings; the binary prints them.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::probe::ProbeJson;
+use netgauge::{flags, EntryData, RangeData};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::clock::ClockInfo;
+use crate::link::SessionEvent;
+use crate::model::{self, exchange::ExchangeFit, Interval};
+use crate::ops::{DumpData, Note, ProbeOutput, StatusData};
+use crate::predict::PredictJson;
+use crate::probe::ProbeResult;
+
+/// The LogfP part of `ngctl probe --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogfpJson {
+    pub f: Option<u32>,
+    pub f_paper: Option<u32>,
+    pub o_min_ns: f64,
+    pub o_max_ns: f64,
+    pub g_ns: f64,
+    pub curve: Vec<model::FanoutPoint>,
+}
+
+/// Protocol-change detection as reported: both detectors, and which was used.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentationJson {
+    pub used: Option<model::Segmenter>,
+    pub lookahead: Vec<u64>,
+    pub optimal_bic: Vec<u64>,
+}
+
+/// The object `ngctl probe --json` prints (field names are part of the CLI
+/// contract and reused by `ngctl dump --json`).
+#[allow(non_snake_case)]
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeJson {
+    pub eel_ns: f64,
+    pub L_ns: f64,
+    pub L_negative: bool,
+    pub o_s_ns: f64,
+    pub o_r_ns: f64,
+    pub g_ns: f64,
+    pub G_ns_per_byte: f64,
+    pub S_bytes: Option<u64>,
+    pub ranges: Vec<RangeData>,
+    pub logfp: Option<LogfpJson>,
+    pub ci95: BTreeMap<String, Interval>,
+    pub probe_bytes: u64,
+    pub probe_messages: u64,
+    pub elapsed_ns: f64,
+    pub lost_rounds: u32,
+    pub segmentation: SegmentationJson,
+    pub sizes: usize,
+    pub points: Vec<model::SizePoint>,
+}
+
+/// A probe's result in the shape of `ngctl probe --json`.
+pub fn probe_json(r: &ProbeResult) -> ProbeJson {
+    let first = r.fit.ranges.first().cloned().unwrap_or_default();
+    ProbeJson {
+        eel_ns: r.fit.eel_ns,
+        L_ns: r.fit.L_ns,
+        L_negative: r.fit.L_negative,
+        o_s_ns: first.o_s_ns,
+        o_r_ns: first.o_r_ns,
+        g_ns: first.g_ns,
+        G_ns_per_byte: first.G_ns_per_byte,
+        S_bytes: r.fit.S_bytes,
+        ranges: r.fit.ranges.clone(),
+        logfp: r.logfp.as_ref().map(|l| LogfpJson {
+            f: l.f,
+            f_paper: l.f_paper,
+            o_min_ns: l.o_min_ns,
+            o_max_ns: l.o_max_ns,
+            g_ns: l.g_ns,
+            curve: l.points.clone(),
+        }),
+        ci95: r.ci95.clone(),
+        probe_bytes: r.probe_bytes,
+        probe_messages: r.probe_messages,
+        elapsed_ns: r.elapsed_ns,
+        lost_rounds: r.lost_rounds,
+        segmentation: SegmentationJson {
+            used: r.fit.segmenter,
+            lookahead: r.fit.changes_lookahead.clone(),
+            optimal_bic: r.fit.changes_optimal.clone(),
+        },
+        sizes: r.samples.len(),
+        points: r.fit.points.clone(),
+    }
+}
+
+/// A segment entry as a [`ProbeJson`] (fields a segment does not keep are
+/// empty), for the human table.
+pub fn entry_probe_json(e: &EntryData) -> ProbeJson {
+    let first = e.ranges.first().cloned().unwrap_or_default();
+    ProbeJson {
+        eel_ns: e.eel_ns,
+        L_ns: e.L_ns,
+        L_negative: e.flags & flags::L_NEGATIVE != 0,
+        o_s_ns: first.o_s_ns,
+        o_r_ns: first.o_r_ns,
+        g_ns: first.g_ns,
+        G_ns_per_byte: first.G_ns_per_byte,
+        S_bytes: e.S_bytes,
+        ranges: e.ranges.clone(),
+        logfp: (e.flags & flags::HAS_LOGFP != 0 || !e.curve.is_empty()).then(|| LogfpJson {
+            f: e.f,
+            f_paper: None,
+            o_min_ns: e.o_min_ns,
+            o_max_ns: e.o_max_ns,
+            g_ns: e.g_f_ns,
+            curve: e
+                .curve
+                .iter()
+                .map(|&(peers, o_ns, rtt_ns)| model::FanoutPoint {
+                    peers,
+                    o_ns,
+                    rtt_ns,
+                    recv_ns: 0.0,
+                })
+                .collect(),
+        }),
+        ci95: e
+            .ci95
+            .iter()
+            .map(|(k, lo, hi)| (k.clone(), (*lo, *hi)))
+            .collect(),
+        probe_bytes: e.probe_bytes,
+        probe_messages: 0,
+        elapsed_ns: f64::NAN,
+        lost_rounds: 0,
+        segmentation: SegmentationJson {
+            used: None,
+            lookahead: Vec::new(),
+            optimal_bic: Vec::new(),
+        },
+        sizes: 0,
+        points: Vec::new(),
+    }
+}
+
+/// Flag names, for humans and JSON.
+pub fn flag_names(bits: u32) -> Vec<&'static str> {
+    [
+        (flags::VALID, "valid"),
+        (flags::L_NEGATIVE, "L_negative"),
+        (flags::DEGRADED, "degraded"),
+        (flags::STALE, "stale"),
+        (flags::HAS_LOGFP, "logfp"),
+        (flags::HAS_S, "S"),
+        (flags::HAS_LOGGPS, "loggps"),
+    ]
+    .into_iter()
+    .filter(|(b, _)| bits & b != 0)
+    .map(|(_, n)| n)
+    .collect()
+}
+
+/// A segment entry in the shape of `ngctl probe --json`, plus `peer`,
+/// `transport`, `samples`, `measured_unix_ns`, `age_s` and `flags`.
+pub fn entry_json(e: &EntryData, now_unix_ns: u64) -> Value {
+    let mut v = serde_json::to_value(entry_probe_json(e)).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        // Fields a probe has but a segment entry does not keep.
+        for k in [
+            "probe_messages",
+            "elapsed_ns",
+            "lost_rounds",
+            "segmentation",
+            "sizes",
+            "points",
+        ] {
+            m.remove(k);
+        }
+        if let Some(Value::Object(l)) = m.get_mut("logfp") {
+            l.remove("f_paper");
+        }
+        m.insert("peer".into(), json!(e.peer));
+        m.insert("transport".into(), json!(e.transport));
+        m.insert("samples".into(), json!(e.samples));
+        m.insert("measured_unix_ns".into(), json!(e.measured_unix_ns));
+        m.insert("age_s".into(), json!(age_s(e, now_unix_ns)));
+        m.insert("flags".into(), json!(flag_names(e.flags)));
+    }
+    v
+}
+
+fn age_s(e: &EntryData, now_unix_ns: u64) -> f64 {
+    now_unix_ns.saturating_sub(e.measured_unix_ns) as f64 / 1e9
+}
+
+/// `v` as pretty JSON, one line feed after it.
+fn pretty(v: &impl Serialize) -> Result<String, serde_json::Error> {
+    Ok(serde_json::to_string_pretty(v)? + "\n")
+}
 
 /// Format nanoseconds with a unit a human reads at a glance.
 pub fn fmt_ns(ns: f64) -> String {
@@ -145,7 +344,7 @@ pub fn probe_table(p: &ProbeJson) -> String {
 }
 
 /// The all-ranks exchange ranges (`ngctl probe --transport mpi`, `ngctl fit`).
-pub fn exchange_table(x: &crate::model::exchange::ExchangeFit) -> String {
+pub fn exchange_table(x: &ExchangeFit) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -166,4 +365,253 @@ pub fn exchange_table(x: &crate::model::exchange::ExchangeFit) -> String {
         );
     }
     s
+}
+
+/// What `ngctl probe` and `ngctl fit` print: the JSON of the fit (with the
+/// exchange fit and, for `--raw`, the samples), or the tables under `title`.
+fn result(
+    r: &ProbeResult,
+    exchange: Option<&ExchangeFit>,
+    json: bool,
+    raw: Option<Value>,
+    title: &str,
+) -> Result<String, serde_json::Error> {
+    let out = probe_json(r);
+    if json {
+        let mut v = serde_json::to_value(&out)?;
+        if let Some(x) = exchange {
+            v["exchange"] = serde_json::to_value(x)?;
+        }
+        if let Some(r) = raw {
+            v["raw"] = r;
+        }
+        return pretty(&v);
+    }
+    let mut s = format!("{title}\n");
+    s.push_str(&probe_table(&out));
+    if let Some(x) = exchange {
+        s.push_str(&exchange_table(x));
+    }
+    Ok(s)
+}
+
+/// `ngctl probe`'s output (`raw`: with the raw samples in the JSON).
+pub fn probe(o: &ProbeOutput, json: bool, raw: bool) -> Result<String, serde_json::Error> {
+    let raw = raw.then(|| {
+        json!({
+            "sizes": o.result.samples,
+            "fanout": o.result.fanout,
+            "exchange": o.exchange_raw,
+        })
+    });
+    let title = format!(
+        "probe over {:?} ({} sizes, {} … {} B):",
+        o.kind,
+        o.result.samples.len(),
+        o.min_size_bytes,
+        o.max_size_bytes
+    );
+    result(&o.result, o.exchange.as_ref(), json, raw, &title)
+}
+
+/// `ngctl fit`'s output for the saved probe `file` of `sizes` sizes.
+pub fn refit(
+    r: &ProbeResult,
+    exchange: Option<&ExchangeFit>,
+    file: &str,
+    sizes: usize,
+    json: bool,
+) -> Result<String, serde_json::Error> {
+    let title = format!("re-fit of {file} ({sizes} sizes):");
+    result(r, exchange, json, None, &title)
+}
+
+/// `ngctl dump`.
+pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
+    let info = &d.info;
+    if json {
+        let v = json!({
+            "node": info.node_name,
+            "generation": info.generation,
+            "writer_pid": info.writer_pid,
+            "writer_alive": d.alive,
+            "clock": info.clock_desc,
+            "entries": d.entries.iter().map(|e| entry_json(e, d.now_unix_ns)).collect::<Vec<_>>(),
+        });
+        return pretty(&v);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "segment {}: node {}, generation {:016x}, writer pid {} ({}), clock {}",
+        d.path,
+        info.node_name,
+        info.generation,
+        info.writer_pid,
+        if d.alive {
+            "alive"
+        } else {
+            "not running: values are as last published"
+        },
+        info.clock_desc
+    );
+    if d.entries.is_empty() {
+        let _ = writeln!(s, "  (no entries)");
+    }
+    for e in &d.entries {
+        let _ = writeln!(
+            s,
+            "\n{} over {} — measured {:.1} s ago, {} samples, flags {}",
+            e.peer,
+            e.transport,
+            age_s(e, d.now_unix_ns),
+            e.samples,
+            flag_names(e.flags).join(",")
+        );
+        s.push_str(&probe_table(&entry_probe_json(e)));
+    }
+    Ok(s)
+}
+
+/// `ngctl status`.
+pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> {
+    let info = &st.info;
+    if json {
+        let v = json!({
+            "alive": st.alive,
+            "heartbeat_age_s": st.heartbeat_age_s,
+            "generation": format!("{:016x}", info.generation),
+            "node": info.node_name,
+            "writer_pid": info.writer_pid,
+            "daemon": st.daemon,
+        });
+        return pretty(&v);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "netgauged on {}: {} (pid {}, generation {:016x}, heartbeat {:.1} s ago)",
+        info.node_name,
+        if st.alive { "alive" } else { "NOT RUNNING" },
+        info.writer_pid,
+        info.generation,
+        st.heartbeat_age_s
+    );
+    if let Some(d) = &st.daemon {
+        let _ = writeln!(
+            s,
+            "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}",
+            d.budget_bytes_per_s,
+            d.spent_bytes_per_s,
+            d.spent_bytes,
+            d.uptime_s,
+            serde_json::to_value(d.control_rejects)?
+        );
+        for p in &d.peers {
+            let last = p.last_probe_unix_ns.map_or("never".to_string(), |t| {
+                format!("{:.0} s ago", st.now_unix_ns.saturating_sub(t) as f64 / 1e9)
+            });
+            let _ = writeln!(
+                s,
+                "  {:<20} {:<8} {:<4} last probe {last}, failures {}{}",
+                p.name,
+                p.phase.name(),
+                p.transport,
+                p.failures,
+                p.last_error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ({e})"))
+            );
+        }
+    }
+    Ok(s)
+}
+
+/// `ngctl predict`.
+pub fn predict(p: &PredictJson, json: bool) -> Result<String, serde_json::Error> {
+    if json {
+        return pretty(p);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} of {} B on {} ranks ({} over {}{}):",
+        p.collective,
+        p.bytes,
+        p.ranks,
+        p.peer,
+        p.transport,
+        if p.measured_exchange {
+            ", all-ranks exchange measured"
+        } else {
+            ""
+        }
+    );
+    for c in &p.candidates {
+        let seg = if c.segment_bytes > 0 {
+            format!("  (segment {} B)", c.segment_bytes)
+        } else {
+            String::new()
+        };
+        let mark = if c.algorithm == p.choice.algorithm {
+            " <- choice"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "  {:<24} {:>14.0} ns{seg}{mark}",
+            c.algorithm, c.predicted_ns
+        );
+    }
+    Ok(s)
+}
+
+/// `ngctl clock`.
+pub fn clock(info: &ClockInfo, json: bool) -> Result<String, serde_json::Error> {
+    if json {
+        pretty(info)
+    } else {
+        Ok(format!("{info}\n"))
+    }
+}
+
+/// A note as `ngctl` writes it to stderr (one line, no newline).
+pub fn note(n: &Note) -> String {
+    match n {
+        Note::Listening { kind, at } => format!("ngctl serve: answering {kind} probes on {at}"),
+        Note::Idle { messages, answers } => {
+            format!("ngctl serve: idle, exiting after {messages} messages and {answers} answers")
+        }
+        Note::Session(e) => match e {
+            SessionEvent::Started { who, active } => {
+                format!("ngctl serve: session with {who} ({active} active)")
+            }
+            SessionEvent::SetupFailed {
+                who: Some(who),
+                error,
+            } => format!("ngctl serve: session set-up with {who} failed: {error}"),
+            SessionEvent::SetupFailed { who: None, error } => {
+                format!("ngctl serve: session set-up failed: {error}")
+            }
+            SessionEvent::Ended { who } => format!("ngctl serve: session with {who} ended"),
+            SessionEvent::Round { messages, answers } => {
+                format!("ngctl serve: {messages} messages and {answers} answers in this round")
+            }
+            SessionEvent::Failed { error } => format!("ngctl serve: {error}"),
+            SessionEvent::Idle => "ngctl serve: idle, exiting".to_string(),
+        },
+        Note::Ignored { who, frames } => format!("ngctl {who}: ignored frames: {frames}"),
+        Note::Published {
+            peer,
+            transport,
+            path,
+        } => format!("published {peer}/{transport} into {path}"),
+        Note::ExchangeFailed { rank: 0, error } => {
+            format!("ngctl probe: the exchange sweep failed ({error}); publishing the pair alone")
+        }
+        Note::ExchangeFailed { rank, error } => {
+            format!("ngctl probe (rank {rank}): the exchange sweep failed: {error}")
+        }
+    }
 }

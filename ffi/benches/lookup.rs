@@ -1,6 +1,10 @@
 //! ns per lookup (index path, string path, Rust API and C ABI), reader
 //! throughput while the writer republishes flat out, and the alternative a
 //! user would otherwise use: re-reading and parsing a JSON file per lookup.
+//! Then the same at cluster scale: a segment for 4096 peers × {rdma, udp}
+//! plus 64 coverage classes × {rdma, udp, raw}, the 4096 peers mapped to
+//! the classes, every entry carrying the ABI 1.1 blocks; lookups in a
+//! scattered order over all 4096 peers, own entries and class fallback.
 //!
 //! Run: cargo bench -p netgauge-ffi --bench lookup
 //! Plain measurement (no criterion): each figure is the best of 9 runs of
@@ -8,8 +12,15 @@
 //! descheduled on a shared machine does not count. The with-writer figures
 //! are wall-clock throughput over 2 s.
 
-use netgauge::capi::{ng_close, ng_index, ng_lookup, ng_lookup_index, ng_open};
-use netgauge::{flags, EntryData, Params, RangeData, Reader, SegmentWriter};
+use netgauge::capi::{
+    ng_close, ng_get_entry_ext_index, ng_index, ng_index_or_class, ng_lookup, ng_lookup_index,
+    ng_lookup_or_class, ng_open, ng_set_stale_after_ns,
+};
+use netgauge::writer::SegmentOptions;
+use netgauge::{
+    flags, Bandwidth, EntryData, EntryExt, Estimate, Field, LatencyPercentiles, Params, RangeData,
+    RangeField, Reader, Regime, SegmentWriter, Status,
+};
 use std::ffi::CString;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +61,7 @@ fn entry(peer: &str, transport: &str, k: u64) -> EntryData {
         probe_bytes: 1 << 20,
         measured_unix_ns: 1_700_000_000_000_000_000 + k,
         flags: flags::VALID,
+        ext: Default::default(),
     }
 }
 
@@ -329,4 +341,269 @@ fn main() {
         "goal: <= 20 ns per index lookup, <= 100 ns per string lookup; JSON re-read is {:.0}x slower than the string path",
         json_ns / rust_string
     );
+    println!();
+    scale(dir);
+}
+
+/// Peers, classes and the order lookups visit them in at scale.
+const SCALE_PEERS: usize = 4096;
+const SCALE_CLASSES: usize = 64;
+
+fn scale_peer(i: usize) -> String {
+    format!("node{i:04}.cluster")
+}
+
+/// A 1.1 entry: [`entry`] plus statuses, bandwidth, 4 latency sizes.
+fn entry_ext(peer: &str, transport: &str, k: u64) -> EntryData {
+    let mut e = entry(peer, transport, k);
+    let id = &mut e.ext.ident;
+    for f in [Field::Eel, Field::L, Field::SustainedG] {
+        id.set(f, Status::Identified);
+    }
+    for f in [RangeField::Gap, RangeField::GapPerByte] {
+        id.set_all_ranges(4, f, Status::Identified);
+    }
+    e.ext.checked_unix_ns = 1_700_000_000_000_000_000 + k;
+    e.ext.bandwidth = Some(Bandwidth::sustained(
+        Estimate::new(0.1, 0.099, 0.101),
+        Some(3),
+    ));
+    e.ext.latency = (0..4)
+        .map(|i| LatencyPercentiles {
+            size_bytes: 1 << (4 * i),
+            samples: 1000,
+            min_ns: 1400.0,
+            p50_ns: 1500.0,
+            p90_ns: 1600.0,
+            p99_ns: 2000.0,
+            p999_ns: 5000.0,
+            max_ns: 9000.0,
+        })
+        .collect();
+    if k % 2 == 1 {
+        let b = e.ext.bandwidth.unwrap();
+        e.ext.bandwidth = Some(b.with_burst(
+            Regime::TokenBucket,
+            Estimate::new(0.01, 0.009, 0.011),
+            1 << 15,
+        ));
+    }
+    e
+}
+
+/// The cluster-scale figures: 4096 peers, class fallback, 1.1 lookups.
+fn scale(dir: &str) {
+    let seg = std::path::PathBuf::from(format!("{dir}/ngbench-scale-{}", std::process::id()));
+    let capacity = SCALE_PEERS * 2 + SCALE_CLASSES * 3;
+    let opts = SegmentOptions {
+        capacity_entries: capacity,
+        class_capacity: SCALE_CLASSES,
+        map_capacity: SCALE_PEERS,
+    };
+    let mut w = SegmentWriter::create_or_open_with(&seg, &opts, "bench-node", "tsc").unwrap();
+    let names: Vec<String> = (0..SCALE_PEERS).map(scale_peer).collect();
+    let classes: Vec<String> = (0..SCALE_CLASSES).map(|c| format!("@leaf{c:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        for t in ["rdma", "udp"] {
+            w.upsert(&entry_ext(n, t, i as u64)).unwrap();
+        }
+    }
+    for (c, name) in classes.iter().enumerate() {
+        for t in ["rdma", "udp", "raw"] {
+            w.upsert(&entry_ext(name, t, 10_000 + c as u64)).unwrap();
+        }
+    }
+    w.set_peer_classes(names.iter().enumerate().map(|(i, n)| {
+        (
+            n.as_str(),
+            classes[i * SCALE_CLASSES / SCALE_PEERS].as_str(),
+        )
+    }))
+    .unwrap();
+    let bytes = std::fs::metadata(&seg).unwrap().len();
+    let mut r = Reader::open(&seg).unwrap();
+    r.set_stale_after_ns(3_600_000_000_000);
+    // A scattered visiting order: a multiplicative permutation of 0..4096.
+    let order: Vec<usize> = (0..SCALE_PEERS)
+        .map(|i| (i * 2_654_435_761) % SCALE_PEERS)
+        .collect();
+    let idx: Vec<usize> = order
+        .iter()
+        .map(|&p| r.index(&names[p], "rdma").unwrap())
+        .collect();
+    let class_idx: Vec<usize> = order
+        .iter()
+        .map(|&p| r.index_or_class(&names[p], "raw").unwrap())
+        .collect();
+    let onames: Vec<&str> = order.iter().map(|&p| names[p].as_str()).collect();
+    let sizes = [8u64, 100, 1000, 5000, 70_000, 200_000, 1 << 20, 3];
+    let n = 1_000_000u64;
+    let m = SCALE_PEERS - 1;
+    let pick = |i: u64| (i as usize) & m;
+    let size = |i: u64| sizes[(i & 7) as usize];
+
+    let mut rows: Vec<(&str, f64)> = Vec::new();
+    rows.push((
+        "Rust  lookup_index (own entry)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_index(idx[pick(i)], size(i)).unwrap());
+        }),
+    ));
+    // A rank's partners: 64 peers of the 4096 (scattered over the segment).
+    rows.push((
+        "Rust  lookup_index (own entry, 64 of the peers)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_index(idx[(i as usize) & 63], size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup_index (class entry, from index_or_class)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_index(class_idx[pick(i)], size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup_index_status",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_index_status(idx[pick(i)], size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup (string, own entry)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup(onames[pick(i)], "rdma", size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup_or_class (string, own entry)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_or_class(onames[pick(i)], "udp", size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup_or_class (string, class fallback)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_or_class(onames[pick(i)], "raw", size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  lookup_status (string, class fallback)",
+        ns_per_op(n, |i| {
+            black_box(r.lookup_status(onames[pick(i)], "raw", size(i)).unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  index_or_class (string, class fallback)",
+        ns_per_op(n, |i| {
+            black_box(r.index_or_class(onames[pick(i)], "raw").unwrap());
+        }),
+    ));
+    rows.push((
+        "Rust  entry_ext_index (1064-byte copy)",
+        ns_per_op(n, |i| {
+            black_box(r.entry_ext_index(idx[pick(i)]).unwrap());
+        }),
+    ));
+    let path = CString::new(seg.to_str().unwrap()).unwrap();
+    // SAFETY: valid C string; the reader is closed below.
+    let cr = unsafe { ng_open(path.as_ptr()) };
+    assert!(!cr.is_null());
+    // SAFETY: cr is live.
+    unsafe { ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    let cnames: Vec<CString> = onames.iter().map(|n| CString::new(*n).unwrap()).collect();
+    let cidx: Vec<i32> = cnames
+        .iter()
+        // SAFETY: valid pointers.
+        .map(|c| unsafe { ng_index(cr, c.as_ptr(), c"rdma".as_ptr()) })
+        .collect();
+    let cclass: Vec<i32> = cnames
+        .iter()
+        // SAFETY: valid pointers.
+        .map(|c| unsafe { ng_index_or_class(cr, c.as_ptr(), c"raw".as_ptr()) })
+        .collect();
+    let mut out = Params::default();
+    rows.push((
+        "C     ng_lookup_index (own entry)",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), &mut out) };
+            black_box((rc, &out));
+        }),
+    ));
+    rows.push((
+        "C     ng_lookup_index (own entry, 64 of the peers)",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe { ng_lookup_index(cr, cidx[(i as usize) & 63], size(i), &mut out) };
+            black_box((rc, &out));
+        }),
+    ));
+    rows.push((
+        "C     ng_lookup_index (class entry)",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe { ng_lookup_index(cr, cclass[pick(i)], size(i), &mut out) };
+            black_box((rc, &out));
+        }),
+    ));
+    rows.push((
+        "C     ng_lookup (string, own entry)",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe {
+                ng_lookup(
+                    cr,
+                    cnames[pick(i)].as_ptr(),
+                    c"rdma".as_ptr(),
+                    size(i),
+                    &mut out,
+                )
+            };
+            black_box((rc, &out));
+        }),
+    ));
+    rows.push((
+        "C     ng_lookup_or_class (string, class fallback)",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe {
+                ng_lookup_or_class(
+                    cr,
+                    cnames[pick(i)].as_ptr(),
+                    c"raw".as_ptr(),
+                    size(i),
+                    &mut out,
+                )
+            };
+            black_box((rc, &out));
+        }),
+    ));
+    let mut x = EntryExt::default();
+    rows.push((
+        "C     ng_get_entry_ext_index",
+        ns_per_op(n, |i| {
+            // SAFETY: valid pointers.
+            let rc = unsafe { ng_get_entry_ext_index(cr, cidx[pick(i)], &mut x) };
+            black_box((rc, &x));
+        }),
+    ));
+    // SAFETY: closing the reader opened above.
+    unsafe { ng_close(cr) };
+
+    println!(
+        "cluster scale: {} entries ({SCALE_PEERS} peers x 2 transports + {SCALE_CLASSES} classes x 3), \
+         {SCALE_PEERS} peers mapped, entry {} B, segment file {:.1} MiB",
+        capacity,
+        netgauge::layout::Layout::new(capacity).unwrap().entry_bytes,
+        bytes as f64 / (1 << 20) as f64
+    );
+    println!(
+        "{:<52} {:>10}",
+        "operation (heartbeat rule on)", "ns/lookup"
+    );
+    for (name, ns) in &rows {
+        println!("{name:<52} {ns:>10.1}");
+    }
+    drop(w);
+    let _ = std::fs::remove_file(&seg);
 }

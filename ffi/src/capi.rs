@@ -5,7 +5,8 @@
 use core::ffi::{c_char, c_int, CStr};
 use core::ptr;
 
-use crate::layout::{ABI_MAJOR, ABI_MINOR};
+use crate::ext::{EntryExt, Identification, ParamsStatus, TransportExt};
+use crate::layout::{ABI_MAJOR, ABI_MINOR, MAX_RANGES};
 use crate::reader::Reader;
 use crate::types::{LookupError, Params};
 
@@ -394,6 +395,303 @@ pub unsafe extern "C" fn ng_set_max_age_ns(r: *mut NgReader, ns: u64) {
     }
 }
 
+/// Like `ng_lookup`, but a peer without an entry of its own gets its
+/// coverage class's entry for that transport, flagged NG_FLAG_CLASS.
+/// Same return codes as `ng_lookup`.
+///
+/// # Safety
+/// As for `ng_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_or_class(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    msg_bytes: u64,
+    out: *mut Params,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    match r.lookup_or_class_bytes(p, t, msg_bytes) {
+        Ok(v) => {
+            // SAFETY: out is non-null and, by contract, writable.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Index of (peer, transport)'s own entry, else of its class's entry:
+/// ≥ 0, or -ENOENT / -EAGAIN / -EINVAL.
+///
+/// # Safety
+/// As for `ng_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_index_or_class(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    match r.index_or_class_bytes(p, t) {
+        Ok(i) => i as c_int,
+        Err(e) => code(e),
+    }
+}
+
+/// `ng_lookup_or_class` plus the statuses of the returned parameters (the
+/// entry-level word, the used range's word and its index). Same return
+/// codes; `st` all zero on a 1.0 segment.
+///
+/// # Safety
+/// As for `ng_lookup`; `st` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_status(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    msg_bytes: u64,
+    out: *mut Params,
+    st: *mut ParamsStatus,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() || st.is_null() {
+        return -libc::EINVAL;
+    }
+    match r.lookup_status_bytes(p, t, msg_bytes) {
+        Ok((v, s)) => {
+            // SAFETY: both non-null and, by contract, writable.
+            unsafe {
+                out.write(v);
+                st.write(s);
+            }
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// `ng_lookup_index` plus the statuses of the returned parameters.
+///
+/// # Safety
+/// `r` NULL or live; `out`, `st` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_lookup_index_status(
+    r: *const NgReader,
+    index: c_int,
+    msg_bytes: u64,
+    out: *mut Params,
+    st: *mut ParamsStatus,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() || st.is_null() {
+        return -libc::EINVAL;
+    }
+    if index < 0 {
+        return -libc::ENOENT;
+    }
+    match r.lookup_index_status(index as usize, msg_bytes) {
+        Ok((v, s)) => {
+            // SAFETY: both non-null and, by contract, writable.
+            unsafe {
+                out.write(v);
+                st.write(s);
+            }
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Copies a result into a caller's out-pointer.
+///
+/// # Safety
+/// `out` is non-null and writable.
+unsafe fn put<T>(out: *mut T, v: Result<T, LookupError>) -> c_int {
+    match v {
+        Ok(v) => {
+            // SAFETY: caller contract.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// The ABI 1.1 part of (peer, transport)'s entry. 0, -ENOENT, -ESTALE,
+/// -EAGAIN or -EINVAL; on a 1.0 segment 0 with `present == 0`.
+///
+/// # Safety
+/// As for `ng_lookup`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_get_entry_ext(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    out: *mut EntryExt,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: out is non-null and, by contract, writable.
+    unsafe { put(out, r.entry_ext_bytes(p, t)) }
+}
+
+/// `ng_get_entry_ext` by index.
+///
+/// # Safety
+/// `r` NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_get_entry_ext_index(
+    r: *const NgReader,
+    index: c_int,
+    out: *mut EntryExt,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    if index < 0 {
+        return -libc::ENOENT;
+    }
+    // SAFETY: out is non-null and, by contract, writable.
+    unsafe { put(out, r.entry_ext_index(index as usize)) }
+}
+
+/// The per-transport record (contention, sharing fit, bisection) of
+/// `transport`. 0, -ENOENT (none; always on a 1.0 segment), -ESTALE,
+/// -EAGAIN or -EINVAL.
+///
+/// # Safety
+/// `r` NULL or live; `transport` NULL or a C string; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_get_transport_ext(
+    r: *const NgReader,
+    transport: *const c_char,
+    out: *mut TransportExt,
+) -> c_int {
+    // SAFETY: caller contract.
+    let (Some(r), Some(t)) = (unsafe { reader(r) }, unsafe { bytes(transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: out is non-null and, by contract, writable.
+    unsafe { put(out, r.transport_ext_bytes(t)) }
+}
+
+/// Copies the coverage class `peer` is mapped to (NUL-terminated; class
+/// names start with '@'). 0, -ENOENT (not mapped), -ERANGE (buffer too
+/// small; NG_PEER_MAX + 1 always suffices), -EAGAIN or -EINVAL.
+///
+/// # Safety
+/// `r` NULL or live; `peer` NULL or a C string; `cls` writable for `cap`.
+#[no_mangle]
+pub unsafe extern "C" fn ng_peer_class(
+    r: *const NgReader,
+    peer: *const c_char,
+    cls: *mut c_char,
+    cap: usize,
+) -> c_int {
+    // SAFETY: caller contract.
+    let (Some(r), Some(p)) = (unsafe { reader(r) }, unsafe { bytes(peer) }) else {
+        return -libc::EINVAL;
+    };
+    let mut buf = [0u8; 64];
+    match r.peer_class_into(p, &mut buf) {
+        Ok(Some(n)) => copy_cstr(cls, cap, &buf[..n]),
+        Ok(None) => -libc::ENOENT,
+        Err(e) => code(e),
+    }
+}
+
+/// The status code (NG_STATUS_*) of entry-level field `field` (NG_FIELD_*);
+/// 0 (not assessed) for a NULL pointer or an unknown field.
+///
+/// # Safety
+/// `id` NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_ident_status(id: *const Identification, field: c_int) -> u32 {
+    // SAFETY: caller contract.
+    match (unsafe { id.as_ref() }, u32::try_from(field)) {
+        (Some(id), Ok(f)) if f < 16 => ((id.entry >> (4 * f)) & 0xF) as u32,
+        _ => 0,
+    }
+}
+
+/// The status code of field `field` (NG_RFIELD_*) of range `range`; 0 for
+/// a NULL pointer or an index out of range.
+///
+/// # Safety
+/// `id` NULL or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ng_ident_range_status(
+    id: *const Identification,
+    range: c_int,
+    field: c_int,
+) -> u32 {
+    // SAFETY: caller contract: NULL or readable.
+    let id = unsafe { id.as_ref() };
+    match (id, usize::try_from(range), u32::try_from(field)) {
+        (Some(id), Ok(r), Ok(f)) if r < MAX_RANGES && f < 16 => {
+            ((id.range[r] >> (4 * f)) & 0xF) as u32
+        }
+        _ => 0,
+    }
+}
+
+/// Names of the 16 status codes, as [`Status::name`] gives them.
+const STATUS_NAMES: [&CStr; 16] = [
+    c"not_assessed",
+    c"identified",
+    c"negative",
+    c"crosses_zero",
+    c"too_few_points",
+    c"not_applicable",
+    c"unstable",
+    c"shaper",
+    c"wide_interval",
+    c"not_measured",
+    c"at_bound",
+    c"reserved",
+    c"reserved",
+    c"reserved",
+    c"reserved",
+    c"other",
+];
+
+/// A static name of a status code ("identified", "crosses_zero", ...;
+/// "reserved" for codes 11..=14 and anything above 15); never NULL.
+#[no_mangle]
+pub extern "C" fn ng_status_name(status: u32) -> *const c_char {
+    match STATUS_NAMES.get(status as usize) {
+        Some(s) => s.as_ptr(),
+        None => c"reserved".as_ptr(),
+    }
+}
+
 /// `major << 16 | minor` of the ABI this library reads.
 #[no_mangle]
 pub extern "C" fn ng_abi_version() -> u32 {
@@ -414,4 +712,18 @@ pub extern "C" fn ng_strerror(err: c_int) -> *const c_char {
         _ => c"unknown error",
     };
     s.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ext::Status;
+
+    #[test]
+    fn status_names_agree_with_rust() {
+        for c in 0..16u8 {
+            let name = STATUS_NAMES[c as usize].to_str().unwrap();
+            assert_eq!(name, Status::from_code(c).name());
+        }
+    }
 }

@@ -8,10 +8,15 @@
 //!   then make no system call, take no lock and never allocate.
 //! - The C ABI in [`capi`] (`include/netgauge.h`), built as `libnetgauge.so`
 //!   and `libnetgauge.a`.
+//! - ABI 1.1 ([`ext`]): a status per parameter (identified, or why not),
+//!   bandwidth, latency percentiles, overlap, per-transport contention
+//!   records, coverage classes with [`Reader::lookup_or_class`].
 //!
-//! Dependencies: libc only.
+//! Dependencies: libc only (serde with the optional `serde` feature, for
+//! netgauged's own JSON).
 
 pub mod capi;
+pub mod ext;
 pub mod layout;
 pub mod reader;
 pub mod select;
@@ -20,9 +25,14 @@ mod types;
 mod view;
 pub mod writer;
 
+pub use ext::{
+    Bandwidth, Bisection, EntryExt, EntryExtData, Estimate, Field, Identification, Instability,
+    LatencyPercentiles, Overlap, ParamsStatus, RangeField, Reason, Regime, Scheme, Status,
+    TransportExt, TransportField,
+};
 pub use layout::flags;
 pub use reader::{Reader, DEFAULT_PATH, DEFAULT_STALE_AFTER_NS, MAX_RETRIES, PATH_ENV};
 pub use types::{
-    EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
+    line_ns, EntryData, LookupError, Params, RangeData, ReaderError, SegmentError, SegmentInfo,
 };
-pub use writer::SegmentWriter;
+pub use writer::{SegmentOptions, SegmentWriter};

@@ -46,6 +46,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 
+use crate::ext::{EntryExt, ParamsStatus, TransportExt};
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
@@ -71,6 +72,23 @@ struct Key {
 }
 
 impl Key {
+    /// The key of packed names (lengths already bounds-checked).
+    #[inline]
+    fn from_words(
+        peer: [u64; 8],
+        peer_len: usize,
+        transport: [u64; 2],
+        transport_len: usize,
+    ) -> Key {
+        Key {
+            hash: key_hash(&peer, peer_len, &transport, transport_len),
+            peer,
+            transport,
+            peer_len,
+            transport_len,
+        }
+    }
+
     #[inline]
     fn new(peer: &[u8], transport: &[u8]) -> Result<Key, LookupError> {
         // A name that cannot be stored cannot be in the table.
@@ -210,7 +228,11 @@ impl Reader {
                 return Err(LookupError::NotFound);
             }
             if v >> 32 == hash >> 32 {
-                let idx = ((v & 0xFFFF_FFFF) - 1) as usize;
+                // A slot word of tag | 0 is corrupt (0 means empty only as a
+                // whole word): checked, so it cannot wrap.
+                let idx = ((v & 0xFFFF_FFFF) as usize)
+                    .checked_sub(1)
+                    .ok_or(LookupError::Invalid)?;
                 if idx >= n {
                     return Err(LookupError::Invalid);
                 }
@@ -313,7 +335,10 @@ impl Reader {
             if idx >= Self::count(seg, c)? {
                 return Err(LookupError::NotFound);
             }
-            view::decode_entry(seg.entry(c, idx).ok_or(LookupError::Invalid)?)
+            view::decode_entry(
+                seg.entry(c, idx).ok_or(LookupError::Invalid)?,
+                seg.entry_ext(c, idx),
+            )
         })
     }
 
@@ -322,7 +347,12 @@ impl Reader {
         self.read(|seg, c| {
             let n = Self::count(seg, c)?;
             (0..n)
-                .map(|i| view::decode_entry(seg.entry(c, i).ok_or(LookupError::Invalid)?))
+                .map(|i| {
+                    view::decode_entry(
+                        seg.entry(c, i).ok_or(LookupError::Invalid)?,
+                        seg.entry_ext(c, i),
+                    )
+                })
                 .collect()
         })
     }
@@ -374,6 +404,275 @@ impl Reader {
             return None;
         }
         Some(sys::realtime_coarse_ns().saturating_sub(hb))
+    }
+
+    /// Index of the entry of `k`'s peer's coverage class for `k`'s transport
+    /// (NotFound when the peer is not mapped or the class has no entry for
+    /// that transport).
+    #[inline]
+    fn class_index(seg: &Seg, c: usize, k: &Key) -> Result<usize, LookupError> {
+        let class =
+            view::find_class_of(seg, c, &k.peer, k.peer_len)?.ok_or(LookupError::NotFound)?;
+        let (cw, cl) = view::class_name(seg, c, class)?;
+        let ck = Key::from_words(cw, cl, k.transport, k.transport_len);
+        Self::find(seg, c, &ck)
+    }
+
+    /// (index, from the class) of `k`: its own entry, else its class's.
+    #[inline]
+    fn find_or_class(seg: &Seg, c: usize, k: &Key) -> Result<(usize, bool), LookupError> {
+        match Self::find(seg, c, k) {
+            Ok(i) => Ok((i, false)),
+            Err(LookupError::NotFound) => Self::class_index(seg, c, k).map(|i| (i, true)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Like [`Reader::lookup`], but a peer without an entry of its own for
+    /// `transport` gets the parameters of its coverage class's entry for
+    /// that transport, with [`flags::CLASS`] set. A pair that has its own
+    /// entry is answered from it exactly as `lookup` answers (stale
+    /// included). No allocation, no system call.
+    #[inline]
+    pub fn lookup_or_class(
+        &self,
+        peer: &str,
+        transport: &str,
+        msg_bytes: u64,
+    ) -> Result<Params, LookupError> {
+        self.lookup_or_class_bytes(peer.as_bytes(), transport.as_bytes(), msg_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn lookup_or_class_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+        msg_bytes: u64,
+    ) -> Result<Params, LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.check_heartbeat()?;
+        let p = self.read(|seg, c| {
+            let (idx, class) = Self::find_or_class(seg, c, &k)?;
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let mut p = view::read_params(e, msg_bytes)?;
+            if class {
+                p.flags |= flags::CLASS;
+            }
+            Ok(p)
+        })?;
+        self.check_entry(p)
+    }
+
+    /// [`Reader::lookup_or_class`] plus the statuses of what it returned:
+    /// whether EEL, L and the range's g, G, o_s, o_r, O_s, O_r are
+    /// identified, and the range's index. No allocation, no system call.
+    #[inline]
+    pub fn lookup_status(
+        &self,
+        peer: &str,
+        transport: &str,
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        self.lookup_status_bytes(peer.as_bytes(), transport.as_bytes(), msg_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn lookup_status_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.check_heartbeat()?;
+        let (p, st) = self.read(|seg, c| {
+            let (idx, class) = Self::find_or_class(seg, c, &k)?;
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let (mut p, ri) = view::read_params_at(e, msg_bytes)?;
+            if class {
+                p.flags |= flags::CLASS;
+            }
+            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+        })?;
+        self.check_entry(p).map(|p| (p, st))
+    }
+
+    /// [`Reader::lookup_index`] plus the statuses of what it returned.
+    #[inline]
+    pub fn lookup_index_status(
+        &self,
+        idx: usize,
+        msg_bytes: u64,
+    ) -> Result<(Params, ParamsStatus), LookupError> {
+        self.check_heartbeat()?;
+        let (p, st) = self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+            let (p, ri) = view::read_params_at(e, msg_bytes)?;
+            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+        })?;
+        self.check_entry(p).map(|p| (p, st))
+    }
+
+    /// Index of (peer, transport)'s own entry, else of its coverage class's
+    /// entry for that transport (whose flags carry CLASS): resolve once, then
+    /// [`Reader::lookup_index`]. Class assignments may change; indices stay
+    /// valid (entries never move).
+    pub fn index_or_class(&self, peer: &str, transport: &str) -> Result<usize, LookupError> {
+        self.index_or_class_bytes(peer.as_bytes(), transport.as_bytes())
+    }
+
+    pub(crate) fn index_or_class_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+    ) -> Result<usize, LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.read(|seg, c| Self::find_or_class(seg, c, &k).map(|(i, _)| i))
+    }
+
+    #[inline]
+    fn ext_at(seg: &Seg, c: usize, idx: usize) -> Result<(EntryExt, Params), LookupError> {
+        let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+        let p = view::read_params(e, 0)?;
+        let ext = match seg.entry_ext(c, idx) {
+            Some(x) => {
+                let (_, _, nr, _, _) = view::split_counts(e.counts.load(Ordering::Relaxed))?;
+                view::read_ext(x, nr)?
+            }
+            None => EntryExt::default(),
+        };
+        Ok((ext, p))
+    }
+
+    /// The ABI 1.1 part of (peer, transport)'s entry: identification,
+    /// provenance times, bandwidth, latency percentiles, overlap. On a 1.0
+    /// segment every part reads as absent (`present == 0`). Staleness rules
+    /// as for [`Reader::lookup`]. No allocation, no system call.
+    pub fn entry_ext(&self, peer: &str, transport: &str) -> Result<EntryExt, LookupError> {
+        self.entry_ext_bytes(peer.as_bytes(), transport.as_bytes())
+    }
+
+    pub(crate) fn entry_ext_bytes(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+    ) -> Result<EntryExt, LookupError> {
+        let k = Key::new(peer, transport)?;
+        self.check_heartbeat()?;
+        let (x, p) = self.read(|seg, c| Self::ext_at(seg, c, Self::find(seg, c, &k)?))?;
+        self.check_entry(p).map(|_| x)
+    }
+
+    /// [`Reader::entry_ext`] by index.
+    pub fn entry_ext_index(&self, idx: usize) -> Result<EntryExt, LookupError> {
+        self.check_heartbeat()?;
+        let (x, p) = self.read(|seg, c| {
+            if idx >= Self::count(seg, c)? {
+                return Err(LookupError::NotFound);
+            }
+            Self::ext_at(seg, c, idx)
+        })?;
+        self.check_entry(p).map(|_| x)
+    }
+
+    /// What this node measured for `transport` as a whole: contention
+    /// penalties, the sharing fit, the last bisection result. NotFound when
+    /// there is no such record (always on a 1.0 segment). Heartbeat rule as
+    /// for lookups. No allocation, no system call.
+    pub fn transport_ext(&self, transport: &str) -> Result<TransportExt, LookupError> {
+        self.transport_ext_bytes(transport.as_bytes())
+    }
+
+    pub(crate) fn transport_ext_bytes(
+        &self,
+        transport: &[u8],
+    ) -> Result<TransportExt, LookupError> {
+        let tw: [u64; 2] = pack_name(transport).ok_or(LookupError::NotFound)?;
+        self.check_heartbeat()?;
+        self.read(|seg, c| {
+            let r =
+                view::find_transport(seg, c, &tw, transport.len())?.ok_or(LookupError::NotFound)?;
+            view::decode_transport(r)
+        })
+    }
+
+    /// Copies the coverage class `peer` is mapped to into `out` (no
+    /// allocation); its length, or None when the peer is not mapped.
+    pub(crate) fn peer_class_into(
+        &self,
+        peer: &[u8],
+        out: &mut [u8; 64],
+    ) -> Result<Option<usize>, LookupError> {
+        let pw: [u64; 8] = match pack_name(peer) {
+            Some(w) if !peer.is_empty() => w,
+            _ => return Ok(None),
+        };
+        let found = self.read(
+            |seg, c| match view::find_class_of(seg, c, &pw, peer.len())? {
+                Some(id) => view::class_name(seg, c, id).map(Some),
+                None => Ok(None),
+            },
+        )?;
+        Ok(found.map(|(w, len)| {
+            for (i, x) in w.iter().enumerate() {
+                out[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
+            }
+            out[len..].fill(0);
+            len
+        }))
+    }
+
+    /// The coverage class `peer` is mapped to (allocates).
+    pub fn peer_class(&self, peer: &str) -> Result<Option<String>, LookupError> {
+        let mut buf = [0u8; 64];
+        match self.peer_class_into(peer.as_bytes(), &mut buf)? {
+            Some(n) => String::from_utf8(buf[..n].to_vec())
+                .map(Some)
+                .map_err(|_| LookupError::Invalid),
+            None => Ok(None),
+        }
+    }
+
+    /// The whole peer → class map of one snapshot, (peer, class) in the
+    /// order peers were mapped (allocates; for dumps).
+    pub fn class_map(&self) -> Result<Vec<(String, String)>, LookupError> {
+        self.read(|seg, c| {
+            let (_, n) = view::ext_counts(seg, c)?;
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                let (w, l, class) = view::map_entry(seg, c, i)?;
+                let (cw, cl) = view::class_name(seg, c, class)?;
+                out.push((
+                    view::words_to_string(&w, l)?,
+                    view::words_to_string(&cw, cl)?,
+                ));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Every per-transport record of one snapshot (allocates; for dumps).
+    pub fn transports_ext(&self) -> Result<Vec<(String, TransportExt)>, LookupError> {
+        self.read(|seg, c| {
+            let Some(me) = seg.meta_ext(c) else {
+                return Ok(Vec::new());
+            };
+            let n = me.transport_count.load(Ordering::Relaxed);
+            if n > TRANSPORT_RECORDS as u64 {
+                return Err(LookupError::Invalid);
+            }
+            me.transports[..n as usize]
+                .iter()
+                .map(|r| {
+                    let (w, l) = view::transport_name(r)?;
+                    Ok((view::words_to_string(&w, l)?, view::decode_transport(r)?))
+                })
+                .collect()
+        })
     }
 
     /// Copies the names of entry `idx` into caller buffers (no allocation).

@@ -1,31 +1,65 @@
 //! Plain data types and errors shared by the reader, the writer and the C ABI.
+//!
+//! [`RangeData`] and [`EntryData`] are the one schema of a range of
+//! parameters and of a published entry: the fit produces ranges of this
+//! type, the daemon's state file and `ngctl`'s JSON serialize them (with
+//! the optional `serde` feature; JSON has no NaN, so a non-finite value is
+//! written as null and read back as NaN), and the writer lays them out in
+//! the segment's repr(C) layout (`layout.rs`, the ABI).
 
 use std::fmt;
 use std::io;
 
-/// One protocol range of an entry (owned form, for the writer and dumps).
+/// A LogGP(S) line at message size s: `at1 + (s − 1)·per_byte` (the gap
+/// g + (s−1)·G, an overhead o' + (s−1)·O). s = 0 counts as s = 1.
+#[inline]
+pub fn line_ns(at1_ns: f64, per_byte_ns: f64, msg_bytes: u64) -> f64 {
+    at1_ns + msg_bytes.saturating_sub(1) as f64 * per_byte_ns
+}
+
+/// One protocol range of an entry: the fit's range, the state file's and
+/// `ngctl probe --json`'s, and the writer's input.
 #[allow(non_snake_case)]
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RangeData {
     /// First message size of the range, bytes.
     pub from_bytes: u64,
-    /// Last message size of the range (inclusive), bytes.
+    /// Inclusive upper end: the last sampled size of the range (also for
+    /// the last range, whose line holds beyond it), bytes.
     pub to_bytes: u64,
+    /// g of the range's line gap(s) = g + (s−1)·G: its value at s = 1, as in
+    /// the paper's Table 2, also for ranges that start far above s = 1.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub g_ns: f64,
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub G_ns_per_byte: f64,
-    /// o_s at s = 1: o' of o_s(s) = o' + (s−1)·O_s.
+    /// o' of o_s(s) = o' + (s−1)·O_s: the range's line at s = 1, like g.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub o_s_ns: f64,
-    /// o_r at s = 1: o' of o_r(s) = o' + (s−1)·O_r.
+    /// o' of o_r(s) = o' + (s−1)·O_r (0 when the transport has no o_r).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub o_r_ns: f64,
     /// LogGPS send overhead slope, ns per byte (0 when not measured).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub O_s_ns_per_byte: f64,
     /// LogGPS receive overhead slope, ns per byte (0 when not measured).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub O_r_ns_per_byte: f64,
+}
+
+impl RangeData {
+    /// The range's gap line at `msg_bytes`: g + (s−1)·G.
+    #[inline]
+    pub fn gap_ns(&self, msg_bytes: u64) -> f64 {
+        line_ns(self.g_ns, self.G_ns_per_byte, msg_bytes)
+    }
 }
 
 /// Everything the segment holds for one (peer, transport) pair.
 #[allow(non_snake_case)]
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EntryData {
     /// Peer host name, 1..=63 bytes, no NUL.
     pub peer: String,
@@ -35,21 +69,28 @@ pub struct EntryData {
     /// 1..=8 protocol ranges, sorted, non-overlapping.
     pub ranges: Vec<RangeData>,
     /// End-to-end latency PRTT(1,0,1)/2, what Netgauge reports as L.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub eel_ns: f64,
     /// LogGP L = EEL − o_s − o_r (may be negative: flag L_NEGATIVE).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub L_ns: f64,
     /// LogGPS rendezvous threshold.
     pub S_bytes: Option<u64>,
     /// LogfP f (messages injected without paying g).
     pub f: Option<u32>,
     /// LogfP o(P) = o_min + o_max / P.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub o_min_ns: f64,
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub o_max_ns: f64,
     /// LogfP gap per message beyond f.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::f64_or_nan"))]
     pub g_f_ns: f64,
     /// Measured 1:P−P:1 points: (P, o(P) ns, RTT(P) ns), at most 32.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::curve"))]
     pub curve: Vec<(u32, f64, f64)>,
     /// Named 95 % intervals (name ≤ 31 bytes, lo, hi), at most 16.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "json::intervals"))]
     pub ci95: Vec<(String, f64, f64)>,
     /// Number of samples the fit used.
     pub samples: u64,
@@ -57,9 +98,46 @@ pub struct EntryData {
     pub probe_bytes: u64,
     /// When it was measured, CLOCK_REALTIME ns.
     pub measured_unix_ns: u64,
-    /// [`crate::flags`] bits (the writer sets HAS_S / HAS_LOGFP / HAS_LOGGPS
-    /// itself from the data).
+    /// [`crate::flags`] bits (the writer sets HAS_S / HAS_LOGFP / HAS_LOGGPS,
+    /// CLASS, UNIDENTIFIED and SHAPED itself from the data).
     pub flags: u32,
+    /// ABI 1.1: identification, provenance times, bandwidth, latency
+    /// percentiles, overlap. The default states nothing; a 1.0 segment reads
+    /// back as the default.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub ext: crate::ext::EntryExtData,
+}
+
+impl EntryData {
+    /// What a lookup of a size in range `r` of this entry returns.
+    pub fn params_of(&self, r: &RangeData) -> Params {
+        Params {
+            eel_ns: self.eel_ns,
+            L_ns: self.L_ns,
+            o_s_ns: r.o_s_ns,
+            o_r_ns: r.o_r_ns,
+            g_ns: r.g_ns,
+            G_ns_per_byte: r.G_ns_per_byte,
+            O_s_ns_per_byte: r.O_s_ns_per_byte,
+            O_r_ns_per_byte: r.O_r_ns_per_byte,
+            o_min_ns: self.o_min_ns,
+            o_max_ns: self.o_max_ns,
+            g_f_ns: self.g_f_ns,
+            S_bytes: self.S_bytes.unwrap_or(u64::MAX),
+            range_from_bytes: r.from_bytes,
+            range_to_bytes: r.to_bytes,
+            measured_unix_ns: self.measured_unix_ns,
+            samples: self.samples,
+            f: self.f.unwrap_or(0),
+            flags: self.flags,
+        }
+    }
+
+    /// One [`Params`] per protocol range, as lookups of sizes in each
+    /// range return them.
+    pub fn params(&self) -> Vec<Params> {
+        self.ranges.iter().map(|r| self.params_of(r)).collect()
+    }
 }
 
 /// The parameters of the protocol range that contains a message size:
@@ -101,6 +179,12 @@ const _: () = {
 };
 
 impl Params {
+    /// The range's gap line at `msg_bytes`: g + (s−1)·G.
+    #[inline]
+    pub fn gap_ns(&self, msg_bytes: u64) -> f64 {
+        line_ns(self.g_ns, self.G_ns_per_byte, msg_bytes)
+    }
+
     /// Time for one message of `msg_bytes` under the model, ns:
     /// o_s(s) + L + (s−1)·G + o_r(s), with o_x(s) = o_x + (s−1)·O_x, plus the
     /// rendezvous handshake 2·EEL (a request-to-send / clear-to-send round
@@ -212,6 +296,16 @@ pub enum SegmentError {
     NotFound,
     /// The entry's content does not fit the segment (the reason says why).
     BadEntry(&'static str),
+    /// A per-transport record was refused (the reason says why).
+    BadTransport(&'static str),
+    /// A peer → class assignment was refused (the reason says why).
+    BadClass(&'static str),
+    /// A fixed table of the segment is full (transport records, classes, or
+    /// mapped peers).
+    TableFull {
+        table: &'static str,
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for SegmentError {
@@ -220,6 +314,11 @@ impl fmt::Display for SegmentError {
             SegmentError::Full { capacity } => write!(f, "segment full ({capacity} entries)"),
             SegmentError::NotFound => f.write_str("no such (peer, transport) entry"),
             SegmentError::BadEntry(why) => write!(f, "entry rejected: {why}"),
+            SegmentError::BadTransport(why) => write!(f, "transport record rejected: {why}"),
+            SegmentError::BadClass(why) => write!(f, "class assignment rejected: {why}"),
+            SegmentError::TableFull { table, capacity } => {
+                write!(f, "segment {table} table full ({capacity})")
+            }
         }
     }
 }
@@ -245,4 +344,31 @@ pub struct SegmentInfo {
     pub heartbeat_unix_ns: u64,
     /// Latch sequence (number of publishes since creation).
     pub seq: u64,
+}
+
+/// JSON has no NaN: serde_json writes a non-finite f64 as null; these read
+/// null back as NaN.
+#[cfg(feature = "serde")]
+mod json {
+    use serde::{Deserialize, Deserializer};
+
+    fn nan(v: Option<f64>) -> f64 {
+        v.unwrap_or(f64::NAN)
+    }
+
+    pub fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(nan(Option::deserialize(d)?))
+    }
+
+    pub fn curve<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u32, f64, f64)>, D::Error> {
+        let v: Vec<(u32, Option<f64>, Option<f64>)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().map(|(p, o, r)| (p, nan(o), nan(r))).collect())
+    }
+
+    pub fn intervals<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64, f64)>, D::Error> {
+        let v: Vec<(String, Option<f64>, Option<f64>)> = Vec::deserialize(d)?;
+        Ok(v.into_iter()
+            .map(|(k, lo, hi)| (k, nan(lo), nan(hi)))
+            .collect())
+    }
 }

@@ -8,10 +8,86 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 
+use crate::ext::TransportExt;
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
 use crate::view::{self, Seg};
+
+/// Sizes of a segment, fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentOptions {
+    /// Entries (peer, transport) and (class, transport), 1 ..= 65536.
+    pub capacity_entries: usize,
+    /// Coverage classes, 1 ..= MAX_CLASSES.
+    pub class_capacity: usize,
+    /// Peers of the peer → class map, 1 ..= MAX_MAP_PEERS.
+    pub map_capacity: usize,
+}
+
+impl SegmentOptions {
+    /// `capacity_entries` entries and as many classes and mapped peers, up
+    /// to MAX_CLASSES and MAX_MAP_PEERS.
+    pub fn new(capacity_entries: usize) -> SegmentOptions {
+        SegmentOptions {
+            capacity_entries,
+            class_capacity: capacity_entries.clamp(1, MAX_CLASSES),
+            map_capacity: capacity_entries.clamp(1, MAX_MAP_PEERS),
+        }
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        let ext = ExtLayout::new(
+            self.class_capacity,
+            self.map_capacity,
+            (2 * self.map_capacity).next_power_of_two(),
+        )?;
+        Layout::with_ext(self.capacity_entries, ext)
+    }
+}
+
+/// Work a copy still needs: indices of entries, slots, records written
+/// since that copy was last filled, or everything.
+#[derive(Default)]
+struct Dirty {
+    all: bool,
+    entries: Vec<usize>,
+    slots: Vec<usize>,
+    classes: Vec<usize>,
+    map_slots: Vec<usize>,
+    map_records: Vec<usize>,
+    transports: bool,
+}
+
+impl Dirty {
+    fn everything() -> Dirty {
+        Dirty {
+            all: true,
+            transports: true,
+            ..Dirty::default()
+        }
+    }
+}
+
+/// 0..n when everything is dirty, else the listed indices.
+fn dirty_ids(all: bool, n: usize, list: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    (0..if all { n } else { 0 }).chain(list.iter().copied().filter(move |_| !all))
+}
+
+/// One per-transport record.
+struct TransportSlot {
+    name: String,
+    words: [u64; 2],
+    data: TransportExt,
+}
+
+/// One peer of the peer → class map.
+struct MapSlot {
+    words: [u64; 8],
+    len: usize,
+    hash: u64,
+    class: usize,
+}
 
 /// An in-memory entry plus what the writer needs to store it.
 struct Slot {
@@ -29,12 +105,18 @@ pub struct SegmentWriter {
     path: PathBuf,
     entries: Vec<Slot>,
     by_key: HashMap<(String, String), usize>,
-    /// Slot words of the name table, rebuilt on insert.
+    /// Slot words of the name table.
     table: Vec<u64>,
-    /// Per copy: entries whose contents in that copy are out of date.
-    dirty: [Vec<bool>; 2],
-    /// Per copy: the name table in that copy is out of date.
-    table_dirty: [bool; 2],
+    /// Per copy: what in that copy is out of date.
+    dirty: [Dirty; 2],
+    transports: Vec<TransportSlot>,
+    /// Class names (peer names of the class entries) and their ids.
+    classes: Vec<(String, [u64; 8])>,
+    class_ids: HashMap<String, usize>,
+    /// The peer → class map: records, by peer name, and its slot words.
+    map: Vec<MapSlot>,
+    map_ids: HashMap<String, usize>,
+    map_table: Vec<u64>,
     node_name: String,
     clock_desc: String,
     generation: u64,
@@ -66,16 +148,36 @@ impl SegmentWriter {
     /// generation is set and the writer holds an exclusive `flock` on the
     /// file (a second writer gets `WouldBlock`). An existing file that is
     /// incompatible or corrupt is replaced (readers of the old inode see the
-    /// heartbeat stop and go stale).
+    /// heartbeat stop and go stale). Class and map capacities are those of
+    /// [`SegmentOptions::new`].
     pub fn create_or_open(
         path: impl AsRef<Path>,
         capacity_entries: usize,
         node_name: &str,
         clock_desc: &str,
     ) -> io::Result<SegmentWriter> {
+        Self::create_or_open_with(
+            path,
+            &SegmentOptions::new(capacity_entries),
+            node_name,
+            clock_desc,
+        )
+    }
+
+    /// [`SegmentWriter::create_or_open`] with explicit sizes. A segment
+    /// re-opened in place must have exactly these sizes.
+    pub fn create_or_open_with(
+        path: impl AsRef<Path>,
+        options: &SegmentOptions,
+        node_name: &str,
+        clock_desc: &str,
+    ) -> io::Result<SegmentWriter> {
         let path = path.as_ref();
-        let layout = Layout::new(capacity_entries)
-            .ok_or_else(|| invalid_input("capacity must be 1..=65536 entries"))?;
+        let layout = options.layout().ok_or_else(|| {
+            invalid_input(
+                "capacity must be 1..=65536 entries, classes 1..=1024, mapped peers 1..=8192",
+            )
+        })?;
         if pack_name::<8>(node_name.as_bytes()).is_none() {
             return Err(invalid_input("node name longer than 63 bytes or has NUL"));
         }
@@ -112,8 +214,13 @@ impl SegmentWriter {
             entries: Vec::new(),
             by_key: HashMap::new(),
             table: vec![0; l.hash_slots],
-            dirty: [vec![false; l.capacity], vec![false; l.capacity]],
-            table_dirty: [true, true],
+            dirty: [Dirty::everything(), Dirty::everything()],
+            transports: Vec::new(),
+            classes: Vec::new(),
+            class_ids: HashMap::new(),
+            map: Vec::new(),
+            map_ids: HashMap::new(),
+            map_table: vec![0; l.ext.map_or(0, |x| x.map_slots)],
             node_name: node_name.to_string(),
             clock_desc: clock_desc.to_string(),
             generation: sys::random_u64(),
@@ -156,11 +263,14 @@ impl SegmentWriter {
             let Some(e) = seg.entry(c, i) else {
                 return Ok(None);
             };
-            match view::decode_entry(e) {
+            match view::decode_entry(e, seg.entry_ext(c, i)) {
                 Ok(d) => data.push(d),
                 Err(_) => return Ok(None),
             }
         }
+        let Ok((transports, classes, map)) = read_back_ext(&seg, c) else {
+            return Ok(None);
+        };
         let mut w = Self::blank(seg, file, path, node_name, clock_desc);
         w.seq = seq;
         for d in data {
@@ -168,12 +278,24 @@ impl SegmentWriter {
                 return Ok(None);
             }
         }
+        for (name, t) in transports {
+            if w.insert_transport(&name, &t).is_err() {
+                return Ok(None);
+            }
+        }
+        for name in classes {
+            if w.intern_class(&name).is_err() {
+                return Ok(None);
+            }
+        }
+        for (peer, class) in map {
+            if w.map_peer(&peer, class).is_err() {
+                return Ok(None);
+            }
+        }
         // Both copies get fully rewritten: the unpublished one may hold a
         // half-written update from a writer that died.
-        for c in 0..2 {
-            w.dirty[c][..w.entries.len()].fill(true);
-            w.table_dirty[c] = true;
-        }
+        w.dirty = [Dirty::everything(), Dirty::everything()];
         let h = w.seg.header();
         h.generation.store(w.generation, Ordering::Relaxed);
         h.writer_pid.store(w.pid, Ordering::Relaxed);
@@ -237,6 +359,19 @@ impl SegmentWriter {
             h.copy_offset[0].store(layout.copy_offset[0] as u64, Ordering::Relaxed);
             h.copy_offset[1].store(layout.copy_offset[1] as u64, Ordering::Relaxed);
             h.capabilities.store(CAPABILITIES, Ordering::Relaxed);
+            if let Some(x) = layout.ext {
+                let hx = header_ext_ptr(&map);
+                hx.class_capacity
+                    .store(x.class_capacity as u32, Ordering::Relaxed);
+                hx.map_capacity
+                    .store(x.map_capacity as u32, Ordering::Relaxed);
+                hx.map_slots.store(x.map_slots as u32, Ordering::Relaxed);
+                hx.transport_records
+                    .store(TRANSPORT_RECORDS as u32, Ordering::Relaxed);
+                hx.max_latency.store(MAX_LATENCY as u32, Ordering::Relaxed);
+                hx.max_k.store(MAX_K as u32, Ordering::Relaxed);
+                hx.schemes.store(SCHEMES as u32, Ordering::Relaxed);
+            }
             h.created_unix_ns
                 .store(sys::realtime_ns(), Ordering::Relaxed);
             h.seq.store(0, Ordering::Relaxed);
@@ -294,7 +429,9 @@ impl SegmentWriter {
             s = (s + 1) & mask;
         }
         self.table[s] = slot_word(hash, i);
-        self.table_dirty = [true, true];
+        for d in &mut self.dirty {
+            d.slots.push(s);
+        }
         self.entries.push(Slot {
             data: d,
             flags: fl,
@@ -306,7 +443,7 @@ impl SegmentWriter {
         Ok(i)
     }
 
-    /// Writes copy `c` from the in-memory state (everything dirty for it).
+    /// Writes copy `c` from the in-memory state (what is dirty for it).
     fn write_copy(&mut self, c: usize) {
         let m = self.seg.meta(c);
         m.entry_count
@@ -321,20 +458,62 @@ impl SegmentWriter {
             .store(self.clock_desc.len() as u64, Ordering::Relaxed);
         view::write_name(&m.node_name, self.node_name.as_bytes());
         view::write_name(&m.clock_desc, self.clock_desc.as_bytes());
-        if self.table_dirty[c] {
-            for (i, w) in self.table.iter().enumerate() {
-                self.seg.slot(c, i).store(*w, Ordering::Relaxed);
-            }
-            self.table_dirty[c] = false;
+        let dirty = std::mem::take(&mut self.dirty[c]);
+        self.write_ext(c, &dirty);
+        for i in dirty_ids(dirty.all, self.table.len(), &dirty.slots) {
+            self.seg.slot(c, i).store(self.table[i], Ordering::Relaxed);
         }
-        for (i, s) in self.entries.iter().enumerate() {
-            if !self.dirty[c][i] {
-                continue;
-            }
+        for i in dirty_ids(dirty.all, self.entries.len(), &dirty.entries) {
+            let s = &self.entries[i];
             if let Some(e) = self.seg.entry(c, i) {
-                view::encode_entry(e, &s.data, s.flags, &s.peer, &s.transport, s.hash);
+                let x = self.seg.entry_ext(c, i);
+                view::encode_entry(e, x, &s.data, s.flags, &s.peer, &s.transport, s.hash);
             }
-            self.dirty[c][i] = false;
+        }
+    }
+
+    /// The ABI 1.1 part of [`SegmentWriter::write_copy`]: counts, transport
+    /// records, classes, the map.
+    fn write_ext(&self, c: usize, dirty: &Dirty) {
+        let Some(me) = self.seg.meta_ext(c) else {
+            return;
+        };
+        me.transport_count
+            .store(self.transports.len() as u64, Ordering::Relaxed);
+        me.class_count
+            .store(self.classes.len() as u64, Ordering::Relaxed);
+        me.map_count.store(self.map.len() as u64, Ordering::Relaxed);
+        if dirty.transports {
+            for (raw, t) in me.transports.iter().zip(&self.transports) {
+                view::encode_transport(raw, &t.words, t.name.len(), &t.data);
+            }
+        }
+        for i in dirty_ids(dirty.all, self.classes.len(), &dirty.classes) {
+            if let Some(raw) = self.seg.class(c, i) {
+                let (name, words) = &self.classes[i];
+                raw.len.store(name.len() as u64, Ordering::Relaxed);
+                view::store_name_words(&raw.name, words);
+            }
+        }
+        for i in dirty_ids(dirty.all, self.map_table.len(), &dirty.map_slots) {
+            if let Some(raw) = self.seg.map_slot(c, i) {
+                raw.store(self.map_table[i], Ordering::Relaxed);
+            }
+        }
+        for i in dirty_ids(dirty.all, self.map.len(), &dirty.map_records) {
+            if let Some(raw) = self.seg.map_record(c, i) {
+                let r = &self.map[i];
+                view::store_name_words(&raw.peer, &r.words);
+                raw.info
+                    .store(r.len as u64 | (r.class as u64) << 8, Ordering::Relaxed);
+                raw.hash.store(r.hash, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn mark_entry(&mut self, i: usize) {
+        for d in &mut self.dirty {
+            d.entries.push(i);
         }
     }
 
@@ -365,13 +544,13 @@ impl SegmentWriter {
         let c = ((self.seq + 1) & 1) as usize;
         fence(Ordering::Release);
         if let Some(e) = self.seg.entry(c, i) {
-            view::encode_entry(e, d, fl, &peer, &transport, hash);
+            view::encode_entry(e, self.seg.entry_ext(c, i), d, fl, &peer, &transport, hash);
             // Leave the entry half-old: scribble over the ranges as well.
             for r in &e.ranges {
                 r.g_ns.store(f64::NAN.to_bits(), Ordering::Relaxed);
             }
         }
-        self.dirty[c][i] = true;
+        self.dirty[c].entries.push(i);
         Ok(())
     }
 
@@ -379,8 +558,7 @@ impl SegmentWriter {
     /// atomically. Returns its index (stable for the life of the segment).
     pub fn upsert(&mut self, d: &EntryData) -> Result<usize, SegmentError> {
         let i = self.insert_slot(d.clone())?;
-        self.dirty[0][i] = true;
-        self.dirty[1][i] = true;
+        self.mark_entry(i);
         self.publish();
         Ok(i)
     }
@@ -393,10 +571,194 @@ impl SegmentWriter {
             .ok_or(SegmentError::NotFound)?;
         self.entries[i].flags |= flags::STALE;
         self.entries[i].data.flags |= flags::STALE;
-        self.dirty[0][i] = true;
-        self.dirty[1][i] = true;
+        self.mark_entry(i);
         self.publish();
         Ok(())
+    }
+
+    fn insert_transport(&mut self, transport: &str, t: &TransportExt) -> Result<(), SegmentError> {
+        let words: [u64; 2] = pack_name(transport.as_bytes())
+            .filter(|_| !transport.is_empty())
+            .ok_or(SegmentError::BadTransport(
+                "transport name must be 1..=15 bytes without NUL",
+            ))?;
+        view::check_transport(t).map_err(SegmentError::BadTransport)?;
+        let full = self.transports.len() >= TRANSPORT_RECORDS;
+        match self.transports.iter_mut().find(|s| s.name == transport) {
+            Some(s) => s.data = *t,
+            None if full => {
+                return Err(SegmentError::TableFull {
+                    table: "transport record",
+                    capacity: TRANSPORT_RECORDS,
+                })
+            }
+            None => self.transports.push(TransportSlot {
+                name: transport.to_string(),
+                words,
+                data: *t,
+            }),
+        }
+        for d in &mut self.dirty {
+            d.transports = true;
+        }
+        Ok(())
+    }
+
+    /// Sets (inserts or replaces) the per-transport record of `transport`
+    /// (contention penalties, sharing fit, bisection) and publishes it. At
+    /// most [`TRANSPORT_RECORDS`] transports.
+    pub fn set_transport_ext(
+        &mut self,
+        transport: &str,
+        t: &TransportExt,
+    ) -> Result<(), SegmentError> {
+        self.insert_transport(transport, t)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// The per-transport record of `transport` as last set.
+    pub fn transport_ext(&self, transport: &str) -> Option<&TransportExt> {
+        self.transports
+            .iter()
+            .find(|s| s.name == transport)
+            .map(|s| &s.data)
+    }
+
+    fn check_class(class: &str) -> Result<[u64; 8], SegmentError> {
+        let words: Option<[u64; 8]> = pack_name(class.as_bytes());
+        match words {
+            Some(w) if class.len() >= 2 && class.as_bytes()[0] == CLASS_PREFIX => Ok(w),
+            _ => Err(SegmentError::BadClass(
+                "class name must be '@' and 1..=62 more bytes, without NUL",
+            )),
+        }
+    }
+
+    fn check_peer(peer: &str) -> Result<[u64; 8], SegmentError> {
+        let words: Option<[u64; 8]> = pack_name(peer.as_bytes());
+        match words {
+            Some(w) if !peer.is_empty() && peer.as_bytes()[0] != CLASS_PREFIX => Ok(w),
+            _ => Err(SegmentError::BadClass(
+                "peer name must be 1..=63 bytes, without NUL, not starting with '@'",
+            )),
+        }
+    }
+
+    /// The id of class `class`, added to the class table if new.
+    fn intern_class(&mut self, class: &str) -> Result<usize, SegmentError> {
+        if let Some(&id) = self.class_ids.get(class) {
+            return Ok(id);
+        }
+        let words = Self::check_class(class)?;
+        let capacity = self.seg.layout().ext.map_or(0, |x| x.class_capacity);
+        if self.classes.len() >= capacity {
+            return Err(SegmentError::TableFull {
+                table: "class",
+                capacity,
+            });
+        }
+        let id = self.classes.len();
+        self.classes.push((class.to_string(), words));
+        self.class_ids.insert(class.to_string(), id);
+        for d in &mut self.dirty {
+            d.classes.push(id);
+        }
+        Ok(id)
+    }
+
+    /// Maps `peer` to class id `class` (inserting or re-mapping it).
+    fn map_peer(&mut self, peer: &str, class: usize) -> Result<(), SegmentError> {
+        let words = Self::check_peer(peer)?;
+        if class >= self.classes.len() {
+            return Err(SegmentError::BadClass("unknown class id"));
+        }
+        if let Some(&i) = self.map_ids.get(peer) {
+            self.map[i].class = class;
+            for d in &mut self.dirty {
+                d.map_records.push(i);
+            }
+            return Ok(());
+        }
+        let capacity = self.seg.layout().ext.map_or(0, |x| x.map_capacity);
+        if self.map.len() >= capacity {
+            return Err(SegmentError::TableFull {
+                table: "peer → class map",
+                capacity,
+            });
+        }
+        let i = self.map.len();
+        let hash = view::map_hash(&words, peer.len());
+        // Linear probing; map_slots > map_capacity, so a free slot exists.
+        let mask = self.map_table.len() - 1;
+        let mut s = hash as usize & mask;
+        while self.map_table[s] != 0 {
+            s = (s + 1) & mask;
+        }
+        self.map_table[s] = slot_word(hash, i);
+        self.map.push(MapSlot {
+            words,
+            len: peer.len(),
+            hash,
+            class,
+        });
+        self.map_ids.insert(peer.to_string(), i);
+        for d in &mut self.dirty {
+            d.map_slots.push(s);
+            d.map_records.push(i);
+        }
+        Ok(())
+    }
+
+    /// Assigns peers to coverage classes (`(peer, class)`, class names
+    /// starting with '@'; a peer already mapped moves to the new class) and
+    /// publishes once. All or nothing: on an error (a bad name, a table
+    /// full) nothing changes. A reader's class-fallback lookup of a peer
+    /// without an entry of its own answers with the entry (class,
+    /// transport), flagged CLASS.
+    pub fn set_peer_classes<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), SegmentError> {
+        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
+        let mut new_classes = std::collections::HashSet::new();
+        let mut new_peers = std::collections::HashSet::new();
+        for (peer, class) in &pairs {
+            Self::check_peer(peer)?;
+            Self::check_class(class)?;
+            if !self.class_ids.contains_key(*class) {
+                new_classes.insert(*class);
+            }
+            if !self.map_ids.contains_key(*peer) {
+                new_peers.insert(*peer);
+            }
+        }
+        let x = self.seg.layout().ext;
+        let (class_cap, map_cap) = x.map_or((0, 0), |x| (x.class_capacity, x.map_capacity));
+        if self.classes.len() + new_classes.len() > class_cap {
+            return Err(SegmentError::TableFull {
+                table: "class",
+                capacity: class_cap,
+            });
+        }
+        if self.map.len() + new_peers.len() > map_cap {
+            return Err(SegmentError::TableFull {
+                table: "peer → class map",
+                capacity: map_cap,
+            });
+        }
+        for (peer, class) in pairs {
+            let id = self.intern_class(class)?;
+            self.map_peer(peer, id)?;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// The class `peer` is mapped to.
+    pub fn peer_class(&self, peer: &str) -> Option<&str> {
+        let i = *self.map_ids.get(peer)?;
+        Some(self.classes[self.map[i].class].0.as_str())
     }
 
     /// Stores the current CLOCK_REALTIME (ns) in the heartbeat word. The
@@ -426,7 +788,7 @@ impl SegmentWriter {
             .filter_map(|i| {
                 self.seg
                     .entry(c, i)
-                    .and_then(|e| view::decode_entry(e).ok())
+                    .and_then(|e| view::decode_entry(e, self.seg.entry_ext(c, i)).ok())
             })
             .collect()
     }
@@ -450,6 +812,52 @@ impl SegmentWriter {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+}
+
+/// Transports, classes and the map of copy `c` (for a re-open).
+#[allow(clippy::type_complexity)]
+fn read_back_ext(
+    seg: &Seg,
+    c: usize,
+) -> Result<
+    (
+        Vec<(String, TransportExt)>,
+        Vec<String>,
+        Vec<(String, usize)>,
+    ),
+    LookupError,
+> {
+    let Some(me) = seg.meta_ext(c) else {
+        return Ok(Default::default());
+    };
+    let n = me.transport_count.load(Ordering::Relaxed);
+    if n > TRANSPORT_RECORDS as u64 {
+        return Err(LookupError::Invalid);
+    }
+    let mut transports = Vec::new();
+    for r in &me.transports[..n as usize] {
+        let (w, l) = view::transport_name(r)?;
+        transports.push((view::words_to_string(&w, l)?, view::decode_transport(r)?));
+    }
+    let (n_classes, n_map) = view::ext_counts(seg, c)?;
+    let mut classes = Vec::new();
+    for i in 0..n_classes {
+        let (w, l) = view::class_name(seg, c, i)?;
+        classes.push(view::words_to_string(&w, l)?);
+    }
+    let mut map = Vec::new();
+    for i in 0..n_map {
+        let (w, l, class) = view::map_entry(seg, c, i)?;
+        map.push((view::words_to_string(&w, l)?, class));
+    }
+    Ok((transports, classes, map))
+}
+
+fn header_ext_ptr(map: &Mapping) -> &HeaderExtRaw {
+    // SAFETY: the mapping is at least `total_bytes` ≥ header_bytes ≥ 320
+    // bytes long for a layout with the extension (the only caller checks
+    // `layout.ext`); offset 256 of a page-aligned base; all atomics.
+    unsafe { &*(map.base().add(core::mem::size_of::<HeaderRaw>()) as *const HeaderExtRaw) }
 }
 
 fn header_ptr(map: &Mapping) -> &HeaderRaw {

@@ -2,14 +2,17 @@
 //! ReaderError::Invalid), never crashes. Seeded random corruptions of a
 //! valid segment, run in-process (a crash would fail the test binary), plus
 //! targeted corruptions of every structural field with the exact expected
-//! error.
+//! error, for the ABI 1.0 part and the 1.1 extension (header extension,
+//! per-transport records, classes, the peer → class map, entry blocks).
 
 mod common;
 
 use common::*;
 use netgauge::capi::*;
 use netgauge::layout::{Layout, MAX_RANGES};
-use netgauge::{LookupError, Params, Reader, ReaderError, SegmentWriter};
+use netgauge::{
+    EntryExt, LookupError, Params, Reader, ReaderError, SegmentWriter, Status, TransportExt,
+};
 
 const CAP: usize = 8;
 const CASES: u64 = 4000;
@@ -38,14 +41,24 @@ const NAMES: [(&str, &str); 5] = [
     ("a-much-longer-host-name.cluster.example.org", "mpi"),
 ];
 
+/// Peers mapped to classes (they have no entries of their own).
+const MAPPED: [&str; 3] = ["m1", "m2", "m3"];
+
 fn valid_segment() -> Vec<u8> {
     let p = TmpPath::new("fuzzsrc");
     let mut w = SegmentWriter::create_or_open(&p.0, CAP, "node001", "tsc").unwrap();
-    w.upsert(&sample_entry(NAMES[0].0, NAMES[0].1)).unwrap();
+    w.upsert(&sample_entry_ext(NAMES[0].0, NAMES[0].1)).unwrap();
     w.upsert(&sample_entry(NAMES[1].0, NAMES[1].1)).unwrap();
     w.upsert(&derived_entry(NAMES[2].0, NAMES[2].1, 5)).unwrap();
     w.upsert(&derived_entry(NAMES[3].0, NAMES[3].1, 6)).unwrap();
     w.upsert(&derived_entry(NAMES[4].0, NAMES[4].1, 7)).unwrap();
+    w.upsert(&derived_entry("@sw0", "rdma", 8)).unwrap();
+    w.set_peer_classes([("m1", "@sw0"), ("m2", "@sw0"), ("m3", "@sw1")])
+        .unwrap();
+    w.set_transport_ext("rdma", &sample_transport_ext(0.0))
+        .unwrap();
+    w.set_transport_ext("udp", &sample_transport_ext(0.5))
+        .unwrap();
     std::fs::read(&p.0).unwrap()
 }
 
@@ -84,8 +97,31 @@ fn exercise(r: &mut Reader, o: &mut Outcomes) {
     }
     for i in 0..CAP + 2 {
         tally(r.lookup_index(i, 100).map(|_| ()));
+        tally(r.lookup_index_status(i, u64::MAX).map(|_| ()));
         tally(r.snapshot_entry(i).map(|_| ()));
+        tally(r.entry_ext_index(i).map(|x| {
+            // Whatever the bits, the accessors stay in bounds.
+            let _ = (x.latency().len(), x.overlap().len(), x.bandwidth());
+            let _ = x.ident.problems(8);
+        }));
     }
+    // ABI 1.1 lookups.
+    for p in NAMES.iter().map(|n| n.0).chain(MAPPED) {
+        for t in ["rdma", "udp"] {
+            tally(r.lookup_or_class(p, t, 1000).map(|_| ()));
+            tally(r.lookup_status(p, t, 5000).map(|_| ()));
+            tally(r.index_or_class(p, t).map(|_| ()));
+            tally(r.entry_ext(p, t).map(|_| ()));
+        }
+        tally(r.peer_class(p).map(|_| ()));
+    }
+    for t in ["rdma", "udp", "raw"] {
+        tally(r.transport_ext(t).map(|t| {
+            let _ = (t.penalties(netgauge::Scheme::Mixed), t.bisection());
+        }));
+    }
+    tally(r.class_map().map(|_| ()));
+    tally(r.transports_ext().map(|_| ()));
 }
 
 fn write_case(path: &std::path::Path, bytes: &[u8]) {
@@ -118,23 +154,39 @@ fn random_corruptions_and_truncations_never_crash() {
                 }
             }
             // Aligned words set to hostile values, biased to the header,
-            // metadata, slots and entry heads.
+            // metadata, slots and entry heads, and to the structural words
+            // of the 1.1 extension.
             2 | 3 => {
                 for _ in 0..1 + rng.below(4) {
-                    let region = rng.below(4);
+                    let region = rng.below(8);
                     let copy = rng.below(2) as usize;
                     let base = layout.copy_offset[copy];
+                    let x = layout.ext.unwrap();
+                    let entry = base
+                        + layout.entries_offset
+                        + rng.below(CAP as u64) as usize * layout.entry_bytes;
                     let off = match region {
-                        0 => rng.below(256 / 8) as usize * 8,
-                        1 => base + rng.below(layout.meta_bytes as u64 / 8) as usize * 8,
+                        0 => rng.below(320 / 8) as usize * 8,
+                        1 => base + rng.below(256 / 8) as usize * 8,
                         2 => {
                             base + layout.slots_offset
                                 + rng.below(layout.hash_slots as u64) as usize * 8
                         }
+                        3 => entry + rng.below(256 / 8) as usize * 8,
+                        // Entry extension: head, identification, bandwidth info.
+                        4 => entry + x.entry_ext_offset + rng.below(136 / 8) as usize * 8,
+                        // Meta extension head and the first transport records' heads.
+                        5 => {
+                            base + x.meta_ext_offset
+                                + [0, 8, 16, 64, 80, 64 + 832, 64 + 832 + 16][rng.below(7) as usize]
+                        }
+                        // Class table, map slots, map records.
+                        6 => base + x.classes_offset + rng.below(3 * 72 / 8) as usize * 8,
                         _ => {
-                            base + layout.entries_offset
-                                + rng.below(CAP as u64) as usize * layout.entry_bytes
-                                + rng.below(256 / 8) as usize * 8
+                            base + x.map_slots_offset
+                                + rng.below(((x.meta_ext_end - x.map_slots_offset) / 8) as u64)
+                                    as usize
+                                    * 8
                         }
                     };
                     let v = match rng.below(8) {
@@ -213,10 +265,12 @@ fn each_structural_header_field_is_validated() {
         (0, 8, 0x1122_3344_5566_7788),  // magic
         (8, 4, 2),                      // abi_major
         (16, 4, 128),                   // header_bytes too small
-        (16, 4, 320),                   // header_bytes inconsistent with offsets
+        (16, 4, 384),                   // header_bytes inconsistent with offsets
+        (16, 4, 256),                   // header_bytes without the 1.1 extension
         (20, 4, 255),                   // meta_bytes misaligned
         (24, 4, 2240),                  // entry_bytes too small
-        (24, 4, 2304 + 64),             // entry_bytes inconsistent with total
+        (24, 4, 3392 + 64),             // entry_bytes inconsistent with total
+        (24, 4, 2304),                  // entry_bytes too small for 1.1
         (28, 4, 0),                     // capacity 0
         (28, 4, 9),                     // capacity inconsistent
         (28, 4, 1 << 20),               // capacity absurd
@@ -231,6 +285,17 @@ fn each_structural_header_field_is_validated() {
         (64, 8, 0),                     // copy_offset[0]
         (72, 8, u64::MAX - 7),          // copy_offset[1]
         (80, 8, 1 << 40),               // unknown incompatible capability
+        (256, 4, 0),                    // class_capacity 0
+        (256, 4, 1025),                 // class_capacity beyond MAX_CLASSES
+        (256, 4, 9),                    // class_capacity inconsistent with meta_bytes
+        (260, 4, 0),                    // map_capacity 0
+        (260, 4, 16),                   // map_capacity ≥ map_slots
+        (264, 4, 12),                   // map_slots not a power of two
+        (264, 4, 1 << 20),              // map_slots absurd
+        (268, 4, 9),                    // transport_records
+        (272, 4, 9),                    // max_latency
+        (276, 4, 7),                    // max_k
+        (280, 4, 4),                    // schemes
     ];
     for &(off, width, v) in cases {
         let mut b = good.clone();
@@ -254,6 +319,21 @@ fn each_structural_header_field_is_validated() {
     le_put(&mut b, 12, 7, 4);
     write_case(&p.0, &b);
     assert!(Reader::open(&p.0).is_ok());
+    // A 1.1-sized segment that says minor 0 is read as 1.0: the extension
+    // is absent, the 1.0 data is all there.
+    let mut b = good.clone();
+    le_put(&mut b, 12, 0, 4);
+    write_case(&p.0, &b);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    assert_eq!(r.entry_ext("node002", "rdma").unwrap().present, 0);
+    assert_eq!(r.transport_ext("rdma"), Err(LookupError::NotFound));
+    assert_eq!(r.peer_class("m1").unwrap(), None);
+    assert_eq!(
+        r.lookup_or_class("m1", "rdma", 1),
+        Err(LookupError::NotFound)
+    );
+    assert_eq!(r.lookup("node002", "rdma", 100).unwrap().g_ns, 500.0);
 }
 
 #[test]
@@ -371,4 +451,243 @@ fn each_structural_payload_field_is_validated() {
     write_case(&p.0, &b);
     let r = Reader::open(&p.0).unwrap();
     assert_eq!(r.snapshot_entry(0), Err(LookupError::Invalid));
+}
+
+/// The ABI 1.1 words, one at a time: each corruption gives its exact error
+/// from the 1.1 lookups, and never disturbs the 1.0 lookups.
+#[test]
+fn each_structural_extension_field_is_validated() {
+    let good = valid_segment();
+    let layout = Layout::new(CAP).unwrap();
+    let x = layout.ext.unwrap();
+    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
+    let c = layout.copy_offset[(seq & 1) as usize];
+    let entry = |i: usize| c + layout.entries_offset + i * layout.entry_bytes;
+    let ext = |i: usize| entry(i) + x.entry_ext_offset;
+    let meta_ext = c + x.meta_ext_offset;
+    let rd = |b: &[u8], off: usize| u64::from_le_bytes(b[off..off + 8].try_into().unwrap());
+    let p = TmpPath::new("fuzzext");
+    let open = |b: &[u8]| {
+        write_case(&p.0, b);
+        let mut r = Reader::open(&p.0).unwrap();
+        r.set_stale_after_ns(0);
+        r
+    };
+    // The 1.0 answers a corruption of the extension must leave alone.
+    let plain = open(&good).lookup("node002", "rdma", 100).unwrap();
+    let plain_k = derived_k(&open(&good).lookup("a", "rdma", 100).unwrap(), 0);
+    let check_10 = |r: &Reader, what: &str| {
+        assert_eq!(
+            r.lookup("node002", "rdma", 100),
+            Ok(plain),
+            "{what}: 1.0 lookup"
+        );
+        assert_eq!(
+            derived_k(&r.lookup("a", "rdma", 100).unwrap(), 0),
+            plain_k,
+            "{what}"
+        );
+    };
+
+    // Entry extension counts: latency > 8, overlap neither 0 nor n_ranges,
+    // a bandwidth range index beyond the ranges (entry 0 has 2 ranges).
+    let head = rd(&good, ext(0));
+    let bw_info = rd(&good, ext(0) + 128);
+    for (what, off, v) in [
+        ("9 latency sizes", ext(0), (head & !(0xFF << 8)) | 9 << 8),
+        ("255 latency sizes", ext(0), head | 0xFF << 8),
+        (
+            "1 overlap for 2 ranges",
+            ext(0),
+            (head & !(0xFF << 16)) | 1 << 16,
+        ),
+        ("9 overlaps", ext(0), (head & !(0xFF << 16)) | 9 << 16),
+        (
+            "range index 2 of 2",
+            ext(0) + 128,
+            (bw_info & !0xFFFF_FFFF) | 2,
+        ),
+    ] {
+        let mut b = good.clone();
+        le_put(&mut b, off, v, 8);
+        let r = open(&b);
+        assert_eq!(
+            r.entry_ext("node002", "rdma"),
+            Err(LookupError::Invalid),
+            "{what}"
+        );
+        assert_eq!(r.entry_ext_index(0), Err(LookupError::Invalid), "{what}");
+        assert_eq!(r.snapshot_entry(0), Err(LookupError::Invalid), "{what}");
+        check_10(&r, what);
+        // And through the C ABI.
+        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        // SAFETY: valid pointers; the reader is closed before leaving.
+        unsafe {
+            let cr = ng_open(cpath.as_ptr());
+            ng_set_stale_after_ns(cr, 0);
+            let mut out = EntryExt::default();
+            assert_eq!(
+                ng_get_entry_ext_index(cr, 0, &mut out),
+                -libc::EINVAL,
+                "{what}"
+            );
+            ng_close(cr);
+        }
+    }
+    // Every status code in every nibble decodes (reserved codes as
+    // "not identified, reason unknown"); an unknown regime code is passed on.
+    for code in 0..16u64 {
+        let mut b = good.clone();
+        le_put(&mut b, ext(0) + 24, code * 0x1111_1111_1111_1111, 8);
+        le_put(&mut b, ext(0) + 32, code * 0x1111_1111_1111_1111, 8);
+        le_put(&mut b, ext(0) + 128, bw_info | 0xFFFF_FFFF << 32, 8);
+        let r = open(&b);
+        let e = r.entry_ext("node002", "rdma").unwrap();
+        assert_eq!(
+            e.ident.get(netgauge::Field::BurstG),
+            Status::from_code(code as u8)
+        );
+        assert_eq!(
+            e.ident.get_range(0, netgauge::RangeField::OverlapRecv),
+            Status::from_code(code as u8)
+        );
+        assert_eq!(e.bandwidth().unwrap().regime(), None);
+        assert_eq!(e.ident.any_not_identified(1), code >= 2);
+        check_10(&r, "status codes");
+    }
+    // NaN and huge values are data: read back as they are.
+    let mut b = good.clone();
+    le_put(&mut b, ext(0) + 192 + 16, f64::NAN.to_bits(), 8);
+    le_put(&mut b, ext(0) + 192, u64::MAX, 8);
+    le_put(&mut b, ext(0) + 128 + 56, u64::MAX, 8);
+    let e = open(&b).entry_ext("node002", "rdma").unwrap();
+    assert!(e.latency()[0].min_ns.is_nan());
+    assert_eq!(e.latency()[0].size_bytes, u64::MAX);
+    assert_eq!(e.bandwidth().unwrap().burst_bytes, u64::MAX);
+
+    // Meta extension counts.
+    for (what, off, v) in [
+        ("transport_count 9", meta_ext, 9u64),
+        ("class_count > capacity", meta_ext + 8, CAP as u64 + 1),
+        ("map_count > capacity", meta_ext + 16, CAP as u64 + 1),
+    ] {
+        let mut b = good.clone();
+        le_put(&mut b, off, v, 8);
+        let r = open(&b);
+        let want = LookupError::Invalid;
+        match what {
+            "transport_count 9" => {
+                assert_eq!(r.transport_ext("rdma"), Err(want), "{what}");
+                assert_eq!(r.transports_ext(), Err(want), "{what}");
+            }
+            _ => {
+                assert_eq!(r.lookup_or_class("m1", "rdma", 1), Err(want), "{what}");
+                assert_eq!(r.class_map(), Err(want), "{what}");
+            }
+        }
+        check_10(&r, what);
+    }
+    // Transport record: name length 0 or 16, a k count of 9.
+    let tr = meta_ext + 64;
+    let info = rd(&good, tr + 16);
+    for (what, v) in [
+        ("name length 0", info & !0xFF),
+        ("name length 16", (info & !0xFF) | 16),
+        ("k = 9", (info & !(0xF << 8)) | 9 << 8),
+    ] {
+        let mut b = good.clone();
+        le_put(&mut b, tr + 16, v, 8);
+        let r = open(&b);
+        assert_eq!(r.transport_ext("rdma"), Err(LookupError::Invalid), "{what}");
+        check_10(&r, what);
+        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        // SAFETY: valid pointers; the reader is closed before leaving.
+        unsafe {
+            let cr = ng_open(cpath.as_ptr());
+            ng_set_stale_after_ns(cr, 0);
+            let mut t = TransportExt::default();
+            assert_eq!(
+                ng_get_transport_ext(cr, c"rdma".as_ptr(), &mut t),
+                -libc::EINVAL
+            );
+            ng_close(cr);
+        }
+    }
+    // Class names of length 0, 1 (just '@'), 64.
+    for len in [0u64, 1, 64] {
+        let mut b = good.clone();
+        le_put(&mut b, c + x.classes_offset, len, 8);
+        let r = open(&b);
+        assert_eq!(
+            r.lookup_or_class("m1", "rdma", 1),
+            Err(LookupError::Invalid),
+            "{len}"
+        );
+        assert_eq!(r.peer_class("m1"), Err(LookupError::Invalid), "{len}");
+        check_10(&r, "class name length");
+    }
+    // Map: a slot word whose index part is 0 (would underflow), a slot past
+    // map_count, a record whose class id is past class_count, a record
+    // whose peer length is 0.
+    let slots = c + x.map_slots_offset;
+    let used: Vec<usize> = (0..x.map_slots)
+        .filter(|s| rd(&good, slots + 8 * s) != 0)
+        .collect();
+    assert_eq!(used.len(), 3);
+    for (what, f) in [("index 0", 0u64), ("index past map_count", 4)] {
+        let mut b = good.clone();
+        for s in &used {
+            let w = rd(&b, slots + 8 * s);
+            le_put(&mut b, slots + 8 * s, (w & !0xFFFF_FFFF) | f, 8);
+        }
+        let r = open(&b);
+        for m in MAPPED {
+            assert_eq!(
+                r.lookup_or_class(m, "rdma", 1),
+                Err(LookupError::Invalid),
+                "{what}"
+            );
+        }
+        check_10(&r, what);
+    }
+    let rec = c + x.map_records_offset;
+    let info = rd(&good, rec + 64);
+    let mut b = good.clone();
+    le_put(&mut b, rec + 64, (info & 0xFF) | 7 << 8, 8);
+    let r = open(&b);
+    assert_eq!(
+        r.lookup_or_class("m1", "rdma", 1),
+        Err(LookupError::Invalid)
+    );
+    assert_eq!(r.class_map(), Err(LookupError::Invalid));
+    let mut b = good.clone();
+    le_put(&mut b, rec + 64, info & !0xFF, 8);
+    let r = open(&b);
+    assert_eq!(r.class_map(), Err(LookupError::Invalid));
+    // "m1" no longer matches its record: unknown, not invalid.
+    assert_eq!(
+        r.lookup_or_class("m1", "rdma", 1),
+        Err(LookupError::NotFound)
+    );
+    // A full map table (no empty slot) terminates: bounded probing.
+    let mut b = good.clone();
+    for s in 0..x.map_slots {
+        le_put(&mut b, slots + 8 * s, 0xDEAD_BEEF_0000_0001, 8);
+    }
+    let r = open(&b);
+    assert_eq!(
+        r.lookup_or_class("zz", "rdma", 1),
+        Err(LookupError::NotFound)
+    );
+    // The same for the 1.0 entry table's slot word with index part 0.
+    let eslots = c + layout.slots_offset;
+    let mut b = good.clone();
+    for s in 0..layout.hash_slots {
+        let w = rd(&b, eslots + 8 * s);
+        if w != 0 {
+            le_put(&mut b, eslots + 8 * s, w & !0xFFFF_FFFF, 8);
+        }
+    }
+    let r = open(&b);
+    assert_eq!(r.lookup("node002", "rdma", 1), Err(LookupError::Invalid));
 }

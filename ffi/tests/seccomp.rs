@@ -2,7 +2,9 @@
 //! seccomp filter that allows only read, write, exit and exit_group (anything
 //! else: SECCOMP_RET_KILL_PROCESS, i.e. SIGSYS, shell status 159), performs
 //! 10^6 lookups through each of the Rust API and the C ABI (string and index
-//! paths), and exits with a code saying whether every answer was right.
+//! paths, and the ABI 1.1 lookups: class fallback, entry extension,
+//! per-transport record), and exits with a code saying whether every answer
+//! was right.
 //!
 //! Filter mode rather than SECCOMP_MODE_STRICT: strict mode also disables
 //! rdtsc, which kills vDSO clock reads (see shared/RIGS.md).
@@ -15,7 +17,7 @@ mod common;
 
 use common::*;
 use netgauge::capi::*;
-use netgauge::{Params, Reader, SegmentWriter};
+use netgauge::{EntryExt, Params, Reader, Scheme, SegmentWriter, TransportExt};
 
 const LOOKUPS: usize = 1_000_000;
 
@@ -113,6 +115,9 @@ fn describe(status: i32) -> String {
     }
 }
 
+/// 40 peers × {rdma, udp} (indices 2i, 2i + 1), class entries "@sw0" and
+/// "@sw1" for rdma, 40 peers "peerNNN" without entries mapped to them
+/// alternately, a per-transport record for rdma.
 fn segment() -> (TmpPath, SegmentWriter) {
     let p = TmpPath::new("seccomp");
     let mut w = SegmentWriter::create_or_open(&p.0, 128, "node001", "tsc").unwrap();
@@ -122,6 +127,18 @@ fn segment() -> (TmpPath, SegmentWriter) {
         w.upsert(&derived_entry(&format!("node{i:03}"), "udp", 1000 + i))
             .unwrap();
     }
+    w.upsert(&derived_entry("@sw0", "rdma", 500)).unwrap();
+    w.upsert(&derived_entry("@sw1", "rdma", 501)).unwrap();
+    let peers: Vec<String> = (0..40).map(|i| format!("peer{i:03}")).collect();
+    w.set_peer_classes(
+        peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), if i % 2 == 0 { "@sw0" } else { "@sw1" })),
+    )
+    .unwrap();
+    w.set_transport_ext("rdma", &sample_transport_ext(0.0))
+        .unwrap();
     (p, w)
 }
 
@@ -227,6 +244,153 @@ fn c_abi_lookups_make_no_system_call() {
         let nan = unsafe { ng_predict_ns(r, c"nobody".as_ptr(), c"udp".as_ptr(), 1) };
         if !nan.is_nan() {
             bad += 1;
+        }
+        i32::from(bad != 0)
+    });
+    assert_eq!(describe(status), "exited with 0");
+    // SAFETY: closing the reader we opened.
+    unsafe { ng_close(r) };
+    drop(w);
+}
+
+#[test]
+fn rust_api_ext_lookups_make_no_system_call() {
+    let (p, w) = segment();
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(3_600_000_000_000);
+    r.set_max_age_ns(u64::MAX);
+    w.heartbeat();
+    let names: Vec<String> = (0..40).map(|i| format!("node{i:03}")).collect();
+    let mapped: Vec<String> = (0..40).map(|i| format!("peer{i:03}")).collect();
+    let status = run_confined(&mut filter(), || {
+        let mut bad = 0u64;
+        for n in 0..LOOKUPS / 4 {
+            let i = n % 40;
+            let s = ((n * 7919) % 4000) as u64;
+            // Own entry through the class-fallback path.
+            match r.lookup_or_class(&names[i], "rdma", s) {
+                Ok(v) if derived_k(&v, s / 1000) == Some(i as u64) => {}
+                _ => bad += 1,
+            }
+            // A peer without an entry: its class's, flagged.
+            let class_k = 500 + (i % 2) as u64;
+            match r.lookup_or_class(&mapped[i], "rdma", s) {
+                Ok(v)
+                    if derived_k(&v, s / 1000) == Some(class_k)
+                        && v.flags & netgauge::flags::CLASS != 0 => {}
+                _ => bad += 1,
+            }
+            match r.index_or_class(&mapped[i], "rdma") {
+                Ok(idx) if idx == 80 + i % 2 => {}
+                _ => bad += 1,
+            }
+            match r.lookup_status(&mapped[i], "rdma", s) {
+                Ok((v, st))
+                    if derived_k(&v, s / 1000) == Some(class_k)
+                        && st.range_index as u64 == s / 1000
+                        && st.range == 0x11 => {}
+                _ => bad += 1,
+            }
+            match r.lookup_index_status(2 * i, s) {
+                Ok((v, st)) if derived_k(&v, s / 1000) == Some(i as u64) && st.entry != 0 => {}
+                _ => bad += 1,
+            }
+            match r.entry_ext_index(2 * i + 1) {
+                Ok(x) if derived_ext_k(&x) == Some(1000 + i as u64) => {}
+                _ => bad += 1,
+            }
+            match r.entry_ext(&names[i], "rdma") {
+                Ok(x) if derived_ext_k(&x) == Some(i as u64) => {}
+                _ => bad += 1,
+            }
+            match r.transport_ext("rdma") {
+                Ok(t) if t.penalties(Scheme::Outgoing).len() == 5 => {}
+                _ => bad += 1,
+            }
+        }
+        if r.lookup_or_class("nobody", "rdma", 1).is_ok() || r.transport_ext("udp").is_ok() {
+            bad += 1;
+        }
+        i32::from(bad != 0)
+    });
+    assert_eq!(describe(status), "exited with 0");
+    drop(w);
+}
+
+#[test]
+fn c_abi_ext_lookups_make_no_system_call() {
+    let (p, w) = segment();
+    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+    // SAFETY: valid C string.
+    let r = unsafe { ng_open(path.as_ptr()) };
+    assert!(!r.is_null());
+    // SAFETY: r is live.
+    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
+    w.heartbeat();
+    let names: Vec<std::ffi::CString> = (0..40)
+        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
+        .collect();
+    let mapped: Vec<std::ffi::CString> = (0..40)
+        .map(|i| std::ffi::CString::new(format!("peer{i:03}")).unwrap())
+        .collect();
+    let status = run_confined(&mut filter(), || {
+        let mut bad = 0u64;
+        let mut out = Params::default();
+        let mut x = EntryExt::default();
+        let mut t = TransportExt::default();
+        let mut cls = [0 as core::ffi::c_char; 64];
+        for n in 0..LOOKUPS / 4 {
+            let i = n % 40;
+            let s = ((n * 7919) % 4000) as u64;
+            let class_k = 500 + (i % 2) as u64;
+            // SAFETY: r live, strings valid, outs writable.
+            let rc =
+                unsafe { ng_lookup_or_class(r, mapped[i].as_ptr(), c"rdma".as_ptr(), s, &mut out) };
+            if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let idx = unsafe { ng_index_or_class(r, mapped[i].as_ptr(), c"rdma".as_ptr()) };
+            // SAFETY: as above.
+            let rc = unsafe { ng_lookup_index(r, idx, s, &mut out) };
+            if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) {
+                bad += 1;
+            }
+            let mut st = netgauge::ParamsStatus::default();
+            // SAFETY: as above.
+            let rc = unsafe {
+                ng_lookup_status(
+                    r,
+                    mapped[i].as_ptr(),
+                    c"rdma".as_ptr(),
+                    s,
+                    &mut out,
+                    &mut st,
+                )
+            };
+            if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) || st.range != 0x11 {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let rc = unsafe { ng_get_entry_ext(r, names[i].as_ptr(), c"udp".as_ptr(), &mut x) };
+            if rc != 0 || derived_ext_k(&x) != Some(1000 + i as u64) {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let rc = unsafe { ng_get_entry_ext_index(r, (2 * i) as i32, &mut x) };
+            if rc != 0 || derived_ext_k(&x) != Some(i as u64) {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let rc = unsafe { ng_get_transport_ext(r, c"rdma".as_ptr(), &mut t) };
+            if rc != 0 || t.n_k != [5, 4, 0] {
+                bad += 1;
+            }
+            // SAFETY: as above.
+            let rc = unsafe { ng_peer_class(r, mapped[i].as_ptr(), cls.as_mut_ptr(), 64) };
+            if rc != 0 || cls[3] as u8 != b'0' + (i % 2) as u8 {
+                bad += 1;
+            }
         }
         i32::from(bad != 0)
     });

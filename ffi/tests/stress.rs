@@ -1,7 +1,7 @@
 //! No torn reads: a writer republishing as fast as it can (every field of an
-//! entry derived from one counter k) against readers in 4 threads of this
-//! process and in 2 child processes (this test binary re-executed), 10^7
-//! reads in all. And a writer SIGKILLed mid-update leaves readers with the
+//! entry, its ABI 1.1 block included, derived from one counter k) against
+//! readers in 4 threads of this process and in 2 child processes (this test
+//! binary re-executed), 10^7 reads in all. And a writer SIGKILLed mid-update leaves readers with the
 //! previous valid snapshot.
 
 mod common;
@@ -32,8 +32,9 @@ struct Tally {
     distinct: u64,
 }
 
-/// `reads` lookups alternating the index path and the string path, over
-/// entry "a" (index 0) and "b" (index 1), all four ranges.
+/// `reads` lookups over entry "a" (index 0) and "b" (index 1), all four
+/// ranges: the index path, the string path, and the ABI 1.1 reads (the
+/// entry extension by index, the lookup with statuses by name).
 fn read_loop(r: &Reader, reads: u64, seed: u64) -> Tally {
     let mut t = Tally::default();
     let mut last_k = [0u64; 2];
@@ -44,26 +45,29 @@ fn read_loop(r: &Reader, reads: u64, seed: u64) -> Tally {
         x ^= x << 17;
         let s = x % 4000;
         let which = (n % 2) as usize;
-        let res = if n % 4 < 2 {
-            r.lookup_index(which, s)
-        } else {
-            r.lookup(["a", "b"][which], "rdma", s)
+        let name = ["a", "b"][which];
+        let res = match n % 8 {
+            0..=2 => r.lookup_index(which, s).map(|p| derived_k(&p, s / 1000)),
+            3..=5 => r.lookup(name, "rdma", s).map(|p| derived_k(&p, s / 1000)),
+            6 => r.entry_ext_index(which).map(|e| derived_ext_k(&e)),
+            _ => r.lookup_status(name, "rdma", s).map(|(p, st)| {
+                // Statuses of derived entries: g and G of every range.
+                derived_k(&p, s / 1000).filter(|_| st.range == 0x11)
+            }),
         };
         t.reads += 1;
         match res {
-            Ok(p) => match derived_k(&p, s / 1000) {
-                Some(k) => {
-                    t.ok += 1;
-                    if k < last_k[which] {
-                        t.backwards += 1;
-                    }
-                    if k != last_k[which] {
-                        t.distinct += 1;
-                    }
-                    last_k[which] = k;
+            Ok(Some(k)) => {
+                t.ok += 1;
+                if k < last_k[which] {
+                    t.backwards += 1;
                 }
-                None => t.torn += 1,
-            },
+                if k != last_k[which] {
+                    t.distinct += 1;
+                }
+                last_k[which] = k;
+            }
+            Ok(None) => t.torn += 1,
             Err(LookupError::Busy) => t.busy += 1,
             Err(_) => t.other += 1,
         }

@@ -102,7 +102,7 @@ impl Default for HostClock {
 
 /// Which host clock to time with (`--clock`, `clock =` in the daemon's
 /// configuration).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClockChoice {
     /// The TSC when the CPU flags it invariant, else CLOCK_MONOTONIC_RAW.
@@ -117,6 +117,34 @@ pub enum ClockChoice {
     /// CLOCK_MONOTONIC_RAW (a system call where the kernel's clocksource has
     /// no vDSO support, e.g. hpet).
     MonotonicRaw,
+}
+
+impl ClockChoice {
+    /// Every choice, in the order `--clock` lists them.
+    pub const ALL: [ClockChoice; 3] = [
+        ClockChoice::Auto,
+        ClockChoice::Tsc,
+        ClockChoice::MonotonicRaw,
+    ];
+
+    /// The name `--clock` and `clock =` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockChoice::Auto => "auto",
+            ClockChoice::Tsc => "tsc",
+            ClockChoice::MonotonicRaw => "monotonic-raw",
+        }
+    }
+}
+
+impl std::str::FromStr for ClockChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ClockChoice::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| format!("unknown clock {s:?} (auto, tsc or monotonic-raw)"))
+    }
 }
 
 impl HostClock {

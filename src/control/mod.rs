@@ -84,7 +84,7 @@ pub use frame::PROTOCOL_VERSION;
 pub use key::{load_key, ClusterKey, KeyError};
 pub use msg::{
     DaemonStatus, Endpoints, Hello, Msg, PeerState, PeerStatus, ProbeAccept, ProbeDone,
-    ProbeReject, ProbeRequest, RejectReason, SizePlan, TransportKind, VerbsEndpoint,
+    ProbeReject, ProbeRequest, RejectReason, SizePlan, VerbsEndpoint,
 };
 pub use server::{ConnId, ControlServer, Handler, Incoming, ServerConfig};
 

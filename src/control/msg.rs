@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ControlError, RejectSnapshot, MAX_FRAME_BYTES, MAX_NODE_NAME_BYTES};
+use crate::transport::Kind;
 
 /// Longest list of sizes in a [`SizePlan::Recheck`].
 pub const MAX_RECHECK_SIZES: usize = 256;
@@ -122,17 +123,6 @@ impl VerbsEndpoint {
     }
 }
 
-/// Which transport a probe session uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TransportKind {
-    Udp,
-    RawEth,
-    RdmaWrite,
-    VerbsMsg,
-    Mpi,
-    Sim,
-}
-
 /// Which sizes a probe session covers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SizePlan {
@@ -147,7 +137,9 @@ pub enum SizePlan {
 pub struct ProbeRequest {
     /// Random, names the session; also stamped into every probe frame.
     pub session_nonce: u64,
-    pub transport: TransportKind,
+    /// Which transport the session uses (encoded as the kind's place in
+    /// the transport list).
+    pub transport: Kind,
     pub sizes: SizePlan,
     /// The node that drives the session: always the requester (a request
     /// naming another node is refused as `WrongDriver`).
@@ -209,7 +201,7 @@ pub struct PeerStatus {
     /// Wall-clock end of the last successful probe session, if any.
     pub last_probe_unix_ns: Option<u64>,
     /// Transport of the last session, if any.
-    pub last_transport: Option<TransportKind>,
+    pub last_transport: Option<Kind>,
     /// Consecutive failed attempts (drives the backoff).
     pub failures: u32,
 }

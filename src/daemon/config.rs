@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// Transports a peer can be probed over, by their `ngctl` names.
-pub const KNOWN_TRANSPORTS: [&str; 4] = ["raw", "udp", "rdma", "msg"];
+use crate::transport::kind::{known, PeerEndpoint};
+use crate::transport::Kind;
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -100,9 +100,24 @@ pub struct PeerConfig {
     /// Local interface toward this peer, for raw Ethernet.
     #[serde(default)]
     pub interface: Option<String>,
-    /// Transports to probe; default: every transport that works.
+    /// Transports to probe, by name; default: udp, and raw where an
+    /// interface is given.
     #[serde(default)]
     pub transports: Option<Vec<String>>,
+}
+
+impl PeerConfig {
+    /// Does the configuration ask for `kind` toward this peer?
+    pub fn wants(&self, kind: Kind) -> bool {
+        match &self.transports {
+            Some(list) => list.iter().any(|t| t == kind.name()),
+            None => {
+                kind == super::FALLBACK
+                    || (kind.descriptor().endpoint == PeerEndpoint::MacOnLink
+                        && self.interface.is_some())
+            }
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -201,11 +216,11 @@ impl Config {
                 return bad(format!("peer {:?} is listed twice", p.name));
             }
             for t in p.transports.iter().flatten() {
-                if !KNOWN_TRANSPORTS.contains(&t.as_str()) {
+                if !t.parse::<Kind>().is_ok_and(|k| k.descriptor().daemon) {
                     return bad(format!(
                         "peer {}: unknown transport {t:?} (known: {})",
                         p.name,
-                        KNOWN_TRANSPORTS.join(", ")
+                        known(|k| k.descriptor().daemon)
                     ));
                 }
             }

@@ -20,7 +20,7 @@ pub enum Job {
     Recheck,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeerPhase {
     /// Never measured (or nothing loaded from the state file).
@@ -31,6 +31,18 @@ pub enum PeerPhase {
     Suspect,
     /// The last probe failed; retried with backoff; its entry is stale.
     Failing,
+}
+
+impl PeerPhase {
+    /// The name the status file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerPhase::New => "new",
+            PeerPhase::Known => "known",
+            PeerPhase::Suspect => "suspect",
+            PeerPhase::Failing => "failing",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

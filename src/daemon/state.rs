@@ -6,146 +6,18 @@
 use std::io::Write;
 use std::path::Path;
 
-use netgauge::{EntryData, RangeData};
+use netgauge::EntryData;
 use serde::{Deserialize, Serialize};
 
 const STATE_VERSION: u32 = 1;
 
+/// The file: the entries in the segment's own schema (`EntryData`, whose
+/// non-finite values JSON keeps as null).
 #[derive(Serialize, Deserialize)]
 struct StateFile {
     version: u32,
     node: String,
-    entries: Vec<StoredEntry>,
-}
-
-#[allow(non_snake_case)]
-#[derive(Serialize, Deserialize)]
-struct StoredRange {
-    from_bytes: u64,
-    to_bytes: u64,
-    g_ns: f64,
-    G_ns_per_byte: f64,
-    o_s_ns: f64,
-    o_r_ns: f64,
-    O_s_ns_per_byte: f64,
-    O_r_ns_per_byte: f64,
-}
-
-#[allow(non_snake_case)]
-#[derive(Serialize, Deserialize)]
-struct StoredEntry {
-    peer: String,
-    transport: String,
-    ranges: Vec<StoredRange>,
-    eel_ns: Option<f64>,
-    L_ns: Option<f64>,
-    S_bytes: Option<u64>,
-    f: Option<u32>,
-    o_min_ns: Option<f64>,
-    o_max_ns: Option<f64>,
-    g_f_ns: Option<f64>,
-    curve: Vec<(u32, Option<f64>, Option<f64>)>,
-    ci95: Vec<(String, Option<f64>, Option<f64>)>,
-    samples: u64,
-    probe_bytes: u64,
-    measured_unix_ns: u64,
-    flags: u32,
-}
-
-// JSON has no NaN: store non-finite values as null.
-fn opt(v: f64) -> Option<f64> {
-    v.is_finite().then_some(v)
-}
-fn val(v: Option<f64>) -> f64 {
-    v.unwrap_or(f64::NAN)
-}
-
-impl From<&EntryData> for StoredEntry {
-    fn from(e: &EntryData) -> Self {
-        StoredEntry {
-            peer: e.peer.clone(),
-            transport: e.transport.clone(),
-            ranges: e
-                .ranges
-                .iter()
-                .map(|r| StoredRange {
-                    from_bytes: r.from_bytes,
-                    to_bytes: r.to_bytes,
-                    g_ns: r.g_ns,
-                    G_ns_per_byte: r.G_ns_per_byte,
-                    o_s_ns: r.o_s_ns,
-                    o_r_ns: r.o_r_ns,
-                    O_s_ns_per_byte: r.O_s_ns_per_byte,
-                    O_r_ns_per_byte: r.O_r_ns_per_byte,
-                })
-                .collect(),
-            eel_ns: opt(e.eel_ns),
-            L_ns: opt(e.L_ns),
-            S_bytes: e.S_bytes,
-            f: e.f,
-            o_min_ns: opt(e.o_min_ns),
-            o_max_ns: opt(e.o_max_ns),
-            g_f_ns: opt(e.g_f_ns),
-            curve: e
-                .curve
-                .iter()
-                .map(|&(p, o, r)| (p, opt(o), opt(r)))
-                .collect(),
-            ci95: e
-                .ci95
-                .iter()
-                .map(|(k, lo, hi)| (k.clone(), opt(*lo), opt(*hi)))
-                .collect(),
-            samples: e.samples,
-            probe_bytes: e.probe_bytes,
-            measured_unix_ns: e.measured_unix_ns,
-            flags: e.flags,
-        }
-    }
-}
-
-impl From<StoredEntry> for EntryData {
-    fn from(s: StoredEntry) -> Self {
-        EntryData {
-            peer: s.peer,
-            transport: s.transport,
-            ranges: s
-                .ranges
-                .into_iter()
-                .map(|r| RangeData {
-                    from_bytes: r.from_bytes,
-                    to_bytes: r.to_bytes,
-                    g_ns: r.g_ns,
-                    G_ns_per_byte: r.G_ns_per_byte,
-                    o_s_ns: r.o_s_ns,
-                    o_r_ns: r.o_r_ns,
-                    O_s_ns_per_byte: r.O_s_ns_per_byte,
-                    O_r_ns_per_byte: r.O_r_ns_per_byte,
-                })
-                .collect(),
-            eel_ns: val(s.eel_ns),
-            L_ns: val(s.L_ns),
-            S_bytes: s.S_bytes,
-            f: s.f,
-            o_min_ns: val(s.o_min_ns),
-            o_max_ns: val(s.o_max_ns),
-            g_f_ns: val(s.g_f_ns),
-            curve: s
-                .curve
-                .into_iter()
-                .map(|(p, o, r)| (p, val(o), val(r)))
-                .collect(),
-            ci95: s
-                .ci95
-                .into_iter()
-                .map(|(k, lo, hi)| (k, val(lo), val(hi)))
-                .collect(),
-            samples: s.samples,
-            probe_bytes: s.probe_bytes,
-            measured_unix_ns: s.measured_unix_ns,
-            flags: s.flags,
-        }
-    }
+    entries: Vec<EntryData>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +40,7 @@ pub fn save(path: &Path, node: &str, entries: &[EntryData]) -> Result<(), StateE
     let file = StateFile {
         version: STATE_VERSION,
         node: node.to_string(),
-        entries: entries.iter().map(StoredEntry::from).collect(),
+        entries: entries.to_vec(),
     };
     let text = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Invalid {
         path: path.display().to_string(),
@@ -218,12 +90,13 @@ pub fn load(path: &Path) -> Result<Vec<EntryData>, StateError> {
             ),
         });
     }
-    Ok(file.entries.into_iter().map(EntryData::from).collect())
+    Ok(file.entries)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netgauge::RangeData;
 
     fn entry() -> EntryData {
         EntryData {
@@ -252,6 +125,7 @@ mod tests {
             probe_bytes: 1 << 20,
             measured_unix_ns: 1_700_000_000_000_000_000,
             flags: netgauge::flags::VALID,
+            ext: Default::default(),
         }
     }
 
@@ -269,6 +143,20 @@ mod tests {
             (b.eel_ns, b.S_bytes, b.curve.clone(), b.flags)
         );
         assert!(a.o_min_ns.is_nan());
+        // The file keeps the field names, NaN as null.
+        let text = std::fs::read_to_string(&path).unwrap();
+        for k in [
+            "\"G_ns_per_byte\": 0.1",
+            "\"o_min_ns\": null",
+            "\"S_bytes\": 12288",
+        ] {
+            assert!(text.contains(k), "{k} in {text}");
+        }
+        // A non-finite value inside a range comes back too.
+        let mut odd = entry();
+        odd.ranges[0].O_r_ns_per_byte = f64::NAN;
+        save(&path, "node01", &[odd]).unwrap();
+        assert!(load(&path).unwrap()[0].ranges[0].O_r_ns_per_byte.is_nan());
         let _ = std::fs::remove_dir_all(dir);
     }
 

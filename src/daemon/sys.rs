@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 /// share the one core: the daemon's probing keeps off the others. Without
 /// a pin, a driver and a responder on one machine (two daemons in network
 /// namespaces) may land on one core, where each spins out its yield
-/// threshold before the other runs: EEL 55.7 µs against 5 µs.
+/// threshold before the other runs (bench/daemon.md).
 pub fn spawn_busy<T: Send + 'static>(
     name: &'static str,
     cpu: Option<usize>,

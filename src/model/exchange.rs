@@ -72,7 +72,7 @@ pub struct ExchangeRange {
 impl ExchangeRange {
     /// The range's line at `size_bytes`.
     pub fn at(&self, size_bytes: u64) -> f64 {
-        (self.step_ns + size_bytes.saturating_sub(1) as f64 * self.G_ns_per_byte).max(0.0)
+        netgauge::line_ns(self.step_ns, self.G_ns_per_byte, size_bytes).max(0.0)
     }
 }
 

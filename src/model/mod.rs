@@ -64,26 +64,9 @@ pub enum Segmenter {
     OptimalBic,
 }
 
-/// One protocol range with its own parameter set.
-#[allow(non_snake_case)]
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Range {
-    pub from_bytes: u64,
-    /// Inclusive upper end (the last sampled size of the range; u64::MAX
-    /// for the open last range is *not* used: it is the largest sampled size).
-    pub to_bytes: u64,
-    /// g of the range's line gap(s) = g + (s−1)·G: its value at s = 1, as in
-    /// the paper's Table 2, also for ranges that start far above s = 1.
-    pub g_ns: f64,
-    pub G_ns_per_byte: f64,
-    /// o' of o_s(s) = o' + (s−1)·O_s: the range's line at s = 1, like g.
-    pub o_s_ns: f64,
-    /// o' of o_r(s) = o' + (s−1)·O_r (0 when the transport has no o_r).
-    pub o_r_ns: f64,
-    /// LogGPS size-linear overhead slopes, ns per byte.
-    pub O_s_ns_per_byte: f64,
-    pub O_r_ns_per_byte: f64,
-}
+/// One protocol range with its own parameter set: the segment's schema
+/// of a range (`netgauge::RangeData`), produced here by the fit.
+pub use netgauge::RangeData as Range;
 
 /// LogGP(S) fit of one sweep.
 #[allow(non_snake_case)]

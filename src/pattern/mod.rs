@@ -1,6 +1,8 @@
 //! Measurement procedures, written once over [`Transport`](crate::transport::Transport)
 //! and [`Clock`](crate::clock::Clock): PRTT(n,d,s) client and mirror server,
-//! and the 1:P−P:1 fan-out.
+//! the 1:P−P:1 fan-out, and (over [`AllRanks`](crate::transport::AllRanks))
+//! the all-ranks exchange.
 
+pub mod exchange;
 pub mod fanout;
 pub mod prtt;

@@ -1,22 +1,36 @@
-//! Transports: one file per transport, all behind [`Transport`].
+//! Transports: one file per transport, all behind [`Transport`]; the one
+//! list of them is [`kind`], and how each opens is [`open::Open`],
+//! implemented in the transport's own file.
 //!
-//! Contract (DESIGN.md): blocking, busy-polling, allocation-free on the hot
-//! path, every wait bounded by a deadline. A lost message is a
-//! [`TransportError::Timeout`], never a hang.
+//! Contract (docs/ARCHITECTURE.md): blocking, busy-polling,
+//! allocation-free on the hot path, every wait bounded by a deadline. A
+//! lost message is a [`TransportError::Timeout`], never a hang. A
+//! transport moves bytes: it imports no other transport (shared code sits
+//! in modules that are not transports: `frame`, `qp`), and no pattern,
+//! sweep or probe.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-pub mod frame;
+pub mod dgram;
+/// The datagram transports' frame header: another name for [`dgram::wire`].
+pub use dgram::wire as frame;
+pub mod kind;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod multi;
+pub mod open;
+#[cfg(feature = "verbs")]
+pub mod qp;
 pub mod raw_eth;
 #[cfg(feature = "verbs")]
 pub mod rdma_write;
 pub mod sim;
+pub mod sys;
 pub mod udp;
 #[cfg(feature = "verbs")]
 pub mod verbs_msg;
+
+pub use kind::Kind;
 
 /// Index of a peer as the transport numbers them (0..caps().peers).
 pub type PeerId = usize;
@@ -98,4 +112,81 @@ pub struct Counters {
     pub sent_messages: u64,
     pub recv_bytes: u64,
     pub recv_messages: u64,
+}
+
+impl Counters {
+    /// One message of `bytes` sent.
+    #[inline]
+    pub fn sent(&mut self, bytes: usize) {
+        self.sent_bytes += bytes as u64;
+        self.sent_messages += 1;
+    }
+    /// One message of `bytes` received.
+    #[inline]
+    pub fn received(&mut self, bytes: usize) {
+        self.recv_bytes += bytes as u64;
+        self.recv_messages += 1;
+    }
+}
+
+impl Caps {
+    /// A link of `kind` to one peer, carrying messages up to
+    /// `max_msg_bytes`: one-sidedness and receive overhead as the kind's
+    /// descriptor says.
+    pub fn single(kind: Kind, max_msg_bytes: usize) -> Caps {
+        let d = kind.descriptor();
+        Caps {
+            max_msg_bytes,
+            one_sided: d.one_sided,
+            has_recv_overhead: d.recv_overhead,
+            peers: 1,
+        }
+    }
+}
+
+/// A single-peer link's check of a send: to peer 0, at most `max_bytes`.
+#[inline]
+pub fn check_send(peer: PeerId, bytes: usize, max_bytes: usize) -> Result<(), TransportError> {
+    if peer != 0 {
+        return Err(TransportError::NoPeer(peer));
+    }
+    if bytes > max_bytes {
+        return Err(TransportError::TooLarge {
+            bytes,
+            max: max_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// A single-peer link's check of a receive: from any peer or peer 0.
+#[inline]
+pub fn check_from(from: Option<PeerId>) -> Result<(), TransportError> {
+    match from {
+        Some(p) if p != 0 => Err(TransportError::NoPeer(p)),
+        _ => Ok(()),
+    }
+}
+
+/// A transport over every rank of a job: the collective steps the
+/// all-ranks exchange pattern (`pattern::exchange`) is written over. Every
+/// call has a deadline; ranks are numbered 0..ranks().
+pub trait AllRanks {
+    fn rank(&self) -> usize;
+    fn ranks(&self) -> usize;
+    /// All ranks have arrived.
+    fn barrier(&mut self, deadline: Instant) -> Result<(), TransportError>;
+    /// Send `bytes` to rank `partner` and receive `bytes` from it, at once.
+    fn exchange(
+        &mut self,
+        partner: usize,
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError>;
+    /// The element-wise maximum of `vals` over all ranks, on every rank.
+    fn max_over_ranks(
+        &mut self,
+        vals: Vec<f64>,
+        deadline: Instant,
+    ) -> Result<Vec<f64>, TransportError>;
 }

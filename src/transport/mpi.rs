@@ -17,15 +17,19 @@
 //! - Receive overhead: the time from the matched probe that found the message
 //!   to the MPI_Test that completed its receive (for eager messages the copy
 //!   out of the shared-memory/eager buffer).
+//! - [`AllRanks`]: the barrier, exchange step and maximum over ranks that
+//!   the all-ranks exchange pattern (`pattern::exchange`) runs on, each an
+//!   MPI non-blocking collective or point-to-point pair polled against its
+//!   deadline.
 
 use std::ffi::{c_int, c_void};
 use std::time::{Duration, Instant};
 
 use mpi::ffi;
 
-use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
+use super::open::{LinkSpec, Open, OpenError, Rendezvous};
+use super::{AllRanks, Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
 use crate::clock::{Clock, HostClock};
-use crate::model::exchange::ExchangeSamples;
 
 const TAG_ANSWER: c_int = 1;
 const TAG_STOP: c_int = 2;
@@ -33,13 +37,8 @@ const TAG_REPORT_SHIFT: u32 = 2;
 /// Answer and stop together never occur in a probe: the tag of a control
 /// message carrying a rank's processor name.
 const TAG_NAME: c_int = TAG_ANSWER | TAG_STOP;
-/// The exchange sweep's messages (answer and stop with a report of 1).
+/// The exchange steps' messages (answer and stop with a report of 1).
 const TAG_EXCHANGE: c_int = TAG_NAME | (1 << TAG_REPORT_SHIFT);
-/// Rounds per size of the exchange sweep.
-const EXCHANGE_ROUNDS: usize = 21;
-/// The whole exchange sweep must end within this (about 0.5 s on 4 ranks
-/// sharing 2 cores up to 4 MiB).
-const EXCHANGE_BUDGET: Duration = Duration::from_secs(60);
 const MAX_NAME_BYTES: usize = 255;
 
 /// Settings of an [`MpiTransport`].
@@ -94,6 +93,15 @@ pub fn world_rank_size() -> (usize, usize) {
 /// The MPI processor name (host name) of this rank.
 pub fn processor_name() -> String {
     mpi::environment::processor_name().unwrap_or_else(|_| String::from("unknown"))
+}
+
+/// A message [`MpiTransport::matched_recv`] received.
+struct Matched {
+    bytes: usize,
+    tag: c_int,
+    src_rank: usize,
+    /// Clock reading when the probe matched it.
+    found_at: u64,
 }
 
 /// The MPI transport on a duplicate of MPI_COMM_WORLD.
@@ -235,33 +243,64 @@ impl MpiTransport {
         tag: c_int,
         timeout: Duration,
     ) -> Result<usize, TransportError> {
+        Ok(self.matched_recv(rank, tag, timeout)?.bytes)
+    }
+
+    /// Wait for a message from `source` with `tag` (MPI_Improbe polled
+    /// against the deadline), then receive it into `rx` (MPI_Imrecv polled
+    /// against it). A message larger than `rx` is drained and refused.
+    #[inline]
+    fn matched_recv(
+        &mut self,
+        source: c_int,
+        tag: c_int,
+        timeout: Duration,
+    ) -> Result<Matched, TransportError> {
         let deadline = Instant::now() + timeout;
-        // SAFETY: plain handle values / plain old data.
+        // SAFETY: plain constant handle values.
         let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
         // SAFETY: MPI_Status is plain old data.
         let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        loop {
+        let mut spins = 0u32;
+        let found_at = loop {
             let mut flag: c_int = 0;
             // SAFETY: our communicator; valid out-pointers.
             check(
-                unsafe { ffi::MPI_Improbe(rank, tag, self.comm, &mut flag, &mut msg, &mut status) },
+                unsafe {
+                    ffi::MPI_Improbe(source, tag, self.comm, &mut flag, &mut msg, &mut status)
+                },
                 "MPI_Improbe",
             )?;
             if flag != 0 {
-                break;
+                break self.opts.clock.now();
             }
-            if Instant::now() >= deadline {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) && Instant::now() >= deadline {
                 return Err(TransportError::Timeout(timeout));
             }
-        }
+        };
         let mut count: c_int = 0;
-        // SAFETY: status filled by the matched probe.
+        // SAFETY: `status` was filled by the matched probe.
         check(
             unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
             "MPI_Get_count",
         )?;
         let bytes = count.max(0) as usize;
         if bytes > self.rx.len() {
+            // A matched message cannot be received in pieces: drain it into
+            // a temporary buffer (never on a valid probe, whose sizes are
+            // bounded by max_msg_bytes).
+            let mut sink = vec![0u8; bytes];
+            // SAFETY: `sink` holds `bytes` bytes; `msg` is the matched message.
+            unsafe {
+                ffi::MPI_Mrecv(
+                    sink.as_mut_ptr() as *mut c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    &mut msg,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
             return Err(TransportError::TooLarge {
                 bytes,
                 max: self.rx.len(),
@@ -269,7 +308,8 @@ impl MpiTransport {
         }
         // SAFETY: a plain handle value.
         let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: rx holds `bytes` bytes and outlives the request.
+        // SAFETY: `rx` holds at least `bytes` bytes and outlives the request
+        // (or is leaked if the request is abandoned); `msg` is matched.
         check(
             unsafe {
                 ffi::MPI_Imrecv(
@@ -282,8 +322,13 @@ impl MpiTransport {
             },
             "MPI_Imrecv",
         )?;
-        self.wait_request(&mut req, Instant::now() + timeout, timeout)?;
-        Ok(bytes)
+        self.wait_request(&mut req, deadline.max(Instant::now() + timeout), timeout)?;
+        Ok(Matched {
+            bytes,
+            tag: status.MPI_TAG,
+            src_rank: status.MPI_SOURCE.max(0) as usize,
+            found_at,
+        })
     }
 
     /// Tell `peer` the session is over (its `recv` returns `PeerGone`, and
@@ -332,14 +377,13 @@ impl MpiTransport {
         )?;
         let deadline = Instant::now() + self.opts.send_timeout;
         self.wait_request(&mut req, deadline, self.opts.send_timeout)?;
-        self.counters.sent_bytes += bytes as u64;
-        self.counters.sent_messages += 1;
+        self.counters.sent(bytes);
         Ok(())
     }
 
     /// One exchange step: send `bytes` to `partner` and receive `bytes` from
     /// it at once (MPI_Irecv + MPI_Isend, polled together until `deadline`).
-    fn exchange(
+    fn exchange_step(
         &mut self,
         partner: usize,
         bytes: usize,
@@ -431,7 +475,7 @@ impl MpiTransport {
     }
 
     /// MPI_Ibarrier, polled until `deadline`.
-    fn barrier(&mut self, deadline: Instant) -> Result<(), TransportError> {
+    fn ibarrier(&mut self, deadline: Instant) -> Result<(), TransportError> {
         // SAFETY: a plain handle value.
         let mut req = unsafe { [ffi::RSMPI_REQUEST_NULL] };
         // SAFETY: our communicator; valid out-pointer.
@@ -445,7 +489,7 @@ impl MpiTransport {
     /// Element-wise maximum of `vals` over all ranks (MPI_Iallreduce, polled
     /// until `deadline`); every rank gets the result. On a timeout both
     /// buffers are leaked (MPI may still use them).
-    fn max_over_ranks(
+    fn iallreduce_max(
         &mut self,
         vals: Vec<f64>,
         deadline: Instant,
@@ -529,10 +573,8 @@ impl Drop for MpiTransport {
 impl Transport for MpiTransport {
     fn caps(&self) -> Caps {
         Caps {
-            max_msg_bytes: self.opts.max_msg_bytes,
-            one_sided: false,
-            has_recv_overhead: true,
             peers: self.size.saturating_sub(1),
+            ..Caps::single(super::Kind::Mpi, self.opts.max_msg_bytes)
         }
     }
 
@@ -550,83 +592,15 @@ impl Transport for MpiTransport {
             // SAFETY: a plain constant.
             None => unsafe { ffi::RSMPI_ANY_SOURCE },
         };
+        // SAFETY: a plain constant.
+        let any_tag = unsafe { ffi::RSMPI_ANY_TAG };
+        let Matched {
+            bytes,
+            tag,
+            src_rank,
+            found_at,
+        } = self.matched_recv(source, any_tag, timeout)?;
         let clock = self.opts.clock;
-        let deadline = Instant::now() + timeout;
-        // SAFETY: plain constant handle values.
-        let mut msg: ffi::MPI_Message = unsafe { ffi::RSMPI_MESSAGE_NULL };
-        // SAFETY: MPI_Status is plain old data.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        let mut spins = 0u32;
-        let found_at = loop {
-            let mut flag: c_int = 0;
-            // SAFETY: our communicator; valid out-pointers.
-            check(
-                unsafe {
-                    ffi::MPI_Improbe(
-                        source,
-                        ffi::RSMPI_ANY_TAG,
-                        self.comm,
-                        &mut flag,
-                        &mut msg,
-                        &mut status,
-                    )
-                },
-                "MPI_Improbe",
-            )?;
-            if flag != 0 {
-                break clock.now();
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) && Instant::now() >= deadline {
-                return Err(TransportError::Timeout(timeout));
-            }
-        };
-        let mut count: c_int = 0;
-        // SAFETY: `status` was filled by the matched probe.
-        check(
-            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
-            "MPI_Get_count",
-        )?;
-        let bytes = count.max(0) as usize;
-        let tag = status.MPI_TAG;
-        let src_rank = status.MPI_SOURCE.max(0) as usize;
-        if bytes > self.rx.len() {
-            // Receive it anyway in pieces is impossible with a matched
-            // message: drain it into a temporary buffer (never on a valid
-            // probe, whose sizes are bounded by max_msg_bytes).
-            let mut sink = vec![0u8; bytes];
-            // SAFETY: `sink` holds `bytes` bytes; `msg` is the matched message.
-            unsafe {
-                ffi::MPI_Mrecv(
-                    sink.as_mut_ptr() as *mut c_void,
-                    count,
-                    ffi::RSMPI_UINT8_T,
-                    &mut msg,
-                    ffi::RSMPI_STATUS_IGNORE,
-                )
-            };
-            return Err(TransportError::TooLarge {
-                bytes,
-                max: self.rx.len(),
-            });
-        }
-        // SAFETY: a plain handle value.
-        let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `rx` holds at least `bytes` bytes and outlives the request
-        // (or is leaked if the request is abandoned); `msg` is matched.
-        check(
-            unsafe {
-                ffi::MPI_Imrecv(
-                    self.rx.as_mut_ptr() as *mut c_void,
-                    count,
-                    ffi::RSMPI_UINT8_T,
-                    &mut msg,
-                    &mut req,
-                )
-            },
-            "MPI_Imrecv",
-        )?;
-        self.wait_request(&mut req, deadline.max(Instant::now() + timeout), timeout)?;
         let overhead_ns = clock.to_ns(clock.now().wrapping_sub(found_at));
         let peer = self
             .rank_peer(src_rank)
@@ -636,8 +610,7 @@ impl Transport for MpiTransport {
                 "rank {src_rank} ended the session"
             )));
         }
-        self.counters.recv_bytes += bytes as u64;
-        self.counters.recv_messages += 1;
+        self.counters.received(bytes);
         Ok(Received {
             peer,
             bytes,
@@ -654,190 +627,46 @@ impl Transport for MpiTransport {
     }
 }
 
-/// Sizes of the exchange sweep: 1 B, the powers of two and their √2
-/// midpoints up to `max_bytes`, and `max_bytes`.
-pub fn exchange_sizes(max_bytes: u64) -> Vec<u64> {
-    let mut v = vec![1u64];
-    let mut p = 2u64;
-    while p <= max_bytes {
-        let mid = ((p / 2) as f64 * std::f64::consts::SQRT_2).round() as u64;
-        if mid > *v.last().unwrap_or(&0) && mid < p {
-            v.push(mid);
-        }
-        v.push(p);
-        p *= 2;
+impl AllRanks for MpiTransport {
+    fn rank(&self) -> usize {
+        self.rank
     }
-    if *v.last().unwrap_or(&0) < max_bytes {
-        v.push(max_bytes);
+    fn ranks(&self) -> usize {
+        self.size
     }
-    v
+    fn barrier(&mut self, deadline: Instant) -> Result<(), TransportError> {
+        self.ibarrier(deadline)
+    }
+    fn exchange(
+        &mut self,
+        partner: usize,
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        self.exchange_step(partner, bytes, deadline)
+    }
+    fn max_over_ranks(
+        &mut self,
+        vals: Vec<f64>,
+        deadline: Instant,
+    ) -> Result<Vec<f64>, TransportError> {
+        self.iallreduce_max(vals, deadline)
+    }
 }
 
-/// Exchanges back to back in one round of the exchange sweep: enough that a
-/// round of small steps lasts well beyond the barrier's skew.
-fn exchange_steps(bytes: u64) -> u32 {
-    ((256 * 1024) / bytes.max(1)).clamp(1, 16) as u32
-}
-
-/// The all-ranks exchange sweep ([`crate::model::exchange`]); every rank
-/// calls it, with the same arguments. The ranks below the largest power of
-/// two P' ≤ P take part (the others only join the barriers and
-/// reductions). Step j pairs rank r with r ⊕ d, d = 1 + (j mod (P' − 1)):
-/// a new partner every step, as in recursive doubling and halving, so no
-/// step finds its partner already running in lockstep from the step before
-/// (on shared cores a rendezvous step waits for the partner to be
-/// scheduled). Per size: one warm-up round, then `rounds` rounds of a
-/// barrier and [`exchange_steps`] exchanges; a round's value is the slowest
-/// rank's mean step. Every wait ends by `deadline`.
-pub fn exchange_sweep(
-    t: &mut MpiTransport,
-    sizes: &[u64],
-    rounds: usize,
-    deadline: Instant,
-) -> Result<Vec<ExchangeSamples>, TransportError> {
-    let pow2 = if t.size.is_power_of_two() {
-        t.size
-    } else {
-        t.size.next_power_of_two() / 2
-    };
-    let takes_part = t.rank < pow2 && pow2 >= 2;
-    let clock = t.opts.clock;
-    let max = t.opts.max_msg_bytes as u64;
-    let mut out = Vec::with_capacity(sizes.len());
-    for &bytes in sizes.iter().filter(|&&b| b <= max) {
-        let steps = exchange_steps(bytes);
-        let mut rounds_ns = Vec::with_capacity(rounds);
-        for round in 0..=rounds {
-            t.barrier(deadline)?;
-            let t0 = clock.now();
-            if takes_part {
-                for j in 0..steps as usize {
-                    let partner = t.rank ^ (1 + j % (pow2 - 1));
-                    t.exchange(partner, bytes as usize, deadline)?;
-                }
-            }
-            let ns = clock.to_ns(clock.now().wrapping_sub(t0)) / f64::from(steps);
-            if round > 0 {
-                rounds_ns.push(if takes_part { ns } else { 0.0 });
-            }
-        }
-        let step_ns = t.max_over_ranks(rounds_ns, deadline)?;
-        out.push(ExchangeSamples {
-            size_bytes: bytes,
-            steps_per_round: steps,
-            step_ns,
-        });
+/// Every rank opens the same communicator (MPI_Comm_dup is collective):
+/// the driver is rank 0, the others answer it.
+impl Open for MpiTransport {
+    fn driver(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        let d = MpiOptions::default();
+        Ok(MpiTransport::world(MpiOptions {
+            max_msg_bytes: spec.options.max_msg_bytes.unwrap_or(d.max_msg_bytes),
+            clock: spec.options.clock,
+            ..d
+        })?)
     }
-    Ok(out)
-}
 
-/// `mpirun -np N ngctl probe --transport mpi`: what every rank but 0 does.
-/// Serves probes until rank 0 sends stop, or until `idle_limit` passes
-/// without a message. Returns the number of answers sent.
-pub fn serve_until_stopped(
-    t: &mut MpiTransport,
-    idle_limit: Duration,
-) -> Result<u64, TransportError> {
-    let idle = Duration::from_millis(200);
-    let mut last_msgs = 0u64;
-    let mut quiet_since = Instant::now();
-    let stats = crate::pattern::prtt::serve(t, idle, |st| {
-        if st.messages != last_msgs {
-            last_msgs = st.messages;
-            quiet_since = Instant::now();
-        }
-        st.sessions_ended == 0 && quiet_since.elapsed() < idle_limit
-    })?;
-    Ok(stats.answers)
-}
-
-/// What `mpirun -np N ngctl probe --transport mpi` measured (on rank 0).
-#[derive(Debug)]
-pub struct MpiProbe {
-    pub result: crate::probe::ProbeResult,
-    /// Processor name of rank 1 ("rank1" if it did not say).
-    pub peer_name: String,
-    pub ranks: usize,
-    /// The all-ranks exchange sweep ([`exchange_sweep`]); empty if it
-    /// failed (the pair probe stands without it).
-    pub exchange: Vec<ExchangeSamples>,
-}
-
-/// Why an MPI probe failed.
-#[derive(Debug, thiserror::Error)]
-pub enum MpiProbeError {
-    #[error("needs at least 2 MPI ranks (run under mpirun -np 2)")]
-    TooFewRanks,
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    #[error(transparent)]
-    Sweep(#[from] crate::sweep::SweepError),
-}
-
-/// The whole MPI probe, every rank calls it (MPI initialized): rank 0
-/// probes rank 1 (and runs the 1:P−P:1 fan-out over all other ranks when
-/// `opts.fanout_peers` asks for it), then tells every other rank to stop;
-/// the others serve. Returns `Some` on rank 0 only.
-pub fn run_probe(
-    opts: &crate::probe::ProbeOptions,
-    progress: &mut dyn crate::sweep::Progress,
-) -> Result<Option<MpiProbe>, MpiProbeError> {
-    let mut t = MpiTransport::world(MpiOptions {
-        max_msg_bytes: (opts.sweep.max_size_bytes as usize).max(opts.fanout_size_bytes),
-        ..MpiOptions::default()
-    })?;
-    if t.size() < 2 {
-        return Err(MpiProbeError::TooFewRanks);
+    fn responder(spec: &LinkSpec, rdv: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        Self::driver(spec, rdv)
     }
-    let names = t.gather_names(Duration::from_secs(10))?;
-    // The exchange pairs ranks by XOR: measured for a power-of-two number of
-    // ranks only (others keep the selector's sharing model).
-    let sizes = if t.size().is_power_of_two() {
-        exchange_sizes(opts.sweep.max_size_bytes)
-    } else {
-        Vec::new()
-    };
-    if t.rank() != 0 {
-        serve_until_stopped(&mut t, Duration::from_secs(120))?;
-        if let Err(e) = exchange_sweep(
-            &mut t,
-            &sizes,
-            EXCHANGE_ROUNDS,
-            Instant::now() + EXCHANGE_BUDGET,
-        ) {
-            eprintln!(
-                "ngctl probe (rank {}): the exchange sweep failed: {e}",
-                t.rank()
-            );
-        }
-        return Ok(None);
-    }
-    let clock = HostClock::detect();
-    let result = crate::probe::run(&mut t, &clock, 0, opts, progress);
-    // Stop the servers whatever happened, so mpirun never hangs.
-    for peer in 0..t.size() - 1 {
-        let _ = t.send_stop(peer);
-    }
-    let exchange = exchange_sweep(
-        &mut t,
-        &sizes,
-        EXCHANGE_ROUNDS,
-        Instant::now() + EXCHANGE_BUDGET,
-    )
-    .unwrap_or_else(|e| {
-        eprintln!("ngctl probe: the exchange sweep failed ({e}); publishing the pair alone");
-        Vec::new()
-    });
-    let result = result?;
-    let peer_name = names
-        .get(1)
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .unwrap_or_else(|| "rank1".into());
-    Ok(Some(MpiProbe {
-        result,
-        peer_name,
-        ranks: t.size(),
-        exchange,
-    }))
 }

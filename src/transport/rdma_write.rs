@@ -23,47 +23,23 @@
 //! allocation and no system call of its own (the provider's doorbell is the
 //! transport's own). One-sided: o_r = 0.
 
-use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
+use super::open::{LinkSpec, Open, OpenError, Rendezvous};
+pub use super::qp::VerbsOptions;
+use super::qp::{self, YIELD_AFTER};
+use super::{
+    check_from, check_send, Caps, Counters, Kind, Meta, PeerId, Received, Transport, TransportError,
+};
 use crate::clock::{HostClock, SpinDeadline};
-use crate::verbs::exchange::{self, EndpointKind, SideChannel};
-use crate::verbs::{self, Access, Cq, Link, LinkOptions, Mr, SendOp, SendWr, VerbsError};
+use crate::verbs::exchange;
+use crate::verbs::{self, Access, Cq, Link, Mr, SendOp, SendWr, VerbsError};
 
 /// Bytes of the trailer at the end of every written message.
 pub const TRAILER_BYTES: usize = 16;
 const ANSWER_BIT: u32 = 1 << 31;
-
-/// Settings of an RDMA transport session (also used by `verbs_msg`).
-#[derive(Clone, Debug)]
-pub struct VerbsOptions {
-    pub link: LinkOptions,
-    /// Largest message.
-    pub max_msg_bytes: usize,
-    /// Try huge pages for the buffers.
-    pub huge_pages: bool,
-    /// Deadline of the side-channel exchange (each read or write).
-    pub exchange_timeout: Duration,
-    /// How long `send` may wait for its local completion.
-    pub send_timeout: Duration,
-    pub clock: HostClock,
-}
-
-impl VerbsOptions {
-    pub fn new(device: &str) -> VerbsOptions {
-        VerbsOptions {
-            link: LinkOptions::new(device),
-            max_msg_bytes: 1 << 20,
-            huge_pages: false,
-            exchange_timeout: Duration::from_secs(10),
-            send_timeout: Duration::from_secs(5),
-            clock: HostClock::default(),
-        }
-    }
-}
 
 /// Round up to a multiple of 64 (stamp alignment and cache lines).
 fn slot_bytes(max_msg: usize) -> usize {
@@ -97,9 +73,6 @@ pub struct RdmaWriteTransport {
     clock: HostClock,
     send_timeout: Duration,
     counters: Counters,
-    /// The `ngctl serve` side channel; None when the endpoints travelled
-    /// over the daemon's control plane ([`RdmaWriteSetup`]).
-    side: Option<SideChannel>,
     path_mtu_bytes: usize,
     /// Posted writes not yet retired by a signaled completion.
     outstanding: u32,
@@ -110,10 +83,6 @@ pub struct RdmaWriteTransport {
 
 /// Inline writes per signaled one.
 const SIGNAL_EVERY: u32 = 4;
-
-/// A wait longer than this yields the CPU at each clock checkpoint
-/// ([`SpinDeadline::yielding_after`]).
-pub const YIELD_AFTER: Duration = Duration::from_micros(100);
 
 impl RdmaWriteTransport {
     fn local(o: &VerbsOptions) -> Result<(Link, Mr, usize), VerbsError> {
@@ -141,7 +110,7 @@ impl RdmaWriteTransport {
     }
 
     fn endpoint(link: &Link, mr: &Mr, slot: usize, max_msg: usize) -> exchange::Endpoint {
-        let mut ep = link.endpoint(EndpointKind::RdmaWrite, mr);
+        let mut ep = link.endpoint(Kind::Rdma, mr);
         // The peer may write only into the rx slot (the first one).
         ep.size_bytes = slot as u64;
         ep.max_msg_bytes = max_msg as u64;
@@ -153,7 +122,6 @@ impl RdmaWriteTransport {
         mr: Mr,
         slot: usize,
         peer: exchange::Endpoint,
-        mut side: Option<SideChannel>,
         o: &VerbsOptions,
     ) -> Result<Self, VerbsError> {
         if peer.size_bytes < TRAILER_BYTES as u64 {
@@ -163,9 +131,6 @@ impl RdmaWriteTransport {
             )));
         }
         link.connect(&peer)?;
-        if let Some(side) = side.as_mut() {
-            side.ready()?;
-        }
         let max_msg = o
             .max_msg_bytes
             .min(peer.size_bytes as usize)
@@ -191,45 +156,10 @@ impl RdmaWriteTransport {
             clock: o.clock,
             send_timeout: o.send_timeout,
             counters: Counters::default(),
-            side,
             outstanding: 0,
             unsignaled: 0,
             sq_depth: o.link.max_send_wr.max(4).max(2 * SIGNAL_EVERY),
         })
-    }
-
-    /// Client: open the device, exchange endpoints with the `ngctl serve`
-    /// at `server`, connect the QP.
-    pub fn connect(server: SocketAddr, o: &VerbsOptions) -> Result<Self, VerbsError> {
-        let (link, mr, slot) = Self::local(o)?;
-        let mut side = SideChannel::connect(server, o.exchange_timeout)?;
-        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
-        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
-        Self::finish(link, mr, slot, peer, Some(side), o)
-    }
-
-    /// Server: wait for one client on `listener` (at most `wait`, None:
-    /// forever), then as `connect`.
-    pub fn accept(
-        listener: &TcpListener,
-        wait: Option<Duration>,
-        o: &VerbsOptions,
-    ) -> Result<Self, VerbsError> {
-        // Open the device first, so a missing device fails before waiting.
-        let (link, mr, slot) = Self::local(o)?;
-        let mut side = exchange::accept(listener, wait, o.exchange_timeout)?;
-        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
-        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
-        Self::finish(link, mr, slot, peer, Some(side), o)
-    }
-
-    /// Server, on a side channel already accepted (several sessions served
-    /// at once by one `ngctl serve`).
-    pub fn accept_on(mut side: SideChannel, o: &VerbsOptions) -> Result<Self, VerbsError> {
-        let (link, mr, slot) = Self::local(o)?;
-        let peer = side.recv_endpoint(EndpointKind::RdmaWrite)?;
-        side.send_endpoint(&Self::endpoint(&link, &mr, slot, o.max_msg_bytes))?;
-        Self::finish(link, mr, slot, peer, Some(side), o)
     }
 
     /// Inline payload limit the device granted.
@@ -242,11 +172,6 @@ impl RdmaWriteTransport {
     pub fn device(&self) -> &str {
         self.link.ctx.name()
     }
-    /// The side channel (None when set up through [`RdmaWriteSetup`]).
-    pub fn side_channel(&self) -> Option<&SideChannel> {
-        self.side.as_ref()
-    }
-
     /// Reap send completions: one poll, or (`wait`) until one arrives
     /// within the send timeout. Each signaled completion retires the
     /// writes it covers (its wr_id). An error completion (e.g. retries
@@ -324,8 +249,7 @@ impl RdmaWriteTransport {
         } else {
             Meta::default()
         };
-        self.counters.recv_bytes += self.latest_len as u64;
-        self.counters.recv_messages += 1;
+        self.counters.received(self.latest_len);
         Received {
             peer: 0,
             bytes: self.latest_len,
@@ -335,9 +259,8 @@ impl RdmaWriteTransport {
     }
 }
 
-/// The local end of an RDMA-write session before the endpoint exchange,
-/// for exchanges over another channel (the daemon's authenticated control
-/// plane): [`endpoint`](Self::endpoint) is what to send the peer,
+/// The local end of an RDMA-write session before the endpoint exchange:
+/// [`endpoint`](Self::endpoint) is what to send the peer,
 /// [`connect`](Self::connect) takes the peer's answer. Its queue pair must
 /// reach RTR before the peer writes: the side that answers connects before
 /// it sends its endpoint, and the side that asked connects before its
@@ -363,30 +286,17 @@ impl RdmaWriteSetup {
         peer: exchange::Endpoint,
         o: &VerbsOptions,
     ) -> Result<RdmaWriteTransport, VerbsError> {
-        RdmaWriteTransport::finish(self.link, self.mr, self.slot, peer, None, o)
+        RdmaWriteTransport::finish(self.link, self.mr, self.slot, peer, o)
     }
 }
 
 impl Transport for RdmaWriteTransport {
     fn caps(&self) -> Caps {
-        Caps {
-            max_msg_bytes: self.max_msg,
-            one_sided: true,
-            has_recv_overhead: false,
-            peers: 1,
-        }
+        Caps::single(Kind::Rdma, self.max_msg)
     }
 
     fn send(&mut self, peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
-        if peer != 0 {
-            return Err(TransportError::NoPeer(peer));
-        }
-        if bytes > self.max_msg {
-            return Err(TransportError::TooLarge {
-                bytes,
-                max: self.max_msg,
-            });
-        }
+        check_send(peer, bytes, self.max_msg)?;
         self.send_seq = next_seq(self.send_seq);
         let seq = u64::from(self.send_seq) << 32;
         let lo = bytes as u32 | if meta.answer { ANSWER_BIT } else { 0 };
@@ -432,8 +342,7 @@ impl Transport for RdmaWriteTransport {
                 self.reap(true)?;
             }
         }
-        self.counters.sent_bytes += bytes as u64;
-        self.counters.sent_messages += 1;
+        self.counters.sent(bytes);
         Ok(())
     }
 
@@ -442,11 +351,7 @@ impl Transport for RdmaWriteTransport {
         from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        if let Some(p) = from {
-            if p != 0 {
-                return Err(TransportError::NoPeer(p));
-            }
-        }
+        check_from(from)?;
         if self.delivered_seq != self.seen_seq || self.poll_stamp() {
             return Ok(self.deliver());
         }
@@ -469,6 +374,35 @@ impl Transport for RdmaWriteTransport {
 
     fn counters(&self) -> Counters {
         self.counters
+    }
+}
+
+impl Open for RdmaWriteTransport {
+    /// Opens the device and registers the buffers, then releases them: a
+    /// device, port, GID or `RLIMIT_MEMLOCK` problem shows here.
+    fn check(spec: &LinkSpec) -> Result<(), OpenError> {
+        drop(RdmaWriteSetup::new(&qp::options(spec)?)?);
+        Ok(())
+    }
+
+    fn driver(spec: &LinkSpec, rdv: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        let o = qp::options(spec)?;
+        let s = RdmaWriteSetup::new(&o)?;
+        let t = qp::drive(s.endpoint(&o), rdv, |peer| s.connect(peer, &o))?;
+        tracing::info!(
+            "rdma: {} inline ≤ {} B, path MTU {} B",
+            t.device(),
+            t.max_inline_bytes(),
+            t.path_mtu_bytes()
+        );
+        Ok(t)
+    }
+
+    fn responder(spec: &LinkSpec, rdv: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        let o = qp::options(spec)?;
+        let s = RdmaWriteSetup::new(&o)?;
+        let peer = rdv.peer_endpoint(Kind::Rdma)?;
+        qp::answer(s.endpoint(&o), peer, rdv, |peer| s.connect(peer, &o))
     }
 }
 

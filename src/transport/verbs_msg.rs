@@ -31,15 +31,16 @@
 //! provider's own post/poll.
 
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::rdma_write::VerbsOptions;
-use super::rdma_write::YIELD_AFTER;
-use super::{Caps, Counters, Meta, PeerId, Received, Transport, TransportError};
+use super::open::{LinkSpec, Open, OpenError, Rendezvous};
+use super::qp::{self, VerbsOptions, YIELD_AFTER};
+use super::{
+    check_from, check_send, Caps, Counters, Kind, Meta, PeerId, Received, Transport, TransportError,
+};
 use crate::clock::{Clock, HostClock, SpinDeadline};
-use crate::verbs::exchange::{self, EndpointKind, SideChannel};
+use crate::verbs::exchange;
 use crate::verbs::{self, Access, Completion, Cq, Link, Mr, RecvWr, SendOp, SendWr, VerbsError};
 
 /// Data-class receive tokens each side posts (= the peer's credits).
@@ -162,8 +163,6 @@ pub struct VerbsMsgTransport {
     clock: HostClock,
     send_timeout: Duration,
     counters: Counters,
-    /// The `ngctl serve` side channel; None when set up through [`MsgSetup`].
-    side: Option<SideChannel>,
     /// Explicit CREDIT messages sent and RNDV round trips done (diagnostics).
     pub credit_messages: u64,
     pub rendezvous: u64,
@@ -197,7 +196,7 @@ impl VerbsMsgTransport {
         eager: usize,
         max_msg: usize,
     ) -> exchange::Endpoint {
-        let mut ep = link.endpoint(EndpointKind::Msg, mr);
+        let mut ep = link.endpoint(Kind::Msg, mr);
         ep.addr = mr.addr() + lay.app_tx_off as u64;
         ep.size_bytes = lay.app_bytes as u64;
         ep.tokens = DATA_TOKENS;
@@ -215,7 +214,6 @@ impl VerbsMsgTransport {
         eager: usize,
         max_msg: usize,
         peer: exchange::Endpoint,
-        mut side: Option<SideChannel>,
         o: &MsgOptions,
     ) -> Result<Self, VerbsError> {
         if (peer.token_bytes as usize) < HDR_BYTES + eager.min(max_msg) && eager > 0 {
@@ -239,9 +237,6 @@ impl VerbsMsgTransport {
             link.qp.post_recv(wr)?;
         }
         link.connect(&peer)?;
-        if let Some(side) = side.as_mut() {
-            side.ready()?;
-        }
         let max_msg = max_msg
             .min(peer.size_bytes as usize)
             .min(peer.max_msg_bytes as usize);
@@ -275,49 +270,9 @@ impl VerbsMsgTransport {
             clock: o.verbs.clock,
             send_timeout: o.verbs.send_timeout,
             counters: Counters::default(),
-            side,
             credit_messages: 0,
             rendezvous: 0,
         })
-    }
-
-    /// Client: set up, exchange endpoints with the `ngctl serve` at
-    /// `server`, connect. The server adopts the client's eager threshold.
-    pub fn connect(server: SocketAddr, o: &MsgOptions) -> Result<Self, VerbsError> {
-        let eager = o.eager_max_bytes;
-        let max_msg = o.verbs.max_msg_bytes;
-        let link = Self::open_link(o)?;
-        let lay = Layout::new(eager, max_msg);
-        let mr = Self::register(&link, &lay, o.verbs.huge_pages)?;
-        let mut side = SideChannel::connect(server, o.verbs.exchange_timeout)?;
-        side.send_endpoint(&Self::endpoint(&link, &mr, &lay, eager, max_msg))?;
-        let peer = side.recv_endpoint(EndpointKind::Msg)?;
-        Self::finish(link, mr, lay, eager, max_msg, peer, Some(side), o)
-    }
-
-    /// Server: wait for one client (at most `wait`), adopt its eager
-    /// threshold and maximum size (capped by ours), set up, connect.
-    pub fn accept(
-        listener: &TcpListener,
-        wait: Option<Duration>,
-        o: &MsgOptions,
-    ) -> Result<Self, VerbsError> {
-        let link = Self::open_link(o)?;
-        let side = exchange::accept(listener, wait, o.verbs.exchange_timeout)?;
-        Self::answer(link, side, o)
-    }
-
-    /// Server, on a side channel already accepted (several sessions served
-    /// at once by one `ngctl serve`).
-    pub fn accept_on(side: SideChannel, o: &MsgOptions) -> Result<Self, VerbsError> {
-        Self::answer(Self::open_link(o)?, side, o)
-    }
-
-    fn answer(link: Link, mut side: SideChannel, o: &MsgOptions) -> Result<Self, VerbsError> {
-        let peer = side.recv_endpoint(EndpointKind::Msg)?;
-        let s = MsgSetup::answering_with(link, &peer, o)?;
-        side.send_endpoint(&s.endpoint())?;
-        Self::finish(s.link, s.mr, s.lay, s.eager, s.max_msg, peer, Some(side), o)
     }
 
     pub fn eager_max_bytes(&self) -> usize {
@@ -328,10 +283,6 @@ impl VerbsMsgTransport {
     }
     pub fn device(&self) -> &str {
         self.link.ctx.name()
-    }
-    /// The side channel (None when set up through [`MsgSetup`]).
-    pub fn side_channel(&self) -> Option<&SideChannel> {
-        self.side.as_ref()
     }
 
     fn base(&self) -> *mut u8 {
@@ -489,8 +440,7 @@ impl VerbsMsgTransport {
     }
 
     fn received(&mut self, len: usize, meta: Meta, overhead_ns: f64) -> Received {
-        self.counters.recv_bytes += len as u64;
-        self.counters.recv_messages += 1;
+        self.counters.received(len);
         Received {
             peer: 0,
             bytes: len,
@@ -632,7 +582,6 @@ impl MsgSetup {
             self.eager,
             self.max_msg,
             peer,
-            None,
             o,
         )
     }
@@ -640,24 +589,11 @@ impl MsgSetup {
 
 impl Transport for VerbsMsgTransport {
     fn caps(&self) -> Caps {
-        Caps {
-            max_msg_bytes: self.max_msg,
-            one_sided: false,
-            has_recv_overhead: true,
-            peers: 1,
-        }
+        Caps::single(Kind::Msg, self.max_msg)
     }
 
     fn send(&mut self, peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
-        if peer != 0 {
-            return Err(TransportError::NoPeer(peer));
-        }
-        if bytes > self.max_msg {
-            return Err(TransportError::TooLarge {
-                bytes,
-                max: self.max_msg,
-            });
-        }
+        check_send(peer, bytes, self.max_msg)?;
         if self.credits == 0 {
             self.wait_until(self.send_timeout, |t| t.credits > 0)?;
         }
@@ -700,8 +636,7 @@ impl Transport for VerbsMsgTransport {
             let want = self.fins + 1;
             self.wait_until(self.send_timeout, |t| t.fins >= want)?;
         }
-        self.counters.sent_bytes += bytes as u64;
-        self.counters.sent_messages += 1;
+        self.counters.sent(bytes);
         Ok(())
     }
 
@@ -710,11 +645,7 @@ impl Transport for VerbsMsgTransport {
         from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        if let Some(p) = from {
-            if p != 0 {
-                return Err(TransportError::NoPeer(p));
-            }
-        }
+        check_from(from)?;
         if let Some(r) = self.ready.pop_front() {
             return Ok(r);
         }
@@ -727,6 +658,39 @@ impl Transport for VerbsMsgTransport {
 
     fn counters(&self) -> Counters {
         self.counters
+    }
+}
+
+impl MsgOptions {
+    /// The options of `spec`: the verbs options and its eager threshold.
+    pub fn of(spec: &LinkSpec) -> Result<MsgOptions, OpenError> {
+        Ok(MsgOptions {
+            verbs: qp::options(spec)?,
+            eager_max_bytes: spec.options.verbs.eager_max_bytes,
+        })
+    }
+}
+
+impl Open for VerbsMsgTransport {
+    /// Opens the device and registers the buffers, then releases them.
+    fn check(spec: &LinkSpec) -> Result<(), OpenError> {
+        drop(MsgSetup::new(&MsgOptions::of(spec)?)?);
+        Ok(())
+    }
+
+    fn driver(spec: &LinkSpec, rdv: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        let o = MsgOptions::of(spec)?;
+        let s = MsgSetup::new(&o)?;
+        qp::drive(s.endpoint(), rdv, |peer| s.connect(peer, &o))
+    }
+
+    /// The answering end adopts the driver's eager threshold and maximum
+    /// size (capped by its own maximum).
+    fn responder(spec: &LinkSpec, rdv: &mut dyn Rendezvous) -> Result<Self, OpenError> {
+        let o = MsgOptions::of(spec)?;
+        let peer = rdv.peer_endpoint(Kind::Msg)?;
+        let s = MsgSetup::answering(&peer, &o)?;
+        qp::answer(s.endpoint(), peer, rdv, |peer| s.connect(peer, &o))
     }
 }
 

@@ -1,7 +1,9 @@
-//! The endpoint exchange over a small TCP side channel (until the daemon's
-//! control plane carries it): each side sends one fixed-size little-endian
-//! [`Endpoint`] record, then both confirm with one byte once their queue
-//! pair is ready to receive.
+//! The endpoint exchange over a small TCP side channel (`ngctl serve` and
+//! `ngctl probe` over rdma and msg; the daemon carries endpoints on its
+//! control plane instead): each side sends one fixed-size little-endian
+//! endpoint record, then both confirm with one byte once their queue pair
+//! is ready to receive. [`SideChannel`] is the link layer's
+//! [`Rendezvous`] for it.
 //!
 //! The record is fixed-layout and length-checked rather than serde+bincode:
 //! 80 bytes, no dependency, and a decoder whose every rejection is a
@@ -14,47 +16,25 @@
 //! 36 rkey u32      40 addr u64     48 size u64   56 max_inline u32
 //! 60 tokens u32    64 token_bytes u32   68 eager_max u32   72 max_msg u64
 //! ```
+//! The kind byte is the kind's `record` code in the transport list.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+/// The endpoint of a queue pair (one shape for the side channel, the
+/// control plane and the verbs wrapper).
+pub use crate::transport::open::QpEndpoint as Endpoint;
+use crate::transport::open::{OpenError, Rendezvous};
+/// Which transport an endpoint belongs to: the transport kind.
+pub use crate::transport::Kind as EndpointKind;
+
 pub const MAGIC: [u8; 4] = *b"NGVE";
 pub const VERSION: u16 = 1;
 pub const RECORD_BYTES: usize = 80;
+/// Deadline of each read and write of the exchange, unless set otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const READY: u8 = 0xA5;
-
-/// Which transport an endpoint belongs to (both sides must agree).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndpointKind {
-    RdmaWrite = 1,
-    Msg = 2,
-}
-
-/// Everything the peer needs to reach our queue pair and buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    pub kind: EndpointKind,
-    /// `ibv_mtu` value of our port.
-    pub mtu: u8,
-    pub qpn: u32,
-    pub psn: u32,
-    pub gid: [u8; 16],
-    pub lid: u16,
-    pub rkey: u32,
-    /// Address and size of the buffer the peer may write into (rdma) or
-    /// read from (msg rendezvous).
-    pub addr: u64,
-    pub size_bytes: u64,
-    pub max_inline_bytes: u32,
-    /// msg: receive tokens posted for the peer, and the bytes each holds.
-    pub tokens: u32,
-    pub token_bytes: u32,
-    /// msg: the eager/rendezvous threshold this side uses.
-    pub eager_max_bytes: u32,
-    /// Largest message this side accepts.
-    pub max_msg_bytes: u64,
-}
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +55,7 @@ pub enum ExchangeError {
     BadKind(u8),
     #[error("endpoint record field {field} out of range: {value}")]
     BadField { field: &'static str, value: u64 },
-    #[error("peer runs the {peer:?} transport, this side {local:?}")]
+    #[error("peer runs the {peer} transport, this side {local}")]
     KindMismatch {
         local: EndpointKind,
         peer: EndpointKind,
@@ -105,7 +85,7 @@ impl Endpoint {
         let mut b = [0u8; RECORD_BYTES];
         b[0..4].copy_from_slice(&MAGIC);
         b[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        b[6] = self.kind as u8;
+        b[6] = self.kind.record().unwrap_or(0);
         b[7] = self.mtu;
         b[8..12].copy_from_slice(&self.qpn.to_le_bytes());
         b[12..16].copy_from_slice(&self.psn.to_le_bytes());
@@ -138,11 +118,7 @@ impl Endpoint {
         if version != VERSION {
             return Err(ExchangeError::BadVersion(version));
         }
-        let kind = match b[6] {
-            1 => EndpointKind::RdmaWrite,
-            2 => EndpointKind::Msg,
-            k => return Err(ExchangeError::BadKind(k)),
-        };
+        let kind = EndpointKind::of_record(b[6]).ok_or(ExchangeError::BadKind(b[6]))?;
         let mtu = b[7];
         if !(1..=5).contains(&mtu) {
             return Err(ExchangeError::BadField {
@@ -308,6 +284,69 @@ impl SideChannel {
         let _ = self.stream.set_nonblocking(false);
         closed
     }
+}
+
+impl Rendezvous for SideChannel {
+    fn exchange(&mut self, mine: &Endpoint) -> Result<Endpoint, OpenError> {
+        self.send_endpoint(mine).map_err(rendezvous)?;
+        self.recv_endpoint(mine.kind).map_err(rendezvous)
+    }
+    fn peer_endpoint(&mut self, kind: EndpointKind) -> Result<Endpoint, OpenError> {
+        self.recv_endpoint(kind).map_err(rendezvous)
+    }
+    fn answer(&mut self, mine: &Endpoint) -> Result<(), OpenError> {
+        self.send_endpoint(mine).map_err(rendezvous)
+    }
+    fn ready(&mut self) -> Result<(), OpenError> {
+        SideChannel::ready(self).map_err(rendezvous)
+    }
+}
+
+/// A driver's side channel, connected on first use: the driver sets up
+/// its queue pair (device, pinned memory) before it dials, so a local
+/// failure is reported as such rather than as a server that is not there.
+pub struct Dial {
+    addr: SocketAddr,
+    timeout: Duration,
+    side: Option<SideChannel>,
+}
+
+impl Dial {
+    pub fn new(addr: SocketAddr, timeout: Duration) -> Dial {
+        Dial {
+            addr,
+            timeout,
+            side: None,
+        }
+    }
+
+    fn side(&mut self) -> Result<&mut SideChannel, OpenError> {
+        if self.side.is_none() {
+            self.side = Some(SideChannel::connect(self.addr, self.timeout).map_err(rendezvous)?);
+        }
+        self.side
+            .as_mut()
+            .ok_or_else(|| OpenError::Rendezvous("no side channel".into()))
+    }
+}
+
+impl Rendezvous for Dial {
+    fn exchange(&mut self, mine: &Endpoint) -> Result<Endpoint, OpenError> {
+        self.side()?.exchange(mine)
+    }
+    fn peer_endpoint(&mut self, kind: EndpointKind) -> Result<Endpoint, OpenError> {
+        self.side()?.peer_endpoint(kind)
+    }
+    fn answer(&mut self, mine: &Endpoint) -> Result<(), OpenError> {
+        self.side()?.answer(mine)
+    }
+    fn ready(&mut self) -> Result<(), OpenError> {
+        Rendezvous::ready(self.side()?)
+    }
+}
+
+fn rendezvous(e: ExchangeError) -> OpenError {
+    OpenError::Rendezvous(e.to_string())
 }
 
 /// Accept one side-channel client, waiting at most `timeout` (None: forever).
@@ -476,7 +515,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {
             let mut s = accept(&l, Some(Duration::from_secs(5)), Duration::from_secs(2)).unwrap();
-            s.recv_endpoint(EndpointKind::RdmaWrite)
+            s.recv_endpoint(EndpointKind::Rdma)
         });
         let mut raw = TcpStream::connect(addr).unwrap();
         raw.write_all(&sample().encode()[..30]).unwrap();
@@ -491,7 +530,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {
             let mut s = accept(&l, Some(Duration::from_secs(5)), Duration::from_secs(2)).unwrap();
-            s.recv_endpoint(EndpointKind::RdmaWrite)
+            s.recv_endpoint(EndpointKind::Rdma)
         });
         let mut c = SideChannel::connect(addr, Duration::from_secs(2)).unwrap();
         c.send_endpoint(&sample()).unwrap();
@@ -499,6 +538,32 @@ mod tests {
             t.join().unwrap(),
             Err(ExchangeError::KindMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_dial_connects_on_first_use() {
+        // Nothing listens: making the dial is not an error, using it is.
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let mut d = Dial::new(addr, Duration::from_secs(1));
+        assert!(matches!(
+            d.exchange(&sample()),
+            Err(OpenError::Rendezvous(why)) if why.contains("endpoint exchange")
+        ));
+        // A server: the exchange and the readiness byte go through it.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut s = accept(&l, Some(Duration::from_secs(5)), Duration::from_secs(2)).unwrap();
+            let got = s.peer_endpoint(EndpointKind::Msg).unwrap();
+            s.answer(&Endpoint { qpn: 9, ..got }).unwrap();
+            Rendezvous::ready(&mut s).unwrap();
+        });
+        let mut d = Dial::new(addr, Duration::from_secs(2));
+        assert_eq!(d.exchange(&sample()).unwrap().qpn, 9);
+        Rendezvous::ready(&mut d).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

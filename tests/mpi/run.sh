@@ -45,7 +45,7 @@ print("exchange step (4 ranks at once): %.1f us at 1 B, %.1f us at 4 MiB, %d ran
       % (x["points"][0]["step_ns"] / 1e3, x["points"][-1]["step_ns"] / 1e3, len(x["ranges"])))
 PY
 # Captured first: `ngctl dump | grep -q` lets grep exit at the first match,
-# ngctl then dies of SIGPIPE and pipefail fails the pipeline (CI stop 10).
+# ngctl then dies of SIGPIPE and pipefail fails the pipeline.
 dump=$("$T/ngctl" dump --shm "$SEG")
 grep -q "mpi-x4" <<<"$dump" || { echo "the exchange entry mpi-x4 was not published" >&2; exit 1; }
 

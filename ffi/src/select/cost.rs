@@ -3,7 +3,7 @@
 //! LogfP bursts, and one all-ranks step.
 
 use super::{Network, Sharing, LOGFP_MAX_BYTES};
-use crate::types::{LookupError, Params};
+use crate::types::{line_ns, LookupError, Params};
 
 /// The point-to-point costs of the model at one size.
 pub(super) struct Msg {
@@ -58,7 +58,7 @@ fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupErr
             return Ok(bytes_time(net, from - 1)? + (bytes - from + 1) as f64 * big_g);
         }
     }
-    Ok(eel_of(&p) + bytes.saturating_sub(1) as f64 * big_g)
+    Ok(line_ns(eel_of(&p), big_g, bytes))
 }
 
 /// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
@@ -72,11 +72,15 @@ fn eel_of(p: &Params) -> f64 {
 
 pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let p = net.at(bytes)?;
-    let k = bytes.saturating_sub(1) as f64;
-    let o_s_ns = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+    let o_s_ns = line_ns(p.o_s_ns, p.O_s_ns_per_byte, bytes).max(0.0);
     let t_ns = one_message_on(net, bytes)?;
-    let gap_ns = (p.g_ns + k * p.G_ns_per_byte).max(o_s_ns).max(0.0);
-    let forward_ns = (p.o_s_ns + p.o_r_ns + k * p.O_s_ns_per_byte.max(p.O_r_ns_per_byte)).max(0.0);
+    let gap_ns = p.gap_ns(bytes).max(o_s_ns).max(0.0);
+    let forward_ns = line_ns(
+        p.o_s_ns + p.o_r_ns,
+        p.O_s_ns_per_byte.max(p.O_r_ns_per_byte),
+        bytes,
+    )
+    .max(0.0);
     Ok(Msg {
         t_ns,
         gap_ns,

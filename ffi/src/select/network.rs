@@ -54,7 +54,7 @@ pub fn exchange_transport<'b>(
 /// An exchange entry's step time at `bytes`: its range's line
 /// g + (s − 1)·G (see `model::exchange` of the daemon crate).
 fn exchange_line(p: &Params, bytes: u64) -> f64 {
-    (p.g_ns + bytes.saturating_sub(1) as f64 * p.G_ns_per_byte).max(0.0)
+    p.gap_ns(bytes).max(0.0)
 }
 
 impl Network for Params {

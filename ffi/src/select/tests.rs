@@ -183,7 +183,7 @@ fn measured_exchange_prices_the_all_ranks_steps() {
     let measured = measured_with_4(&pair, &x);
     let line = |s: u64| {
         let p = x.as_slice().at(s).unwrap();
-        p.g_ns + (s - 1) as f64 * p.G_ns_per_byte
+        p.gap_ns(s)
     };
     assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
     assert_eq!(

@@ -3,7 +3,10 @@
  * seccomp filter allowing only read, write, exit and exit_group (anything
  * else kills the process with SIGSYS), then do N string and N index lookups
  * of entries written by tests/c_example.rs (peer "nodeNNN", transport
- * "rdma", every field derived from k = NNN), checking each answer.
+ * "rdma", every field derived from k = NNN), checking each answer, and the
+ * ABI 1.1 lookups: peers "peerNNN" without entries answered from class
+ * "@rack" (k = 500), each entry's extension (checked_unix_ns = k + 14, 8
+ * latency sizes), the rdma per-transport record (5 outgoing penalties).
  * Exit 0: all answers right; 1: a wrong answer; 2/3: set-up failed.
  *
  *   seccomp_lookup SEGMENT ENTRIES N
@@ -50,8 +53,11 @@ int main(int argc, char **argv)
         return 2;
     ng_set_stale_after_ns(r, 3600ULL * 1000000000ULL);
     char names[100][16];
-    for (int i = 0; i < entries; i++)
+    char mapped[100][16];
+    for (int i = 0; i < entries; i++) {
         snprintf(names[i], sizeof names[i], "node%03d", i);
+        snprintf(mapped[i], sizeof mapped[i], "peer%03d", i);
+    }
 
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -73,6 +79,9 @@ int main(int argc, char **argv)
     /* From here on: no system call but write and exit. */
     long bad = 0;
     ng_params p;
+    ng_entry_ext x;
+    ng_transport_ext t;
+    ng_params_status st;
     for (long i = 0; i < n; i++) {
         int e = (int)(i % entries);
         uint64_t s = (uint64_t)((i * 7919) % 4000);
@@ -83,6 +92,25 @@ int main(int argc, char **argv)
             bad++;
         /* one 1-byte message: o_s + L + o_r of range 0 */
         if (ng_predict_index_ns(r, idx, 1) != (double)(3 * e + 72))
+            bad++;
+        /* ABI 1.1 */
+        if (ng_lookup_or_class(r, mapped[e], "rdma", s, &p) != 0 || !check(&p, 500, s) ||
+            !(p.flags & NG_FLAG_CLASS))
+            bad++;
+        if (ng_lookup_status(r, mapped[e], "rdma", s, &p, &st) != 0 || !check(&p, 500, s) ||
+            st.range_index != s / 1000 ||
+            NG_IDENT_STATUS(st.range, NG_RFIELD_G_PER_BYTE) != NG_STATUS_IDENTIFIED)
+            bad++;
+        int cidx = ng_index_or_class(r, mapped[e], "rdma");
+        if (ng_lookup_index(r, cidx, s, &p) != 0 || !check(&p, 500, s))
+            bad++;
+        if (ng_get_entry_ext_index(r, idx, &x) != 0 || x.checked_unix_ns != (uint64_t)e + 14 ||
+            x.n_latency != 8 || !(x.present & NG_EXT_BANDWIDTH) ||
+            x.bandwidth.sustained_G_ns_per_byte.value != e + 70.0 ||
+            NG_IDENT_STATUS(x.ident.entry, NG_FIELD_G_SUSTAINED) != NG_STATUS_IDENTIFIED)
+            bad++;
+        if (ng_get_transport_ext(r, "rdma", &t) != 0 || t.n_k[NG_SCHEME_OUTGOING] != 5 ||
+            t.penalty[NG_SCHEME_OUTGOING][1].value != 2.0)
             bad++;
     }
     if (bad != 0) {

@@ -1,7 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use netgauge::{flags, EntryData, RangeData};
+use netgauge::{
+    flags, Bandwidth, EntryExt, EntryExtData, Estimate, Field, Identification, Instability,
+    LatencyPercentiles, Overlap, RangeData, RangeField, Reason, Regime, Status,
+};
+use netgauge::{EntryData, Scheme, TransportExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -66,7 +70,187 @@ pub fn derived_entry(peer: &str, transport: &str, k: u64) -> EntryData {
         probe_bytes: k + 12,
         measured_unix_ns: k + 13,
         flags: flags::VALID,
+        ext: derived_ext(k),
     }
+}
+
+/// The ABI 1.1 part of [`derived_entry`]: every number derived from `k`.
+pub fn derived_ext(k: u64) -> EntryExtData {
+    let x = k as f64;
+    let mut ident = Identification::default();
+    for f in Field::ALL {
+        ident.set(f, Status::Identified);
+    }
+    ident.set_all_ranges(4, RangeField::Gap, Status::Identified);
+    ident.set_all_ranges(4, RangeField::GapPerByte, Status::Identified);
+    EntryExtData {
+        ident,
+        checked_unix_ns: k + 14,
+        changed_unix_ns: k + 15,
+        instability: Instability::None,
+        bandwidth: Some(
+            Bandwidth::sustained(Estimate::new(x + 70.0, x + 69.0, x + 71.0), Some(3)).with_burst(
+                Regime::TokenBucket,
+                Estimate::new(x + 72.0, x + 71.5, x + 72.5),
+                k + 16,
+            ),
+        ),
+        latency: (0..8u64)
+            .map(|i| {
+                let b = x + 80.0 + 10.0 * i as f64;
+                LatencyPercentiles {
+                    size_bytes: 1 << i,
+                    samples: k + 17 + i,
+                    min_ns: b,
+                    p50_ns: b + 1.0,
+                    p90_ns: b + 2.0,
+                    p99_ns: b + 3.0,
+                    p999_ns: b + 4.0,
+                    max_ns: b + 5.0,
+                }
+            })
+            .collect(),
+        overlap: (0..4)
+            .map(|r| Overlap {
+                send: Estimate::new(x + 90.0 + r as f64, x, x + 200.0),
+                recv: Estimate::new(x + 95.0 + r as f64, x, x + 200.0),
+            })
+            .collect(),
+    }
+}
+
+/// Checks an extension read back against [`derived_ext`]: the k it was
+/// derived from, or None if any field disagrees (a torn read). Allocates
+/// nothing (it runs under the seccomp filter).
+pub fn derived_ext_k(e: &EntryExt) -> Option<u64> {
+    use netgauge::ext::{EXT_BANDWIDTH, EXT_LATENCY, EXT_OVERLAP, EXT_V11};
+    let k = e.checked_unix_ns.checked_sub(14)?;
+    let x = k as f64;
+    let b = e.bandwidth()?;
+    // Every entry-level field identified; g and G of the 4 ranges.
+    let ident_ok = e.ident.entry == 0x1_1111_1111
+        && e.ident.range[..4].iter().all(|&w| w == 0x11)
+        && e.ident.range[4..].iter().all(|&w| w == 0);
+    let latency_ok = e.latency().len() == 8
+        && e.latency().iter().enumerate().all(|(i, l)| {
+            let b = x + 80.0 + 10.0 * i as f64;
+            l.size_bytes == 1 << i
+                && l.samples == k + 17 + i as u64
+                && [l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns]
+                    == [b, b + 1.0, b + 2.0, b + 3.0, b + 4.0, b + 5.0]
+        });
+    let overlap_ok = e.overlap().len() == 4
+        && e.overlap().iter().enumerate().all(|(r, o)| {
+            o.send == Estimate::new(x + 90.0 + r as f64, x, x + 200.0)
+                && o.recv == Estimate::new(x + 95.0 + r as f64, x, x + 200.0)
+        });
+    let ok = e.present == EXT_V11 | EXT_BANDWIDTH | EXT_LATENCY | EXT_OVERLAP
+        && e.changed_unix_ns == k + 15
+        && e.instability == 0
+        && ident_ok
+        && b.sustained_G_ns_per_byte == Estimate::new(x + 70.0, x + 69.0, x + 71.0)
+        && b.burst_G_ns_per_byte == Estimate::new(x + 72.0, x + 71.5, x + 72.5)
+        && b.burst_bytes == k + 16
+        && b.regime == Regime::TokenBucket as u32
+        && b.range_index == 3
+        && latency_ok
+        && overlap_ok;
+    ok.then_some(k)
+}
+
+/// A realistic ABI 1.1 entry: [`sample_entry`] plus statuses (S not
+/// applicable, the second range's g negative), a token-bucket bandwidth,
+/// three latency sizes and overlap for both ranges.
+pub fn sample_entry_ext(peer: &str, transport: &str) -> EntryData {
+    let mut e = sample_entry(peer, transport);
+    let id = &mut e.ext.ident;
+    id.set(Field::Eel, Status::Identified);
+    id.set(Field::L, Status::Identified);
+    id.not_identified(Field::S, Reason::NotApplicable);
+    id.set(Field::SustainedG, Status::Identified);
+    id.set(Field::BurstG, Status::Identified);
+    id.set_all_ranges(2, RangeField::GapPerByte, Status::Identified);
+    id.set_range(0, RangeField::Gap, Status::Identified);
+    id.not_identified_range(1, RangeField::Gap, Reason::Negative);
+    id.set_all_ranges(2, RangeField::OverlapSend, Status::Identified);
+    id.set_all_ranges(2, RangeField::OverlapRecv, Status::Identified);
+    e.ext.checked_unix_ns = 1_700_000_060_000_000_000;
+    e.ext.bandwidth = Some(
+        Bandwidth::sustained(Estimate::new(8.6, 8.4, 8.8), Some(1)).with_burst(
+            Regime::TokenBucket,
+            Estimate::new(0.55, 0.5, 0.6),
+            32 * 1024,
+        ),
+    );
+    e.ext.latency = [1u64, 64, 1024]
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| LatencyPercentiles {
+            size_bytes: s,
+            samples: 1000 + i as u64,
+            min_ns: 1400.0 + i as f64,
+            p50_ns: 1500.0,
+            p90_ns: 1600.0,
+            p99_ns: 4000.0,
+            p999_ns: 40_000.0,
+            max_ns: 90_000.0,
+        })
+        .collect();
+    e.ext.overlap = vec![
+        Overlap {
+            send: Estimate::new(0.6, 0.55, 0.65),
+            recv: Estimate::new(0.1, 0.05, 0.15),
+        },
+        Overlap {
+            send: Estimate::new(0.9, 0.85, 0.95),
+            recv: Estimate::new(0.0, 0.0, 0.05),
+        },
+    ];
+    e
+}
+
+/// A per-transport record: outgoing and incoming penalties for k = 1..=5
+/// (k flows share one link: k with ±3 %), mixed not measured, a sharing
+/// fit, a bisection result.
+pub fn sample_transport_ext(seed: f64) -> TransportExt {
+    let mut t = TransportExt::default();
+    let p: Vec<Estimate> = (1..=5)
+        .map(|k| {
+            let v = k as f64 + seed;
+            Estimate::new(v, v * 0.97, v * 1.03)
+        })
+        .collect();
+    t.set_penalties(Scheme::Outgoing, &p, Status::Identified)
+        .unwrap();
+    t.set_penalties(Scheme::Incoming, &p[..4], Status::Identified)
+        .unwrap();
+    t.set_status(
+        netgauge::TransportField::PenaltyMixed,
+        Status::NotIdentified(Reason::NotMeasured),
+    );
+    t.contention_unix_ns = 1_700_000_100_000_000_000;
+    t.set_sharing(
+        (Estimate::new(0.75, 0.7, 0.8), Status::Identified),
+        (Estimate::new(0.115, 0.1, 0.13), Status::Identified),
+        (
+            Estimate::new(0.036, -0.01, 0.08),
+            Status::NotIdentified(Reason::CrossesZero),
+        ),
+    );
+    t.set_bisection(
+        netgauge::Bisection {
+            min_bytes_per_s: 1.0e8 + seed,
+            median_bytes_per_s: 1.2e8,
+            mean_bytes_per_s: 1.15e8,
+            max_bytes_per_s: 1.25e8,
+            nodes: 16,
+            rounds: 10,
+            msg_bytes: 1 << 20,
+            measured_unix_ns: 1_700_000_200_000_000_000,
+        },
+        Status::Identified,
+    );
+    t
 }
 
 /// Checks a lookup result against [`derived_entry`] for range `r`:
@@ -135,5 +319,6 @@ pub fn sample_entry(peer: &str, transport: &str) -> EntryData {
         probe_bytes: 1 << 22,
         measured_unix_ns: 1_700_000_000_000_000_000,
         flags: flags::VALID,
+        ext: EntryExtData::default(),
     }
 }

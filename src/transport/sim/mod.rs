@@ -83,6 +83,7 @@
 mod client;
 mod events;
 mod jitter;
+mod open;
 mod params;
 
 pub use params::{SimParamError, SimParams};

@@ -1,14 +1,16 @@
 //! One measurement, end to end: sweep → fit → intervals → a [`ProbeResult`].
-//! Used by `ngctl probe` (once) and by the daemon (per peer, repeatedly).
+//! Used by `ngctl probe` (once) and by the daemon (per peer, repeatedly);
+//! [`ranks`] is the MPI probe that every rank of a job runs.
 
 use std::collections::BTreeMap;
-
-use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::model::{self, FanoutSamples, Interval, LogGpFit, LogfpFit, SizeSamples};
 use crate::sweep::{self, Progress, SweepConfig, SweepError};
 use crate::transport::{PeerId, Transport};
+
+#[cfg(feature = "mpi")]
+pub mod ranks;
 
 #[derive(Clone, Debug)]
 pub struct ProbeOptions {
@@ -114,114 +116,5 @@ pub fn fit(
         lost_rounds: 0,
         samples,
         fanout,
-    }
-}
-
-/// The LogfP part of `ngctl probe --json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct LogfpJson {
-    pub f: Option<u32>,
-    pub f_paper: Option<u32>,
-    pub o_min_ns: f64,
-    pub o_max_ns: f64,
-    pub g_ns: f64,
-    pub curve: Vec<model::FanoutPoint>,
-}
-
-/// A range in `ngctl probe --json`.
-#[allow(non_snake_case)]
-#[derive(Clone, Debug, Serialize)]
-pub struct RangeJson {
-    pub from_bytes: u64,
-    pub to_bytes: u64,
-    pub g_ns: f64,
-    pub G_ns_per_byte: f64,
-    pub o_s_ns: f64,
-    pub o_r_ns: f64,
-    pub O_s_ns_per_byte: f64,
-    pub O_r_ns_per_byte: f64,
-}
-
-/// Protocol-change detection as reported: both detectors, and which was used.
-#[derive(Clone, Debug, Serialize)]
-pub struct SegmentationJson {
-    pub used: Option<model::Segmenter>,
-    pub lookahead: Vec<u64>,
-    pub optimal_bic: Vec<u64>,
-}
-
-/// The object `ngctl probe --json` prints (field names are part of the CLI
-/// contract and reused by `ngctl dump --json`).
-#[allow(non_snake_case)]
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeJson {
-    pub eel_ns: f64,
-    pub L_ns: f64,
-    pub L_negative: bool,
-    pub o_s_ns: f64,
-    pub o_r_ns: f64,
-    pub g_ns: f64,
-    pub G_ns_per_byte: f64,
-    pub S_bytes: Option<u64>,
-    pub ranges: Vec<RangeJson>,
-    pub logfp: Option<LogfpJson>,
-    pub ci95: BTreeMap<String, Interval>,
-    pub probe_bytes: u64,
-    pub probe_messages: u64,
-    pub elapsed_ns: f64,
-    pub lost_rounds: u32,
-    pub segmentation: SegmentationJson,
-    pub sizes: usize,
-    pub points: Vec<model::SizePoint>,
-}
-
-impl ProbeResult {
-    pub fn to_json(&self) -> ProbeJson {
-        let first = self.fit.ranges.first().cloned().unwrap_or_default();
-        ProbeJson {
-            eel_ns: self.fit.eel_ns,
-            L_ns: self.fit.L_ns,
-            L_negative: self.fit.L_negative,
-            o_s_ns: first.o_s_ns,
-            o_r_ns: first.o_r_ns,
-            g_ns: first.g_ns,
-            G_ns_per_byte: first.G_ns_per_byte,
-            S_bytes: self.fit.S_bytes,
-            ranges: self
-                .fit
-                .ranges
-                .iter()
-                .map(|r| RangeJson {
-                    from_bytes: r.from_bytes,
-                    to_bytes: r.to_bytes,
-                    g_ns: r.g_ns,
-                    G_ns_per_byte: r.G_ns_per_byte,
-                    o_s_ns: r.o_s_ns,
-                    o_r_ns: r.o_r_ns,
-                    O_s_ns_per_byte: r.O_s_ns_per_byte,
-                    O_r_ns_per_byte: r.O_r_ns_per_byte,
-                })
-                .collect(),
-            logfp: self.logfp.as_ref().map(|l| LogfpJson {
-                f: l.f,
-                f_paper: l.f_paper,
-                o_min_ns: l.o_min_ns,
-                o_max_ns: l.o_max_ns,
-                g_ns: l.g_ns,
-                curve: l.points.clone(),
-            }),
-            ci95: self.ci95.clone(),
-            probe_bytes: self.probe_bytes,
-            probe_messages: self.probe_messages,
-            elapsed_ns: self.elapsed_ns,
-            lost_rounds: self.lost_rounds,
-            segmentation: SegmentationJson {
-                used: self.fit.segmenter,
-                lookahead: self.fit.changes_lookahead.clone(),
-                optimal_bic: self.fit.changes_optimal.clone(),
-            },
-            sizes: self.samples.len(),
-            points: self.fit.points.clone(),
-        }
     }
 }

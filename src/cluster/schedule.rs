@@ -1,0 +1,752 @@
+//! One node's part in the rounds: whether it drives, serves or sits a
+//! round out, which job it runs, and its traffic budget. Pure and
+//! deterministic: time is a parameter, nothing here reads a clock, sleeps,
+//! spawns or does I/O, so the daemon's probe thread and the cluster
+//! simulator (`cluster::sim`) run this very code. [`Schedule`] bundles a
+//! [`NodeSchedule`] with what it is evaluated against, for the daemon.
+//!
+//! Per round (see `rounds` for how the pairs come about):
+//! - [`NodeSchedule::plan`] says what this node does in the round. A
+//!   quiet node does nothing (and [`NodeSchedule::admit`] declines for it);
+//!   a node whose partner is backing off after a failed contact, or whose
+//!   pair was measured less than `pair_recheck_s` ago, skips the round
+//!   (coverage rounds and suspect pairs are always due). The job:
+//!   - a repair (full sweep) when the pair's disagreement with its
+//!     reference was confirmed;
+//!   - a class sweep (full sweep) when this node has no full sweep of the
+//!     pair's coverage class younger than `full_sweep_max_age_s`: it then
+//!     stands for the class;
+//!   - else a cheap re-check, against the pair's own sweep, the class's,
+//!     or nothing yet (then it records the pair's points).
+//! - The job's estimated cost is charged to a token bucket *before* it
+//!   runs; the bucket never goes into debt on an estimate. Repairs and the
+//!   jobs of coverage rounds may empty it; a class sweep elsewhere must
+//!   leave two full sweeps in it, and one the bucket (or the partner's)
+//!   cannot pay becomes a re-check, so the meeting is not lost. After the
+//!   job the estimate is settled against the bytes actually sent (an
+//!   estimate below the real cost leaves a debt, paid back before
+//!   anything else runs).
+//! - The responder charges its own bucket the same way when it admits a
+//!   request, so the budget bounds all probe bytes through the node.
+//! - [`NodeSchedule::record`] takes the outcome and may continue the same
+//!   session: a disagreeing re-check is confirmed by a second one; a
+//!   confirmed disagreement measured the pair (its points) and marks it
+//!   suspect, and its repair runs at once if the budget and the round's
+//!   remaining time allow, else first thing at the pair's next meeting.
+//! - A partner that cannot be reached (or fails mid-job) backs off
+//!   exponentially, `backoff_min_s` … `backoff_max_s`. A partner that
+//!   declines (quiet, over its budget) is simply met again at its next
+//!   round. Neither counts as a failure of this node.
+//!
+//! One session per node per round: sessions per node per second are at
+//! most 1 / `round_s`, and the probe bytes through a node over a time T
+//! at most budget × T plus the bucket's content at the start (one full
+//! sweep), whatever the number of members.
+
+pub use super::jobs::{
+    Cost, CostTable, Decline, Idle, Job, JobCosts, JobKind, NodeStats, Outcome, Plan, Purpose,
+    RecheckPlan, Reference, TokenBucket,
+};
+use super::rounds::{ClassId, CyclePlan, Membership, Rounds, Slot};
+
+/// Scheduling settings; every node of a cluster must use the same
+/// `round_s`, `coverage_pass_s` and `seed` (they define the rounds).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// Length of a round: a node takes part in at most one session per
+    /// round, so this bounds the sessions per node per second.
+    pub round_s: f64,
+    /// Aim for one pass over all coverage classes in about this time.
+    pub coverage_pass_s: f64,
+    /// Probe payload bytes per second through this node (driving and
+    /// serving), the long-run bound.
+    pub budget_bytes_per_s: u64,
+    /// Bucket capacity in seconds of budget (raised to two full sweeps
+    /// when that is more, so one can run with one kept in reserve).
+    pub burst_s: f64,
+    /// A measured pair is not re-checked sooner than this.
+    pub pair_recheck_s: f64,
+    /// A coverage class's full sweep is repeated when older than this.
+    pub full_sweep_max_age_s: f64,
+    /// Backoff after an unreachable partner: doubling from the minimum.
+    pub backoff_min_s: f64,
+    pub backoff_max_s: f64,
+    /// Clock difference between nodes tolerated at a round's edges.
+    pub skew_s: f64,
+    /// Seed of the pairing (shared by the cluster).
+    pub seed: u64,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        Self {
+            round_s: 10.0,
+            coverage_pass_s: 600.0,
+            budget_bytes_per_s: 2_000_000,
+            burst_s: 300.0,
+            pair_recheck_s: 3600.0,
+            full_sweep_max_age_s: 86_400.0,
+            backoff_min_s: 60.0,
+            backoff_max_s: 900.0,
+            skew_s: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("no members")]
+    NoMembers,
+    #[error("{0} members is too many")]
+    TooManyMembers(usize),
+    #[error("{0:?} is not a member of the cluster (its own name must be in the peer list every node reads)")]
+    NotAMember(String),
+    #[error("schedule: {0}")]
+    Config(String),
+}
+
+impl ScheduleConfig {
+    pub fn validate(&self) -> Result<(), ScheduleError> {
+        let bad = |m: &str| Err(ScheduleError::Config(m.to_string()));
+        let finite = [
+            self.round_s,
+            self.coverage_pass_s,
+            self.burst_s,
+            self.pair_recheck_s,
+            self.full_sweep_max_age_s,
+            self.backoff_min_s,
+            self.backoff_max_s,
+            self.skew_s,
+        ];
+        if finite.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return bad("every duration must be a finite number ≥ 0");
+        }
+        if self.round_s < 1.0 {
+            return bad("round_s must be at least 1 s (at most one session per second)");
+        }
+        if self.budget_bytes_per_s == 0 {
+            return bad("budget_bytes_per_s must be positive");
+        }
+        if self.full_sweep_max_age_s <= 0.0 || self.backoff_min_s <= 0.0 {
+            return bad("full_sweep_max_age_s and backoff_min_s must be positive");
+        }
+        if self.backoff_max_s < self.backoff_min_s {
+            return bad("backoff_max_s must not be below backoff_min_s");
+        }
+        if self.skew_s * 2.0 >= self.round_s {
+            return bad("skew_s must be under half a round");
+        }
+        Ok(())
+    }
+}
+
+/// What the node knows of a pair (its driven direction).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Entry {
+    #[default]
+    None,
+    /// A re-check without reference: points only.
+    Points,
+    /// A re-check agreed with the class.
+    Validated,
+    /// Its own full sweep.
+    Swept,
+}
+
+/// Times are whole seconds since the schedule's origin, plus one (0 =
+/// never), so a pair costs 12 bytes at 4096 members.
+#[derive(Clone, Copy, Debug, Default)]
+struct PairState {
+    measured: u32,
+    down_until: u32,
+    entry: Entry,
+    suspect: bool,
+    failures: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    round: u64,
+    partner: u32,
+    drives: bool,
+    coverage: bool,
+    class: ClassId,
+    intra: bool,
+    until_s: f64,
+    job: Option<Job>,
+    /// The estimate charged for the step in flight.
+    charged: u64,
+    /// A responder admitted a request in this session.
+    admitted: bool,
+}
+
+/// The shared, read-only state a node's schedule is evaluated against.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub membership: &'a Membership,
+    pub rounds: &'a Rounds,
+    pub cycle: &'a CyclePlan,
+    pub costs: &'a CostTable,
+}
+
+/// One node's schedule state.
+#[derive(Clone, Debug)]
+pub struct NodeSchedule {
+    me: u32,
+    cfg: ScheduleConfig,
+    origin_s: f64,
+    pairs: Vec<PairState>,
+    /// Per class: this node's last full sweep standing for it (a stamp).
+    class_swept: Vec<u32>,
+    bucket: TokenBucket,
+    session: Option<Session>,
+    planned: Option<u64>,
+    stats: NodeStats,
+}
+
+impl NodeSchedule {
+    /// The schedule of member `me_name`, starting at `now_s` with one full
+    /// sweep's worth in its bucket.
+    pub fn new(
+        membership: &Membership,
+        me_name: &str,
+        cfg: &ScheduleConfig,
+        costs: &CostTable,
+        now_s: f64,
+    ) -> Result<Self, ScheduleError> {
+        cfg.validate()?;
+        let me = membership
+            .index_of(me_name)
+            .ok_or_else(|| ScheduleError::NotAMember(me_name.to_string()))?;
+        let full = costs.max_full_bytes() as f64;
+        let rate = cfg.budget_bytes_per_s as f64;
+        Ok(Self {
+            me,
+            cfg: cfg.clone(),
+            origin_s: now_s,
+            pairs: vec![PairState::default(); membership.len()],
+            class_swept: vec![0; membership.class_count()],
+            bucket: TokenBucket::new(rate, (cfg.burst_s * rate).max(3.0 * full), full, now_s),
+            session: None,
+            planned: None,
+            stats: NodeStats::default(),
+        })
+    }
+
+    pub fn member(&self) -> u32 {
+        self.me
+    }
+
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &ScheduleConfig {
+        &self.cfg
+    }
+
+    /// Bytes in the bucket now.
+    pub fn budget_level(&mut self, now_s: f64) -> f64 {
+        self.bucket.level(now_s)
+    }
+
+    /// When this node last measured its pair with `peer` (any job), if
+    /// ever.
+    pub fn measured_s(&self, peer: u32) -> Option<f64> {
+        self.time_of(self.pairs[peer as usize].measured)
+    }
+
+    /// Pairs whose disagreement with their reference was confirmed and
+    /// whose repair sweep has not run yet.
+    pub fn suspect_pairs(&self) -> usize {
+        self.pairs.iter().filter(|p| p.suspect).count()
+    }
+
+    /// When this node's full sweep standing for `class` ran, if ever.
+    pub fn class_swept_s(&self, class: ClassId) -> Option<f64> {
+        self.time_of(self.class_swept[class as usize])
+    }
+
+    /// A full sweep of `class` made elsewhere (shared by a peer) counts as
+    /// this node's reference for the class.
+    pub fn learn_class(&mut self, class: ClassId, swept_s: f64) {
+        let s = self.stamp(swept_s);
+        let c = &mut self.class_swept[class as usize];
+        *c = (*c).max(s);
+    }
+
+    fn stamp(&self, t_s: f64) -> u32 {
+        ((t_s - self.origin_s).max(0.0) as u64 + 1).min(u64::from(u32::MAX)) as u32
+    }
+
+    fn time_of(&self, stamp: u32) -> Option<f64> {
+        (stamp != 0).then(|| self.origin_s + f64::from(stamp - 1))
+    }
+
+    fn age_s(&self, stamp: u32, now_s: f64) -> f64 {
+        self.time_of(stamp).map_or(f64::INFINITY, |t| now_s - t)
+    }
+
+    /// What a re-check of the pair with `peer` is compared with.
+    fn reference(&self, peer: u32, class: ClassId) -> Reference {
+        if self.pairs[peer as usize].entry == Entry::Swept {
+            Reference::Pair
+        } else if self.class_swept[class as usize] != 0 {
+            Reference::Class
+        } else {
+            Reference::Nothing
+        }
+    }
+
+    /// The bytes a job must leave in the bucket (see [`Purpose`]).
+    fn reserve(&self, costs: &CostTable, coverage: bool, job: Job) -> u64 {
+        let full = costs.max_full_bytes();
+        match job {
+            Job::FullSweep(Purpose::Class) if !coverage => 2 * full,
+            _ => 0,
+        }
+    }
+
+    /// What this node does in `slot` (called once per round, at its start).
+    pub fn plan(&mut self, view: &View<'_>, slot: &Slot, now_s: f64, quiet: bool) -> Plan {
+        if self.planned == Some(slot.round) {
+            return Plan::Idle(Idle::Planned);
+        }
+        self.planned = Some(slot.round);
+        // A request admitted a moment before this node's own round began
+        // (clocks differ by up to skew_s) keeps its session.
+        self.session = self.session.filter(|s| s.round == slot.round && !s.drives);
+        self.stats.rounds += 1;
+        let cap = (self.cfg.burst_s * self.cfg.budget_bytes_per_s as f64)
+            .max(3.0 * view.costs.max_full_bytes() as f64);
+        self.bucket.set_capacity(cap);
+        let Some(p) = view.cycle.pairing(view.rounds, slot, self.me) else {
+            return Plan::Idle(Idle::NoPartner);
+        };
+        if quiet {
+            self.stats.quiet_rounds += 1;
+            return Plan::Idle(Idle::Quiet);
+        }
+        let class = view.membership.class_of(self.me, p.partner);
+        let mut session = Session {
+            round: slot.round,
+            partner: p.partner,
+            drives: p.drives,
+            coverage: p.coverage,
+            class,
+            intra: view.membership.is_intra(class),
+            until_s: slot.end_s,
+            job: None,
+            charged: 0,
+            admitted: false,
+        };
+        if !p.drives {
+            if self.session.is_none() {
+                self.session = Some(session);
+            }
+            return Plan::Serve {
+                partner: p.partner,
+                until_s: slot.end_s,
+            };
+        }
+        let pair = self.pairs[p.partner as usize];
+        if pair.down_until > self.stamp(now_s) {
+            self.stats.partner_down += 1;
+            return Plan::Idle(Idle::PartnerDown);
+        }
+        if !p.coverage
+            && pair.entry != Entry::None
+            && !pair.suspect
+            && self.age_s(pair.measured, now_s) < self.cfg.pair_recheck_s
+        {
+            self.stats.not_due += 1;
+            return Plan::Idle(Idle::NotDue);
+        }
+        let class_fresh =
+            self.age_s(self.class_swept[class as usize], now_s) < self.cfg.full_sweep_max_age_s;
+        let remaining_s = slot.end_s - now_s;
+        if pair.suspect || !class_fresh {
+            let job = Job::FullSweep(if pair.suspect {
+                Purpose::Repair
+            } else {
+                Purpose::Class
+            });
+            let cost = view.costs.get(session.intra, JobKind::Full);
+            let reserve = self.reserve(view.costs, p.coverage, job);
+            if cost.seconds <= remaining_s && self.bucket.try_take(cost.bytes, reserve, now_s) {
+                session.job = Some(job);
+                session.charged = cost.bytes;
+            } else {
+                self.deferred(job);
+            }
+        }
+        if session.job.is_none() {
+            let reference = self.reference(p.partner, class);
+            let cost = view.costs.get(session.intra, JobKind::Recheck);
+            if cost.seconds > remaining_s {
+                return Plan::Idle(Idle::NoTime);
+            }
+            if !self.bucket.try_take(cost.bytes, 0, now_s) {
+                self.stats.budget_skips += 1;
+                return Plan::Idle(Idle::Budget);
+            }
+            session.job = Some(Job::Recheck(reference));
+            session.charged = cost.bytes;
+        }
+        self.stats.drives += 1;
+        self.session = Some(session);
+        Plan::Drive {
+            partner: p.partner,
+            job: session.job.unwrap_or(Job::Recheck(Reference::Nothing)),
+            until_s: slot.end_s,
+        }
+    }
+
+    /// A request from `requester` for `job` in the round of
+    /// `slot` (the driver's round: a round is accepted up to `skew_s` past
+    /// its edges). On success the job's estimate is charged; call
+    /// [`NodeSchedule::served`] when it ends.
+    pub fn admit(
+        &mut self,
+        view: &View<'_>,
+        slot: &Slot,
+        requester: u32,
+        job: Job,
+        now_s: f64,
+        quiet: bool,
+    ) -> Result<(), Decline> {
+        let refuse = |stats: &mut NodeStats, d: Decline| {
+            match d {
+                Decline::Quiet => stats.refused_quiet += 1,
+                Decline::Budget => stats.refused_budget += 1,
+                Decline::NotExpected | Decline::Busy => stats.refused_other += 1,
+            }
+            Err(d)
+        };
+        if quiet {
+            return refuse(&mut self.stats, Decline::Quiet);
+        }
+        let skew = self.cfg.skew_s;
+        let expected = view
+            .cycle
+            .pairing(view.rounds, slot, self.me)
+            .filter(|p| p.partner == requester && !p.drives);
+        let in_time = now_s >= slot.start_s - skew && now_s <= slot.end_s + skew;
+        let Some(p) = expected.filter(|_| in_time) else {
+            return refuse(&mut self.stats, Decline::NotExpected);
+        };
+        if let Some(s) = &self.session {
+            if s.drives && s.job.is_some() {
+                return refuse(&mut self.stats, Decline::Busy);
+            }
+        }
+        let class = view.membership.class_of(self.me, requester);
+        let intra = view.membership.is_intra(class);
+        let cost = view.costs.get(intra, job.kind());
+        let reserve = self.reserve(view.costs, p.coverage, job);
+        if !self.bucket.try_take(cost.bytes, reserve, now_s) {
+            return refuse(&mut self.stats, Decline::Budget);
+        }
+        match &mut self.session {
+            Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
+                s.charged += cost.bytes;
+                if !s.admitted {
+                    s.admitted = true;
+                    self.stats.serves += 1;
+                }
+            }
+            _ => {
+                self.stats.serves += 1;
+                self.session = Some(Session {
+                    round: slot.round,
+                    partner: requester,
+                    drives: false,
+                    coverage: p.coverage,
+                    class,
+                    intra,
+                    until_s: slot.end_s,
+                    job: None,
+                    charged: cost.bytes,
+                    admitted: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// An admitted job ended having sent `bytes` (both directions).
+    pub fn served(&mut self, bytes: u64) {
+        if let Some(s) = self.session.as_mut().filter(|s| !s.drives) {
+            self.bucket.settle(s.charged, bytes);
+            s.charged = 0;
+            self.stats.bytes += bytes;
+        }
+    }
+
+    /// How the job of [`Plan::Drive`] (or of the last step) ended. Returns
+    /// the next job of the same session, already charged, when there is
+    /// one: a confirming re-check after a disagreement, a full sweep after
+    /// a confirmed one.
+    pub fn record(&mut self, view: &View<'_>, outcome: Outcome, now_s: f64) -> Option<Job> {
+        let s = self.session.filter(|s| s.drives)?;
+        let job = s.job?;
+        let now = self.stamp(now_s);
+        let i = s.partner as usize;
+        let mut next = None;
+        match outcome {
+            Outcome::Declined(d) => {
+                self.bucket.settle(s.charged, 0);
+                match d {
+                    Decline::Quiet => self.stats.partner_quiet += 1,
+                    Decline::Budget => self.stats.partner_budget += 1,
+                    Decline::NotExpected | Decline::Busy => self.stats.partner_busy += 1,
+                }
+                // A partner that cannot pay for a class sweep may pay for a
+                // re-check: the meeting is not lost.
+                if d == Decline::Budget {
+                    self.deferred(job);
+                }
+                if d == Decline::Budget && job == Job::FullSweep(Purpose::Class) {
+                    let r = self.reference(s.partner, s.class);
+                    next = self.charge_next(view, &s, Job::Recheck(r), now_s);
+                }
+            }
+            Outcome::Unreachable | Outcome::Failed { .. } => {
+                let bytes = match outcome {
+                    Outcome::Failed { bytes } => bytes,
+                    _ => 0,
+                };
+                self.settle(s.charged, bytes);
+                if bytes > 0 {
+                    self.stats.failed += 1;
+                } else {
+                    self.stats.unreachable += 1;
+                }
+                let failures = self.pairs[i].failures.saturating_add(1);
+                let backoff = (self.cfg.backoff_min_s * 2f64.powi(i32::from(failures.min(30)) - 1))
+                    .min(self.cfg.backoff_max_s);
+                let down_until = self.stamp(now_s + backoff);
+                let p = &mut self.pairs[i];
+                p.failures = failures;
+                p.down_until = down_until;
+            }
+            Outcome::Disturbed { bytes } => {
+                self.settle(s.charged, bytes);
+                self.stats.disturbed += 1;
+            }
+            Outcome::Swept { bytes } => {
+                self.settle(s.charged, bytes);
+                self.stats.full_sweeps += 1;
+                let p = &mut self.pairs[i];
+                *p = PairState {
+                    measured: now,
+                    entry: Entry::Swept,
+                    ..PairState::default()
+                };
+                if job == Job::FullSweep(Purpose::Class) {
+                    self.class_swept[s.class as usize] = now;
+                }
+            }
+            Outcome::Rechecked { agrees, bytes } => {
+                self.settle(s.charged, bytes);
+                self.stats.rechecks += 1;
+                let reference = match job {
+                    Job::Recheck(r) | Job::Confirm(r) => r,
+                    Job::FullSweep(_) => Reference::Nothing,
+                };
+                let p = &mut self.pairs[i];
+                p.failures = 0;
+                p.down_until = 0;
+                if agrees || reference == Reference::Nothing {
+                    p.measured = now;
+                    p.suspect = false;
+                    let got = if reference == Reference::Nothing {
+                        Entry::Points
+                    } else {
+                        Entry::Validated
+                    };
+                    p.entry = p.entry.max(got);
+                } else if let Job::Recheck(r) = job {
+                    self.stats.disagreements += 1;
+                    next = self.charge_next(view, &s, Job::Confirm(r), now_s);
+                } else {
+                    // Two re-checks agree that the pair differs from its
+                    // reference: its points are a measurement of the pair;
+                    // the repair sweep (now, or first thing at the pair's
+                    // next meeting) gives it its own parameters.
+                    self.stats.confirmed_disagreements += 1;
+                    p.suspect = true;
+                    p.measured = now;
+                    p.entry = p.entry.max(Entry::Points);
+                    next = self.charge_next(view, &s, Job::FullSweep(Purpose::Repair), now_s);
+                }
+            }
+        }
+        let session = self.session.as_mut().filter(|x| x.drives)?;
+        session.job = next.map(|(j, _)| j);
+        session.charged = next.map_or(0, |(_, c)| c);
+        next.map(|(j, _)| j)
+    }
+
+    /// A full sweep the budget could not pay.
+    fn deferred(&mut self, job: Job) {
+        match job {
+            Job::FullSweep(Purpose::Class) => self.stats.class_sweeps_deferred += 1,
+            Job::FullSweep(Purpose::Repair) => self.stats.repairs_deferred += 1,
+            Job::Recheck(_) | Job::Confirm(_) => {}
+        }
+    }
+
+    fn settle(&mut self, charged: u64, bytes: u64) {
+        self.bucket.settle(charged, bytes);
+        self.stats.bytes += bytes;
+    }
+
+    /// Charge a follow-up job if the budget and the round allow it.
+    fn charge_next(
+        &mut self,
+        view: &View<'_>,
+        s: &Session,
+        job: Job,
+        now_s: f64,
+    ) -> Option<(Job, u64)> {
+        let cost = view.costs.get(s.intra, job.kind());
+        let reserve = self.reserve(view.costs, s.coverage, job);
+        if cost.seconds > s.until_s - now_s {
+            return None;
+        }
+        if !self.bucket.try_take(cost.bytes, reserve, now_s) {
+            self.deferred(job);
+            return None;
+        }
+        Some((job, cost.bytes))
+    }
+}
+
+/// A node's schedule with what it is evaluated against: the membership,
+/// the rounds, the current cycle's plan (recomputed when the cycle
+/// changes) and the cost estimates. This is what the daemon holds: its
+/// probe thread calls [`Schedule::plan`] at every round and
+/// [`Schedule::record`] after every job; its control handler calls
+/// [`Schedule::admit`] for a request and [`Schedule::served`] when the
+/// session ends.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    membership: Membership,
+    rounds: Rounds,
+    cycle: CyclePlan,
+    costs: CostTable,
+    node: NodeSchedule,
+    /// The round of the last plan (for record).
+    slot: Option<Slot>,
+}
+
+impl Schedule {
+    pub fn new(
+        membership: Membership,
+        me: &str,
+        cfg: &ScheduleConfig,
+        costs: CostTable,
+        now_s: f64,
+    ) -> Result<Schedule, ScheduleError> {
+        let node = NodeSchedule::new(&membership, me, cfg, &costs, now_s)?;
+        let rounds = Rounds::new(&membership, cfg);
+        let cycle = rounds.plan_cycle(&membership, rounds.slot_at(now_s).cycle);
+        Ok(Schedule {
+            membership,
+            rounds,
+            cycle,
+            costs,
+            node,
+            slot: None,
+        })
+    }
+
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    pub fn rounds(&self) -> &Rounds {
+        &self.rounds
+    }
+
+    pub fn node(&self) -> &NodeSchedule {
+        &self.node
+    }
+
+    pub fn node_mut(&mut self) -> &mut NodeSchedule {
+        &mut self.node
+    }
+
+    /// New estimates (e.g. from the node's own sweeps).
+    pub fn set_costs(&mut self, costs: CostTable) {
+        self.costs = costs;
+    }
+
+    fn refresh(&mut self, slot: &Slot) {
+        if self.cycle.cycle != slot.cycle {
+            self.cycle = self.rounds.plan_cycle(&self.membership, slot.cycle);
+        }
+    }
+
+    /// The round at `now_s` (shared clock) and what this node does in it.
+    pub fn plan(&mut self, now_s: f64, quiet: bool) -> (Slot, Plan) {
+        let slot = self.rounds.slot_at(now_s);
+        self.refresh(&slot);
+        self.slot = Some(slot);
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: &self.cycle,
+            costs: &self.costs,
+        };
+        (slot, self.node.plan(&view, &slot, now_s, quiet))
+    }
+
+    /// A request from the member named `requester` for `job` in `round`.
+    pub fn admit(
+        &mut self,
+        requester: &str,
+        round: u64,
+        job: Job,
+        now_s: f64,
+        quiet: bool,
+    ) -> Result<(), Decline> {
+        let Some(from) = self.membership.index_of(requester) else {
+            return Err(Decline::NotExpected);
+        };
+        let slot = self.rounds.slot(round);
+        let cycle = if slot.cycle == self.cycle.cycle {
+            None
+        } else {
+            Some(self.rounds.plan_cycle(&self.membership, slot.cycle))
+        };
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: cycle.as_ref().unwrap_or(&self.cycle),
+            costs: &self.costs,
+        };
+        self.node.admit(&view, &slot, from, job, now_s, quiet)
+    }
+
+    /// The admitted job ended having sent `bytes`.
+    pub fn served(&mut self, bytes: u64) {
+        self.node.served(bytes);
+    }
+
+    /// How the planned job ended; the next job of the session, if any.
+    pub fn record(&mut self, outcome: Outcome, now_s: f64) -> Option<Job> {
+        let slot = self.slot?;
+        self.refresh(&slot);
+        let view = View {
+            membership: &self.membership,
+            rounds: &self.rounds,
+            cycle: &self.cycle,
+            costs: &self.costs,
+        };
+        self.node.record(&view, outcome, now_s)
+    }
+}

@@ -1,0 +1,6 @@
+mod hostlist;
+mod peers;
+mod rounds;
+mod schedule;
+mod sim;
+mod topology;

@@ -1,0 +1,601 @@
+use crate::cluster::rounds::{CyclePlan, Membership, RoundKind, Rounds, Slot};
+use crate::cluster::schedule::{
+    Cost, CostTable, Decline, Idle, Job, JobCosts, NodeSchedule, Outcome, Plan, Purpose, Reference,
+    ScheduleConfig, ScheduleError, TokenBucket, View,
+};
+
+const MB: u64 = 1_000_000;
+
+fn costs() -> CostTable {
+    CostTable::uniform(JobCosts {
+        full: Cost {
+            bytes: 100 * MB,
+            seconds: 0.5,
+        },
+        recheck: Cost {
+            bytes: MB,
+            seconds: 0.25,
+        },
+    })
+}
+
+/// A small cluster and every node's schedule.
+struct Cluster {
+    m: Membership,
+    r: Rounds,
+    cfg: ScheduleConfig,
+    costs: CostTable,
+    nodes: Vec<NodeSchedule>,
+}
+
+impl Cluster {
+    fn new(n: usize, cfg: ScheduleConfig) -> Cluster {
+        let names: Vec<String> = (0..n).map(|i| format!("h{i:02}")).collect();
+        let m = Membership::new(&names, |x| {
+            Some(format!("g{}", x[1..].parse::<usize>().ok()? / 4))
+        })
+        .unwrap();
+        let r = Rounds::new(&m, &cfg);
+        let costs = costs();
+        let nodes = names
+            .iter()
+            .map(|x| NodeSchedule::new(&m, x, &cfg, &costs, 0.0).unwrap())
+            .collect();
+        Cluster {
+            m,
+            r,
+            cfg,
+            costs,
+            nodes,
+        }
+    }
+
+    fn view<'a>(&'a self, plan: &'a CyclePlan) -> View<'a> {
+        View {
+            membership: &self.m,
+            rounds: &self.r,
+            cycle: plan,
+            costs: &self.costs,
+        }
+    }
+
+    /// The first mesh round at or after round `from` in which `a` meets `b`.
+    fn meeting(&self, a: u32, b: u32, from: u64) -> (Slot, bool) {
+        (from..from + 4 * self.r.cycle_rounds())
+            .map(|k| self.r.slot(k))
+            .find_map(|s| {
+                let plan = self.r.plan_cycle(&self.m, s.cycle);
+                let p = plan.pairing(&self.r, &s, a)?;
+                (p.partner == b && matches!(s.kind, RoundKind::Mesh(_))).then_some((s, p.drives))
+            })
+            .expect("they meet every cycle")
+    }
+
+    /// `a`'s plan in the first mesh round from `from` where `a` drives `b`.
+    fn drive(&mut self, a: u32, b: u32, from: u64) -> (Slot, Plan) {
+        let mut k = from;
+        loop {
+            let (s, drives) = self.meeting(a, b, k);
+            if drives {
+                let plan = self.r.plan_cycle(&self.m, s.cycle);
+                let view = View {
+                    membership: &self.m,
+                    rounds: &self.r,
+                    cycle: &plan,
+                    costs: &self.costs,
+                };
+                let p = self.nodes[a as usize].plan(&view, &s, s.start_s, false);
+                return (s, p);
+            }
+            k = s.round + 1;
+        }
+    }
+
+    fn record(&mut self, a: u32, s: &Slot, o: Outcome, t: f64) -> Option<Job> {
+        let plan = self.r.plan_cycle(&self.m, s.cycle);
+        let view = View {
+            membership: &self.m,
+            rounds: &self.r,
+            cycle: &plan,
+            costs: &self.costs,
+        };
+        self.nodes[a as usize].record(&view, o, t)
+    }
+}
+
+fn job_of(p: Plan) -> Job {
+    match p {
+        Plan::Drive { job, .. } => job,
+        other => panic!("expected a drive, got {other:?}"),
+    }
+}
+
+fn roomy() -> ScheduleConfig {
+    ScheduleConfig {
+        budget_bytes_per_s: 100 * MB,
+        ..ScheduleConfig::default()
+    }
+}
+
+#[test]
+fn a_class_is_swept_once_then_rechecked() {
+    let mut c = Cluster::new(8, roomy());
+    // h00 and h01, h02 share group g0. Once the bucket has filled, the
+    // first pair of the class gets a full sweep standing for the class.
+    let (s, p) = c.drive(0, 1, 100);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    assert_eq!(
+        c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0),
+        None
+    );
+    assert!(c.nodes[0].class_swept_s(c.m.class_of(0, 1)).is_some());
+    // Another pair of the class: a re-check against the class.
+    let (_, p) = c.drive(0, 2, 100);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    // The swept pair itself, an hour later: against its own sweep.
+    let (_, p) = c.drive(0, 1, s.round + 400);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
+    // Another class: a full sweep again.
+    let (_, p) = c.drive(0, 5, 100);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+}
+
+#[test]
+fn a_measured_pair_is_not_due_before_its_interval() {
+    let mut c = Cluster::new(4, roomy());
+    let (s, p) = c.drive(0, 1, 100);
+    let job = job_of(p);
+    let o = match job {
+        Job::FullSweep(_) => Outcome::Swept { bytes: MB },
+        _ => Outcome::Rechecked {
+            agrees: true,
+            bytes: MB,
+        },
+    };
+    c.record(0, &s, o, s.start_s + 1.0);
+    // Four members meet every few rounds; the pair is not due for an hour.
+    let (s2, p) = c.drive(0, 1, s.round + 1);
+    assert!(s2.start_s - s.start_s < 3600.0);
+    assert_eq!(p, Plan::Idle(Idle::NotDue));
+    let (s3, p) = c.drive(0, 1, s.round + 361);
+    assert!(s3.start_s - s.start_s >= 3600.0);
+    assert!(matches!(p, Plan::Drive { .. }));
+    assert_eq!(c.nodes[0].stats().not_due, 1);
+}
+
+#[test]
+fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
+    let mut c = Cluster::new(8, roomy());
+    let (s, _) = c.drive(0, 1, 100);
+    c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
+    let (s, p) = c.drive(0, 2, 100);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    let t = s.start_s + 0.3;
+    let d = Outcome::Rechecked {
+        agrees: false,
+        bytes: MB,
+    };
+    assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Class)));
+    assert_eq!(
+        c.record(0, &s, d, t + 0.3),
+        Some(Job::FullSweep(Purpose::Repair))
+    );
+    assert_eq!(c.record(0, &s, Outcome::Swept { bytes: MB }, t + 1.0), None);
+    let st = c.nodes[0].stats();
+    assert_eq!((st.disagreements, st.confirmed_disagreements), (1, 1));
+    assert_eq!(c.nodes[0].measured_s(2), Some((t + 1.0).floor()));
+    // A disagreement the second re-check does not confirm is noise.
+    let (s, _) = c.drive(0, 3, 100);
+    assert_eq!(
+        c.record(0, &s, d, s.start_s + 0.3),
+        Some(Job::Confirm(Reference::Class))
+    );
+    let ok = Outcome::Rechecked {
+        agrees: true,
+        bytes: MB,
+    };
+    assert_eq!(c.record(0, &s, ok, s.start_s + 0.6), None);
+    assert!(c.nodes[0].measured_s(3).is_some());
+}
+
+#[test]
+fn failures_back_off_declines_do_not() {
+    let cfg = ScheduleConfig {
+        backoff_min_s: 500.0,
+        ..roomy()
+    };
+    let mut c = Cluster::new(4, cfg);
+    let (s, _) = c.drive(0, 1, 100);
+    assert_eq!(c.record(0, &s, Outcome::Unreachable, s.start_s + 3.0), None);
+    // Backing off 500 s: the meetings within that are skipped...
+    let (s2, p) = c.drive(0, 1, s.round + 1);
+    assert!(s2.start_s < s.start_s + 500.0);
+    assert_eq!(p, Plan::Idle(Idle::PartnerDown));
+    // ... and the peer is tried again after it, picked up when it answers.
+    let (s3, p) = c.drive(0, 1, s.round + 51);
+    assert!(matches!(p, Plan::Drive { .. }), "{p:?}");
+    c.record(
+        0,
+        &s3,
+        Outcome::Rechecked {
+            agrees: true,
+            bytes: MB,
+        },
+        s3.start_s + 1.0,
+    );
+    assert!(c.nodes[0].measured_s(1).is_some());
+    // A quiet partner declines: no backoff, no failure.
+    let (s4, _) = c.drive(0, 2, 100);
+    c.record(0, &s4, Outcome::Declined(Decline::Quiet), s4.start_s + 0.01);
+    let (_, p) = c.drive(0, 2, s4.round + 1);
+    assert!(matches!(p, Plan::Drive { .. }), "{p:?}");
+    let st = c.nodes[0].stats();
+    assert_eq!((st.unreachable, st.partner_quiet), (1, 1));
+}
+
+#[test]
+fn a_partner_short_of_budget_still_gets_a_recheck() {
+    let mut c = Cluster::new(8, roomy());
+    let (s, p) = c.drive(0, 1, 100);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    assert_eq!(
+        c.record(0, &s, Outcome::Declined(Decline::Budget), s.start_s + 0.01),
+        Some(Job::Recheck(Reference::Nothing))
+    );
+}
+
+#[test]
+fn responders_admit_only_their_partner_and_pay_too() {
+    let tight = ScheduleConfig {
+        budget_bytes_per_s: MB,
+        burst_s: 10.0,
+        ..ScheduleConfig::default()
+    };
+    let c = Cluster::new(8, tight);
+    let (s, one_drives) = c.meeting(1, 0, 0);
+    let (driver, server) = if one_drives { (1, 0) } else { (0, 1) };
+    let other = (0..8).find(|&x| x != driver && x != server).unwrap();
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let view = c.view(&plan);
+    let mut n = c.nodes[server as usize].clone();
+    let now = s.start_s;
+    assert_eq!(
+        n.admit(
+            &view,
+            &s,
+            driver,
+            Job::Recheck(Reference::Nothing),
+            now,
+            true
+        ),
+        Err(Decline::Quiet)
+    );
+    assert_eq!(
+        n.admit(
+            &view,
+            &s,
+            other,
+            Job::Recheck(Reference::Nothing),
+            now,
+            false
+        ),
+        Err(Decline::NotExpected)
+    );
+    assert_eq!(
+        n.admit(
+            &view,
+            &s,
+            driver,
+            Job::Recheck(Reference::Nothing),
+            s.end_s + 5.0,
+            false
+        ),
+        Err(Decline::NotExpected),
+        "the round is over"
+    );
+    // The bucket starts with one full sweep (100 MB) and gains 1 MB/s; a
+    // class sweep outside a coverage round must leave two in it, a repair
+    // may empty it.
+    let before = n.budget_level(now);
+    assert!(before < 300.0 * MB as f64, "{before}");
+    assert_eq!(
+        n.admit(
+            &view,
+            &s,
+            driver,
+            Job::FullSweep(Purpose::Class),
+            now,
+            false
+        ),
+        Err(Decline::Budget)
+    );
+    assert_eq!(
+        n.admit(
+            &view,
+            &s,
+            driver,
+            Job::FullSweep(Purpose::Repair),
+            now,
+            false
+        ),
+        Ok(())
+    );
+    n.served(60 * MB);
+    let left = n.budget_level(now);
+    assert!((left - (before - 60.0 * MB as f64)).abs() < 1.0, "{left}");
+    let st = n.stats();
+    assert_eq!(
+        (st.serves, st.bytes, st.refused_quiet, st.refused_budget),
+        (1, 60 * MB, 1, 1)
+    );
+}
+
+#[test]
+fn one_plan_per_round_and_quiet_nodes_sit_out() {
+    let mut c = Cluster::new(4, roomy());
+    let s = c.r.slot(100);
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let view = View {
+        membership: &c.m,
+        rounds: &c.r,
+        cycle: &plan,
+        costs: &c.costs,
+    };
+    let first = c.nodes[0].plan(&view, &s, s.start_s, true);
+    assert!(matches!(first, Plan::Idle(Idle::Quiet | Idle::NoPartner)));
+    assert_eq!(
+        c.nodes[0].plan(&view, &s, s.start_s + 1.0, false),
+        Plan::Idle(Idle::Planned)
+    );
+}
+
+#[test]
+fn a_job_that_does_not_fit_the_round_is_not_started() {
+    let mut c = Cluster::new(4, roomy());
+    let (s, _) = c.meeting(0, 1, 100);
+    let mut k = s.round;
+    let (s, drives) = loop {
+        let (s, d) = c.meeting(0, 1, k);
+        if d {
+            break (s, d);
+        }
+        k = s.round + 1;
+    };
+    assert!(drives);
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let view = View {
+        membership: &c.m,
+        rounds: &c.r,
+        cycle: &plan,
+        costs: &c.costs,
+    };
+    let p = c.nodes[0].plan(&view, &s, s.end_s - 0.1, false);
+    assert_eq!(p, Plan::Idle(Idle::NoTime));
+}
+
+#[test]
+fn the_bucket_never_pays_an_estimate_on_credit() {
+    // Every node plans every round and every job costs its estimate; over
+    // 20 000 rounds no bucket may dip below zero, and the bytes through a
+    // node stay within budget × time plus the initial full sweep.
+    let cfg = ScheduleConfig {
+        budget_bytes_per_s: 2 * MB,
+        burst_s: 100.0,
+        pair_recheck_s: 0.0,
+        full_sweep_max_age_s: 600.0,
+        ..ScheduleConfig::default()
+    };
+    let mut c = Cluster::new(12, cfg);
+    let mut through = [0u64; 12];
+    let (first, last) = (1000u64, 21_000u64);
+    for k in first..last {
+        let s = c.r.slot(k);
+        let plan = c.r.plan_cycle(&c.m, s.cycle);
+        let view = View {
+            membership: &c.m,
+            rounds: &c.r,
+            cycle: &plan,
+            costs: &c.costs,
+        };
+        let plans: Vec<Plan> = c
+            .nodes
+            .iter_mut()
+            .map(|n| n.plan(&view, &s, s.start_s, false))
+            .collect();
+        for (d, p) in plans.iter().enumerate() {
+            let Plan::Drive {
+                partner, mut job, ..
+            } = *p
+            else {
+                continue;
+            };
+            let mut t = s.start_s;
+            loop {
+                let o = match c.nodes[partner as usize].admit(&view, &s, d as u32, job, t, false) {
+                    Err(why) => Outcome::Declined(why),
+                    Ok(()) => {
+                        let cost = c.costs.get(true, job.kind());
+                        t += cost.seconds;
+                        c.nodes[partner as usize].served(cost.bytes);
+                        through[d] += cost.bytes;
+                        through[partner as usize] += cost.bytes;
+                        match job {
+                            Job::FullSweep(_) => Outcome::Swept { bytes: cost.bytes },
+                            _ => Outcome::Rechecked {
+                                agrees: k % 3 != 0,
+                                bytes: cost.bytes,
+                            },
+                        }
+                    }
+                };
+                match c.nodes[d].record(&view, o, t) {
+                    Some(j) => job = j,
+                    None => break,
+                }
+            }
+        }
+        for n in c.nodes.iter_mut() {
+            assert!(n.budget_level(s.end_s) >= 0.0);
+        }
+    }
+    let span_s = (last - first) as f64 * c.cfg.round_s;
+    for (i, b) in through.iter().enumerate() {
+        let bound = 2.0 * MB as f64 * (span_s + 1000.0 * c.cfg.round_s) + 100.0 * MB as f64;
+        assert!((*b as f64) <= bound, "node {i}: {b} B");
+        assert!(*b > 0);
+        assert_eq!(*b, c.nodes[i].stats().bytes);
+    }
+    let fulls: u64 = c.nodes.iter().map(|n| n.stats().full_sweeps).sum();
+    assert!(fulls > 100, "the budget is used: {fulls} full sweeps");
+}
+
+#[test]
+fn settings_are_checked() {
+    let bad = |cfg: ScheduleConfig| cfg.validate().unwrap_err().to_string();
+    let d = ScheduleConfig::default;
+    assert!(bad(ScheduleConfig {
+        round_s: 0.5,
+        ..d()
+    })
+    .contains("at least 1 s"));
+    assert!(bad(ScheduleConfig {
+        budget_bytes_per_s: 0,
+        ..d()
+    })
+    .contains("budget"));
+    assert!(bad(ScheduleConfig { skew_s: 5.0, ..d() }).contains("skew"));
+    assert!(bad(ScheduleConfig {
+        backoff_max_s: 1.0,
+        ..d()
+    })
+    .contains("backoff"));
+    assert!(bad(ScheduleConfig {
+        pair_recheck_s: f64::NAN,
+        ..d()
+    })
+    .contains("finite"));
+    let m = Membership::flat(&["a", "b"]).unwrap();
+    assert_eq!(
+        NodeSchedule::new(&m, "c", &d(), &costs(), 0.0).unwrap_err(),
+        ScheduleError::NotAMember("c".into())
+    );
+    let cfg: ScheduleConfig = toml::from_str("round_s = 20.0\nseed = 7\n").unwrap();
+    assert_eq!(
+        (cfg.round_s, cfg.seed, cfg.coverage_pass_s),
+        (20.0, 7, 600.0)
+    );
+    assert!(toml::from_str::<ScheduleConfig>("rounds = 1\n").is_err());
+}
+
+#[test]
+fn token_bucket() {
+    let mut b = TokenBucket::new(10.0, 100.0, 50.0, 0.0);
+    assert!(!b.try_take(60, 0, 0.0));
+    assert!(b.try_take(40, 10, 0.0));
+    assert!(!b.try_take(1, 10, 0.0));
+    assert_eq!(b.level(2.0), 30.0);
+    b.settle(30, 50);
+    assert_eq!(b.level(2.0), 10.0);
+    assert_eq!(b.level(1000.0), 100.0, "capped at the capacity");
+}
+
+#[test]
+fn the_owning_schedule_runs_a_pair_of_nodes() {
+    use crate::cluster::schedule::Schedule;
+    let cfg = ScheduleConfig {
+        pair_recheck_s: 0.0,
+        ..roomy()
+    };
+    let m = Membership::flat(&["a", "b"]).unwrap();
+    let mut nodes = [
+        Schedule::new(m.clone(), "a", &cfg, costs(), 1000.0).unwrap(),
+        Schedule::new(m, "b", &cfg, costs(), 1000.0).unwrap(),
+    ];
+    let names = ["a", "b"];
+    let mut t = 1000.0;
+    let mut drives = [0, 0];
+    for _ in 0..40 {
+        // b's clock runs 0.5 s ahead of a's; a plans first, so when b
+        // drives, a admits a request for a round it has not planned yet.
+        let plans = [nodes[0].plan(t, false), nodes[1].plan(t + 0.5, false)];
+        assert_eq!(plans[0].0.round, plans[1].0.round);
+        for d in 0..2 {
+            let (slot, Plan::Drive { mut job, .. }) = plans[d] else {
+                continue;
+            };
+            drives[d] += 1;
+            let p = 1 - d;
+            assert!(matches!(plans[p].1, Plan::Serve { .. }), "{:?}", plans[p]);
+            let mut now = t + 1.0;
+            loop {
+                let o = match nodes[p].admit(names[d], slot.round, job, now, false) {
+                    Ok(()) => {
+                        now += 0.3;
+                        nodes[p].served(MB);
+                        match job {
+                            Job::FullSweep(_) => Outcome::Swept { bytes: MB },
+                            _ => Outcome::Rechecked {
+                                agrees: true,
+                                bytes: MB,
+                            },
+                        }
+                    }
+                    Err(d) => Outcome::Declined(d),
+                };
+                match nodes[d].record(o, now) {
+                    Some(j) => job = j,
+                    None => break,
+                }
+            }
+        }
+        t += cfg.round_s;
+    }
+    // Two members: a cycle is a coverage round and a mesh round, each
+    // driven by one of them, alternating.
+    assert_eq!(drives, [20, 20]);
+    for n in &nodes {
+        let st = n.node().stats();
+        assert_eq!((st.drives, st.serves), (20, 20));
+        assert_eq!(st.bytes, 40 * MB);
+        assert_eq!(st.full_sweeps, 1, "the class once, then re-checks");
+    }
+    assert_eq!(
+        nodes[0].admit("zz", 0, Job::Recheck(Reference::Nothing), t, false),
+        Err(Decline::NotExpected)
+    );
+}
+
+#[test]
+fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
+    let mut c = Cluster::new(8, roomy());
+    let (s, _) = c.drive(0, 1, 100);
+    // A node that starts at this very round holds one full sweep (100 MB)
+    // and gains 1 MB/s: after two re-checks (1 MB each) it cannot pay the
+    // repair.
+    let slow = ScheduleConfig {
+        budget_bytes_per_s: MB,
+        ..c.cfg.clone()
+    };
+    let mut n = NodeSchedule::new(&c.m, "h00", &slow, &c.costs, s.start_s).unwrap();
+    n.learn_class(c.m.class_of(0, 1), s.start_s);
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let view = c.view(&plan);
+    let p = n.plan(&view, &s, s.start_s, false);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    let d = Outcome::Rechecked {
+        agrees: false,
+        bytes: MB,
+    };
+    let t = s.start_s + 0.3;
+    assert_eq!(n.record(&view, d, t), Some(Job::Confirm(Reference::Class)));
+    assert_eq!(n.record(&view, d, t + 0.3), None);
+    assert_eq!(n.stats().repairs_deferred, 1);
+    // The confirmed disagreement measured the pair; its repair is pending.
+    assert_eq!(n.suspect_pairs(), 1);
+    assert_eq!(n.measured_s(1), Some((t + 0.3).floor()));
+    // At the pair's next meeting the repair comes first.
+    c.nodes[0] = n;
+    let (s2, p2) = c.drive(0, 1, s.round + 1);
+    assert!(s2.start_s > s.start_s);
+    assert_eq!(job_of(p2), Job::FullSweep(Purpose::Repair));
+}

@@ -1,0 +1,123 @@
+//! The daemon's answers on the control plane, on the control server's
+//! threads: who it is, its endpoints, sessions granted and ended, and the
+//! queue pair of an accepted verbs session.
+
+use std::time::Instant;
+
+use super::admission::accept_session;
+use super::{verbs, Shared};
+use crate::control::{self, ConnId, Msg, ProbeDone, ProbeReject, RejectReason};
+use crate::transport::kind::PeerEndpoint;
+
+/// The control plane's answers.
+pub(super) struct ControlHandler(pub std::sync::Arc<Shared>);
+
+impl control::Handler for ControlHandler {
+    fn handle(&self, peer: &str, msg: Msg) -> Option<Msg> {
+        handle_control(&self.0, ConnId::default(), peer, msg)
+    }
+    fn handle_on(&self, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
+        handle_control(&self.0, conn, peer, msg)
+    }
+    /// The connection a session was granted on ended: so did the session
+    /// (its driver finished, or is gone).
+    fn closed(&self, conn: ConnId, peer: &str) {
+        if self
+            .0
+            .end_serving_if(|s| s.until.is_some() && s.conn == conn)
+        {
+            tracing::debug!("session from {peer} ended with its connection");
+        }
+    }
+}
+
+pub(super) fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
+    match msg {
+        Msg::Hello(_) => Some(Msg::Hello(control::Hello {
+            node: shared.node.clone(),
+            generation: shared.generation,
+            nonce: rand::random(),
+            time_unix_ns: crate::publish::unix_now_ns(),
+        })),
+        Msg::Endpoints(control::Endpoints { verbs: Some(v), .. }) => {
+            Some(answer_verbs(shared, peer, &v))
+        }
+        Msg::Endpoints(_) => {
+            let raw = shared.raw_toward.get(peer);
+            Some(Msg::Endpoints(control::Endpoints {
+                node: shared.node.clone(),
+                mac: raw.map_or([0; 6], |r| r.1),
+                ifindex: 0,
+                udp_port: shared.udp_port,
+                raw_ok: raw.is_some(),
+                verbs: None,
+            }))
+        }
+        Msg::ProbeRequest(req) => Some(accept_session(shared, conn, peer, &req)),
+        Msg::ProbeDone(ProbeDone { session_nonce }) => {
+            shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
+            None
+        }
+        Msg::ProbeAlive(ProbeDone { session_nonce }) => {
+            if shared.extend_serving(conn, peer, session_nonce) {
+                tracing::debug!("session from {peer} extended by its keep-alive");
+            } else {
+                tracing::debug!("keep-alive from {peer} for a session not served here");
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// A rejection's free text, bounded as the control plane requires.
+pub(super) fn reject_text(why: &str) -> RejectReason {
+    let mut s = format!("verbs: {why}");
+    if s.len() > control::msg::MAX_TEXT_BYTES {
+        let mut cut = control::msg::MAX_TEXT_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    RejectReason::Other(s)
+}
+
+/// `Endpoints { verbs: Some(..) }`: the driver's queue pair for the session
+/// this node accepted from it; answered with ours once it is connected.
+fn answer_verbs(shared: &Shared, peer: &str, v: &control::VerbsEndpoint) -> Msg {
+    let reject = |reason| {
+        Msg::ProbeReject(ProbeReject {
+            session_nonce: v.session_nonce,
+            reason,
+        })
+    };
+    let kind = {
+        let a = shared.activity();
+        let s = &a.serving;
+        if !a.serving_live(Instant::now()) || s.nonce != v.session_nonce || s.driver != peer {
+            return reject(RejectReason::Other("verbs: no such session".into()));
+        }
+        match s.transport {
+            Some(k) if matches!(k.descriptor().endpoint, PeerEndpoint::QueuePair { .. }) => k,
+            _ => return reject(RejectReason::Transport),
+        }
+    };
+    let Some(serving) = shared.verbs.get() else {
+        return reject(RejectReason::Transport);
+    };
+    match verbs::answer(serving, kind, v) {
+        Ok(mine) => Msg::Endpoints(control::Endpoints {
+            node: shared.node.clone(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: shared.udp_port,
+            raw_ok: false,
+            verbs: Some(mine),
+        }),
+        Err(why) => {
+            tracing::warn!("verbs session from {peer} not set up: {why}");
+            reject(reject_text(&why))
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The standing responders: the link layer's PRTT responder on the UDP
+//! port and on each raw Ethernet interface a peer wants raw on, each on a
+//! busy-polling thread of its own that opens its link, reports what it
+//! tells peers (its MAC), and serves until shutdown. Sessions are admitted
+//! through the shared gate (the nonce of the session this node accepted).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::bounded;
+
+use super::config::Config;
+use super::{sys, thread_error, DaemonError};
+use crate::clock::HostClock;
+use crate::link::{self, Kind, LinkSpec, Local, NoRendezvous, OpenError, ServePolicy};
+use crate::transport::kind::PeerEndpoint;
+use crate::transport::raw_eth;
+
+/// Granularity of the responders' look at the shutdown flag.
+const POLL: Duration = Duration::from_millis(200);
+/// How long the main thread waits for a responder thread to open its link.
+const OPEN_WAIT: Duration = Duration::from_secs(10);
+
+/// Open `spec`'s responder on a thread of its own and serve until
+/// `shutdown`; the thread returns the sessions it admitted.
+fn start(
+    spec: LinkSpec,
+    name: &'static str,
+    cpu: Option<usize>,
+    shutdown: &Arc<AtomicBool>,
+) -> Result<Result<(Local, JoinHandle<u64>), OpenError>, DaemonError> {
+    let (tx, rx) = bounded(1);
+    let stop = shutdown.clone();
+    let h = sys::spawn_busy(name, cpu, move || {
+        let mut link = match link::open_responder(&spec, &mut NoRendezvous) {
+            Ok(l) => {
+                let _ = tx.send(Ok(l.local()));
+                l
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return 0;
+            }
+        };
+        let mut policy = ServePolicy::new(POLL);
+        policy.stop = Some(&stop);
+        if let Err(e) = link::serve(&mut link, policy) {
+            tracing::error!("{} responder stopped: {e}", spec.kind);
+        }
+        link.sessions_started()
+    })
+    .map_err(thread_error(name))?;
+    Ok(match rx.recv_timeout(OPEN_WAIT) {
+        Ok(Ok(local)) => Ok((local, h)),
+        Ok(Err(e)) => {
+            let _ = h.join();
+            Err(e)
+        }
+        Err(_) => Err(OpenError::Rendezvous(format!(
+            "the thread {name} did not open its link within {OPEN_WAIT:?}"
+        ))),
+    })
+}
+
+fn spec(kind: Kind, clock: HostClock, gate: &Arc<AtomicU64>) -> LinkSpec {
+    let mut s = LinkSpec::new(kind);
+    s.options.clock = clock;
+    s.options.gate = Some(gate.clone());
+    s
+}
+
+/// The UDP responder (every node runs one).
+pub(super) fn start_udp(
+    cfg: &Config,
+    addr: SocketAddr,
+    clock: HostClock,
+    gate: &Arc<AtomicU64>,
+    shutdown: &Arc<AtomicBool>,
+) -> Result<JoinHandle<u64>, DaemonError> {
+    let mut s = spec(super::FALLBACK, clock, gate);
+    s.options.listen = Some(addr);
+    let (_, h) =
+        start(s, "ng-responder", cfg.probe_cpu, shutdown)?.map_err(DaemonError::Responder)?;
+    Ok(h)
+}
+
+/// The raw responders that run, and toward whom.
+pub(super) struct Raw {
+    /// Per peer name: the local interface toward it and our MAC there.
+    pub toward: HashMap<String, (String, [u8; 6])>,
+    pub threads: Vec<JoinHandle<u64>>,
+}
+
+/// One raw Ethernet responder per interface named by a peer that wants
+/// raw. Without CAP_NET_RAW: one line, and those peers use udp.
+pub(super) fn start_raw(
+    cfg: &Config,
+    clock: HostClock,
+    gate: &Arc<AtomicU64>,
+    shutdown: &Arc<AtomicBool>,
+) -> Result<Raw, DaemonError> {
+    let mut raw = Raw {
+        toward: HashMap::new(),
+        threads: Vec::new(),
+    };
+    let Some(kind) =
+        Kind::daemon_kinds().find(|k| k.descriptor().endpoint == PeerEndpoint::MacOnLink)
+    else {
+        return Ok(raw);
+    };
+    let mut ifaces: HashMap<String, [u8; 6]> = HashMap::new();
+    for p in &cfg.peers {
+        let Some(ifname) = p.interface.as_deref().filter(|_| p.wants(kind)) else {
+            continue;
+        };
+        if let Some(mac) = ifaces.get(ifname) {
+            raw.toward
+                .insert(p.name.clone(), (ifname.to_string(), *mac));
+            continue;
+        }
+        let mut s = spec(kind, clock, gate);
+        s.device = Some(ifname.to_string());
+        match start(s, "ng-raw-responder", cfg.probe_cpu, shutdown)? {
+            Ok((Local::Mac { mac, .. }, h)) => {
+                ifaces.insert(ifname.to_string(), mac);
+                raw.toward.insert(p.name.clone(), (ifname.to_string(), mac));
+                raw.threads.push(h);
+            }
+            Ok((_, h)) => raw.threads.push(h),
+            Err(OpenError::Transport(e)) if raw_eth::needs_cap_net_raw(&e) => {
+                tracing::warn!("raw Ethernet unavailable (no CAP_NET_RAW): peers use udp");
+                break;
+            }
+            Err(e) => tracing::warn!(
+                "raw Ethernet on {ifname} unavailable ({e}): {} uses udp",
+                p.name
+            ),
+        }
+    }
+    Ok(raw)
+}

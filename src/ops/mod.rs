@@ -1,0 +1,186 @@
+//! The operator's operations (`ngctl`'s subcommands) as library functions
+//! over plain option structs: the binary parses flags into them, calls
+//! these, and prints what [`crate::report`] makes of the results. Nothing
+//! here parses a command line or prints; progress and notes (what `ngctl`
+//! writes to stderr as it goes) are handed to the caller's callbacks as
+//! [`Note`]s.
+
+mod probe;
+mod segment;
+mod serve;
+
+pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
+pub use segment::{
+    clock, dump, publish_result, refit, shm_path, status, DumpData, FitArgs, StatusData,
+};
+pub use serve::{serve, ServeArgs};
+
+use std::net::SocketAddr;
+
+use crate::link::{Kind, OpenError, SessionEvent};
+
+/// The verbs transports' flags (rdma, msg).
+#[derive(Clone, Debug, Default)]
+pub struct VerbsArgs {
+    /// RDMA device (e.g. rxe0, mlx5_0).
+    pub device: Option<String>,
+    /// GID index (RoCE); None: the first RoCE v2 GID.
+    pub gid_index: Option<u32>,
+    /// msg: largest eager message.
+    pub eager_max_bytes: usize,
+    /// rdma: largest inline write (None: 0 on software devices).
+    pub inline_max_bytes: Option<u32>,
+}
+
+/// Something an operation reports while it runs (stderr in `ngctl`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A responder is ready: `kind` probes answered at `at`.
+    Listening { kind: Kind, at: String },
+    /// A standing responder stopped after its idle limit.
+    Idle { messages: u64, answers: u64 },
+    /// A session responder's news.
+    Session(SessionEvent),
+    /// Frames a link received and did not use (`who`: "probe" or "serve").
+    Ignored { who: &'static str, frames: String },
+    /// An entry went into a segment.
+    Published {
+        peer: String,
+        transport: String,
+        path: String,
+    },
+    /// The MPI exchange sweep failed on `rank` (0: the prober, whose pair
+    /// probe stands without it).
+    ExchangeFailed { rank: usize, error: String },
+}
+
+/// Why an operation failed. Each variant that wraps another error says
+/// what was being done; the cause is its `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// A flag the operation needs is missing or wrong.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot resolve {peer}")]
+    Resolve {
+        peer: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{peer} resolves to no address")]
+    NoAddress { peer: String },
+    #[error("{what}")]
+    Open {
+        what: String,
+        #[source]
+        source: OpenError,
+    },
+    #[error("probe of {who} failed")]
+    Probe {
+        who: String,
+        #[source]
+        source: crate::sweep::SweepError,
+    },
+    #[error("`serve` answers real transports; {0} needs no server")]
+    NoServer(Kind),
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bad --model")]
+    Model(#[source] crate::transport::sim::SimParamError),
+    #[error("cannot open the segment {path}")]
+    SegmentCreate {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot publish into {path}")]
+    Publish {
+        path: String,
+        #[source]
+        source: netgauge::SegmentError,
+    },
+    #[error("cannot read the segment {path}: {reason}")]
+    SegmentRead { path: String, reason: String },
+    #[error("the segment {path} is not valid: {reason}")]
+    SegmentInvalid { path: String, reason: String },
+    #[error("cannot open segment {path}")]
+    SegmentOpen {
+        path: String,
+        #[source]
+        source: netgauge::ReaderError,
+    },
+    #[error("cannot read segment {path}: {reason}")]
+    Snapshot { path: String, reason: String },
+    #[error("cannot read {what}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file} is not the JSON of `ngctl probe --json --raw`")]
+    NotProbeJson {
+        file: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{file} has no raw samples (save the probe with `ngctl probe --json --raw`)")]
+    NoRawSamples { file: String },
+    #[error("the daemon writing {path} is not running")]
+    NotRunning { path: String },
+    #[error("no entry for peer {peer} over {transport} in {path}")]
+    NoEntry {
+        peer: String,
+        transport: String,
+        path: String,
+    },
+    #[error(transparent)]
+    Select(#[from] netgauge::select::SelectError),
+    #[error(transparent)]
+    Lookup(#[from] netgauge::LookupError),
+    #[error(transparent)]
+    Clock(#[from] crate::clock::ClockError),
+    #[error(transparent)]
+    Transport(#[from] crate::transport::TransportError),
+    #[error(transparent)]
+    Link(#[from] OpenError),
+    #[error(transparent)]
+    NotBuilt(#[from] crate::transport::kind::NotBuilt),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[cfg(feature = "mpi")]
+    #[error(transparent)]
+    Mpi(#[from] crate::probe::ranks::MpiProbeError),
+    #[cfg(feature = "mpi")]
+    #[error("MPI is already initialized")]
+    MpiInitialized,
+}
+
+fn usage(s: impl Into<String>) -> OpsError {
+    OpsError::Usage(s.into())
+}
+
+/// Resolve `HOST:PORT`.
+fn resolve(peer: &str) -> Result<SocketAddr, OpsError> {
+    use std::net::ToSocketAddrs;
+    peer.to_socket_addrs()
+        .map_err(|source| OpsError::Resolve {
+            peer: peer.to_string(),
+            source,
+        })?
+        .next()
+        .ok_or_else(|| OpsError::NoAddress {
+            peer: peer.to_string(),
+        })
+}
+
+/// This host's name (the node name of a segment `ngctl` creates).
+fn node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}

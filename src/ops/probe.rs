@@ -1,0 +1,448 @@
+//! `ngctl probe`: measure once, like Netgauge, without the daemon. The link
+//! opens through the link layer; what the kind's peer must provide (its
+//! descriptor's endpoint) decides which flags are needed:
+//! - none, in process: the sim model (`--model`), in virtual time;
+//! - none, under mpirun: the ranks of the job (`probe::ranks`);
+//! - a UDP port (`--peer`), a MAC on a link (`--interface`,
+//!   `--peer-mac`), or queue pairs exchanged with one or several servers
+//!   (`--peer a,b`, `--device`; `--fanout-peers P` queue pairs over them).
+
+use std::time::Duration;
+
+use super::{resolve, usage, Note, OpsError, VerbsArgs};
+use crate::clock::{ClockChoice, HostClock};
+use crate::link::{self, Kind, Link, LinkSpec, NoRendezvous, Peer, Rendezvous, SimSpec};
+use crate::model::exchange::{fit_exchange, ExchangeFit, ExchangeRaw};
+use crate::probe::{self, ProbeOptions, ProbeResult};
+use crate::sweep::{Progress, SweepConfig};
+use crate::transport::kind::PeerEndpoint;
+use crate::transport::multi::Multi;
+use crate::transport::raw_eth::{self, RxMode};
+use crate::transport::sim::SimParams;
+
+/// The default model of the sim transport.
+const DEFAULT_MODEL: &str = "L=1100,o=300,g=450,G=0.08";
+/// Peers the sim transport simulates for LogfP unless told otherwise.
+const SIM_FANOUT_PEERS: usize = 16;
+
+/// Sizes and repetitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Geometric sizes, repetitions until the intervals are tight.
+    Adaptive,
+    /// Netgauge's fixed schedule.
+    Netgauge,
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = OpsError;
+    fn from_str(s: &str) -> Result<Self, OpsError> {
+        match s {
+            "adaptive" => Ok(Schedule::Adaptive),
+            "netgauge" => Ok(Schedule::Netgauge),
+            other => Err(usage(format!(
+                "unknown schedule {other:?} (adaptive or netgauge)"
+            ))),
+        }
+    }
+}
+
+/// What `ngctl probe` is asked to do.
+#[derive(Clone, Debug)]
+pub struct ProbeArgs {
+    pub kind: Kind,
+    pub clock: ClockChoice,
+    /// udp: HOST:PORT; rdma/msg: one or several, comma-separated.
+    pub peer: Option<String>,
+    /// raw: the server's MAC.
+    pub peer_mac: Option<String>,
+    /// raw: the local interface.
+    pub interface: Option<String>,
+    pub raw_rx: RxMode,
+    /// sim: the ground truth.
+    pub model: Option<String>,
+    pub max_size_bytes: u64,
+    pub min_size_bytes: u64,
+    pub fanout_peers: Option<usize>,
+    pub timeout: Duration,
+    pub schedule: Schedule,
+    pub resamples: usize,
+    pub verbs: VerbsArgs,
+    pub max_reps: Option<u32>,
+    pub min_reps: Option<u32>,
+    /// Write the result into this segment.
+    pub publish: Option<String>,
+}
+
+/// What one probe produced.
+#[derive(Debug)]
+pub struct ProbeOutput {
+    pub kind: Kind,
+    pub result: ProbeResult,
+    /// The MPI all-ranks exchange: raw rounds and their fit.
+    pub exchange_raw: Option<ExchangeRaw>,
+    pub exchange: Option<ExchangeFit>,
+    pub min_size_bytes: u64,
+    pub max_size_bytes: u64,
+}
+
+fn sweep_config(a: &ProbeArgs) -> SweepConfig {
+    let mut sweep = match a.schedule {
+        Schedule::Adaptive => SweepConfig::default(),
+        Schedule::Netgauge => SweepConfig::netgauge(a.max_size_bytes),
+    };
+    sweep.max_size_bytes = a.max_size_bytes;
+    sweep.min_size_bytes = a.min_size_bytes;
+    sweep.timeout = a.timeout;
+    if let Some(r) = a.max_reps {
+        sweep.max_reps = r.max(1);
+        sweep.min_reps = sweep.min_reps.min(sweep.max_reps);
+    }
+    if let Some(r) = a.min_reps {
+        sweep.min_reps = r.max(1);
+        sweep.max_reps = sweep.max_reps.max(sweep.min_reps);
+    }
+    sweep
+}
+
+/// The host clock and how a segment describes it.
+fn host_clock(choice: ClockChoice) -> Result<(HostClock, String), OpsError> {
+    let clock = HostClock::choose(choice)?;
+    let desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
+    Ok((clock, desc))
+}
+
+/// Measure. `None`: this process was a serving MPI rank.
+pub fn probe(
+    a: &ProbeArgs,
+    progress: &mut dyn Progress,
+    note: &mut dyn FnMut(Note),
+) -> Result<Option<ProbeOutput>, OpsError> {
+    let mut opts = ProbeOptions {
+        sweep: sweep_config(a),
+        resamples: a.resamples,
+        ..ProbeOptions::default()
+    };
+    let d = a.kind.descriptor();
+    let measured = if d.mpirun {
+        a.kind.check_built()?;
+        match ranks(a, &mut opts, progress, note)? {
+            Some(m) => m,
+            None => return Ok(None),
+        }
+    } else if d.endpoint == PeerEndpoint::None {
+        in_process(a, &mut opts, progress)?
+    } else {
+        a.kind.check_built()?;
+        over_network(a, &mut opts, progress, note)?
+    };
+    let Measured {
+        result,
+        peer,
+        clock_desc,
+        exchange_raw,
+    } = measured;
+    let exchange = exchange_raw
+        .as_ref()
+        .and_then(|x| fit_exchange(x.ranks, &x.sizes));
+    if let Some(path) = &a.publish {
+        let transport = a.kind.name();
+        super::publish_result(
+            path,
+            &peer,
+            transport,
+            &clock_desc,
+            &result,
+            exchange.as_ref(),
+        )?
+        .into_iter()
+        .for_each(|(peer, transport)| {
+            note(Note::Published {
+                peer,
+                transport,
+                path: path.clone(),
+            })
+        });
+    }
+    Ok(Some(ProbeOutput {
+        kind: a.kind,
+        result,
+        exchange_raw,
+        exchange,
+        min_size_bytes: a.min_size_bytes,
+        max_size_bytes: a.max_size_bytes,
+    }))
+}
+
+/// A probe's result and what publishing it needs.
+struct Measured {
+    result: ProbeResult,
+    /// The peer name of a published entry.
+    peer: String,
+    clock_desc: String,
+    exchange_raw: Option<ExchangeRaw>,
+}
+
+/// A link in process (sim): the model is the peer, the clock virtual.
+fn in_process(
+    a: &ProbeArgs,
+    opts: &mut ProbeOptions,
+    progress: &mut dyn Progress,
+) -> Result<Measured, OpsError> {
+    let params: SimParams = a
+        .model
+        .as_deref()
+        .unwrap_or(DEFAULT_MODEL)
+        .parse()
+        .map_err(OpsError::Model)?;
+    opts.seed = params.seed;
+    let peers = a.fanout_peers.unwrap_or(SIM_FANOUT_PEERS).max(1);
+    opts.fanout_peers = Some(peers);
+    let mut spec = LinkSpec::new(a.kind);
+    spec.options.sim = Some(SimSpec { params, peers });
+    let mut link = link::open_driver(&spec, &mut NoRendezvous)?;
+    let result = match link.virtual_clock() {
+        Some(clock) => probe::run(&mut link, &clock, 0, opts, progress),
+        None => probe::run(&mut link, &host_clock(a.clock)?.0, 0, opts, progress),
+    };
+    Ok(Measured {
+        result: result.map_err(|source| OpsError::Probe {
+            who: a.kind.name().into(),
+            source,
+        })?,
+        peer: a.kind.name().into(),
+        clock_desc: "virtual (sim)".into(),
+        exchange_raw: None,
+    })
+}
+
+/// Peers over a network: one link, or (queue pairs) several as one
+/// multi-peer link for the fan-out.
+fn over_network(
+    a: &ProbeArgs,
+    opts: &mut ProbeOptions,
+    progress: &mut dyn Progress,
+    note: &mut dyn FnMut(Note),
+) -> Result<Measured, OpsError> {
+    let kind = a.kind;
+    let needs = |flag: &str| {
+        usage(format!(
+            "{flag} is required for {}",
+            kind.with_same_endpoint()
+        ))
+    };
+    let mut spec = LinkSpec::new(kind);
+    // The peer(s), and how the operator names them.
+    let (who, servers) = match kind.descriptor().endpoint {
+        PeerEndpoint::MacOnLink => {
+            let ifname = a.interface.clone().ok_or_else(|| needs("--interface IF"))?;
+            let mac = a
+                .peer_mac
+                .as_deref()
+                .ok_or_else(|| needs("--peer-mac AA:BB:CC:DD:EE:FF"))?;
+            let mac = raw_eth::parse_mac(mac)?;
+            spec.peer = Peer::Mac(mac);
+            spec.options.raw_rx = Some(a.raw_rx);
+            let who = format!("{} on {ifname}", raw_eth::format_mac(&mac));
+            spec.device = Some(ifname);
+            (who, Vec::new())
+        }
+        _ => {
+            let peer = a.peer.clone().ok_or_else(|| needs("--peer HOST:PORT"))?;
+            let servers = peer
+                .split(',')
+                .map(|p| resolve(p.trim()))
+                .collect::<Result<Vec<_>, _>>()?;
+            (peer, servers)
+        }
+    };
+    let (clock, clock_desc) = host_clock(a.clock)?;
+    spec.options.clock = clock;
+    let mut links = match kind.descriptor().endpoint {
+        PeerEndpoint::QueuePair { .. } => {
+            spec.device = Some(
+                a.verbs
+                    .device
+                    .clone()
+                    .ok_or_else(|| needs("--device DEV").with_hint(" (see `ibv_devices`)"))?,
+            );
+            spec.options.max_msg_bytes =
+                Some(usize::try_from(a.max_size_bytes).map_err(|_| usage("--max-size too large"))?);
+            spec.options.verbs.gid_index = a.verbs.gid_index;
+            spec.options.verbs.eager_max_bytes = a.verbs.eager_max_bytes;
+            spec.options.verbs.inline_max_bytes = a.verbs.inline_max_bytes;
+            let qps = a.fanout_peers.unwrap_or(servers.len()).max(1);
+            queue_pairs(&spec, &servers, qps, &who)?
+        }
+        _ => {
+            if let Some(&addr) = servers.first() {
+                spec.peer = Peer::Addr(addr);
+            }
+            let link =
+                link::open_driver(&spec, &mut NoRendezvous).map_err(|source| OpsError::Open {
+                    what: format!("cannot start a probe session with {who}"),
+                    source,
+                })?;
+            Links {
+                links: vec![link],
+                _sides: Vec::new(),
+            }
+        }
+    };
+    let result = links
+        .probe(&clock, opts, progress)
+        .map_err(|source| OpsError::Probe {
+            who: who.clone(),
+            source,
+        })?;
+    for l in &links.links {
+        if let Some(frames) = l.ignored() {
+            note(Note::Ignored {
+                who: "probe",
+                frames,
+            });
+        }
+    }
+    Ok(Measured {
+        result,
+        peer: a.peer.clone().or(a.peer_mac.clone()).unwrap_or_default(),
+        clock_desc,
+        exchange_raw: None,
+    })
+}
+
+/// The links of one probe, and the rendezvous channels they keep open
+/// (a verbs server ends a session when its side channel closes).
+struct Links {
+    links: Vec<Link>,
+    _sides: Vec<Box<dyn Rendezvous>>,
+}
+
+impl Links {
+    /// One link: the plain probe. Several: one multi-peer transport; the
+    /// LogGP sweep runs on the first, then the 1:P−P:1 fan-out over all.
+    fn probe(
+        &mut self,
+        clock: &HostClock,
+        opts: &mut ProbeOptions,
+        progress: &mut dyn Progress,
+    ) -> Result<ProbeResult, crate::sweep::SweepError> {
+        if let [t] = &mut self.links[..] {
+            return probe::run(t, clock, 0, opts, progress);
+        }
+        opts.fanout_peers = Some(self.links.len());
+        let mut m = Multi::new(std::mem::take(&mut self.links));
+        let r = probe::run(&mut m, clock, 0, opts, progress);
+        self.links = m.into_inner();
+        r
+    }
+}
+
+/// `qps` queue pairs, round robin over `servers`, each set up through a
+/// TCP side channel to its server.
+#[cfg(feature = "verbs")]
+fn queue_pairs(
+    spec: &LinkSpec,
+    servers: &[std::net::SocketAddr],
+    qps: usize,
+    who: &str,
+) -> Result<Links, OpsError> {
+    use crate::verbs::exchange::{Dial, DEFAULT_TIMEOUT};
+    let timeout = spec
+        .options
+        .verbs
+        .exchange_timeout
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let mut out = Links {
+        links: Vec::with_capacity(qps),
+        _sides: Vec::with_capacity(qps),
+    };
+    for i in 0..qps {
+        // Dialled once the queue pair is set up (a missing device or too
+        // little lockable memory says so, whether the server is there or not).
+        let mut side = Dial::new(servers[i % servers.len()], timeout);
+        let link = link::open_driver(spec, &mut side).map_err(|source| OpsError::Open {
+            what: format!("cannot start a probe session with {who}: queue pair {i}"),
+            source,
+        })?;
+        out.links.push(link);
+        out._sides.push(Box::new(side));
+    }
+    Ok(out)
+}
+
+#[cfg(not(feature = "verbs"))]
+fn queue_pairs(
+    spec: &LinkSpec,
+    _: &[std::net::SocketAddr],
+    _: usize,
+    _: &str,
+) -> Result<Links, OpsError> {
+    spec.kind.check_built()?;
+    Err(OpsError::Link(crate::link::OpenError::NoResponder(
+        spec.kind,
+    )))
+}
+
+/// The MPI probe on this rank (`None`: a serving rank).
+#[cfg(feature = "mpi")]
+fn ranks(
+    a: &ProbeArgs,
+    opts: &mut ProbeOptions,
+    progress: &mut dyn Progress,
+    note: &mut dyn FnMut(Note),
+) -> Result<Option<Measured>, OpsError> {
+    use crate::probe::ranks::{self, RankOutcome};
+    use crate::transport::mpi;
+    let _universe = mpi::initialize().ok_or(OpsError::MpiInitialized)?;
+    let (_, size) = mpi::world_rank_size();
+    opts.fanout_peers = a.fanout_peers.or(Some(size - 1)).filter(|&p| p >= 2);
+    let (clock, clock_desc) = host_clock(a.clock)?;
+    match ranks::run(opts, clock, progress)? {
+        RankOutcome::Served {
+            rank,
+            exchange_error,
+        } => {
+            if let Some(error) = exchange_error {
+                note(Note::ExchangeFailed { rank, error });
+            }
+            Ok(None)
+        }
+        RankOutcome::Probed(p) => {
+            if let Some(error) = p.exchange_error {
+                note(Note::ExchangeFailed { rank: 0, error });
+            }
+            let exchange_raw = (!p.exchange.is_empty()).then_some(ExchangeRaw {
+                ranks: p.ranks,
+                sizes: p.exchange,
+            });
+            Ok(Some(Measured {
+                result: p.result,
+                peer: p.peer_name,
+                clock_desc,
+                exchange_raw,
+            }))
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn ranks(
+    a: &ProbeArgs,
+    _: &mut ProbeOptions,
+    _: &mut dyn Progress,
+    _: &mut dyn FnMut(Note),
+) -> Result<Option<Measured>, OpsError> {
+    a.kind.check_built()?;
+    Err(OpsError::Link(crate::link::OpenError::NoResponder(a.kind)))
+}
+
+impl OpsError {
+    /// A usage error with a hint appended.
+    fn with_hint(self, hint: &str) -> OpsError {
+        match self {
+            OpsError::Usage(s) => OpsError::Usage(s + hint),
+            other => other,
+        }
+    }
+}
