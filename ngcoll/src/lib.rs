@@ -28,6 +28,8 @@ pub mod algo;
 pub mod config;
 pub mod entry;
 pub mod export;
+mod host;
+mod log;
 pub mod mpi;
 pub mod plan;
 pub mod runtime;

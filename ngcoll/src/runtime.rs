@@ -31,8 +31,9 @@ use netgauge::select::{
 use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Mode};
+use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
 use crate::mpi::{Mpi, Raw, TypeInfo};
-use crate::plan::{self, class_bounds, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
+use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
 
 /// Host names are compared on this many bytes.
 const HOST_BYTES: usize = 64;
@@ -105,7 +106,7 @@ pub struct CommState {
     /// Where the plan's parameters came from (for the log).
     pub source: String,
     scratch: Mutex<Vec<u8>>,
-    calls: Vec<AtomicU64>,
+    pub(crate) calls: Vec<AtomicU64>,
     cycle: AtomicU64,
     log: bool,
     force: Force,
@@ -260,66 +261,6 @@ extern "C" fn release_state(p: *mut c_void) {
     // communicator only through MPI_Comm_free or MPI_Finalize, and at
     // finalize `finalize` has freed the shadows already.
     let _ = st;
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
-    if rc != 0 {
-        return String::from("localhost");
-    }
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..n]).into_owned()
-}
-
-fn online_cores() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as usize
-    } else {
-        1
-    }
-}
-
-/// The scheduler's time slice (EEVDF's base slice, else CFS's minimum
-/// granularity), ns; 3 ms if neither is readable.
-fn sched_slice_ns() -> f64 {
-    for f in [
-        "/sys/kernel/debug/sched/base_slice_ns",
-        "/proc/sys/kernel/sched_base_slice_ns",
-        "/proc/sys/kernel/sched_min_granularity_ns",
-        "/sys/kernel/debug/sched/min_granularity_ns",
-    ] {
-        if let Some(v) = std::fs::read_to_string(f)
-            .ok()
-            .and_then(|s| s.trim().parse::<f64>().ok())
-        {
-            if v > 0.0 {
-                return v;
-            }
-        }
-    }
-    3e6
-}
-
-/// γ: ns per byte to combine two arrays of doubles (what a reduction's
-/// combining costs here).
-fn measure_gamma() -> f64 {
-    let n = 1 << 16;
-    let mut a = vec![1.0f64; n];
-    let b = vec![2.0f64; n];
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
-        let t0 = std::time::Instant::now();
-        for (x, y) in a.iter_mut().zip(b.iter()) {
-            *x += *y;
-        }
-        std::hint::black_box(&a);
-        best = best.min(t0.elapsed().as_nanos() as f64 / (8 * n) as f64);
-    }
-    best
 }
 
 fn warn(msg: &str) {
@@ -727,85 +668,6 @@ fn build_plan(
     Ok((plan, format!("{peer}/{}{what}", entry.transport)))
 }
 
-fn fmt_bytes(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
-        format!("{} MiB", b >> 20)
-    } else if b >= 1024 && b % 1024 == 0 {
-        format!("{} KiB", b >> 10)
-    } else {
-        format!("{b} B")
-    }
-}
-
-fn fmt_ns(ns: f32) -> String {
-    let ns = f64::from(ns);
-    if !ns.is_finite() {
-        "-".into()
-    } else if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.1} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-/// The log lines of one communicator (one per collective and size class
-/// it was called with).
-pub fn log_lines(st: &CommState, lib: Library) -> String {
-    let mut out = String::new();
-    for coll in Collective::ALL {
-        for c in 0..CLASSES {
-            let n = st
-                .calls
-                .get(coll as usize * CLASSES + c)
-                .map_or(0, |x| x.load(Ordering::Relaxed));
-            if n == 0 {
-                continue;
-            }
-            let s = st.plan.slot(coll, c);
-            let (lo, hi) = class_bounds(c);
-            let size = if coll == Collective::Barrier {
-                String::new()
-            } else if lo == hi {
-                format!(" {}", fmt_bytes(lo))
-            } else {
-                format!(" {}–{}", fmt_bytes(lo), fmt_bytes(hi))
-            };
-            let libname = plan::lib_sched_name(s.lib_sched);
-            let ours = Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
-            let choice = match s.algorithm() {
-                Some(a) if a == Algorithm::BcastChain => {
-                    format!("ours {} ({} B segments)", a.name(), s.seg_bytes)
-                }
-                Some(a) => format!("ours {}", a.name()),
-                None => format!("{} {libname}", lib.name()),
-            };
-            let _ = writeln!(
-                out,
-                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} call{}",
-                st.id,
-                st.size,
-                st.nodes,
-                if st.nodes == 1 { "" } else { "s" },
-                coll.name(),
-                size,
-                choice,
-                ours,
-                fmt_ns(s.ours_b2b_ns),
-                lib.name(),
-                libname,
-                fmt_ns(s.lib_b2b_ns),
-                fmt_ns(s.ours_sync_ns),
-                fmt_ns(s.lib_sync_ns),
-                n,
-                if n == 1 { "" } else { "s" }
-            );
-        }
-    }
-    out
-}
-
 /// MPI_Finalize's part (before PMPI_Finalize): the log, then every shadow
 /// communicator freed.
 pub fn finalize<M: Mpi + ?Sized>(m: &M) {
@@ -824,7 +686,7 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
                     st.id, st.size
                 );
             }
-            text.push_str(&log_lines(st, rt.lib));
+            text.push_str(&crate::log::lines(st, rt.lib));
         }
         if !text.is_empty() {
             eprint!("{text}");
