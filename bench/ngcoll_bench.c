@@ -22,9 +22,11 @@
  *   point <coll> <mode> <bytes> <t_mpi_us> <t_pmpi_us|nan> <n>
  * Usage: ngcoll_bench [--modes sync,b2b,rot] [--colls bcast,reduce,...]
  *                     [--min 4] [--max 4194304] [--block-max 1048576]
- *                     [--reps 7] [--target-ms 10] [--sync-calls 201] [--no-pmpi]
+ *                     [--reps 7] [--target-ms 10] [--sync-calls 201] [--step 2]
+ *                     [--no-pmpi]
  * (--sync-calls: at most this many synchronized calls per repetition;
- * under MPICH every harness barrier spins, so its runs use fewer.) */
+ * under MPICH every harness barrier spins, so its runs use fewer; --step:
+ * the factor between sizes, 2 = every power of two.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
@@ -139,7 +141,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *modes = "sync,b2b,rot", *colls = "bcast,reduce,allreduce,allgather,alltoall,barrier";
     size_t min = 4, max = 4u << 20, block_max = 1u << 20;
-    int reps = 7, no_pmpi = 0, sync_calls = 201;
+    int reps = 7, no_pmpi = 0, sync_calls = 201, step = 2;
     double target_ms = 10;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--modes") && i + 1 < argc)
@@ -158,6 +160,8 @@ int main(int argc, char **argv)
             target_ms = atof(argv[++i]);
         else if (!strcmp(argv[i], "--sync-calls") && i + 1 < argc)
             sync_calls = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else if (!strcmp(argv[i], "--step") && i + 1 < argc)
+            step = atoi(argv[++i]) > 1 ? atoi(argv[i]) : 2;
         else if (!strcmp(argv[i], "--no-pmpi"))
             no_pmpi = 1;
         else {
@@ -200,7 +204,7 @@ int main(int argc, char **argv)
             continue;
         size_t top = (c == ALLGATHER || c == ALLTOALL) ? block_max : max;
         for (size_t bytes = c == BARRIER ? 0 : min; bytes <= (c == BARRIER ? 0 : top);
-             bytes = bytes ? bytes * 2 : 1) {
+             bytes = bytes ? bytes * (size_t)step : 1) {
             /* Warm-up (and libngcoll's setup of the communicator). */
             for (int w = 0; w < 3; w++) {
                 call(c, 0, bytes, 0);

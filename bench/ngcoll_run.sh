@@ -9,9 +9,9 @@
 #      MPI_X only, with and without the export, runs alternated.
 # Usage: bench/ngcoll_run.sh OUT_DIR
 #   RANKS="4 8"  MPIS="openmpi mpich"  EXPORT=1  BENCH_ARGS="--reps 7"
-#   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11":
+#   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11 --step 4":
 #   MPICH's own waits spin when ranks outnumber cores, and its calls, the
-#   harness's barriers included, take milliseconds)
+#   harness's barriers included, take milliseconds: every 4th power of two)
 # Binaries: cargo build --release -p ngcoll-openmpi -p ngcoll-mpich;
 #           cargo build --release --features mpi --bin ngctl
 # Waits (up to IDLE_WAIT_S, default 1800 s) for the machine to be ≥ IDLE_PCT
@@ -29,7 +29,7 @@ RANKS=${RANKS:-"4 8"}
 MPIS=${MPIS:-"openmpi mpich"}
 EXPORT=${EXPORT:-1}
 BENCH_ARGS=${BENCH_ARGS:-}
-MPICH_BENCH_ARGS=${MPICH_BENCH_ARGS:-"--reps 3 --target-ms 100 --sync-calls 11"}
+MPICH_BENCH_ARGS=${MPICH_BENCH_ARGS:-"--reps 3 --target-ms 100 --sync-calls 11 --step 4"}
 IDLE_PCT=${IDLE_PCT:-85}
 IDLE_WAIT_S=${IDLE_WAIT_S:-1800}
 ATTEMPTS=${ATTEMPTS:-3}
