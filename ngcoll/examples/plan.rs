@@ -93,8 +93,9 @@ fn main() {
                 v.rotating_ns / 1e3
             );
         };
-        let lv =
-            netgauge::select::view(&net, lib_sched, ranks, m, &setup.view, lib.spins()).unwrap();
+        let ahead = lib.root_runs_ahead(lib_sched, m);
+        let lv = netgauge::select::view(&net, lib_sched, ranks, m, &setup.view, lib.spins(), ahead)
+            .unwrap();
         show(format!("library: {}", lib_sched.name()), &lv);
         for a in plan::runnable(ranks)
             .into_iter()
@@ -116,6 +117,7 @@ fn main() {
                     ranks,
                     m,
                     &setup.view,
+                    false,
                     false,
                 )
                 .unwrap();

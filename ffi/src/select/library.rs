@@ -56,6 +56,17 @@ impl Library {
         matches!(self, Library::Mpich40)
     }
 
+    /// Calls of `sched` over `m` bytes back to back from one root never wait
+    /// on a spinning rank: MPICH's intra-node release-gather broadcast
+    /// keeps 4 cells of 8 KiB (`MPIR_CVAR_BCAST_INTRANODE_BUFFER_TOTAL_SIZE`
+    /// 32 KiB over `MPIR_CVAR_BCAST_INTRANODE_NUM_CELLS` 4), so a root runs
+    /// up to 4 calls ahead of its readers while a message fits one cell.
+    pub fn root_runs_ahead(self, sched: Schedule, m: u64) -> bool {
+        matches!(self, Library::Mpich40)
+            && sched == Schedule::BcastShm
+            && m <= MPICH_BCAST_CELL_BYTES
+    }
+
     /// What the library runs for `coll` over `p` ranks and `bytes` (a
     /// commutative predefined operation; allgather, alltoall: the block of
     /// one rank). `one_node`: every rank shares one node.
@@ -66,6 +77,9 @@ impl Library {
         }
     }
 }
+
+/// The cell of MPICH 4.0's intra-node broadcast buffer (its defaults).
+pub const MPICH_BCAST_CELL_BYTES: u64 = 8192;
 
 /// The algorithm number of a table for (p, bytes).
 fn lookup(table: &[CommRule], p: usize, bytes: u64) -> u8 {

@@ -678,6 +678,7 @@ fn simulated_synchronized_binomial_is_the_closed_form_tree() {
                 m,
                 &ViewOptions::default(),
                 false,
+                false,
             )
             .unwrap();
             let closed = binomial_tree(&p_net, p, m, 0, Sharing::new(0)).unwrap();
@@ -700,6 +701,7 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
         64,
         &ViewOptions::default(),
         false,
+        false,
     )
     .unwrap();
     // The root and inner ranks return before the leaves: the mean over
@@ -718,6 +720,7 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
         big,
         &ViewOptions::default(),
         false,
+        false,
     )
     .unwrap();
     let s = view(
@@ -726,6 +729,7 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
         8,
         big,
         &ViewOptions::default(),
+        false,
         false,
     )
     .unwrap();
@@ -745,13 +749,23 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
         1 << 20,
         &ViewOptions::default(),
         false,
+        false,
     )
     .unwrap();
     let shared = ViewOptions {
         cores: 2,
         ..ViewOptions::default()
     };
-    let two = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &shared, false).unwrap();
+    let two = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &shared,
+        false,
+        false,
+    )
+    .unwrap();
     for (a, b) in two.prices().iter().zip(free.prices()) {
         assert!(*a >= b - 1e-6, "{two:?} vs {free:?}");
     }
@@ -766,12 +780,45 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
         spin_slice_ns: 1e6,
         ..ViewOptions::default()
     };
-    let spin = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &slice, true).unwrap();
-    let polite = view(&p_net, Schedule::AllreduceRing, 8, 1 << 20, &slice, false).unwrap();
+    let spin = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &slice,
+        true,
+        false,
+    )
+    .unwrap();
+    let polite = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &slice,
+        false,
+        false,
+    )
+    .unwrap();
     assert!(
         spin.sync_ns > polite.sync_ns + 1e6,
         "{spin:?} vs {polite:?}"
     );
+    // MPICH's shared-memory broadcast root runs ahead of its readers while
+    // a message fits a cell: calls back to back from one root pay no slice,
+    // a rotating root still does.
+    let mpich = Library::Mpich40;
+    assert!(mpich.root_runs_ahead(Schedule::BcastShm, 8192));
+    assert!(!mpich.root_runs_ahead(Schedule::BcastShm, 8193));
+    assert!(!Library::OpenMpi41.root_runs_ahead(Schedule::BcastShm, 64));
+    let ahead = view(&p_net, Schedule::BcastShm, 4, 64, &slice, true, true).unwrap();
+    let held = view(&p_net, Schedule::BcastShm, 4, 64, &slice, true, false).unwrap();
+    assert!(
+        ahead.back_to_back_ns + 1e5 < held.back_to_back_ns,
+        "{ahead:?} vs {held:?}"
+    );
+    assert_eq!(ahead.rotating_ns, held.rotating_ns);
+    assert_eq!(ahead.sync_ns, held.sync_ns);
 }
 
 #[test]
