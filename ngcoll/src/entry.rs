@@ -302,6 +302,57 @@ pub unsafe fn allreduce<M: Mpi + ?Sized>(
     })
 }
 
+/// The checked arguments of an allgather or alltoall: one rank's block of
+/// `c` bytes, `total` = `c` × ranks, the send datatype (None: MPI_IN_PLACE)
+/// and the receive datatype.
+struct Blocks {
+    st: &'static CommState,
+    slot: Slot,
+    c: usize,
+    total: usize,
+    sti: Option<TypeInfo>,
+    rti: TypeInfo,
+}
+
+/// [`Blocks`] of a call, or None where the library's own runs: a datatype
+/// not predefined, send and receive blocks of different sizes, an empty
+/// or oversized call, or the plan's choice is the library's.
+#[allow(clippy::too_many_arguments)]
+fn blocks<M: Mpi + ?Sized>(
+    m: &M,
+    sbuf: *const c_void,
+    scount: c_int,
+    stype: Raw,
+    rcount: c_int,
+    rtype: Raw,
+    comm: Raw,
+    coll: Collective,
+) -> Option<Blocks> {
+    let rti = type_info(m, rtype).ok()?;
+    if rcount <= 0 {
+        return None;
+    }
+    let c = rcount as usize * rti.size;
+    let sti = if sbuf as usize == m.in_place() {
+        None
+    } else {
+        match type_info(m, stype) {
+            Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
+            _ => return None,
+        }
+    };
+    let (st, slot) = plan_of(m, comm, coll, c as u64)?;
+    let total = c.checked_mul(st.size).filter(|&t| t as u64 <= MAX_BYTES)?;
+    Some(Blocks {
+        st,
+        slot,
+        c,
+        total,
+        sti,
+        rti,
+    })
+}
+
 /// MPI_Allgather.
 ///
 /// # Safety
@@ -318,29 +369,27 @@ pub unsafe fn allgather<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Ok(rti) = type_info(m, rtype) else {
-        return lib();
-    };
-    if rcount <= 0 {
-        return lib();
-    }
-    let c = rcount as usize * rti.size;
-    let in_place = sbuf as usize == m.in_place();
-    let sti = if in_place {
-        None
-    } else {
-        match type_info(m, stype) {
-            Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
-            _ => return lib(),
-        }
-    };
-    let Some((st, slot)) = plan_of(m, comm, Collective::Allgather, c as u64) else {
+    let Some(Blocks {
+        st,
+        slot,
+        c,
+        total,
+        sti,
+        rti,
+    }) = blocks(
+        m,
+        sbuf,
+        scount,
+        stype,
+        rcount,
+        rtype,
+        comm,
+        Collective::Allgather,
+    )
+    else {
         return lib();
     };
     let p = st.size;
-    let Some(total) = c.checked_mul(p).filter(|&t| t as u64 <= MAX_BYTES) else {
-        return lib();
-    };
     let cx = cx(m, st);
     let r = st.rank;
     let direct = rti.contiguous;
@@ -400,29 +449,27 @@ pub unsafe fn alltoall<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Ok(rti) = type_info(m, rtype) else {
-        return lib();
-    };
-    if rcount <= 0 {
-        return lib();
-    }
-    let c = rcount as usize * rti.size;
-    let in_place = sbuf as usize == m.in_place();
-    let sti = if in_place {
-        None
-    } else {
-        match type_info(m, stype) {
-            Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
-            _ => return lib(),
-        }
-    };
-    let Some((st, slot)) = plan_of(m, comm, Collective::Alltoall, c as u64) else {
+    let Some(Blocks {
+        st,
+        slot,
+        c,
+        total,
+        sti,
+        rti,
+    }) = blocks(
+        m,
+        sbuf,
+        scount,
+        stype,
+        rcount,
+        rtype,
+        comm,
+        Collective::Alltoall,
+    )
+    else {
         return lib();
     };
     let p = st.size;
-    let Some(total) = c.checked_mul(p).filter(|&t| t as u64 <= MAX_BYTES) else {
-        return lib();
-    };
     let cx = cx(m, st);
     // Send side: the caller's buffer when contiguous, else packed (an
     // MPI_IN_PLACE buffer is packed from rbuf: the receives overwrite it).
