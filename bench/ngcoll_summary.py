@@ -9,6 +9,11 @@ interleaved in the same run. Rules: ours = MPI_X with the exported rules,
 own = MPI_X without, runs alternated (own-a, rules-a, own-b, rules-b); each
 side is the geometric mean of its two runs.
 
+For the preloaded runs the points are also split by libngcoll's choice
+(its NETGAUGE_COLL=log lines in <tag>.log, the world communicator): where
+it kept the library's own, both sides run the same code and the ratio is
+the run's noise (plus the ~10 ns choice).
+
 Usage: bench/ngcoll_summary.py OUT_DIR [--table]"""
 import glob
 import math
@@ -24,6 +29,36 @@ def points(path):
         if len(f) >= 7 and f[0] == "point":
             out[(f[1], f[2], int(f[3]))] = (float(f[4]), float(f[5]))
     return out
+
+
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}
+
+
+def choices(path):
+    """(coll, lo, hi, ours?) of the world communicator from a log."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    pat = re.compile(r"^ngcoll: comm 0 \(\d+ ranks[^)]*\) (\w+)(?: (\d+) (B|KiB|MiB)(?:–(\d+) (B|KiB|MiB))?)?: (ours|Open MPI|MPICH)")
+    for line in open(path):
+        m = pat.match(line)
+        if not m:
+            continue
+        coll = m.group(1)
+        if m.group(2) is None:
+            lo = hi = 0
+        else:
+            lo = int(m.group(2)) * UNITS[m.group(3)]
+            hi = int(m.group(4)) * UNITS[m.group(5)] if m.group(4) else lo
+        out.append((coll, lo, hi, m.group(6) == "ours"))
+    return out
+
+
+def chosen_ours(ch, coll, b):
+    for c, lo, hi, ours in ch:
+        if c == coll and lo <= b <= hi:
+            return ours
+    return None
 
 
 def gmean(xs):
@@ -78,6 +113,11 @@ def main():
         rows = [(c, md, b, o, l) for (c, md, b), (o, l) in pts.items()]
         dist = " (DISTURBED)" if os.path.exists(f.replace(".txt", ".DISTURBED")) else ""
         report("%s, %s ranks: preloaded libngcoll%s" % (mpi, p, dist), rows, table)
+        ch = choices(f.replace(".txt", ".log"))
+        if ch:
+            for want, what in ((True, "where libngcoll ran one of ours"), (False, "where it kept the library's own (noise)")):
+                sub = [r for r in rows if chosen_ours(ch, r[0], r[2]) is want]
+                report("%s, %s ranks: preloaded, %s" % (mpi, p, what), sub, False)
         own = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-own-*.txt" % (mpi, p))))]
         rules = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-rules-*.txt" % (mpi, p))))]
         if own and rules:
