@@ -261,14 +261,26 @@ fn mpich_json_is_a_selection_tree() {
         if o.keys().any(|k| k.starts_with("algorithm=")) {
             return leaf(v);
         }
+        let mut bounds = Vec::new();
         for (k, sub) in o {
             let k = k
                 .strip_prefix("avg_msg_size")
                 .or_else(|| k.strip_prefix("total_msg_size"))
                 .unwrap_or_else(|| panic!("{k}"));
             assert!(k == "=any" || k["<=".len()..].parse::<u64>().is_ok(), "{k}");
+            bounds.push(
+                k.strip_prefix("<=")
+                    .map_or(u64::MAX, |n| n.parse().unwrap()),
+            );
             leaf(sub);
         }
+        ascending(&bounds);
+    }
+    // MPICH takes the first sibling that matches: the bounds of a level
+    // must stand in the file in increasing order, "any" last.
+    fn ascending(bounds: &[u64]) {
+        assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+        assert_eq!(bounds.last(), Some(&u64::MAX), "{bounds:?}");
     }
     for coll in [
         "collective=bcast",
@@ -282,6 +294,14 @@ fn mpich_json_is_a_selection_tree() {
         let intra = root[coll]["comm_type=intra"].as_object().unwrap();
         let keys: Vec<&String> = intra.keys().collect();
         assert_eq!(keys.last().unwrap().as_str(), "comm_size=any");
+        let sizes: Vec<u64> = keys
+            .iter()
+            .map(|k| {
+                k.strip_prefix("comm_size<=")
+                    .map_or(u64::MAX, |n| n.parse().unwrap())
+            })
+            .collect();
+        ascending(&sizes);
         for (k, sub) in intra {
             assert!(k == "comm_size=any" || k.starts_with("comm_size<="));
             let sub = sub.as_object().unwrap();
