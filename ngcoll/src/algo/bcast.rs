@@ -55,28 +55,8 @@ pub unsafe fn binomial<M: Mpi + ?Sized>(
     n: usize,
     root: usize,
 ) -> Result<(), MpiError> {
-    let v = cx.rel(root);
-    let byte = cx.m.type_byte();
-    let mut reqs = Reqs::new();
-    if v != 0 {
-        // SAFETY: buf is valid for n bytes (caller).
-        unsafe {
-            cx.irecv(
-                buf,
-                n,
-                byte,
-                cx.real(v - lowbit(v), root),
-                TAG_BCAST,
-                &mut reqs,
-            )?
-        };
-        cx.wait(&mut reqs)?;
-    }
-    children(v, cx.size, |c, _| {
-        // SAFETY: as above; the buffer is only read until the wait below.
-        unsafe { cx.isend(buf, n, byte, cx.real(c, root), TAG_BCAST, &mut reqs) }
-    })?;
-    cx.wait(&mut reqs)
+    // SAFETY: every span is the caller's whole buffer.
+    unsafe { down_tree(cx, buf, root, |_, _| (0, n)) }
 }
 
 /// Binomial scatter: relative rank v ends up holding (at least) its block
@@ -87,12 +67,28 @@ unsafe fn scatter<M: Mpi + ?Sized>(
     n: usize,
     root: usize,
 ) -> Result<(), MpiError> {
+    let p = cx.size;
+    // SAFETY: a subtree's blocks lie inside the caller's n bytes.
+    unsafe { down_tree(cx, buf, root, |c, sub| bblocks(n, p, c, sub)) }
+}
+
+/// Down the binomial tree: a rank receives bytes `span(v, subtree)` of
+/// `buf` from its parent, then sends each child c its `span(c, subtree)`.
+///
+/// # Safety
+/// Every span lies inside `buf` (writable on non-roots).
+unsafe fn down_tree<M: Mpi + ?Sized>(
+    cx: &Cx<M>,
+    buf: *mut u8,
+    root: usize,
+    span: impl Fn(usize, usize) -> (usize, usize),
+) -> Result<(), MpiError> {
     let (v, p) = (cx.rel(root), cx.size);
     let byte = cx.m.type_byte();
     let mut reqs = Reqs::new();
     if v != 0 {
-        let (lo, hi) = bblocks(n, p, v, lowbit(v).min(p - v));
-        // SAFETY: [lo, hi) lies inside the caller's n bytes.
+        let (lo, hi) = span(v, lowbit(v).min(p - v));
+        // SAFETY: [lo, hi) lies inside buf (caller).
         unsafe {
             cx.irecv(
                 buf.add(lo),
@@ -106,8 +102,8 @@ unsafe fn scatter<M: Mpi + ?Sized>(
         cx.wait(&mut reqs)?;
     }
     children(v, p, |c, sub| {
-        let (lo, hi) = bblocks(n, p, c, sub);
-        // SAFETY: as above.
+        let (lo, hi) = span(c, sub);
+        // SAFETY: as above; the buffer is only read until the wait below.
         unsafe {
             cx.isend(
                 buf.add(lo),
