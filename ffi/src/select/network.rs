@@ -57,6 +57,36 @@ fn exchange_line(p: &Params, bytes: u64) -> f64 {
     p.gap_ns(bytes).max(0.0)
 }
 
+/// The exchange step at `bytes`: its range's line, but at most the line of
+/// a range below it, extended, plus `handshake_ns`. A range is fitted on
+/// few sizes, and a step disturbed by another job lifts its whole line
+/// (one slow size can raise a top range's intercept several times above
+/// the range below); crossing a protocol threshold costs a handshake, not
+/// a multiple of the step.
+fn exchange_envelope<'a>(
+    ranges: impl Iterator<Item = &'a Params>,
+    bytes: u64,
+    handshake_ns: f64,
+) -> Option<f64> {
+    let at = bytes.max(1);
+    let mut own: Option<&Params> = None;
+    let mut below = f64::INFINITY;
+    for p in ranges.filter(|p| p.range_from_bytes <= at) {
+        match own {
+            Some(o) if o.range_from_bytes >= p.range_from_bytes => {
+                below = below.min(exchange_line(p, bytes));
+            }
+            Some(o) => {
+                below = below.min(exchange_line(o, bytes));
+                own = Some(p);
+            }
+            None => own = Some(p),
+        }
+    }
+    let own = exchange_line(own?, bytes);
+    Some(own.min(below + handshake_ns.max(0.0)))
+}
+
 impl Network for Params {
     fn at(&self, _msg_bytes: u64) -> Result<Params, LookupError> {
         Ok(*self)
@@ -98,8 +128,24 @@ impl Network for ReaderNetwork<'_> {
     fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
         let mut buf = [0u8; TRANSPORT_MAX_BYTES];
         let name = exchange_transport(self.transport, ranks, &mut buf)?;
-        let p = self.reader.lookup(self.peer, name, msg_bytes).ok()?;
-        Some(exchange_line(&p, msg_bytes))
+        // The ranges at and below msg_bytes, each found by a lookup just
+        // below the previous one's start (at most the entry's ranges).
+        let mut lines = [Params::default(); crate::layout::MAX_RANGES];
+        let mut n = 0;
+        let mut at = msg_bytes;
+        while n < lines.len() {
+            let Ok(p) = self.reader.lookup(self.peer, name, at) else {
+                break;
+            };
+            lines[n] = p;
+            n += 1;
+            if p.range_from_bytes <= 1 || p.range_from_bytes > at {
+                break;
+            }
+            at = p.range_from_bytes - 1;
+        }
+        let handshake = self.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
+        exchange_envelope(lines[..n].iter(), msg_bytes, handshake)
     }
 }
 
@@ -121,8 +167,8 @@ impl Network for Measured<'_> {
         if ranks != self.exchange_ranks || self.exchange.is_empty() {
             return None;
         }
-        let p = self.exchange.at(msg_bytes).ok()?;
-        Some(exchange_line(&p, msg_bytes))
+        let handshake = self.pair.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
+        exchange_envelope(self.exchange.iter(), msg_bytes, handshake)
     }
 }
 

@@ -185,7 +185,13 @@ fn measured_exchange_prices_the_all_ranks_steps() {
         let p = x.as_slice().at(s).unwrap();
         p.gap_ns(s)
     };
-    assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
+    assert_eq!(measured.exchange_ns(4, 1 << 20), Some(line(1 << 20)));
+    // Just above the threshold the rendezvous line stands above the eager
+    // one by more than a handshake (2·EEL = 2800 ns): capped there.
+    assert_eq!(
+        measured.exchange_ns(4, 4096),
+        Some(3000.0 + 4095.0 + 2800.0)
+    );
     assert_eq!(
         measured.exchange_ns(8, 4096),
         None,
@@ -210,6 +216,30 @@ fn measured_exchange_prices_the_all_ranks_steps() {
     let p8 = candidates(&measured, Collective::Allreduce, 8, m, &opts).unwrap();
     let p8_pair = candidates(&pair[..], Collective::Allreduce, 8, m, &opts).unwrap();
     assert_eq!(p8.as_slice(), p8_pair.as_slice());
+}
+
+#[test]
+fn a_disturbed_top_exchange_range_is_bounded_by_the_range_below() {
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let mut x = exchange_ranges();
+    x[1].range_to_bytes = (2 << 20) - 1;
+    // One slow size lifted the top range's intercept to ~1 ms.
+    x.push(Params {
+        range_from_bytes: 2 << 20,
+        range_to_bytes: 4 << 20,
+        g_ns: 1e6,
+        G_ns_per_byte: 0.36,
+        ..Params::default()
+    });
+    let measured = measured_with_4(&pair, &x);
+    let m = 2u64 << 20;
+    let mid = x[1].gap_ns(m);
+    assert_eq!(measured.exchange_ns(4, m), Some(mid + 2800.0));
+    // A top range below the extension of the one below stands.
+    x[2].g_ns = 0.0;
+    x[2].G_ns_per_byte = 0.2;
+    let measured = measured_with_4(&pair, &x);
+    assert_eq!(measured.exchange_ns(4, m), Some(x[2].gap_ns(m)));
 }
 
 #[test]
