@@ -427,14 +427,7 @@ pub fn mpich_json(
         _ => Map::new(),
     };
     let mut root = Map::new();
-    for coll in [
-        Collective::Bcast,
-        Collective::Allreduce,
-        Collective::Barrier,
-        Collective::Reduce,
-        Collective::Allgather,
-        Collective::Alltoall,
-    ] {
+    for coll in Collective::ALL {
         let mut by_size = Map::new();
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {

@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use netgauge::select::{exchange_transport, ranges_of, Collective, Library, Measured, ViewOptions};
-use netgauge::Reader;
+use netgauge::select::{exchange_transport, Collective, Library, Measured, ViewOptions};
+use netgauge::{EntryData, Reader};
 use ngcoll::plan::{self, class_bounds, class_of, Setup};
 
 fn arg(args: &[String], k: &str) -> Option<String> {
@@ -51,7 +51,7 @@ fn main() {
         eprintln!("plan: no {transport} entry in {shm}");
         std::process::exit(1);
     };
-    let pair = ranges_of(entry);
+    let pair = entry.params();
     let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
     let exchange = exchange_transport(&transport, ranks, &mut buf)
         .and_then(|x| {
@@ -59,7 +59,7 @@ fn main() {
                 .iter()
                 .find(|e| e.transport == x && e.peer == entry.peer)
         })
-        .map(ranges_of)
+        .map(EntryData::params)
         .unwrap_or_default();
     let net = Measured {
         pair: &pair,

@@ -110,7 +110,7 @@ pub mod view;
 pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
 pub use library::Library;
-pub use network::{exchange_transport, ranges_of, Measured, Network, ReaderNetwork};
+pub use network::{exchange_transport, Measured, Network, ReaderNetwork};
 pub use schedule::{Op, Schedule};
 pub use sim::SimError;
 pub use view::{choose, view, Decision, Priced, View, ViewOptions};
@@ -454,29 +454,14 @@ pub fn candidates<N: Network + ?Sized>(
     if ranks == 0 {
         return Err(SelectError::NoRanks);
     }
+    let (sharing, gamma) = (Sharing::new(opts.cores), opts.gamma_ns_per_byte);
     Ok(match coll {
-        Collective::Bcast => bcast::bcast(net, ranks, msg_bytes, Sharing::new(opts.cores))?,
-        Collective::Allreduce => allreduce::allreduce(
-            net,
-            ranks,
-            msg_bytes,
-            opts.gamma_ns_per_byte,
-            Sharing::new(opts.cores),
-        )?,
-        Collective::Barrier => barrier::barrier(net, ranks, Sharing::new(opts.cores))?,
-        Collective::Reduce => reduce::reduce(
-            net,
-            ranks,
-            msg_bytes,
-            opts.gamma_ns_per_byte,
-            Sharing::new(opts.cores),
-        )?,
-        Collective::Allgather => {
-            allgather::allgather(net, ranks, msg_bytes, Sharing::new(opts.cores))?
-        }
-        Collective::Alltoall => {
-            alltoall::alltoall(net, ranks, msg_bytes, Sharing::new(opts.cores))?
-        }
+        Collective::Bcast => bcast::bcast(net, ranks, msg_bytes, sharing)?,
+        Collective::Allreduce => allreduce::allreduce(net, ranks, msg_bytes, gamma, sharing)?,
+        Collective::Barrier => barrier::barrier(net, ranks, sharing)?,
+        Collective::Reduce => reduce::reduce(net, ranks, msg_bytes, gamma, sharing)?,
+        Collective::Allgather => allgather::allgather(net, ranks, msg_bytes, sharing)?,
+        Collective::Alltoall => alltoall::alltoall(net, ranks, msg_bytes, sharing)?,
     })
 }
 

@@ -2,7 +2,7 @@
 //! message size, and the all-ranks exchange step when it was measured.
 
 use crate::layout::TRANSPORT_MAX_BYTES;
-use crate::types::{EntryData, LookupError, Params};
+use crate::types::{LookupError, Params};
 use crate::Reader;
 
 /// Parameters as a function of the message size.
@@ -170,32 +170,4 @@ impl Network for Measured<'_> {
         let handshake = self.pair.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
         exchange_envelope(self.exchange.iter(), msg_bytes, handshake)
     }
-}
-
-/// One [`Params`] per protocol range of a snapshot of an entry, as lookups
-/// of sizes in each range return them (a [`Network`] as a slice).
-pub fn ranges_of(e: &EntryData) -> Vec<Params> {
-    e.ranges
-        .iter()
-        .map(|r| Params {
-            eel_ns: e.eel_ns,
-            L_ns: e.L_ns,
-            o_s_ns: r.o_s_ns,
-            o_r_ns: r.o_r_ns,
-            g_ns: r.g_ns,
-            G_ns_per_byte: r.G_ns_per_byte,
-            O_s_ns_per_byte: r.O_s_ns_per_byte,
-            O_r_ns_per_byte: r.O_r_ns_per_byte,
-            o_min_ns: e.o_min_ns,
-            o_max_ns: e.o_max_ns,
-            g_f_ns: e.g_f_ns,
-            S_bytes: e.S_bytes.unwrap_or(u64::MAX),
-            range_from_bytes: r.from_bytes,
-            range_to_bytes: r.to_bytes,
-            measured_unix_ns: e.measured_unix_ns,
-            samples: e.samples,
-            f: e.f.unwrap_or(0),
-            flags: e.flags,
-        })
-        .collect()
 }
