@@ -51,40 +51,31 @@ pub fn exchange_transport<'b>(
     std::str::from_utf8(&buf[..len]).ok()
 }
 
-/// An exchange entry's step time at `bytes`: its range's line
-/// g + (s − 1)·G (see `model::exchange` of the daemon crate).
-fn exchange_line(p: &Params, bytes: u64) -> f64 {
-    p.gap_ns(bytes).max(0.0)
-}
-
-/// The exchange step at `bytes`: its range's line, but at most the line of
-/// a range below it, extended, plus `handshake_ns`. A range is fitted on
-/// few sizes, and a step disturbed by another job lifts its whole line
-/// (one slow size can raise a top range's intercept several times above
-/// the range below); crossing a protocol threshold costs a handshake, not
-/// a multiple of the step.
+/// The exchange step at `bytes`: its range's line g + (s − 1)·G (see
+/// `model::exchange` of the daemon crate), lowered where the range
+/// starts more than `handshake_ns` above the range below it (that range's
+/// line, so lowered, at the threshold): crossing a protocol threshold costs
+/// a handshake, not a multiple of the step. A range is fitted on few sizes,
+/// and one step disturbed by another job can lift a range's intercept
+/// several times over the range below. Each range keeps its own slope.
+/// `ranges` in increasing order of their first size.
 fn exchange_envelope<'a>(
     ranges: impl Iterator<Item = &'a Params>,
     bytes: u64,
     handshake_ns: f64,
 ) -> Option<f64> {
     let at = bytes.max(1);
-    let mut own: Option<&Params> = None;
-    let mut below = f64::INFINITY;
-    for p in ranges.filter(|p| p.range_from_bytes <= at) {
-        match own {
-            Some(o) if o.range_from_bytes >= p.range_from_bytes => {
-                below = below.min(exchange_line(p, bytes));
-            }
-            Some(o) => {
-                below = below.min(exchange_line(o, bytes));
-                own = Some(p);
-            }
-            None => own = Some(p),
-        }
+    // The range containing `at` and how far its line is lowered.
+    let mut cur: Option<(&Params, f64)> = None;
+    for p in ranges.take_while(|p| p.range_from_bytes <= at) {
+        let drop = cur.map_or(0.0, |(q, q_drop)| {
+            let start = p.range_from_bytes;
+            let cap = q.gap_ns(start) - q_drop + handshake_ns.max(0.0);
+            (p.gap_ns(start) - cap).max(0.0)
+        });
+        cur = Some((p, drop));
     }
-    let own = exchange_line(own?, bytes);
-    Some(own.min(below + handshake_ns.max(0.0)))
+    cur.map(|(p, drop)| (p.gap_ns(bytes) - drop).max(0.0))
 }
 
 impl Network for Params {
@@ -145,7 +136,8 @@ impl Network for ReaderNetwork<'_> {
             at = p.range_from_bytes - 1;
         }
         let handshake = self.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
-        exchange_envelope(lines[..n].iter(), msg_bytes, handshake)
+        // Found from the top down; the envelope walks up.
+        exchange_envelope(lines[..n].iter().rev(), msg_bytes, handshake)
     }
 }
 

@@ -170,7 +170,7 @@ fn exchange_ranges() -> Vec<Params> {
     let rdv = Params {
         range_from_bytes: 4096,
         range_to_bytes: 4 << 20,
-        g_ns: 10_000.0,
+        g_ns: 8_000.0,
         G_ns_per_byte: 0.25,
         ..Params::default()
     };
@@ -185,12 +185,18 @@ fn measured_exchange_prices_the_all_ranks_steps() {
         let p = x.as_slice().at(s).unwrap();
         p.gap_ns(s)
     };
-    assert_eq!(measured.exchange_ns(4, 1 << 20), Some(line(1 << 20)));
-    // Just above the threshold the rendezvous line stands above the eager
-    // one by more than a handshake (2·EEL = 2800 ns): capped there.
+    assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
+    // A rendezvous line starting more than a handshake (2·EEL = 2800 ns)
+    // above the eager one is lowered by the excess, slope kept.
+    let mut high = x.clone();
+    high[1].g_ns = 10_000.0;
+    let excess = (10_000.0 + 1023.75) - (3000.0 + 4095.0 + 2800.0);
+    let lowered = measured_with_4(&pair, &high);
+    assert_eq!(lowered.exchange_ns(4, 4096), Some(3000.0 + 4095.0 + 2800.0));
+    let mb = 1u64 << 20;
     assert_eq!(
-        measured.exchange_ns(4, 4096),
-        Some(3000.0 + 4095.0 + 2800.0)
+        lowered.exchange_ns(4, mb),
+        Some(high[1].gap_ns(mb) - excess)
     );
     assert_eq!(
         measured.exchange_ns(8, 4096),
@@ -235,6 +241,10 @@ fn a_disturbed_top_exchange_range_is_bounded_by_the_range_below() {
     let m = 2u64 << 20;
     let mid = x[1].gap_ns(m);
     assert_eq!(measured.exchange_ns(4, m), Some(mid + 2800.0));
+    // Above the threshold the top range keeps its own slope.
+    let top = x[2].gap_ns(4 << 20) - (x[2].gap_ns(m) - mid - 2800.0);
+    let got = measured.exchange_ns(4, 4 << 20).unwrap();
+    assert!((got - top).abs() < 1e-6, "{got} vs {top}");
     // A top range below the extension of the one below stands.
     x[2].g_ns = 0.0;
     x[2].G_ns_per_byte = 0.2;
