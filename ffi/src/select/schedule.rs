@@ -609,24 +609,7 @@ impl Emit<'_> {
     }
 
     fn binomial_bcast(&mut self, m: u64) {
-        let (v, p) = (self.v(), self.p);
-        if v != 0 {
-            self.recv(v - lowbit(v), m);
-            self.op(Op::Wait);
-        }
-        let limit = if v == 0 {
-            p.next_power_of_two()
-        } else {
-            lowbit(v)
-        };
-        let mut mask = limit >> 1;
-        while mask > 0 {
-            if v + mask < p {
-                self.send(v + mask, m);
-            }
-            mask >>= 1;
-        }
-        self.op(Op::Wait);
+        self.down_tree(|_, _| m);
     }
 
     fn knomial_bcast(&mut self, m: u64, k: usize) {
@@ -664,10 +647,16 @@ impl Emit<'_> {
     }
 
     fn scatter(&mut self, m: u64) {
+        let p = self.p;
+        self.down_tree(|c, sub| bbytes(m, p, c, sub));
+    }
+
+    /// Down the binomial tree: a rank receives `bytes(v, subtree)` from its
+    /// parent, then sends each child c its `bytes(c, subtree)`.
+    fn down_tree(&mut self, bytes: impl Fn(usize, usize) -> u64) {
         let (v, p) = (self.v(), self.p);
         if v != 0 {
-            let b = bbytes(m, p, v, lowbit(v).min(p - v));
-            self.recv(v - lowbit(v), b);
+            self.recv(v - lowbit(v), bytes(v, lowbit(v).min(p - v)));
             self.op(Op::Wait);
         }
         let limit = if v == 0 {
@@ -678,8 +667,7 @@ impl Emit<'_> {
         let mut mask = limit >> 1;
         while mask > 0 {
             if v + mask < p {
-                let b = bbytes(m, p, v + mask, mask.min(p - v - mask));
-                self.send(v + mask, b);
+                self.send(v + mask, bytes(v + mask, mask.min(p - v - mask)));
             }
             mask >>= 1;
         }
