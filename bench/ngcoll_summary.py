@@ -61,6 +61,41 @@ def chosen_ours(ch, coll, b):
     return None
 
 
+OMPI_IDS = {0: "allgather", 2: "allreduce", 3: "alltoall", 6: "barrier", 7: "bcast", 11: "reduce"}
+
+
+def ompi_rules(path, p):
+    """{coll: [(key bytes, algorithm)]} of communicator size p in an Open
+    MPI classic rules file (ngctl export --format ompi-rules)."""
+    if not os.path.exists(path):
+        return None
+    nums = [int(line.split("#")[0].split()[0]) if len(line.split("#")[0].split()) == 1 else
+            [int(x) for x in line.split("#")[0].split()]
+            for line in open(path) if line.split("#")[0].strip()]
+    out, i = {}, 1
+    for _ in range(nums[0]):
+        cid, ncomm = nums[i], nums[i + 1]
+        i += 2
+        for _ in range(ncomm):
+            size, nmsg = nums[i], nums[i + 1]
+            rows = nums[i + 2:i + 2 + nmsg]
+            i += 2 + nmsg
+            if size == p:
+                out[OMPI_IDS.get(cid, str(cid))] = [(r[0], r[1]) for r in rows]
+    return out
+
+
+def rule_alg(rules, coll, b, p):
+    """The algorithm the rules give a point (allgather, alltoall: keyed by
+    block x ranks, as the export writes them)."""
+    key = b * p if coll in ("allgather", "alltoall") else b
+    alg = 0
+    for k, a in rules.get(coll, []):
+        if k <= key:
+            alg = a
+    return alg
+
+
 def gmean(xs):
     xs = [x for x in xs if x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -127,6 +162,12 @@ def main():
                 l = gmean([r[k][0] for r in own if k in r])
                 rows.append((k[0], k[1], k[2], o, l))
             report("%s, %s ranks: exported rules" % (mpi, p), rows, table)
+            rules = ompi_rules(os.path.join(out, "rules-%s.txt" % p), int(p)) if mpi == "openmpi" else None
+            if rules:
+                for want, what in ((True, "where the file names an algorithm"),
+                                   (False, "where it leaves Open MPI's decision (0: the same code; the noise)")):
+                    sub = [r for r in rows if (rule_alg(rules, r[0], r[2], int(p)) != 0) is want]
+                    report("%s, %s ranks: exported rules, %s" % (mpi, p, what), sub, False)
 
 
 if __name__ == "__main__":
