@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use netgauge::select::{exchange_transport, Collective, Library, Measured, ViewOptions};
-use netgauge::{EntryData, Reader};
+use netgauge::select::{Collective, Library, Measured, ViewOptions};
+use netgauge::Reader;
 use ngcoll::plan::{self, class_bounds, class_of, Setup};
 
 fn arg(args: &[String], k: &str) -> Option<String> {
@@ -52,15 +52,7 @@ fn main() {
         std::process::exit(1);
     };
     let pair = entry.params();
-    let mut buf = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
-    let exchange = exchange_transport(&transport, ranks, &mut buf)
-        .and_then(|x| {
-            entries
-                .iter()
-                .find(|e| e.transport == x && e.peer == entry.peer)
-        })
-        .map(EntryData::params)
-        .unwrap_or_default();
+    let exchange = plan::exchange_ranges(&entries, entry, ranks);
     let net = Measured {
         pair: &pair,
         exchange: &exchange,

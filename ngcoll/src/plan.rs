@@ -11,8 +11,25 @@
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, Algorithm, Collective, Library, Network, Schedule, SimError, ViewOptions,
+    choose, exchange_transport, Algorithm, Collective, Library, Network, Schedule, SimError,
+    ViewOptions,
 };
+use netgauge::{EntryData, Params};
+
+/// The all-ranks exchange measured with `ranks` ranks beside `entry` (the
+/// same peer's `<transport>-x<ranks>`, not stale) as ranges; empty without
+/// one.
+pub fn exchange_ranges(entries: &[EntryData], entry: &EntryData, ranks: usize) -> Vec<Params> {
+    let mut name = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
+    exchange_transport(&entry.transport, ranks, &mut name)
+        .and_then(|x| {
+            entries.iter().find(|e| {
+                e.transport == x && e.peer == entry.peer && e.flags & netgauge::flags::STALE == 0
+            })
+        })
+        .map(EntryData::params)
+        .unwrap_or_default()
+}
 
 /// Size classes: 0 bytes, 1 byte, then two per octave ([2^j, 1.5·2^j) and
 /// [1.5·2^j, 2^(j+1))) up to 2^32 (larger sizes share the last class).

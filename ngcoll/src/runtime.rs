@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use netgauge::select::{exchange_transport, Algorithm, Collective, Library, Measured, ViewOptions};
+use netgauge::select::{Algorithm, Collective, Library, Measured, ViewOptions};
 use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Mode};
@@ -634,11 +634,7 @@ fn build_plan(
             )
         })?;
     let pair = entry.params();
-    let mut name = [0u8; netgauge::layout::TRANSPORT_MAX_BYTES];
-    let exchange = exchange_transport(&entry.transport, size, &mut name)
-        .and_then(|x| entries.iter().filter(usable).find(|e| e.transport == x))
-        .map(EntryData::params)
-        .unwrap_or_default();
+    let exchange = plan::exchange_ranges(&entries, entry, size);
     let net = Measured {
         pair: &pair,
         exchange: &exchange,
