@@ -210,19 +210,18 @@ impl Emit<'_> {
         (self.r + self.p - self.root) % self.p
     }
     fn send(&mut self, v: usize, bytes: u64) {
-        let to = self.real(v);
-        self.out.push(Op::Send {
-            to,
-            bytes,
-            exchange: false,
-        });
+        self.send_as(v, bytes, false);
     }
+    /// A send that is one step of an all-ranks exchange.
     fn xsend(&mut self, v: usize, bytes: u64) {
+        self.send_as(v, bytes, true);
+    }
+    fn send_as(&mut self, v: usize, bytes: u64, exchange: bool) {
         let to = self.real(v);
         self.out.push(Op::Send {
             to,
             bytes,
-            exchange: true,
+            exchange,
         });
     }
     fn recv(&mut self, v: usize, bytes: u64) {
