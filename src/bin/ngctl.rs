@@ -290,10 +290,12 @@ struct ExportFlags {
     max_bytes: u64,
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     gamma_ns_per_byte: f64,
-    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
-    /// rank). The rule tables then assume this many cores per communicator.
+    /// Cores the ranks share on a node (0: one per rank), as for `ngctl predict`.
     #[arg(long, default_value_t = 0)]
     cores: usize,
+    /// ompi-rules / mpich-json: the lead over the library's own choice ours need.
+    #[arg(long, default_value_t = 0.1)]
+    margin: f64,
     /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
     #[arg(long, default_value = "ns")]
     loggopsim_unit: String,
@@ -389,7 +391,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", report::predict(&predict::run(&a)?, json)?);
         }
         Cmd::Export(f) => {
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });
+            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
             print!("{}", export::run(&a)?);
         }
     }
