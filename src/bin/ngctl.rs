@@ -133,7 +133,7 @@ struct FitFlags {
     /// Write the re-fitted entry into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     /// Peer and transport names of the published entry.
@@ -215,7 +215,7 @@ struct ProbeFlags {
     /// Write the result into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     #[command(flatten)]
@@ -261,7 +261,7 @@ struct PredictFlags {
     peer: Option<String>,
     #[arg(long, default_value = "mpi")]
     transport: String,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Cost of combining one byte in a reduction.
@@ -280,7 +280,7 @@ struct PredictFlags {
 struct ExportFlags {
     #[arg(long, value_parser = format_parser())]
     format: Format,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Peer of the entry (default: the first of the transport).
@@ -296,10 +296,12 @@ struct ExportFlags {
     max_bytes: u64,
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     gamma_ns_per_byte: f64,
-    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
-    /// rank). The rule tables then assume this many cores per communicator.
+    /// Cores the ranks share on a node (0: one per rank), as for `ngctl predict`.
     #[arg(long, default_value_t = 0)]
     cores: usize,
+    /// ompi-rules / mpich-json: the lead over the library's own choice ours need.
+    #[arg(long, default_value_t = 0.1)]
+    margin: f64,
     /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
     #[arg(long, default_value = "ns")]
     loggopsim_unit: String,
@@ -395,7 +397,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", report::predict(&predict::run(&a)?, json)?);
         }
         Cmd::Export(f) => {
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });
+            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
             print!("{}", export::run(&a)?);
         }
     }
