@@ -158,6 +158,12 @@ pub fn flag_names(bits: u32) -> Vec<&'static str> {
         (flags::HAS_LOGFP, "logfp"),
         (flags::HAS_S, "S"),
         (flags::HAS_LOGGPS, "loggps"),
+        (flags::RESTORED, "restored"),
+        (flags::CLASS, "class"),
+        (flags::CHANGED, "changed"),
+        (flags::UNSTABLE, "unstable"),
+        (flags::UNIDENTIFIED, "unidentified"),
+        (flags::SHAPED, "shaped"),
     ]
     .into_iter()
     .filter(|(b, _)| bits & b != 0)
@@ -480,6 +486,7 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
         let v = json!({
             "alive": st.alive,
             "heartbeat_age_s": st.heartbeat_age_s,
+            "stopped_cleanly": st.heartbeat_age_s.is_none(),
             "generation": format!("{:016x}", info.generation),
             "node": info.node_name,
             "writer_pid": info.writer_pid,
@@ -488,14 +495,17 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
         return pretty(&v);
     }
     let mut s = String::new();
+    let beat = match st.heartbeat_age_s {
+        Some(age) => format!("heartbeat {age:.1} s ago"),
+        None => "stopped cleanly".to_string(),
+    };
     let _ = writeln!(
         s,
-        "netgauged on {}: {} (pid {}, generation {:016x}, heartbeat {:.1} s ago)",
+        "netgauged on {}: {} (pid {}, generation {:016x}, {beat})",
         info.node_name,
         if st.alive { "alive" } else { "NOT RUNNING" },
         info.writer_pid,
         info.generation,
-        st.heartbeat_age_s
     );
     if let Some(d) = &st.daemon {
         let _ = writeln!(

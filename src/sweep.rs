@@ -128,13 +128,19 @@ impl SweepConfig {
                     if s >= lo {
                         sizes.push(s);
                     }
-                    s += 1024;
+                    // At u64::MAX the next size does not exist.
+                    let Some(next) = s.checked_add(1024) else {
+                        break;
+                    };
+                    s = next;
                 }
             }
             Schedule::Adaptive => {
                 let steps = f64::from(self.steps_per_octave.max(1));
                 let mut k = 0u32;
-                loop {
+                // 2^(k/steps) passes any u64 by k = 64·steps (the cast
+                // saturates, so `s > hi` alone never ends at u64::MAX).
+                while f64::from(k) <= 64.0 * steps {
                     let s = (2f64.powf(f64::from(k) / steps)).round() as u64;
                     if s > hi {
                         break;
@@ -193,6 +199,10 @@ pub struct SweepResult {
 
 /// Least number of round trips of the session warm-up.
 pub const SESSION_WARMUP_ROUNDS: u32 = 16;
+/// The warm-up ends after this many round trips even if its time has not
+/// passed (a clock that barely advances, as a sim model without time,
+/// would otherwise keep it going for ever).
+const SESSION_WARMUP_MAX_ROUNDS: u32 = 1 << 20;
 
 /// Round trips at the largest size in the session warm-up: the first use of
 /// the whole buffer (page faults, a device's lazy set-up) is slow too.
@@ -260,7 +270,9 @@ fn warm_for<T: Transport, C: Clock>(
     let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
     let start = clock.now();
     let mut rounds = 0u32;
-    while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
+    while rounds < SESSION_WARMUP_ROUNDS
+        || (clock.now().wrapping_sub(start) < span && rounds < SESSION_WARMUP_MAX_ROUNDS)
+    {
         match round(transport) {
             Ok(()) => {
                 guard.on_success();

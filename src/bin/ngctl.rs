@@ -133,7 +133,7 @@ struct FitFlags {
     /// Write the re-fitted entry into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     /// Peer and transport names of the published entry.
@@ -212,7 +212,7 @@ struct ProbeFlags {
     /// Write the result into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     #[command(flatten)]
@@ -255,7 +255,7 @@ struct PredictFlags {
     peer: Option<String>,
     #[arg(long, default_value = "mpi")]
     transport: String,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Cost of combining one byte in a reduction.
@@ -274,7 +274,7 @@ struct PredictFlags {
 struct ExportFlags {
     #[arg(long, value_parser = format_parser())]
     format: Format,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Peer of the entry (default: the first of the transport).

@@ -24,6 +24,7 @@ use crate::sweep::{self, SweepConfig};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
 use crate::transport::Transport;
+use netgauge::EntryData;
 
 /// One (peer, transport) the scheduler keeps current.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +111,10 @@ pub(super) enum JobError {
     Sweep(#[from] sweep::SweepError),
     #[error("{0}")]
     Open(#[from] OpenError),
+    /// The peer is not where the published values were measured (its MAC
+    /// changed): they no longer describe the link.
+    #[error("{0}")]
+    PeerChanged(String),
 }
 
 /// A negotiated probe session with one peer.
@@ -151,10 +156,11 @@ fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobErr
 fn request_session(
     opened: Opened,
     peer: &PeerConfig,
-    node: &str,
+    shared: &Shared,
     plan: SizePlan,
     kind: Kind,
 ) -> Result<Negotiated, JobError> {
+    let node = shared.node.as_str();
     let Opened { mut conn, ep } = opened;
     if kind.descriptor().endpoint == PeerEndpoint::MacOnLink && !ep.raw_ok {
         return Err(JobError::Refused(
@@ -168,11 +174,17 @@ fn request_session(
             break n;
         }
     };
+    // raw: the MAC this node sends from toward the peer, which the peer's
+    // gate then admits (with the nonce) and nothing else.
+    let driver_mac = (kind.descriptor().endpoint == PeerEndpoint::MacOnLink)
+        .then(|| shared.raw_toward.get(&peer.name).map(|r| r.1))
+        .flatten();
     let req = ProbeRequest {
         session_nonce: nonce,
         transport: kind,
         sizes: plan,
         driver: node.to_string(),
+        driver_mac,
     };
     match conn.request(&Msg::ProbeRequest(req), Instant::now() + CONTROL_DEADLINE)? {
         Msg::ProbeAccept(a) if a.session_nonce == nonce => {}
@@ -242,8 +254,15 @@ fn open_link(
 
 /// What a job produced.
 pub(super) enum JobResult {
-    Swept(Box<probe::ProbeResult>),
-    Rechecked { agrees: bool, bytes: u64 },
+    /// A full sweep, and (raw) the MAC the peer announced.
+    Swept {
+        result: Box<probe::ProbeResult>,
+        peer_mac: Option<[u8; 6]>,
+    },
+    Rechecked {
+        agrees: bool,
+        bytes: u64,
+    },
 }
 
 /// What every job needs besides its target.
@@ -255,12 +274,17 @@ pub(super) struct JobCtx<'a> {
     pub verbs: Option<&'a verbs::Node>,
 }
 
+/// Run one job toward `peer` over `kind`. A re-check compares with
+/// `published`; `expect_mac` (raw) is the MAC the published values were
+/// measured toward: a peer announcing another one fails the job as
+/// `PeerChanged` before anything is measured.
 pub(super) fn run_job(
     ctx: &JobCtx<'_>,
     peer: &PeerConfig,
     kind: Kind,
     job: Job,
-    published: Option<&probe::ProbeResult>,
+    published: Option<&EntryData>,
+    expect_mac: Option<[u8; 6]>,
 ) -> Result<JobResult, JobError> {
     let plan = match job {
         Job::FullSweep => SizePlan::Full,
@@ -268,8 +292,21 @@ pub(super) fn run_job(
     };
     DriveClaim::could_take(ctx.shared)?;
     let opened = open(peer, ctx.cc, &ctx.shared.node)?;
+    let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+    if let (true, Some(want)) = (raw, expect_mac) {
+        if opened.ep.raw_ok && opened.ep.mac != want {
+            return Err(JobError::PeerChanged(format!(
+                "{} now announces MAC {}, the values were measured toward {}",
+                peer.name,
+                crate::transport::raw_eth::format_mac(&opened.ep.mac),
+                crate::transport::raw_eth::format_mac(&want)
+            )));
+        }
+    }
+    let peer_mac = (raw && opened.ep.raw_ok).then_some(opened.ep.mac);
     let _claim = DriveClaim::take(ctx.shared)?;
-    let mut n = request_session(opened, peer, &ctx.shared.node, plan, kind)?;
+    let mut n = request_session(opened, peer, ctx.shared, plan, kind)?;
+    tracing::debug!("driving a {job:?} over {kind} toward {}", peer.name);
     // The sweep may outlast the session's TTL and the control server's idle
     // limit on the responder: the session's connection is kept alive.
     let alive = Msg::ProbeAlive(ProbeDone {
@@ -281,7 +318,10 @@ pub(super) fn run_job(
         })
     });
     finish(n);
-    result
+    result.map(|r| match r {
+        JobResult::Swept { result, .. } => JobResult::Swept { result, peer_mac },
+        r => r,
+    })
 }
 
 /// A full sweep, or a cheap re-check against the published model.
@@ -290,7 +330,7 @@ fn measure<T: Transport>(
     cfg: &Config,
     job: Job,
     clock: HostClock,
-    published: Option<&probe::ProbeResult>,
+    published: Option<&EntryData>,
 ) -> Result<JobResult, JobError> {
     match (job, published) {
         (Job::Recheck, Some(model)) => {
@@ -317,21 +357,26 @@ fn measure<T: Transport>(
                 opts.sweep.min_reps = opts.sweep.min_reps.min(r);
             }
             let r = probe::run(link, &clock, 0, &opts, &mut ())?;
-            Ok(JobResult::Swept(Box::new(r)))
+            Ok(JobResult::Swept {
+                result: Box::new(r),
+                peer_mac: None,
+            })
         }
     }
 }
 
-/// Does a re-check agree with the published model?
-fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -> bool {
+/// Does a re-check agree with the published entry (measured now, or
+/// restored from the state file)? A restored entry is held to the plain
+/// tolerance: a re-check too noisy to tell does not make it current.
+pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData) -> bool {
+    let restored = published.flags & netgauge::flags::RESTORED != 0;
     let points = model::fit::size_points(samples);
     points.iter().all(|p| {
         let Some(r) = published
-            .fit
             .ranges
             .iter()
             .find(|r| p.size_bytes >= r.from_bytes && p.size_bytes <= r.to_bytes)
-            .or(published.fit.ranges.last())
+            .or(published.ranges.last())
         else {
             return false;
         };
@@ -339,15 +384,14 @@ fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -
         // Off by more than the tolerance *and* by more than the re-check's
         // own noise (3 × its 95 % half-width): a noisy host must not turn
         // every re-check into a full sweep.
-        let noise = if p.gap_hw_ns.is_finite() {
+        let noise = if p.gap_hw_ns.is_finite() && !restored {
             3.0 * p.gap_hw_ns
         } else {
             0.0
         };
         let gap_ok = (p.gap_ns - want).abs() <= (RECHECK_TOLERANCE * want.abs()).max(noise);
         let eel_ok = p.size_bytes != 1
-            || (p.half_rtt_ns - published.fit.eel_ns).abs()
-                <= RECHECK_TOLERANCE * published.fit.eel_ns;
+            || (p.half_rtt_ns - published.eel_ns).abs() <= RECHECK_TOLERANCE * published.eel_ns;
         gap_ok && eel_ok
     })
 }
@@ -376,7 +420,7 @@ pub(super) fn fanout_job(
         for (i, o) in opened {
             let p = &cfg.peers[i];
             let plan = SizePlan::Recheck(vec![1]);
-            sessions.push(request_session(o, p, &shared.node, plan, kind)?);
+            sessions.push(request_session(o, p, shared, plan, kind)?);
             let n = sessions.last_mut().expect("just pushed");
             links.push(open_link(ctx, p, kind, n)?);
         }

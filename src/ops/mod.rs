@@ -129,6 +129,8 @@ pub enum OpsError {
     },
     #[error("{file} has no raw samples (save the probe with `ngctl probe --json --raw`)")]
     NoRawSamples { file: String },
+    #[error("{file} holds no samples to fit ({what})")]
+    NothingToFit { file: String, what: &'static str },
     #[error("the daemon writing {path} is not running")]
     NotRunning { path: String },
     #[error("no entry for peer {peer} over {transport} in {path}")]

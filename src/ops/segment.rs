@@ -111,6 +111,16 @@ pub fn refit(
         .raw
         .ok_or_else(|| OpsError::NoRawSamples { file: file.clone() })?;
     let n = raw.sizes.len();
+    let nothing = |what| OpsError::NothingToFit {
+        file: file.clone(),
+        what,
+    };
+    if n == 0 {
+        return Err(nothing("no sizes"));
+    }
+    if raw.sizes.iter().all(|s| s.prtt1_ns.is_empty()) {
+        return Err(nothing("every size has no round trips"));
+    }
     let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
     let exchange = raw
         .exchange
@@ -185,7 +195,9 @@ pub fn dump(path: &str) -> Result<DumpData, OpsError> {
 pub struct StatusData {
     pub path: String,
     pub info: SegmentInfo,
-    pub heartbeat_age_s: f64,
+    /// Seconds since the last heartbeat; None after a clean stop (the
+    /// writer zeroes the heartbeat when it shuts down).
+    pub heartbeat_age_s: Option<f64>,
     pub alive: bool,
     /// The daemon's status file, if it has one.
     pub daemon: Option<StatusFile>,
@@ -211,7 +223,8 @@ pub fn status(path: &str) -> Result<StatusData, OpsError> {
     let now = unix_now_ns();
     Ok(StatusData {
         path: path.into(),
-        heartbeat_age_s: now.saturating_sub(info.heartbeat_unix_ns) as f64 / 1e9,
+        heartbeat_age_s: (info.heartbeat_unix_ns != 0)
+            .then(|| now.saturating_sub(info.heartbeat_unix_ns) as f64 / 1e9),
         alive: alive(&info, now),
         daemon: crate::daemon::status::read(Path::new(path)),
         info,
