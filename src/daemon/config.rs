@@ -175,8 +175,11 @@ fn default_udp_port() -> u16 {
     7471
 }
 fn default_budget() -> u64 {
-    // 2 MB/s: well under 0.1 % of a 25 Gbit/s link.
-    2_000_000
+    // 4 MB/s: 0.13 % of a 25 Gbit/s link, and enough that a new peer's
+    // first sweeps over udp and raw Ethernet (up to about 170 MB each on a
+    // 1 Gbit/s link, `sweep::cost::plan`) both publish within a minute
+    // (tests/sweep_cost.rs).
+    4_000_000
 }
 fn default_interval() -> f64 {
     60.0

@@ -314,7 +314,7 @@ pub(super) fn run_job(
     });
     let result = open_link(ctx, peer, kind, &mut n).and_then(|mut l| {
         n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
-            measure(&mut l, ctx.cfg, job, ctx.clock, published)
+            measure(&mut l, ctx.cfg, kind, job, ctx.clock, published)
         })
     });
     finish(n);
@@ -328,17 +328,14 @@ pub(super) fn run_job(
 fn measure<T: Transport>(
     link: &mut T,
     cfg: &Config,
+    kind: Kind,
     job: Job,
     clock: HostClock,
     published: Option<&EntryData>,
 ) -> Result<JobResult, JobError> {
     match (job, published) {
         (Job::Recheck, Some(model)) => {
-            let sc = SweepConfig {
-                refine: false,
-                max_reps: 12,
-                ..SweepConfig::default()
-            };
+            let sc = recheck_config();
             let before = link.counters();
             let samples = sweep::measure_sizes(link, &clock, 0, &RECHECK_SIZES, &sc)?;
             let after = link.counters();
@@ -350,12 +347,7 @@ fn measure<T: Transport>(
             })
         }
         _ => {
-            let mut opts = ProbeOptions::default();
-            opts.sweep.max_size_bytes = cfg.max_size_bytes;
-            if let Some(r) = cfg.max_reps {
-                opts.sweep.max_reps = r;
-                opts.sweep.min_reps = opts.sweep.min_reps.min(r);
-            }
+            let opts = full_config(cfg, kind);
             let r = probe::run(link, &clock, 0, &opts, &mut ())?;
             Ok(JobResult::Swept {
                 result: Box::new(r),
@@ -363,6 +355,29 @@ fn measure<T: Transport>(
             })
         }
     }
+}
+
+/// The sweep settings of a re-check: [`RECHECK_SIZES`] only, a few
+/// repetitions each.
+pub(super) fn recheck_config() -> SweepConfig {
+    SweepConfig {
+        refine: false,
+        max_reps: 12,
+        long_bursts: false,
+        repeat_smallest: false,
+        ..SweepConfig::default()
+    }
+}
+
+/// The sweep settings of a full sweep.
+pub(super) fn full_config(cfg: &Config, kind: Kind) -> ProbeOptions {
+    let mut opts = ProbeOptions::for_kind(kind);
+    opts.sweep.max_size_bytes = cfg.max_size_bytes;
+    if let Some(r) = cfg.max_reps {
+        opts.sweep.max_reps = r;
+        opts.sweep.min_reps = opts.sweep.min_reps.min(r);
+    }
+    opts
 }
 
 /// Does a re-check agree with the published entry (measured now, or
@@ -402,7 +417,7 @@ pub(super) fn fanout_job(
     ctx: &JobCtx<'_>,
     kind: Kind,
     peers: &[usize],
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     if !kind.descriptor().daemon_fanout {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
@@ -432,11 +447,21 @@ pub(super) fn fanout_job(
     result
 }
 
+/// A fan-out's fit, its intervals and the payload bytes it sent.
+pub(super) struct Fanned {
+    pub fit: LogfpFit,
+    pub ci95: std::collections::BTreeMap<String, model::Interval>,
+    pub bytes: u64,
+}
+
+/// Bootstrap resamples of a fan-out's intervals (as for a sweep's).
+const FANOUT_RESAMPLES: usize = 200;
+
 fn fanout_run<T: Transport>(
     multi: &mut Multi<T>,
     clock: HostClock,
     max_reps: Option<u32>,
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     let mut sc = SweepConfig::default();
     if let Some(r) = max_reps {
         sc.max_reps = r;
@@ -447,5 +472,9 @@ fn fanout_run<T: Transport>(
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
     let after = multi.counters();
     let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-    Ok((model::logfp::fit_logfp(&samples), bytes))
+    Ok(Fanned {
+        fit: model::logfp::fit_logfp(&samples),
+        ci95: model::logfp::ci95_logfp(&samples, FANOUT_RESAMPLES, rand::random()),
+        bytes,
+    })
 }

@@ -157,13 +157,14 @@ pub(super) fn probe_loop(
             for (kind, peers) in &fanouts {
                 alive.promise(MAX_JOB);
                 match fanout_job(&ctx, *kind, peers) {
-                    Ok((fit, bytes)) => {
-                        sched.charge(bytes, now_s());
+                    Ok(f) => {
+                        sched.charge(f.bytes, now_s());
                         let peers = peers.iter().map(|&i| cfg.peers[i].name.clone()).collect();
                         let _ = tx.send(Outcome::Logfp {
                             peers,
                             transport: kind.name().to_string(),
-                            fit,
+                            fit: f.fit,
+                            ci95: f.ci95,
                         });
                     }
                     Err(e) if busy(&e) => {
@@ -232,12 +233,12 @@ pub(super) fn probe_loop(
                     entry.ext.changed_unix_ns = crate::publish::unix_now_ns();
                 }
                 tracing::info!(
-                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    "{} over {}: large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, S {:?} ({} B of probes in {:.1} s)",
                     peer.name,
                     target.kind,
+                    crate::report::bandwidth_line(&r.bandwidth),
                     r.fit.eel_ns,
                     entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
-                    entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
                     r.fit.S_bytes,
                     r.probe_bytes,
                     started.elapsed().as_secs_f64()

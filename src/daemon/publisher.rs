@@ -9,7 +9,7 @@
 //! an entry changes; the status file when what it shows changes, and at
 //! least every [`STATUS_EVERY`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ use super::state::{self, Provenance, Stored};
 use super::status::{self, StatusFile};
 use super::{sys, DaemonError, Shared, CONTROL_BEAT};
 use crate::control::{ControlServer, RejectSnapshot};
-use crate::model::LogfpFit;
+use crate::model::{Interval, LogfpFit};
 use crate::publish::attach_logfp;
 
 /// The heartbeat period.
@@ -43,6 +43,8 @@ pub(super) enum Outcome {
         peers: Vec<String>,
         transport: String,
         fit: LogfpFit,
+        /// Its `logfp.*` intervals.
+        ci95: BTreeMap<String, Interval>,
     },
     /// A re-check agreed with the entry: it is current (a RESTORED entry
     /// stops being one).
@@ -163,8 +165,8 @@ pub(super) fn publish_loop(
     rx: &Receiver<Outcome>,
     server: &ControlServer,
 ) {
-    // Per transport: the peers of the last fan-out and its fit.
-    let mut logfp: HashMap<String, (Vec<String>, LogfpFit)> = HashMap::new();
+    // Per transport: the peers of the last fan-out, its fit and intervals.
+    let mut logfp: HashMap<String, Fanout> = HashMap::new();
     let started = Instant::now();
     let mut next_beat = started;
     let watchdog = sys::watchdog_interval().map(|d| d / 2);
@@ -241,18 +243,21 @@ fn stall(shared: &Shared) {
     }
 }
 
+/// Per transport: the peers of the last fan-out, its fit and intervals.
+type Fanout = (Vec<String>, LogfpFit, BTreeMap<String, Interval>);
+
 /// Act on one outcome; true if the stored entries changed.
 fn handle(
     o: Outcome,
     writer: &mut SegmentWriter,
     entries: &mut Entries,
-    logfp: &mut HashMap<String, (Vec<String>, LogfpFit)>,
+    logfp: &mut HashMap<String, Fanout>,
 ) -> bool {
     match o {
         Outcome::Publish(mut e, provenance) => {
-            if let Some((peers, fit)) = logfp.get(&e.transport) {
+            if let Some((peers, fit, ci95)) = logfp.get(&e.transport) {
                 if peers.contains(&e.peer) {
-                    attach_logfp(&mut e, fit);
+                    attach_logfp(&mut e, fit, ci95);
                 }
             }
             match writer.upsert(&e) {
@@ -286,10 +291,11 @@ fn handle(
             peers,
             transport,
             fit,
+            ci95,
         } => {
             for p in &peers {
                 if let Some(s) = entries.get_mut(&(p.clone(), transport.clone())) {
-                    attach_logfp(&mut s.entry, &fit);
+                    attach_logfp(&mut s.entry, &fit, &ci95);
                     if let Err(err) = writer.upsert(&s.entry) {
                         tracing::error!("cannot publish LogfP for {p}: {err}");
                     }
@@ -302,7 +308,7 @@ fn handle(
                 fit.o_min_ns,
                 fit.o_max_ns
             );
-            logfp.insert(transport, (peers, fit));
+            logfp.insert(transport, (peers, fit, ci95));
             true
         }
         Outcome::Confirmed {

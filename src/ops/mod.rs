@@ -81,6 +81,12 @@ pub enum OpsError {
         #[source]
         source: crate::sweep::SweepError,
     },
+    #[error("cannot pin to CPU {cpu}")]
+    Pin {
+        cpu: usize,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("`serve` answers real transports; {0} needs no server")]
     NoServer(Kind),
     #[error("cannot listen on {addr}")]

@@ -81,6 +81,8 @@ pub struct ProbeArgs {
     pub min_reps: Option<u32>,
     /// Write the result into this segment.
     pub publish: Option<String>,
+    /// Pin the probing thread to this CPU.
+    pub cpu: Option<usize>,
 }
 
 impl ProbeArgs {
@@ -157,6 +159,7 @@ fn sweep_config(a: &ProbeArgs) -> SweepConfig {
     }
     if let Some(r) = a.min_reps {
         sweep.min_reps = r.max(1);
+        sweep.large_min_reps = sweep.min_reps;
         sweep.max_reps = sweep.max_reps.max(sweep.min_reps);
     }
     sweep
@@ -176,10 +179,18 @@ pub fn probe(
     note: &mut dyn FnMut(Note),
 ) -> Result<Option<ProbeOutput>, OpsError> {
     a.check()?;
+    if let Some(cpu) = a.cpu {
+        probe::cpu::pin(cpu).map_err(|source| OpsError::Pin { cpu, source })?;
+    }
+    let base = ProbeOptions::for_kind(a.kind);
     let mut opts = ProbeOptions {
-        sweep: sweep_config(a),
+        sweep: SweepConfig {
+            traits: base.sweep.traits,
+            switches: base.sweep.switches,
+            ..sweep_config(a)
+        },
         resamples: a.resamples,
-        ..ProbeOptions::default()
+        ..base
     };
     let d = a.kind.descriptor();
     let measured = if d.mpirun {
@@ -195,11 +206,12 @@ pub fn probe(
         over_network(a, &mut opts, progress, note)?
     };
     let Measured {
-        result,
+        mut result,
         peer,
         clock_desc,
         exchange_raw,
     } = measured;
+    result.transport = Some(a.kind.name().to_string());
     let exchange = exchange_raw
         .as_ref()
         .and_then(|x| fit_exchange(x.ranks, &x.sizes));

@@ -72,9 +72,8 @@ pub struct FitArgs {
 /// The raw part of `ngctl probe --json --raw`.
 #[derive(serde::Deserialize)]
 struct SavedRaw {
-    sizes: Vec<crate::model::SizeSamples>,
-    #[serde(default)]
-    fanout: Vec<crate::model::FanoutSamples>,
+    #[serde(flatten)]
+    probe: probe::Raw,
     #[serde(default)]
     exchange: Option<ExchangeRaw>,
 }
@@ -82,6 +81,9 @@ struct SavedRaw {
 #[derive(serde::Deserialize)]
 struct SavedProbe {
     raw: Option<SavedRaw>,
+    /// The transport it ran over (older files: none, fitted as any).
+    #[serde(default)]
+    transport: Option<String>,
 }
 
 /// Re-fit a saved probe's raw samples with this version's estimator.
@@ -110,7 +112,7 @@ pub fn refit(
     let raw = saved
         .raw
         .ok_or_else(|| OpsError::NoRawSamples { file: file.clone() })?;
-    let n = raw.sizes.len();
+    let n = raw.probe.sizes.len();
     let nothing = |what| OpsError::NothingToFit {
         file: file.clone(),
         what,
@@ -118,10 +120,19 @@ pub fn refit(
     if n == 0 {
         return Err(nothing("no sizes"));
     }
-    if raw.sizes.iter().all(|s| s.prtt1_ns.is_empty()) {
+    if raw.probe.sizes.iter().all(|s| s.prtt1_ns.is_empty()) {
         return Err(nothing("every size has no round trips"));
     }
-    let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
+    let opts = match saved
+        .transport
+        .as_deref()
+        .map(str::parse::<crate::link::Kind>)
+    {
+        Some(Ok(kind)) => ProbeOptions::for_kind(kind),
+        _ => ProbeOptions::default(),
+    };
+    let mut result = probe::fit(raw.probe, &opts);
+    result.transport = saved.transport.clone();
     let exchange = raw
         .exchange
         .as_ref()
