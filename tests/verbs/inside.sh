@@ -110,7 +110,10 @@ if part errors; then
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7473 2>"$OUT/dead.serve.log" &
 SRV=$!
 sleep 1
-( sleep 4; kill -9 $SRV ) &
+# Killed as soon as the session starts: a sweep to 64 KiB takes only
+# seconds, and the probe must meet a dead peer, not finish first.
+( for _ in $(seq 400); do grep -q 'session with' "$OUT/dead.serve.log" 2>/dev/null && break; sleep 0.05; done
+  kill -9 $SRV ) &
 t0=$(date +%s)
 "$NGCTL" probe --transport rdma --device rxe0 --gid-index 1 --peer $IP:7473 \
     --max-size 65536 --timeout-ms 300 --resamples 0 >/dev/null 2>"$OUT/dead.err"
