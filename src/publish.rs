@@ -3,8 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use netgauge::{flags, EntryData, RangeData};
+use netgauge::{flags, EntryData, Estimate, RangeData, Reason, Scheme, Status, TransportExt};
 
+use crate::model::contention::{Conflict, ContentionFit, Est};
 use crate::model::exchange::ExchangeFit;
 use crate::model::LogfpFit;
 use crate::probe::ProbeResult;
@@ -149,4 +150,40 @@ pub fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
         .take(netgauge::layout::MAX_CURVE)
         .map(|p| (p.peers, p.o_ns, p.rtt_ns))
         .collect();
+}
+
+/// Write a conflict probe's fit into a transport's record (penalties per
+/// scheme and k with their intervals, β; γ_o and γ_i need conflicts with
+/// flows between other nodes, which a probe from one node does not run,
+/// so they are stated as not measured). The bisection part is left as it
+/// is.
+pub fn set_contention(t: &mut TransportExt, fit: &ContentionFit, measured_unix_ns: u64) {
+    let est = |e: &Est| Estimate::new(e.value, e.lo, e.hi);
+    for (scheme, conflict) in Scheme::ALL.iter().zip(Conflict::ALL) {
+        let rows: Vec<Estimate> = fit
+            .scheme(conflict)
+            .iter()
+            .take(netgauge::layout::MAX_K)
+            .map(|p| est(&p.penalty))
+            .collect();
+        let status = rows
+            .iter()
+            .map(|e| Status::of_nonnegative(e.value, e.lo, e.hi))
+            .find(|s| *s != Status::Identified)
+            .unwrap_or(if rows.is_empty() {
+                Status::NotIdentified(Reason::NotMeasured)
+            } else {
+                Status::Identified
+            });
+        // At most MAX_K rows: set_penalties cannot fail.
+        let _ = t.set_penalties(*scheme, &rows, status);
+    }
+    let b = est(&fit.beta);
+    let not_measured = (Estimate::NONE, Status::NotIdentified(Reason::NotMeasured));
+    t.set_sharing(
+        (b, Status::of_nonnegative(b.value, b.lo, b.hi)),
+        not_measured,
+        not_measured,
+    );
+    t.contention_unix_ns = measured_unix_ns;
 }

@@ -4,6 +4,10 @@
 //! clock, and the notes operations report as they run. Functions return
 //! strings; the binary prints them.
 
+mod contention;
+
+pub use contention::{contention, contention_table, transport_ext_json, transport_ext_text};
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -21,6 +21,9 @@ use netgauged::sweep::Progress;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
 
+#[path = "ngctl/contention.rs"]
+mod contention;
+
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
 struct Cli {
@@ -114,6 +117,8 @@ enum Cmd {
     Export(ExportFlags),
     /// Show every entry of the shared-memory segment.
     Dump(SegmentFlags),
+    /// Bandwidth sharing once: penalties of k flows out, in and both at once.
+    Contention(contention::ContentionFlags),
 }
 
 #[derive(clap::Args)]
@@ -387,6 +392,13 @@ fn run(cli: Cli) -> Result<()> {
             let json = f.json;
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, json)?);
+        }
+        Cmd::Contention(f) => {
+            let (json, raw) = f.json();
+            let (mut bar, mut note) = progress_bar(json);
+            let out = ops::contention(&f.args(clock)?, &mut bar, &mut note);
+            bar.0.finish_and_clear();
+            print!("{}", report::contention(&out?, json, raw)?);
         }
         Cmd::Export(f) => {
             let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });

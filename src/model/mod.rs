@@ -4,6 +4,7 @@
 //! Inputs are the raw samples the patterns collected (nanoseconds); outputs
 //! are LogGP/LogGPS/LogfP parameter sets with 95 % intervals.
 
+pub mod contention;
 pub mod exchange;
 pub mod fit;
 pub mod logfp;

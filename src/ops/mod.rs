@@ -5,13 +5,17 @@
 //! writes to stderr as it goes) are handed to the caller's callbacks as
 //! [`Note`]s.
 
+mod contention;
 mod probe;
 mod segment;
 mod serve;
 
+pub use crate::probe::contention::ContentionOptions;
+pub use contention::{contention, default_options, parse_schemes, ContentionArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
-    clock, dump, publish_result, refit, shm_path, status, DumpData, FitArgs, StatusData,
+    clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,
+    StatusData,
 };
 pub use serve::{serve, ServeArgs};
 

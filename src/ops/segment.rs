@@ -37,16 +37,7 @@ pub fn publish_result(
     exchange: Option<&ExchangeFit>,
 ) -> Result<Vec<(String, String)>, OpsError> {
     let entry = entry_from_probe(peer, transport, result);
-    let mut w = netgauge::SegmentWriter::create_or_open(
-        path,
-        PROBE_SEGMENT_ENTRIES,
-        &node_name(),
-        clock_desc,
-    )
-    .map_err(|source| OpsError::SegmentCreate {
-        path: path.into(),
-        source,
-    })?;
+    let mut w = writer(path, clock_desc)?;
     let publish = |source| OpsError::Publish {
         path: path.into(),
         source,
@@ -58,6 +49,32 @@ pub fn publish_result(
         done.push((peer.to_string(), x.transport));
     }
     Ok(done)
+}
+
+/// The segment at `path` for `ngctl`'s own results (created if missing).
+fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
+    netgauge::SegmentWriter::create_or_open(path, PROBE_SEGMENT_ENTRIES, &node_name(), clock_desc)
+        .map_err(|source| OpsError::SegmentCreate {
+            path: path.into(),
+            source,
+        })
+}
+
+/// Write a conflict probe's penalties and β into the record of `transport`
+/// in the segment at `path` (its bisection part kept).
+pub fn publish_contention(
+    path: &str,
+    transport: &str,
+    fit: &crate::model::contention::ContentionFit,
+) -> Result<(), OpsError> {
+    let mut w = writer(path, "ngctl contention")?;
+    let mut t = w.transport_ext(transport).copied().unwrap_or_default();
+    crate::publish::set_contention(&mut t, fit, unix_now_ns());
+    w.set_transport_ext(transport, &t)
+        .map_err(|source| OpsError::Publish {
+            path: path.into(),
+            source,
+        })
 }
 
 /// What `ngctl fit` is asked to do.

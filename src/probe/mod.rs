@@ -9,6 +9,7 @@ use crate::model::{self, FanoutSamples, Interval, LogGpFit, LogfpFit, SizeSample
 use crate::sweep::{self, Progress, SweepConfig, SweepError};
 use crate::transport::{PeerId, Transport};
 
+pub mod contention;
 #[cfg(feature = "mpi")]
 pub mod ranks;
 

@@ -1,0 +1,89 @@
+//! `ngctl contention`'s flags (kept beside ngctl.rs so the binary's main
+//! file stays clap definitions and dispatch).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use netgauged::clock::ClockChoice;
+use netgauged::ops::{self, ContentionArgs};
+use netgauged::transport::Kind;
+
+use super::{kind_parser, VerbsFlags};
+
+#[derive(Args)]
+pub struct ContentionFlags {
+    #[arg(long, value_parser = kind_parser())]
+    transport: Kind,
+    /// The `ngctl serve` responders, comma-separated HOST:PORT (udp, rdma, msg).
+    #[arg(long)]
+    peer: Option<String>,
+    /// sim: the ground truth, e.g. L=2000,o=300,g=500,G=0.5
+    #[arg(long)]
+    model: Option<String>,
+    /// sim: peers simulated.
+    #[arg(long, default_value_t = 4)]
+    peers: usize,
+    /// Message size of every flow.
+    #[arg(long, default_value_t = 64 * 1024)]
+    size: usize,
+    /// Messages per flow of a burst round.
+    #[arg(long, default_value_t = 16)]
+    burst: u32,
+    /// Repetitions of every (scheme, k).
+    #[arg(long, default_value_t = 12)]
+    rounds: usize,
+    /// Largest k (default: as many as the peers allow, at most 8).
+    #[arg(long, default_value_t = 8)]
+    max_k: usize,
+    /// Schemes, any of outgoing,incoming,mixed.
+    #[arg(long, default_value = "outgoing,incoming,mixed")]
+    schemes: String,
+    /// Least wait for a round, in ms.
+    #[arg(long, default_value_t = 1000)]
+    timeout_ms: u64,
+    #[arg(long, default_value_t = 200)]
+    resamples: usize,
+    #[arg(long)]
+    json: bool,
+    /// Include every round's flow times in the JSON.
+    #[arg(long)]
+    raw: bool,
+    /// Write the penalties and β into the shared-memory segment.
+    #[arg(long)]
+    publish: bool,
+    #[arg(long)]
+    shm: Option<String>,
+    #[command(flatten)]
+    verbs: VerbsFlags,
+}
+
+impl ContentionFlags {
+    pub fn json(&self) -> (bool, bool) {
+        (self.json, self.raw)
+    }
+
+    pub fn args(self, clock: ClockChoice) -> Result<ContentionArgs> {
+        let f = self;
+        let options = ops::ContentionOptions {
+            size_bytes: f.size,
+            burst: f.burst,
+            rounds: f.rounds,
+            max_k: f.max_k,
+            schemes: ops::parse_schemes(&f.schemes)?,
+            timeout: Duration::from_millis(f.timeout_ms),
+            resamples: f.resamples,
+            ..ops::default_options()
+        };
+        Ok(ContentionArgs {
+            kind: f.transport,
+            clock,
+            peers: f.peer,
+            model: f.model,
+            sim_peers: f.peers,
+            options,
+            verbs: f.verbs.into(),
+            publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())),
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! What `ngctl` shows of contention: the conflict probe's penalties and β
+//! (`ngctl contention`), and a transport's record in the segment (penalties,
+//! sharing fit, bisection) for `ngctl dump`.
+
+use std::fmt::Write as _;
+
+use netgauge::{Scheme, Status, TransportExt, TransportField};
+use serde_json::{json, Value};
+
+use super::{fmt_ns, pretty};
+use crate::model::contention::{ContentionFit, Est, Penalty};
+use crate::probe::contention::ContentionResult;
+
+fn est(e: &Est) -> String {
+    if e.lo.is_finite() && e.hi.is_finite() {
+        format!("{:.3} [{:.3}, {:.3}]", e.value, e.lo, e.hi)
+    } else {
+        format!("{:.3}", e.value)
+    }
+}
+
+fn penalty_rows(s: &mut String, name: &str, rows: &[Penalty]) {
+    for p in rows {
+        let split = match (&p.out, &p.inc) {
+            (Some(o), Some(i)) => format!("  (out {:.3}, in {:.3})", o.value, i.value),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {name:<9} {:>2}  {:<24} {:>8.3}  {:>11}  {:>4}{split}",
+            p.k,
+            est(&p.penalty),
+            p.slowest.value,
+            fmt_ns(p.gap_ns),
+            p.rounds
+        );
+    }
+}
+
+/// The table of a conflict fit.
+pub fn contention_table(f: &ContentionFit) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<9} {:>2}  {:<24} {:>8}  {:>11}  {:>4}",
+        "scheme", "k", "penalty [95 %]", "slowest", "gap/message", "rounds"
+    );
+    penalty_rows(&mut s, "outgoing", &f.outgoing);
+    penalty_rows(&mut s, "incoming", &f.incoming);
+    penalty_rows(&mut s, "mixed", &f.mixed);
+    let _ = writeln!(
+        s,
+        "  β = {} from the outgoing penalties (incoming slope {:.3}); model error E_abs {:.1} %",
+        est(&f.beta),
+        f.beta_in.value,
+        f.e_abs_pct
+    );
+    let _ = writeln!(
+        s,
+        "  γ_o, γ_i: not measured (they need flows between other nodes)"
+    );
+    s
+}
+
+/// `ngctl contention`.
+pub fn contention(
+    r: &ContentionResult,
+    json: bool,
+    raw: bool,
+) -> Result<String, serde_json::Error> {
+    if json {
+        let mut v = json!({
+            "fit": r.fit,
+            "probe_bytes": r.probe_bytes,
+            "elapsed_ns": r.elapsed_ns,
+            "lost_rounds": r.raw.lost_rounds,
+            "peers": r.raw.peers,
+        });
+        if raw {
+            v["raw"] = serde_json::to_value(&r.raw)?;
+        }
+        return pretty(&v);
+    }
+    let mut s = format!(
+        "conflict probe over {} peers: {} B messages, {} lost rounds, {} of probes in {}\n",
+        r.raw.peers,
+        r.fit.size_bytes,
+        r.raw.lost_rounds,
+        super::fmt_bytes(r.probe_bytes as f64),
+        fmt_ns(r.elapsed_ns)
+    );
+    s.push_str(&contention_table(&r.fit));
+    Ok(s)
+}
+
+fn status_name(t: &TransportExt, f: TransportField) -> &'static str {
+    t.status(f).name()
+}
+
+/// A transport's record as JSON (for `ngctl dump --json`).
+pub fn transport_ext_json(name: &str, t: &TransportExt) -> Value {
+    let e = |x: &netgauge::Estimate| json!({"value": finite(x.value), "lo": finite(x.lo), "hi": finite(x.hi)});
+    let mut penalties = serde_json::Map::new();
+    for s in Scheme::ALL {
+        penalties.insert(
+            s.name().into(),
+            json!({
+                "status": status_name(t, TransportField::penalty(s)),
+                "k": t.penalties(s).iter().map(e).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    let sharing = t.sharing().map(|[b, go, gi]| {
+        json!({
+            "beta": e(&b), "beta_status": status_name(t, TransportField::Beta),
+            "gamma_o": e(&go), "gamma_o_status": status_name(t, TransportField::GammaO),
+            "gamma_i": e(&gi), "gamma_i_status": status_name(t, TransportField::GammaI),
+        })
+    });
+    let bisection = t.bisection().map(|b| {
+        json!({
+            "status": status_name(t, TransportField::Bisection),
+            "min_bytes_per_s": b.min_bytes_per_s,
+            "median_bytes_per_s": b.median_bytes_per_s,
+            "mean_bytes_per_s": b.mean_bytes_per_s,
+            "max_bytes_per_s": b.max_bytes_per_s,
+            "nodes": b.nodes,
+            "rounds": b.rounds,
+            "msg_bytes": b.msg_bytes,
+            "measured_unix_ns": b.measured_unix_ns,
+        })
+    });
+    json!({
+        "transport": name,
+        "contention_unix_ns": t.contention_unix_ns,
+        "penalties": penalties,
+        "sharing": sharing,
+        "bisection": bisection,
+    })
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// A transport's record as `ngctl dump` shows it.
+pub fn transport_ext_text(name: &str, t: &TransportExt, now_unix_ns: u64) -> String {
+    let mut s = String::new();
+    if t.present & netgauge::ext::TX_PENALTIES != 0 {
+        let age = now_unix_ns.saturating_sub(t.contention_unix_ns) as f64 / 1e9;
+        let _ = writeln!(s, "\n{name}: bandwidth sharing, measured {age:.1} s ago");
+        for sc in Scheme::ALL {
+            let ps = t.penalties(sc);
+            if ps.is_empty() {
+                continue;
+            }
+            let row: Vec<String> = ps
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("k={} {:.2}", i + 1, p.value))
+                .collect();
+            let st = t.status(TransportField::penalty(sc));
+            let _ = writeln!(
+                s,
+                "  {:<9} {}{}",
+                sc.name(),
+                row.join("  "),
+                if st == Status::Identified {
+                    String::new()
+                } else {
+                    format!("  ({})", st.name())
+                }
+            );
+        }
+    }
+    if let Some([b, _, _]) = t.sharing() {
+        let _ = writeln!(
+            s,
+            "  β {:.3} [{:.3}, {:.3}] ({}); γ_o {}, γ_i {}",
+            b.value,
+            b.lo,
+            b.hi,
+            status_name(t, TransportField::Beta),
+            status_name(t, TransportField::GammaO),
+            status_name(t, TransportField::GammaI)
+        );
+    }
+    if let Some(b) = t.bisection() {
+        let _ = writeln!(
+            s,
+            "\n{name}: effective bisection bandwidth over {} nodes, {} matchings, {} B messages ({})\n  per pair: min {}/s  median {}/s  mean {}/s  max {}/s",
+            b.nodes,
+            b.rounds,
+            b.msg_bytes,
+            status_name(t, TransportField::Bisection),
+            super::fmt_bytes(b.min_bytes_per_s),
+            super::fmt_bytes(b.median_bytes_per_s),
+            super::fmt_bytes(b.mean_bytes_per_s),
+            super::fmt_bytes(b.max_bytes_per_s),
+        );
+    }
+    s
+}
