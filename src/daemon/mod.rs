@@ -21,6 +21,7 @@
 
 mod admission;
 pub mod config;
+mod contention;
 mod control;
 mod job;
 mod probe_thread;
@@ -42,7 +43,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::clock::HostClock;
-use crate::control::{ControlServer, ServerConfig};
+use crate::control::{self as control_plane, ControlServer, ServerConfig};
 use crate::link::{Kind, OpenError};
 use admission::Activity;
 use config::Config;
@@ -115,6 +116,24 @@ struct Shared {
     shutdown: Arc<AtomicBool>,
     /// The verbs responder, when this node's `[verbs]` device opened.
     verbs: OnceLock<verbs::Serving>,
+    /// The quiet hook (see `Shared::quiet`).
+    quiet: AtomicBool,
+    /// What flow sessions of others may still carry through this node.
+    flow_budget: Mutex<contention::FlowBudget>,
+    /// Flow bytes consented and not yet charged to the scheduler.
+    flow_bytes: AtomicU64,
+    /// What the control plane needs to carry out an operator's stream
+    /// order and publish a bisection result (set once at start).
+    operator: OnceLock<Operator>,
+}
+
+/// What a stream order runs with, as a probe job does.
+struct Operator {
+    cfg: Config,
+    cc: crate::control::ConnConfig,
+    clock: HostClock,
+    verbs: Option<Arc<verbs::Node>>,
+    outcomes: crossbeam_channel::Sender<Outcome>,
 }
 
 /// Run until `shutdown` is set (SIGTERM/SIGINT). Returns after a clean stop.
@@ -147,6 +166,21 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         budget_bytes_per_s: cfg.budget_bytes_per_s,
         shutdown: shutdown.clone(),
         verbs: OnceLock::new(),
+        quiet: AtomicBool::new(false),
+        flow_budget: Mutex::new(contention::FlowBudget::new(
+            cfg.budget_bytes_per_s,
+            Instant::now(),
+        )),
+        flow_bytes: AtomicU64::new(0),
+        operator: OnceLock::new(),
+    });
+    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
+    let _ = shared.operator.set(Operator {
+        cfg: cfg.clone(),
+        cc: crate::control::ConnConfig::new(&node, key.clone()),
+        clock,
+        verbs: verbs_node.clone(),
+        outcomes: tx.clone(),
     });
 
     // The verbs responder: one rdma or msg session at a time.
@@ -181,7 +215,11 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
-    scfg.allowed_peers = Some(cfg.peers.iter().map(|p| p.name.clone()).collect());
+    // The peers, and the operators' tools on this node and on the peers
+    // (`ngctl ebb` orders streams and hands results to publish).
+    let names = cfg.peers.iter().map(|p| p.name.as_str());
+    let operators = names.clone().chain([node.as_str()]).map(control_plane::operator_name);
+    scfg.allowed_peers = Some(names.map(str::to_string).chain(operators).collect());
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.
     scfg.idle = SESSION_TTL;
@@ -194,7 +232,6 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         })?;
 
     // The probe thread.
-    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
     let known: Vec<bool> = targets
         .iter()
         .map(|t| entries.contains_key(&(cfg.peers[t.peer].name.clone(), t.kind.name().to_string())))

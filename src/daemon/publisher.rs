@@ -14,8 +14,10 @@ use super::config::Config;
 use super::status::{self, StatusFile};
 use super::{state, DaemonError, Shared};
 use crate::control::ControlServer;
+use crate::control::BisectionReport;
+use crate::model::contention::ContentionFit;
 use crate::model::LogfpFit;
-use crate::publish::attach_logfp;
+use crate::publish::{attach_logfp, set_bisection, set_contention};
 
 /// What the probe thread hands the publisher.
 pub(super) enum Outcome {
@@ -29,6 +31,13 @@ pub(super) enum Outcome {
         transport: String,
         fit: LogfpFit,
     },
+    /// A conflict probe's penalties and sharing fit for a transport.
+    Contention {
+        transport: String,
+        fit: Box<ContentionFit>,
+    },
+    /// An effective bisection bandwidth this node's operator measured.
+    Bisection(BisectionReport),
 }
 
 /// The published entries, by (peer, transport).
@@ -142,6 +151,15 @@ pub(super) fn publish_loop(
                 logfp.insert(transport, (peers, fit));
                 dirty = true;
             }
+            Ok(Outcome::Contention { transport, fit }) => {
+                publish_transport(writer, &transport, |t| {
+                    set_contention(t, &fit, crate::publish::unix_now_ns())
+                });
+            }
+            Ok(Outcome::Bisection(b)) => {
+                let transport = b.transport.name();
+                publish_transport(writer, transport, |t| set_bisection(t, &b));
+            }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         }
@@ -157,6 +175,19 @@ pub(super) fn publish_loop(
             expire_session(shared);
             write_status(cfg, shared, server);
         }
+    }
+}
+
+/// Change the record of `transport` (kept as it was otherwise) and publish.
+fn publish_transport(
+    writer: &mut SegmentWriter,
+    transport: &str,
+    change: impl FnOnce(&mut netgauge::TransportExt),
+) {
+    let mut t = writer.transport_ext(transport).copied().unwrap_or_default();
+    change(&mut t);
+    if let Err(e) = writer.set_transport_ext(transport, &t) {
+        tracing::error!("cannot publish the {transport} record: {e}");
     }
 }
 

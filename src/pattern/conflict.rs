@@ -25,8 +25,10 @@ use crate::clock::Clock;
 use crate::transport::{Meta, PeerId, Transport, TransportError};
 
 /// The flows of one conflict round: peers this node sends to, and peers
-/// that send to it. The two sets must be disjoint (a mirror server serves
-/// one stream at a time); every peer at most once.
+/// that send to it; every peer at most once per set. A peer in both sets
+/// streams both ways (its mirror server sends its reverse burst, then
+/// answers the burst it received meanwhile: its first n messages end the
+/// incoming flow, the next one the outgoing flow).
 #[derive(Clone, Copy, Debug)]
 pub struct Flows<'a> {
     pub out: &'a [PeerId],
@@ -42,17 +44,26 @@ impl Flows<'_> {
         self.len() == 0
     }
 
-    /// The flow index of `peer`: its place among `out`, then `inc`.
-    fn index(&self, peer: PeerId) -> Option<usize> {
-        self.out.iter().chain(self.inc).position(|&p| p == peer)
+    /// The open flow a message from `peer` belongs to (its index: out
+    /// flows first, then in flows): the peer's incoming flow while it has
+    /// messages to come, else its outgoing one.
+    fn flow_of(&self, peer: PeerId, left: &[u32]) -> Option<usize> {
+        let o = self.out.len();
+        let inc = self.inc.iter().position(|&p| p == peer).map(|i| o + i);
+        let out = self.out.iter().position(|&p| p == peer);
+        inc.filter(|&i| left[i] > 0)
+            .or(out.filter(|&i| left[i] > 0))
     }
 
-    /// Whether every peer appears once.
-    pub fn distinct(&self) -> bool {
-        let all = || self.out.iter().chain(self.inc);
-        all()
-            .enumerate()
-            .all(|(i, p)| all().skip(i + 1).all(|q| q != p))
+    /// Whether no peer appears twice in one set.
+    pub fn valid(&self) -> bool {
+        let once = |v: &[PeerId]| v.iter().enumerate().all(|(i, p)| !v[i + 1..].contains(p));
+        once(self.out) && once(self.inc)
+    }
+
+    /// Whether the two sets share no peer.
+    pub fn disjoint(&self) -> bool {
+        self.out.iter().all(|p| !self.inc.contains(p))
     }
 }
 
@@ -83,7 +94,7 @@ pub fn conflict_round<T: Transport, C: Clock>(
     let start = clock.now();
     let limit_ticks = clock.from_ns(timeout.as_nanos() as f64);
     let mut note = |r: crate::transport::Received, open: &mut usize| {
-        if let Some(i) = flows.index(r.peer).filter(|&i| left[i] > 0) {
+        if let Some(i) = flows.flow_of(r.peer, left) {
             left[i] -= 1;
             if left[i] == 0 {
                 times_ns[i] = clock.to_ns(clock.now().wrapping_sub(start));
@@ -144,16 +155,30 @@ mod tests {
             inc: &[1],
         };
         assert_eq!(f.len(), 3);
-        assert_eq!(
-            (f.index(2), f.index(0), f.index(1), f.index(3)),
-            (Some(0), Some(1), Some(2), None)
-        );
-        assert!(f.distinct());
-        assert!(!Flows {
-            out: &[1],
-            inc: &[1]
-        }
-        .distinct());
+        let left = [1, 1, 2];
+        let at = |p| f.flow_of(p, &left);
+        assert_eq!((at(2), at(0), at(1), at(3)), (Some(0), Some(1), Some(2), None));
+        assert!(f.valid() && f.disjoint());
+        let both = Flows { out: &[1], inc: &[1] };
+        assert!(both.valid() && !both.disjoint());
+        assert_eq!(both.flow_of(1, &[1, 2]), Some(1));
+        assert_eq!(both.flow_of(1, &[1, 0]), Some(0));
+        assert_eq!(both.flow_of(1, &[0, 0]), None);
+        assert!(!Flows { out: &[1, 1], inc: &[] }.valid());
+    }
+
+    /// One peer both ways: its reverse burst ends the incoming flow, the
+    /// answer to this node's burst (sent after it) the outgoing one.
+    #[test]
+    fn one_peer_streams_both_ways() {
+        let (mut t, clock) = sim("L=1000,o=100,g=200,G=1", 1);
+        let (mut times, mut left) = ([0.0; 2], [0; 2]);
+        let f = Flows { out: &[0], inc: &[0] };
+        let to = Duration::from_secs(1);
+        conflict_round(&mut t, &clock, f, 4, 5000, to, &mut times, &mut left).unwrap();
+        assert!(times[0].is_finite() && times[1].is_finite());
+        assert!(times[0] > times[1], "{times:?}");
+        assert_eq!(t.counters().recv_messages, 5);
     }
 
     /// In the simulator the client's NIC is shared by every flow out: k

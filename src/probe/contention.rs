@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::model::contention::{
-    fit_contention, Conflict, ConflictCell, ContentionFit, ContentionRaw,
+    class_gap, fit_contention, Conflict, ConflictCell, ContentionFit, ContentionRaw,
 };
 use crate::pattern::conflict::{conflict_round, Flows};
 use crate::pattern::prtt::drain;
@@ -271,6 +271,93 @@ pub fn run<T: Transport, C: Clock>(
     })
 }
 
+/// One pair's stream over a time window, as a bisection round runs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamMeasure {
+    /// Payload bandwidth to the peer and from it (NaN when not streamed).
+    pub out_bytes_per_s: f64,
+    pub in_bytes_per_s: f64,
+    /// Burst rounds completed in the window.
+    pub rounds: u32,
+    /// Payload bytes sent and received.
+    pub bytes: u64,
+}
+
+/// Stream to peer 0 (and, `bidirectional`, from it at the same time) until
+/// `until` or until `max_bytes` have moved: burst rounds of `n` messages
+/// and single rounds alternate, and each direction's bandwidth is the
+/// message size over its gap (`model::contention::class_gap`), the PRTT
+/// method's per-message time with the round trips' cost cancelled. No
+/// round starts after `until`; each is waited for at most `timeout`.
+#[allow(clippy::too_many_arguments)]
+pub fn stream<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    bidirectional: bool,
+    n: u32,
+    size_bytes: usize,
+    until: std::time::Instant,
+    max_bytes: u64,
+    timeout: Duration,
+) -> Result<StreamMeasure, SweepError> {
+    let n = n.max(2);
+    let scheme = if bidirectional {
+        Conflict::Mixed
+    } else {
+        Conflict::Outgoing
+    };
+    let inc: &[PeerId] = if bidirectional { &[0] } else { &[] };
+    let flows = Flows { out: &[0], inc };
+    let mut cell = ConflictCell::new(scheme, 1, n, size_bytes as u64, 64);
+    let (mut times, mut left) = ([0.0; 2], [0u32; 2]);
+    let before = transport.counters();
+    let moved = |t: &T| {
+        let c = t.counters();
+        (c.sent_bytes - before.sent_bytes) + (c.recv_bytes - before.recv_bytes)
+    };
+    let mut rounds = 0;
+    let mut lost = 0;
+    while std::time::Instant::now() < until && moved(transport) < max_bytes {
+        for msgs in [n, 1] {
+            match conflict_round(transport, clock, flows, msgs, size_bytes, timeout, &mut times, &mut left) {
+                Ok(()) => {
+                    let into = if msgs == n {
+                        rounds += 1;
+                        &mut cell.burst_ns
+                    } else {
+                        &mut cell.single_ns
+                    };
+                    into.extend_from_slice(&times[..flows.len()]);
+                }
+                Err(TransportError::Timeout(_)) => {
+                    lost += 1;
+                    if lost >= LOSS_LIMIT {
+                        return Err(SweepError::PeerLost {
+                            size_bytes: size_bytes as u64,
+                            losses: lost,
+                            last: TransportError::Timeout(timeout),
+                        });
+                    }
+                    drain(transport, (timeout / 4).min(Duration::from_secs(1)));
+                }
+                Err(source) => {
+                    return Err(SweepError::Transport {
+                        size_bytes: size_bytes as u64,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+    let bw = |out: bool| size_bytes as f64 / (class_gap(&cell, out) * 1e-9);
+    Ok(StreamMeasure {
+        out_bytes_per_s: bw(true),
+        in_bytes_per_s: if bidirectional { bw(false) } else { f64::NAN },
+        rounds,
+        bytes: moved(transport),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,11 +373,13 @@ mod tests {
         let p = plan(5, &o);
         // Warm-up: 3 schemes; then per rep 5 + 5 + 2 rounds.
         assert_eq!(p.len(), 3 + 3 * 12);
-        assert!(p.iter().all(|r| Flows {
-            out: &r.out,
-            inc: &r.inc
-        }
-        .distinct()));
+        assert!(p.iter().all(|r| {
+            let f = Flows {
+                out: &r.out,
+                inc: &r.inc,
+            };
+            f.valid() && f.disjoint()
+        }));
         let refs: Vec<&PlannedRound> = p
             .iter()
             .filter(|r| !r.warmup && r.k == 1 && r.scheme == Conflict::Outgoing)
@@ -349,6 +438,23 @@ mod tests {
         assert_eq!(r.fit.mixed.len(), 2);
         assert!((r.fit.beta.value - 1.0).abs() < 0.01);
         assert!(r.probe_bytes > 0);
+    }
+
+    /// In the simulator a stream runs in virtual time: the window is never
+    /// reached, the byte limit ends it; the bandwidth is 1/G for large
+    /// messages.
+    #[test]
+    fn a_stream_ends_at_its_byte_limit() {
+        let clock = VirtualClock::new();
+        let mut t = SimTransport::new("L=2000,o=300,g=500,G=1".parse().unwrap(), clock.clone(), 1);
+        let until = std::time::Instant::now() + Duration::from_secs(3600);
+        let to = Duration::from_secs(1);
+        let m = stream(&mut t, &clock, true, 8, 100_000, until, 20_000_000, to).unwrap();
+        assert!(m.bytes >= 20_000_000 && m.rounds >= 8, "{m:?}");
+        // 1 ns per byte: 1 GB/s, less the gap g per message.
+        let want = 1e9 * 100_000.0 / (100_000.0 - 1.0 + 500.0);
+        assert!((m.out_bytes_per_s / want - 1.0).abs() < 0.01, "{m:?}");
+        assert!((m.in_bytes_per_s / want - 1.0).abs() < 0.01, "{m:?}");
     }
 
     #[test]
