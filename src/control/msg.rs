@@ -568,12 +568,30 @@ mod tests {
             }
         }
         let bad = [
-            StreamOrder { partner: String::new(), ..order() },
-            StreamOrder { duration_ns: 0, ..order() },
-            StreamOrder { duration_ns: MAX_STREAM_NS + 1, ..order() },
-            StreamOrder { size_bytes: 0, ..order() },
-            StreamOrder { burst: 1, ..order() },
-            StreamOrder { max_bytes: 10, ..order() },
+            StreamOrder {
+                partner: String::new(),
+                ..order()
+            },
+            StreamOrder {
+                duration_ns: 0,
+                ..order()
+            },
+            StreamOrder {
+                duration_ns: MAX_STREAM_NS + 1,
+                ..order()
+            },
+            StreamOrder {
+                size_bytes: 0,
+                ..order()
+            },
+            StreamOrder {
+                burst: 1,
+                ..order()
+            },
+            StreamOrder {
+                max_bytes: 10,
+                ..order()
+            },
         ];
         for o in bad {
             assert!(Msg::StreamOrder(o.clone()).validate().is_err(), "{o:?}");
@@ -607,7 +625,8 @@ mod tests {
         assert_eq!(tag(&Msg::StreamOrder(order())), 10);
         let plan = |p: &SizePlan| u32::from_le_bytes(encode(p).unwrap()[..4].try_into().unwrap());
         assert_eq!(plan(&SizePlan::Flow { bytes: 1 }), 2);
-        let reason = |r: &RejectReason| u32::from_le_bytes(encode(r).unwrap()[..4].try_into().unwrap());
+        let reason =
+            |r: &RejectReason| u32::from_le_bytes(encode(r).unwrap()[..4].try_into().unwrap());
         assert_eq!(reason(&RejectReason::Quiet), 4);
     }
 

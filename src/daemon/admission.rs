@@ -10,9 +10,7 @@ use std::time::Instant;
 
 use super::job::JobError;
 use super::{Shared, SESSION_TTL};
-use crate::control::{
-    ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason, SizePlan,
-};
+use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason, SizePlan};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::Kind;
 

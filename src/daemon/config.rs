@@ -338,8 +338,21 @@ mod tests {
         let c: Config =
             toml::from_str(&format!("{base}[contention]\ninterval_s = 0\nrounds = 4\n")).unwrap();
         c.validate().unwrap();
-        assert_eq!((c.contention.interval_s, c.contention.rounds, c.contention.burst), (0.0, 4, 16));
-        for bad in ["interval_s = -1", "burst = 1", "max_k = 9", "rounds = 0", "size_bytes = 0"] {
+        assert_eq!(
+            (
+                c.contention.interval_s,
+                c.contention.rounds,
+                c.contention.burst
+            ),
+            (0.0, 4, 16)
+        );
+        for bad in [
+            "interval_s = -1",
+            "burst = 1",
+            "max_k = 9",
+            "rounds = 0",
+            "size_bytes = 0",
+        ] {
             let c: Config = toml::from_str(&format!("{base}[contention]\n{bad}\n")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }

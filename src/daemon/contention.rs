@@ -30,6 +30,8 @@ pub(super) const FLOW_WINDOW_S: f64 = 600.0;
 /// Lost rounds are repeated: a session may carry this much more than the
 /// plan says.
 const LOSS_ALLOWANCE: f64 = 1.25;
+/// A stream order whose driver or partner is busy tries again this often.
+const BUSY_RETRY: Duration = Duration::from_millis(100);
 /// A stream order must start within this long of its arrival.
 const MAX_LEAD: Duration = Duration::from_secs(60);
 
@@ -214,7 +216,11 @@ fn run_order(
     if o.start_unix_ns <= now_unix || start_in > MAX_LEAD {
         return Err(format!(
             "the window starts {} (must be in the next {MAX_LEAD:?})",
-            if o.start_unix_ns <= now_unix { "in the past" } else { "too late" }
+            if o.start_unix_ns <= now_unix {
+                "in the past"
+            } else {
+                "too late"
+            }
         ));
     }
     let peer = ctx
@@ -224,12 +230,26 @@ fn run_order(
         .position(|p| p.name == o.partner)
         .ok_or_else(|| format!("{} is not a configured peer", o.partner))?;
     let size = usize::try_from(o.size_bytes).map_err(|_| "message too large".to_string())?;
-    ctx.shared.consent_flow(o.max_bytes).map_err(|why| format!("refused: {why:?}"))?;
+    ctx.shared
+        .consent_flow(o.max_bytes)
+        .map_err(|why| format!("refused: {why:?}"))?;
     let start = Instant::now() + start_in;
     let until = start + Duration::from_nanos(o.duration_ns);
     let plan = |_| SizePlan::Flow { bytes: o.max_bytes };
-    let (_claim, mut sessions, mut links) =
-        open_sessions(ctx, o.transport, &[peer], plan).map_err(|e| e.to_string())?;
+    // This node or the partner may be busy with a probe session of its
+    // own: try again until the window starts.
+    let (_claim, mut sessions, mut links) = loop {
+        match open_sessions(ctx, o.transport, &[peer], plan) {
+            Ok(x) => break x,
+            Err(e @ (JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_))) => {
+                if Instant::now() + BUSY_RETRY >= start {
+                    return Err(format!("{e} until the window started"));
+                }
+                std::thread::sleep(BUSY_RETRY);
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
     let link = links.first_mut().ok_or("no link")?;
     let timeout = Duration::from_secs(5).max(Duration::from_nanos(o.duration_ns) / 2);
     let m = keep_alive(&mut sessions, || {

@@ -218,7 +218,10 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     // The peers, and the operators' tools on this node and on the peers
     // (`ngctl ebb` orders streams and hands results to publish).
     let names = cfg.peers.iter().map(|p| p.name.as_str());
-    let operators = names.clone().chain([node.as_str()]).map(control_plane::operator_name);
+    let operators = names
+        .clone()
+        .chain([node.as_str()])
+        .map(control_plane::operator_name);
     scfg.allowed_peers = Some(names.map(str::to_string).chain(operators).collect());
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.

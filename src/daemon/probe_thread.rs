@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::config::Config;
+use super::contention::{contention_job, pick_peers};
 use super::job::{fanout_job, fanout_sets, run_job, JobCtx, JobError, JobResult, Target};
 use super::publisher::Outcome;
 use super::sched::{Job, PeerPhase, Scheduler};
@@ -83,6 +84,9 @@ pub(super) fn probe_loop(
     let mut published: HashMap<(usize, Kind), probe::ProbeResult> = HashMap::new();
     let mut errors: Vec<Option<String>> = vec![None; targets.len()];
     let mut next_fanout_s = 0.0;
+    // The first conflict probe after one interval: the pair sweeps and the
+    // fan-out come first.
+    let mut next_contention_s = cfg.contention.interval_s;
     let ctx = JobCtx {
         cfg,
         cc: &cc,
@@ -98,6 +102,8 @@ pub(super) fn probe_loop(
             }
         }
         publish_status(cfg, shared, targets, &sched, &errors, now_s());
+        // Others' flow sessions through this node are paid from its budget.
+        sched.charge(shared.take_flow_bytes(), now_s());
         // LogfP over the known peers, now and then, once every target has
         // been tried.
         let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
@@ -128,6 +134,20 @@ pub(super) fn probe_loop(
                         break;
                     }
                     Err(e) => tracing::warn!("LogfP fan-out over {kind} failed: {e}"),
+                }
+            }
+            continue;
+        }
+        if cfg.contention.interval_s > 0.0
+            && now_s() >= next_contention_s
+            && !phases.contains(&PeerPhase::New)
+            && sched.solvent(now_s())
+        {
+            next_contention_s = now_s() + cfg.contention.interval_s;
+            for (kind, peers) in fanout_sets(cfg, targets, &phases) {
+                if run_contention(&ctx, kind, pick_peers(peers), &mut sched, tx, now_s) {
+                    next_contention_s = soon(now_s());
+                    break;
                 }
             }
             continue;
@@ -200,6 +220,50 @@ pub(super) fn probe_loop(
                     transport: target.kind.name().into(),
                 });
             }
+        }
+    }
+}
+
+/// One conflict probe over `kind` with `peers`, published and charged.
+/// True when it should be retried soon (a peer or this node was busy).
+fn run_contention(
+    ctx: &JobCtx<'_>,
+    kind: Kind,
+    peers: Vec<usize>,
+    sched: &mut Scheduler,
+    tx: &Sender<Outcome>,
+    now_s: impl Fn() -> f64,
+) -> bool {
+    if ctx.shared.quiet() {
+        tracing::debug!("no conflict probe over {kind}: this node is quiet");
+        return false;
+    }
+    match contention_job(ctx, kind, &peers) {
+        Ok(r) => {
+            sched.charge(r.probe_bytes, now_s());
+            ctx.shared
+                .spent_bytes
+                .store(sched.spent_bytes, Ordering::Relaxed);
+            tracing::info!(
+                "conflict probe over {kind} with {} peers: beta {:.2} ({} B in {:.1} s)",
+                peers.len(),
+                r.fit.beta.value,
+                r.probe_bytes,
+                r.elapsed_ns * 1e-9
+            );
+            let _ = tx.send(Outcome::Contention {
+                transport: kind.name().to_string(),
+                fit: Box::new(r.fit),
+            });
+            false
+        }
+        Err(e) if busy(&e) || matches!(e, JobError::Refused(_, RejectReason::Quiet)) => {
+            tracing::debug!("conflict probe over {kind}: {e}; later");
+            true
+        }
+        Err(e) => {
+            tracing::warn!("conflict probe over {kind} failed: {e}");
+            false
         }
     }
 }

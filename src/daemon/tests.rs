@@ -103,7 +103,41 @@ fn shared(node: &str) -> Shared {
         budget_bytes_per_s: 0,
         shutdown: Arc::new(AtomicBool::new(false)),
         verbs: OnceLock::new(),
+        quiet: AtomicBool::new(false),
+        flow_budget: Mutex::new(super::contention::FlowBudget::new(1000, Instant::now())),
+        flow_bytes: AtomicU64::new(0),
+        operator: OnceLock::new(),
     }
+}
+
+/// A flow session of someone's conflict probe or bisection round: refused
+/// while quiet and beyond the flow budget (1000 B/s here: 600 000 B held),
+/// its bytes counted for this node's scheduler when consented.
+#[test]
+fn flow_sessions_need_consent_within_the_budget_and_never_while_quiet() {
+    let s = shared("b");
+    let flow = |nonce, bytes| ProbeRequest {
+        sizes: SizePlan::Flow { bytes },
+        ..request("a", nonce)
+    };
+    let reason = |m: Msg| match m {
+        Msg::ProbeReject(r) => Some(r.reason),
+        _ => None,
+    };
+    s.quiet.store(true, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), "a", &flow(1, 1000));
+    assert_eq!(reason(m), Some(RejectReason::Quiet));
+    assert_eq!(s.take_flow_bytes(), 0);
+    s.quiet.store(false, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), "a", &flow(2, 700_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
+    let m = accept_session(&s, ConnId(1), "a", &flow(3, 500_000));
+    assert!(matches!(m, Msg::ProbeAccept(_)), "{m:?}");
+    assert_eq!(s.take_flow_bytes(), 500_000);
+    assert_eq!(s.take_flow_bytes(), 0);
+    s.end_serving_if(|_| true);
+    let m = accept_session(&s, ConnId(1), "a", &flow(4, 200_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
 }
 
 fn request(from: &str, nonce: u64) -> ProbeRequest {

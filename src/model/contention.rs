@@ -378,13 +378,6 @@ fn point(cells: &[(Conflict, usize, CellRounds)], mut rng: Option<&mut Rng>) -> 
     }
 }
 
-/// The gap per message of one class of a cell's flows (out or in) from its
-/// rounds, ns: a stream's time per message, whose inverse times the message
-/// size is the flow's bandwidth. NaN without rounds.
-pub fn class_gap(cell: &ConflictCell, out: bool) -> f64 {
-    CellRounds::of(cell).gap(usize::from(!out), false, None, &mut Vec::new())
-}
-
 /// Penalties with bootstrap intervals (`resamples` replicates; 0: no
 /// intervals) and the β fit.
 pub fn fit_contention(raw: &ContentionRaw, resamples: usize, seed: u64) -> ContentionFit {

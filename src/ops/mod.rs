@@ -6,12 +6,14 @@
 //! [`Note`]s.
 
 mod contention;
+mod ebb;
 mod probe;
 mod segment;
 mod serve;
 
 pub use crate::probe::contention::ContentionOptions;
 pub use contention::{contention, default_options, parse_schemes, ContentionArgs};
+pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
     clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,

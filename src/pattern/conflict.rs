@@ -157,14 +157,24 @@ mod tests {
         assert_eq!(f.len(), 3);
         let left = [1, 1, 2];
         let at = |p| f.flow_of(p, &left);
-        assert_eq!((at(2), at(0), at(1), at(3)), (Some(0), Some(1), Some(2), None));
+        assert_eq!(
+            (at(2), at(0), at(1), at(3)),
+            (Some(0), Some(1), Some(2), None)
+        );
         assert!(f.valid() && f.disjoint());
-        let both = Flows { out: &[1], inc: &[1] };
+        let both = Flows {
+            out: &[1],
+            inc: &[1],
+        };
         assert!(both.valid() && !both.disjoint());
         assert_eq!(both.flow_of(1, &[1, 2]), Some(1));
         assert_eq!(both.flow_of(1, &[1, 0]), Some(0));
         assert_eq!(both.flow_of(1, &[0, 0]), None);
-        assert!(!Flows { out: &[1, 1], inc: &[] }.valid());
+        assert!(!Flows {
+            out: &[1, 1],
+            inc: &[]
+        }
+        .valid());
     }
 
     /// One peer both ways: its reverse burst ends the incoming flow, the
@@ -173,7 +183,10 @@ mod tests {
     fn one_peer_streams_both_ways() {
         let (mut t, clock) = sim("L=1000,o=100,g=200,G=1", 1);
         let (mut times, mut left) = ([0.0; 2], [0; 2]);
-        let f = Flows { out: &[0], inc: &[0] };
+        let f = Flows {
+            out: &[0],
+            inc: &[0],
+        };
         let to = Duration::from_secs(1);
         conflict_round(&mut t, &clock, f, 4, 5000, to, &mut times, &mut left).unwrap();
         assert!(times[0].is_finite() && times[1].is_finite());

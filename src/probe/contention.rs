@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::model::contention::{
-    class_gap, fit_contention, Conflict, ConflictCell, ContentionFit, ContentionRaw,
+    fit_contention, Conflict, ConflictCell, ContentionFit, ContentionRaw,
 };
 use crate::pattern::conflict::{conflict_round, Flows};
 use crate::pattern::prtt::drain;
@@ -286,9 +286,12 @@ pub struct StreamMeasure {
 /// Stream to peer 0 (and, `bidirectional`, from it at the same time) until
 /// `until` or until `max_bytes` have moved: burst rounds of `n` messages
 /// and single rounds alternate, and each direction's bandwidth is the
-/// message size over its gap (`model::contention::class_gap`), the PRTT
-/// method's per-message time with the round trips' cost cancelled. No
-/// round starts after `until`; each is waited for at most `timeout`.
+/// message size over its gap, (mean burst time − mean single time)/(n − 1):
+/// the PRTT method's per-message time with the round trips' cost
+/// cancelled. Means, not low quantiles: the other pairs of a bisection
+/// round stream unsynchronised, and what a flow sustains over the window
+/// is its share on average. No round starts after `until`; each is waited
+/// for at most `timeout`.
 #[allow(clippy::too_many_arguments)]
 pub fn stream<T: Transport, C: Clock>(
     transport: &mut T,
@@ -301,33 +304,29 @@ pub fn stream<T: Transport, C: Clock>(
     timeout: Duration,
 ) -> Result<StreamMeasure, SweepError> {
     let n = n.max(2);
-    let scheme = if bidirectional {
-        Conflict::Mixed
-    } else {
-        Conflict::Outgoing
-    };
     let inc: &[PeerId] = if bidirectional { &[0] } else { &[] };
     let flows = Flows { out: &[0], inc };
-    let mut cell = ConflictCell::new(scheme, 1, n, size_bytes as u64, 64);
+    // [burst, single] × [out, in]: sum of times, ns, and rounds.
+    let mut sum_ns = [[0.0f64; 2]; 2];
+    let mut count = [0u32; 2];
     let (mut times, mut left) = ([0.0; 2], [0u32; 2]);
     let before = transport.counters();
     let moved = |t: &T| {
         let c = t.counters();
         (c.sent_bytes - before.sent_bytes) + (c.recv_bytes - before.recv_bytes)
     };
-    let mut rounds = 0;
     let mut lost = 0;
     while std::time::Instant::now() < until && moved(transport) < max_bytes {
-        for msgs in [n, 1] {
-            match conflict_round(transport, clock, flows, msgs, size_bytes, timeout, &mut times, &mut left) {
+        for (w, msgs) in [(0, n), (1, 1)] {
+            let r = conflict_round(
+                transport, clock, flows, msgs, size_bytes, timeout, &mut times, &mut left,
+            );
+            match r {
                 Ok(()) => {
-                    let into = if msgs == n {
-                        rounds += 1;
-                        &mut cell.burst_ns
-                    } else {
-                        &mut cell.single_ns
-                    };
-                    into.extend_from_slice(&times[..flows.len()]);
+                    count[w] += 1;
+                    for (s, t) in sum_ns[w].iter_mut().zip(&times[..flows.len()]) {
+                        *s += t;
+                    }
                 }
                 Err(TransportError::Timeout(_)) => {
                     lost += 1;
@@ -349,11 +348,22 @@ pub fn stream<T: Transport, C: Clock>(
             }
         }
     }
-    let bw = |out: bool| size_bytes as f64 / (class_gap(&cell, out) * 1e-9);
+    let bw = |class: usize| {
+        if count[0] == 0 || count[1] == 0 {
+            return f64::NAN;
+        }
+        let mean = |w: usize| sum_ns[w][class] / f64::from(count[w]);
+        let gap_ns = (mean(0) - mean(1)) / f64::from(n - 1);
+        if gap_ns > 0.0 {
+            size_bytes as f64 / (gap_ns * 1e-9)
+        } else {
+            f64::NAN
+        }
+    };
     Ok(StreamMeasure {
-        out_bytes_per_s: bw(true),
-        in_bytes_per_s: if bidirectional { bw(false) } else { f64::NAN },
-        rounds,
+        out_bytes_per_s: bw(0),
+        in_bytes_per_s: if bidirectional { bw(1) } else { f64::NAN },
+        rounds: count[0],
         bytes: moved(transport),
     })
 }

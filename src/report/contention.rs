@@ -93,6 +93,60 @@ pub fn contention(
     Ok(s)
 }
 
+/// `ngctl ebb`: every round's pairs and distribution, then the overall one.
+pub fn ebb(r: &crate::ops::EbbResult, json: bool) -> Result<String, serde_json::Error> {
+    if json {
+        return pretty(r);
+    }
+    let bw = |x: Option<f64>| x.map_or("-".into(), |v| format!("{}/s", super::fmt_bytes(v)));
+    let dist = |d: &Option<crate::ops::Distribution>| match d {
+        Some(d) => format!(
+            "min {}  median {}  mean {}  max {}  ({} flows)",
+            bw(Some(d.min_bytes_per_s)),
+            bw(Some(d.median_bytes_per_s)),
+            bw(Some(d.mean_bytes_per_s)),
+            bw(Some(d.max_bytes_per_s)),
+            d.samples
+        ),
+        None => "no flow measured".into(),
+    };
+    let mut s = format!(
+        "effective bisection bandwidth over {} nodes ({}), {} random matchings, {} B messages, {:.1} s windows, every pair both ways at once\n",
+        r.nodes.len(),
+        r.transport,
+        r.rounds.len(),
+        r.msg_bytes,
+        r.window_s
+    );
+    for (i, round) in r.rounds.iter().enumerate() {
+        let _ = writeln!(s, "round {}: {}", i + 1, dist(&round.distribution));
+        for p in &round.pairs {
+            let err = p
+                .error
+                .as_ref()
+                .map_or(String::new(), |e| format!("  error: {e}"));
+            let _ = writeln!(
+                s,
+                "  {} -> {} {:>14}   {} -> {} {:>14}{err}",
+                p.a,
+                p.b,
+                bw(p.a_to_b_bytes_per_s),
+                p.b,
+                p.a,
+                bw(p.b_to_a_bytes_per_s)
+            );
+        }
+        if let Some(idle) = &round.idle {
+            let _ = writeln!(s, "  {idle} sits out");
+        }
+    }
+    let _ = writeln!(s, "overall: {}", dist(&r.overall));
+    if r.published {
+        let _ = writeln!(s, "published by this node's daemon");
+    }
+    Ok(s)
+}
+
 fn status_name(t: &TransportExt, f: TransportField) -> &'static str {
     t.status(f).name()
 }

@@ -1,12 +1,14 @@
-//! `ngctl contention`'s flags (kept beside ngctl.rs so the binary's main
+//! `ngctl contention`'s and `ngctl ebb`'s flags (kept beside ngctl.rs so the binary's main
 //! file stays clap definitions and dispatch).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
 use netgauged::clock::ClockChoice;
-use netgauged::ops::{self, ContentionArgs};
+use netgauged::ops::{self, ContentionArgs, EbbArgs};
+use netgauged::report;
 use netgauged::transport::Kind;
 
 use super::{kind_parser, VerbsFlags};
@@ -59,8 +61,13 @@ pub struct ContentionFlags {
 }
 
 impl ContentionFlags {
-    pub fn json(&self) -> (bool, bool) {
-        (self.json, self.raw)
+    pub fn run(self, clock: ClockChoice) -> Result<()> {
+        let (json, raw) = (self.json, self.raw);
+        let (mut bar, mut note) = super::progress_bar(json);
+        let out = ops::contention(&self.args(clock)?, &mut bar, &mut note);
+        bar.0.finish_and_clear();
+        print!("{}", report::contention(&out?, json, raw)?);
+        Ok(())
     }
 
     pub fn args(self, clock: ClockChoice) -> Result<ContentionArgs> {
@@ -85,5 +92,61 @@ impl ContentionFlags {
             verbs: f.verbs.into(),
             publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())),
         })
+    }
+}
+
+#[derive(Args)]
+pub struct EbbFlags {
+    /// This node's daemon configuration (name, cluster key, peers).
+    #[arg(long, default_value = "/etc/netgauged.toml")]
+    config: PathBuf,
+    /// The node set, comma-separated names (default: this node and its peers).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+    #[arg(long, value_parser = kind_parser(), default_value = "udp")]
+    transport: Kind,
+    /// Random perfect matchings measured.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds every pair streams in a round.
+    #[arg(long, default_value_t = 3.0)]
+    window_s: f64,
+    #[arg(long, default_value_t = 64 * 1024)]
+    size: u64,
+    /// Messages per burst.
+    #[arg(long, default_value_t = 16)]
+    burst: u32,
+    /// Most payload bytes a pair moves in a round (what its nodes consent to).
+    #[arg(long, default_value_t = 256 << 20)]
+    max_bytes: u64,
+    /// Seed of the matchings (default: random).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Hand the result to this node's daemon for its segment.
+    #[arg(long)]
+    publish: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+impl EbbFlags {
+    pub fn run(self) -> Result<()> {
+        if !(self.window_s > 0.0 && self.window_s <= 60.0) {
+            anyhow::bail!("--window-s must be in (0, 60]");
+        }
+        let a = EbbArgs {
+            config: self.config,
+            nodes: self.nodes,
+            transport: self.transport,
+            rounds: self.rounds,
+            window: Duration::from_secs_f64(self.window_s),
+            size_bytes: self.size,
+            burst: self.burst,
+            max_bytes: self.max_bytes,
+            seed: self.seed,
+            publish: self.publish,
+        };
+        print!("{}", report::ebb(&ops::ebb(&a)?, self.json)?);
+        Ok(())
     }
 }
