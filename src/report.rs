@@ -6,7 +6,9 @@
 
 mod contention;
 
-pub use contention::{contention, contention_table, ebb, transport_ext_json, transport_ext_text};
+pub use contention::{
+    contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
+};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

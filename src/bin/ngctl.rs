@@ -122,6 +122,8 @@ enum Cmd {
     Contention(contention::ContentionFlags),
     /// Effective bisection bandwidth of the daemons' nodes (random matchings).
     Ebb(contention::EbbFlags),
+    /// CPU overlap once: how much of a transfer the CPU can compute (Bell et al.).
+    Overlap(contention::OverlapFlags),
 }
 
 #[derive(clap::Args)]
@@ -368,6 +370,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Contention(f) => f.run(clock)?,
         Cmd::Ebb(f) => f.run()?,
+        Cmd::Overlap(f) => f.run(clock)?,
         Cmd::Export(f) => {
             let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });
             print!("{}", export::run(&a)?);

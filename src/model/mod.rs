@@ -9,6 +9,7 @@ pub mod exchange;
 pub mod fit;
 pub mod logfp;
 pub mod lsq;
+pub mod overlap;
 pub mod segment;
 pub mod stats;
 

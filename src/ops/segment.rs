@@ -52,7 +52,7 @@ pub fn publish_result(
 }
 
 /// The segment at `path` for `ngctl`'s own results (created if missing).
-fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
+pub(super) fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
     netgauge::SegmentWriter::create_or_open(path, PROBE_SEGMENT_ENTRIES, &node_name(), clock_desc)
         .map_err(|source| OpsError::SegmentCreate {
             path: path.into(),

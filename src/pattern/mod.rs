@@ -7,4 +7,5 @@
 pub mod conflict;
 pub mod exchange;
 pub mod fanout;
+pub mod overlap;
 pub mod prtt;

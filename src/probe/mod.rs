@@ -10,6 +10,7 @@ use crate::sweep::{self, Progress, SweepConfig, SweepError};
 use crate::transport::{PeerId, Transport};
 
 pub mod contention;
+pub mod overlap;
 #[cfg(feature = "mpi")]
 pub mod ranks;
 

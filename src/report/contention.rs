@@ -93,6 +93,41 @@ pub fn contention(
     Ok(s)
 }
 
+/// `ngctl overlap`: per size the round, the post, what the receive still
+/// needs of the CPU, and the two fractions with their intervals.
+pub fn overlap(
+    r: &crate::probe::overlap::OverlapResult,
+    json: bool,
+) -> Result<String, serde_json::Error> {
+    if json {
+        return pretty(r);
+    }
+    let mut s = format!(
+        "CPU overlap (Bell et al.): {} lost rounds, {} of probes\n  {:>8}  {:>11}  {:>11}  {:>11}  {:<22}  {:<22}\n",
+        r.lost_rounds,
+        super::fmt_bytes(r.probe_bytes as f64),
+        "size",
+        "round",
+        "post",
+        "recv CPU",
+        "send side [95 %]",
+        "receive side [95 %]"
+    );
+    for p in &r.points {
+        let _ = writeln!(
+            s,
+            "  {:>8}  {:>11}  {:>11}  {:>11}  {:<22}  {:<22}",
+            p.size_bytes,
+            fmt_ns(p.round_ns),
+            fmt_ns(p.post_ns),
+            fmt_ns(p.recv_cpu_ns.value),
+            est(&p.send),
+            est(&p.recv)
+        );
+    }
+    Ok(s)
+}
+
 /// `ngctl ebb`: every round's pairs and distribution, then the overall one.
 pub fn ebb(r: &crate::ops::EbbResult, json: bool) -> Result<String, serde_json::Error> {
     if json {

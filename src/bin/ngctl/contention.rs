@@ -1,4 +1,4 @@
-//! `ngctl contention`'s and `ngctl ebb`'s flags (kept beside ngctl.rs so the binary's main
+//! `ngctl contention`'s, `ngctl ebb`'s and `ngctl overlap`'s flags (kept beside ngctl.rs so the binary's main
 //! file stays clap definitions and dispatch).
 
 use std::path::PathBuf;
@@ -83,13 +83,15 @@ impl ContentionFlags {
             ..ops::default_options()
         };
         Ok(ContentionArgs {
-            kind: f.transport,
-            clock,
-            peers: f.peer,
-            model: f.model,
-            sim_peers: f.peers,
+            servers: ops::Servers {
+                kind: f.transport,
+                clock,
+                peers: f.peer,
+                model: f.model,
+                sim_peers: f.peers,
+                verbs: f.verbs.into(),
+            },
             options,
-            verbs: f.verbs.into(),
             publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())),
         })
     }
@@ -147,6 +149,64 @@ impl EbbFlags {
             publish: self.publish,
         };
         print!("{}", report::ebb(&ops::ebb(&a)?, self.json)?);
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+pub struct OverlapFlags {
+    #[arg(long, value_parser = kind_parser())]
+    transport: Kind,
+    /// The `ngctl serve` responder, HOST:PORT (udp, rdma, msg).
+    #[arg(long)]
+    peer: Option<String>,
+    /// sim: the ground truth, e.g. L=2000,o=300,g=500,G=0.5
+    #[arg(long)]
+    model: Option<String>,
+    /// Message sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,1024,4096,16384,65536")]
+    sizes: Vec<usize>,
+    /// Rounds without and with computation per size.
+    #[arg(long, default_value_t = 30)]
+    rounds: usize,
+    #[arg(long, default_value_t = 200)]
+    resamples: usize,
+    #[arg(long)]
+    json: bool,
+    /// Write the fractions into the entry of this peer name (and the
+    /// transport) in the shared-memory segment.
+    #[arg(long)]
+    publish: Option<String>,
+    #[arg(long)]
+    shm: Option<String>,
+    #[command(flatten)]
+    verbs: VerbsFlags,
+}
+
+impl OverlapFlags {
+    pub fn run(self, clock: ClockChoice) -> Result<()> {
+        let f = self;
+        let a = ops::OverlapArgs {
+            servers: ops::Servers {
+                kind: f.transport,
+                clock,
+                peers: f.peer,
+                model: f.model,
+                sim_peers: 1,
+                verbs: f.verbs.into(),
+            },
+            options: ops::OverlapOptions {
+                sizes: f.sizes,
+                rounds: f.rounds,
+                resamples: f.resamples,
+                ..ops::OverlapOptions::default()
+            },
+            publish: f.publish.map(|p| (ops::shm_path(f.shm.as_deref()), p)),
+        };
+        let (mut bar, mut note) = super::progress_bar(f.json);
+        let out = ops::overlap(&a, &mut bar, &mut note);
+        bar.0.finish_and_clear();
+        print!("{}", report::overlap(&out?, f.json)?);
         Ok(())
     }
 }
