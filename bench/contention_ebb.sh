@@ -86,6 +86,25 @@ ip netns exec "${PREFIX}h1" "$NGCTL" ebb --config "$DIR/h1.toml" --rounds "$ROUN
     --window-s "$WINDOW" --publish --json > "$OUT"
 ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "/dev/shm/${PREFIX}seg1" | sed -n '/bisection/,+1p' >&2
 
+# CONFLICT=1: then host 1's daemon again, now with a conflict probe one
+# second after start (its peers are known from its state file): each peer
+# consents through its admission, and the penalties land in its segment.
+if [ -n "${CONFLICT:-}" ]; then
+    kill "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true
+    sed -i 's/^interval_s = 0$/interval_s = 1\nmax_k = 5\nrounds = '"${CONFLICT_ROUNDS:-8}"'\nburst = 16/' "$DIR/h1.toml"
+    RUST_LOG=${RUST_LOG:-info} ip netns exec "${PREFIX}h1" "$NETGAUGED" --config "$DIR/h1.toml" \
+        > "$DIR/h1b.log" 2>&1 &
+    PIDS[0]=$!
+    for t in $(seq 1 600); do
+        grep -q 'conflict probe over' "$DIR/h1b.log" && break
+        sleep 1
+    done
+    grep 'conflict probe' "$DIR/h1b.log" >&2 || true
+    ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "/dev/shm/${PREFIX}seg1" > "$OUT.dump.txt"
+    ip netns exec "${PREFIX}h1" "$NGCTL" dump --json --shm "/dev/shm/${PREFIX}seg1" > "$OUT.dump.json"
+    grep -c 'flow session' "$DIR"/h[2-9].log >&2 || true
+fi
+
 python3 - "$OUT" "$KIND" "$N" "$RATE" "$CORE" <<'EOF'
 import json, sys
 out, kind, n, rate, core = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]

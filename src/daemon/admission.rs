@@ -155,6 +155,7 @@ pub(super) fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &Pr
             tracing::info!("flow session from {peer} ({bytes} B) refused: {why:?}");
             return reject(why);
         }
+        tracing::info!("flow session from {peer} ({bytes} B) consented");
     }
     a.serving = Session {
         nonce: req.session_nonce,
