@@ -310,3 +310,39 @@ fn reject_text_is_bounded_on_a_char_boundary() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (c, s, cc) = node_b_with_peer_a(&listener);
+    let ctx = job_ctx(&c, &cc, &s);
+    s.quiet.store(true, Ordering::Relaxed);
+    let r = super::contention::contention_job(&ctx, Kind::Udp, &[0]);
+    assert!(matches!(r, Err(JobError::Quiet)), "{:?}", r.err());
+    assert_eq!(
+        listener.accept().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "the quiet node connected to a peer"
+    );
+    // Nor does it stream for an operator's bisection round.
+    let order = control::StreamOrder {
+        nonce: 9,
+        partner: c.peers[0].name.clone(),
+        transport: Kind::Udp,
+        size_bytes: 65536,
+        burst: 16,
+        start_unix_ns: crate::publish::unix_now_ns() + 1_000_000_000,
+        duration_ns: 1_000_000_000,
+        max_bytes: 1 << 20,
+        bidirectional: true,
+    };
+    let r = super::contention::stream_order(&ctx, &control::operator_name("b"), &order);
+    assert_eq!(r.nonce, 9);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("Quiet")), "{r:?}");
+    assert!(listener.accept().is_err(), "the quiet node connected to a peer");
+    // Stream orders come from operators only.
+    s.quiet.store(false, Ordering::Relaxed);
+    let r = super::contention::stream_order(&ctx, "a", &order);
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("operator")), "{r:?}");
+}
