@@ -158,6 +158,8 @@ pub struct DumpData {
     pub path: String,
     pub info: SegmentInfo,
     pub entries: Vec<EntryData>,
+    /// The per-transport records (contention, bisection).
+    pub transports: Vec<(String, netgauge::TransportExt)>,
     pub now_unix_ns: u64,
     /// The writer's heartbeat is recent.
     pub alive: bool,
@@ -188,12 +190,14 @@ fn alive(info: &SegmentInfo, now: u64) -> bool {
 pub fn dump(path: &str) -> Result<DumpData, OpsError> {
     let (reader, info) = reader(path)?;
     let entries = reader.snapshot().map_err(|e| invalid(path, e))?;
+    let transports = reader.transports_ext().map_err(|e| invalid(path, e))?;
     let now = unix_now_ns();
     Ok(DumpData {
         path: path.into(),
         alive: alive(&info, now),
         info,
         entries,
+        transports,
         now_unix_ns: now,
     })
 }

@@ -182,6 +182,42 @@ pub fn ebb(r: &crate::ops::EbbResult, json: bool) -> Result<String, serde_json::
     Ok(s)
 }
 
+/// An entry's overlap records (one per range) as `ngctl dump --json` shows them.
+pub fn overlap_json(e: &netgauge::EntryData) -> Value {
+    let x = |v: &netgauge::Estimate| json!({"value": finite(v.value), "lo": finite(v.lo), "hi": finite(v.hi)});
+    json!({
+        "peer": e.peer,
+        "transport": e.transport,
+        "ranges": e.ranges.iter().zip(&e.ext.overlap).map(|(r, o)| json!({
+            "from_bytes": r.from_bytes,
+            "to_bytes": r.to_bytes,
+            "send": x(&o.send),
+            "recv": x(&o.recv),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// An entry's overlap records as `ngctl dump` shows them (empty when none).
+pub fn overlap_text(e: &netgauge::EntryData) -> String {
+    let mut s = String::new();
+    if e.ext.overlap.is_empty() {
+        return s;
+    }
+    let x = |v: &netgauge::Estimate| format!("{:.3} [{:.3}, {:.3}]", v.value, v.lo, v.hi);
+    let _ = writeln!(s, "  CPU overlap (fraction of the transfer the CPU may compute):");
+    for (r, o) in e.ranges.iter().zip(&e.ext.overlap) {
+        let _ = writeln!(
+            s,
+            "    {:>8}..{:<8} send {}  receive {}",
+            r.from_bytes,
+            r.to_bytes,
+            x(&o.send),
+            x(&o.recv)
+        );
+    }
+    s
+}
+
 fn status_name(t: &TransportExt, f: TransportField) -> &'static str {
     t.status(f).name()
 }
