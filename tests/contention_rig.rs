@@ -71,7 +71,15 @@ fn shaped_links_give_penalty_k_out_and_in() {
         let addr = format!("10.114.0.{h}:7471");
         let child = rig
             .exec(h)
-            .args(["serve", "--transport", "udp", "--listen", &addr, "--idle-exit-s", "60"])
+            .args([
+                "serve",
+                "--transport",
+                "udp",
+                "--listen",
+                &addr,
+                "--idle-exit-s",
+                "60",
+            ])
             .spawn()
             .expect("start ngctl serve");
         rig.servers.push(child);

@@ -339,10 +339,19 @@ fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
     };
     let r = super::contention::stream_order(&ctx, &control::operator_name("b"), &order);
     assert_eq!(r.nonce, 9);
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("Quiet")), "{r:?}");
-    assert!(listener.accept().is_err(), "the quiet node connected to a peer");
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("Quiet")),
+        "{r:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the quiet node connected to a peer"
+    );
     // Stream orders come from operators only.
     s.quiet.store(false, Ordering::Relaxed);
     let r = super::contention::stream_order(&ctx, "a", &order);
-    assert!(r.error.as_deref().is_some_and(|e| e.contains("operator")), "{r:?}");
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("operator")),
+        "{r:?}"
+    );
 }

@@ -204,7 +204,10 @@ pub fn overlap_text(e: &netgauge::EntryData) -> String {
         return s;
     }
     let x = |v: &netgauge::Estimate| format!("{:.3} [{:.3}, {:.3}]", v.value, v.lo, v.hi);
-    let _ = writeln!(s, "  CPU overlap (fraction of the transfer the CPU may compute):");
+    let _ = writeln!(
+        s,
+        "  CPU overlap (fraction of the transfer the CPU may compute):"
+    );
     for (r, o) in e.ranges.iter().zip(&e.ext.overlap) {
         let _ = writeln!(
             s,
