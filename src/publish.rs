@@ -190,17 +190,7 @@ pub fn set_contention(t: &mut TransportExt, fit: &ContentionFit, measured_unix_n
 
 /// Write an effective bisection bandwidth into a transport's record (its
 /// contention part is left as it is).
-pub fn set_bisection(t: &mut TransportExt, b: &crate::control::BisectionReport) {
-    let bisection = netgauge::Bisection {
-        min_bytes_per_s: b.min_bytes_per_s,
-        median_bytes_per_s: b.median_bytes_per_s,
-        mean_bytes_per_s: b.mean_bytes_per_s,
-        max_bytes_per_s: b.max_bytes_per_s,
-        nodes: b.nodes,
-        rounds: b.rounds,
-        msg_bytes: b.msg_bytes,
-        measured_unix_ns: b.measured_unix_ns,
-    };
+pub fn set_bisection(t: &mut TransportExt, b: &netgauge::Bisection) {
     let status = Status::of_nonnegative(b.median_bytes_per_s, b.min_bytes_per_s, b.max_bytes_per_s);
-    t.set_bisection(bisection, status);
+    t.set_bisection(*b, status);
 }

@@ -95,14 +95,8 @@ pub struct StreamResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BisectionReport {
     pub transport: Kind,
-    pub min_bytes_per_s: f64,
-    pub median_bytes_per_s: f64,
-    pub mean_bytes_per_s: f64,
-    pub max_bytes_per_s: f64,
-    pub nodes: u32,
-    pub rounds: u32,
-    pub msg_bytes: u64,
-    pub measured_unix_ns: u64,
+    /// As the segment's transport record holds it.
+    pub result: netgauge::Bisection,
 }
 
 /// Longest stream window an order may ask for.
@@ -133,11 +127,12 @@ impl StreamOrder {
 
 impl BisectionReport {
     fn check(&self) -> Result<(), &'static str> {
+        let b = &self.result;
         let v = [
-            self.min_bytes_per_s,
-            self.median_bytes_per_s,
-            self.mean_bytes_per_s,
-            self.max_bytes_per_s,
+            b.min_bytes_per_s,
+            b.median_bytes_per_s,
+            b.mean_bytes_per_s,
+            b.max_bytes_per_s,
         ];
         if v.iter().any(|x| !x.is_finite() || *x < 0.0) {
             return Err("bisection: bandwidth not a finite non-negative number");
@@ -145,7 +140,7 @@ impl BisectionReport {
         if !(v[0] <= v[1] && v[1] <= v[3] && v[0] <= v[2] && v[2] <= v[3]) {
             return Err("bisection: min, median, mean, max out of order");
         }
-        if self.nodes < 2 || self.rounds == 0 {
+        if b.nodes < 2 || b.rounds == 0 {
             return Err("bisection: fewer than 2 nodes or no round");
         }
         Ok(())
@@ -537,14 +532,16 @@ mod tests {
             }),
             Msg::Bisection(BisectionReport {
                 transport: Kind::Udp,
-                min_bytes_per_s: 1.0,
-                median_bytes_per_s: 2.0,
-                mean_bytes_per_s: 2.0,
-                max_bytes_per_s: 3.0,
-                nodes: 4,
-                rounds: 2,
-                msg_bytes: 65536,
-                measured_unix_ns: 5,
+                result: netgauge::Bisection {
+                    min_bytes_per_s: 1.0,
+                    median_bytes_per_s: 2.0,
+                    mean_bytes_per_s: 2.0,
+                    max_bytes_per_s: 3.0,
+                    nodes: 4,
+                    rounds: 2,
+                    msg_bytes: 65536,
+                    measured_unix_ns: 5,
+                },
             }),
             Msg::ProbeRequest(ProbeRequest {
                 session_nonce: 1,
@@ -599,14 +596,16 @@ mod tests {
         let b = |min: f64, max: f64, nodes| {
             Msg::Bisection(BisectionReport {
                 transport: Kind::Udp,
-                min_bytes_per_s: min,
-                median_bytes_per_s: 2.0,
-                mean_bytes_per_s: 2.0,
-                max_bytes_per_s: max,
-                nodes,
-                rounds: 1,
-                msg_bytes: 1,
-                measured_unix_ns: 0,
+                result: netgauge::Bisection {
+                    min_bytes_per_s: min,
+                    median_bytes_per_s: 2.0,
+                    mean_bytes_per_s: 2.0,
+                    max_bytes_per_s: max,
+                    nodes,
+                    rounds: 1,
+                    msg_bytes: 1,
+                    measured_unix_ns: 0,
+                },
             })
         };
         assert!(b(f64::NAN, 3.0, 2).validate().is_err());

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::config::Config;
-use super::job::{open_sessions, JobCtx, JobError, Sessions};
+use super::job::{open_sessions, JobCtx, JobError, Negotiated};
 use super::{Shared, KEEP_ALIVE};
 use crate::control::{self, Msg, ProbeDone, RejectReason, SizePlan, StreamOrder, StreamResult};
 use crate::link::Kind;
@@ -113,32 +113,20 @@ pub(super) fn options(cfg: &Config) -> ContentionOptions {
     }
 }
 
-/// Run `work` while a helper thread keeps every session alive (the
-/// responders' session TTL and idle limit are shorter than a probe).
-fn keep_alive<R>(sessions: &mut Sessions, work: impl FnOnce() -> R) -> R {
-    let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
-    std::thread::scope(|scope| {
-        let spawned = std::thread::Builder::new()
-            .name("ng-keepalive".into())
-            .spawn_scoped(scope, move || {
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(KEEP_ALIVE)
-                {
-                    for n in &mut sessions.0 {
-                        let alive = Msg::ProbeAlive(ProbeDone {
-                            session_nonce: n.nonce,
-                        });
-                        let _ = n.conn.send(&alive);
-                    }
-                }
+/// Run `work` while every session is kept alive (the responders' session
+/// TTL and idle limit are shorter than a probe): one keep-alive thread per
+/// session's control connection, nested.
+fn keep_alive<R>(sessions: &mut [Negotiated], work: impl FnOnce() -> R) -> R {
+    match sessions.split_first_mut() {
+        None => work(),
+        Some((n, rest)) => {
+            let alive = Msg::ProbeAlive(ProbeDone {
+                session_nonce: n.nonce,
             });
-        if let Err(e) = spawned {
-            tracing::warn!("no keep-alive thread ({e}): a long probe may lose its sessions");
+            n.conn
+                .keep_alive_during(&alive, KEEP_ALIVE, || keep_alive(rest, work))
         }
-        let r = work();
-        drop(stop);
-        r
-    })
+    }
 }
 
 /// The conflict probe over `peers` (up to 8 known peers of `kind`), each
@@ -158,7 +146,7 @@ pub(super) fn contention_job(
     };
     let (_claim, mut sessions, links) = open_sessions(ctx, kind, peers, plan)?;
     let mut m = Multi::new(links);
-    let r = keep_alive(&mut sessions, || {
+    let r = keep_alive(&mut sessions.0, || {
         contention::run(&mut m, &ctx.clock, &opts, &mut ())
     })?;
     Ok(r)
@@ -252,7 +240,7 @@ fn run_order(
     };
     let link = links.first_mut().ok_or("no link")?;
     let timeout = Duration::from_secs(5).max(Duration::from_nanos(o.duration_ns) / 2);
-    let m = keep_alive(&mut sessions, || {
+    let m = keep_alive(&mut sessions.0, || {
         // The sessions are set up: wait for the common start.
         while Instant::now() < start {
             if ctx.shared.shutdown.load(Ordering::Relaxed) {

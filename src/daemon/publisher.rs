@@ -158,7 +158,7 @@ pub(super) fn publish_loop(
             }
             Ok(Outcome::Bisection(b)) => {
                 let transport = b.transport.name();
-                publish_transport(writer, transport, |t| set_bisection(t, &b));
+                publish_transport(writer, transport, |t| set_bisection(t, &b.result));
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,

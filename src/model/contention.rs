@@ -143,11 +143,11 @@ pub struct ContentionRaw {
 /// A value with its 95 % interval (NaN when not measured).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Est {
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub value: f64,
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub lo: f64,
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub hi: f64,
 }
 
@@ -164,20 +164,6 @@ impl Est {
     }
 }
 
-mod nan_null {
-    use serde::{Deserialize, Deserializer, Serializer};
-    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if v.is_finite() {
-            s.serialize_some(v)
-        } else {
-            s.serialize_none()
-        }
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-    }
-}
-
 /// The penalty of k flows of one scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Penalty {
@@ -189,7 +175,7 @@ pub struct Penalty {
     pub slowest: Est,
     /// Gap per message of a flow under this conflict, ns (the mean over
     /// the out and in classes for mixed).
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub gap_ns: f64,
     /// Mixed only: the outgoing and the incoming class on their own.
     pub out: Option<Est>,
@@ -215,12 +201,12 @@ pub struct ContentionFit {
     /// The model's error on the measured cells with this β (γ = 0: every
     /// flow of a symmetric scheme is strongly slow), per cent: the mean of
     /// |E_rel| over every measured (scheme, k ≥ 2).
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub e_abs_pct: f64,
     /// Gap of one flow alone, out and in, ns.
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub ref_gap_out_ns: f64,
-    #[serde(with = "nan_null")]
+    #[serde(with = "netgauge::ext::nan_as_null")]
     pub ref_gap_in_ns: f64,
 }
 

@@ -283,14 +283,16 @@ pub fn ebb(a: &EbbArgs) -> Result<EbbResult, OpsError> {
     if let (true, Some(d)) = (a.publish, overall) {
         let report = BisectionReport {
             transport: a.transport,
-            min_bytes_per_s: d.min_bytes_per_s,
-            median_bytes_per_s: d.median_bytes_per_s,
-            mean_bytes_per_s: d.mean_bytes_per_s,
-            max_bytes_per_s: d.max_bytes_per_s,
-            nodes: result.nodes.len() as u32,
-            rounds: result.rounds.len() as u32,
-            msg_bytes: a.size_bytes,
-            measured_unix_ns: crate::publish::unix_now_ns(),
+            result: netgauge::Bisection {
+                min_bytes_per_s: d.min_bytes_per_s,
+                median_bytes_per_s: d.median_bytes_per_s,
+                mean_bytes_per_s: d.mean_bytes_per_s,
+                max_bytes_per_s: d.max_bytes_per_s,
+                nodes: result.nodes.len() as u32,
+                rounds: result.rounds.len() as u32,
+                msg_bytes: a.size_bytes,
+                measured_unix_ns: crate::publish::unix_now_ns(),
+            },
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         let (name, addr) = &book[0];

@@ -13,8 +13,9 @@ use netgauged::transport::Kind;
 
 use super::{kind_parser, VerbsFlags};
 
+/// The servers of `ngctl contention` and `ngctl overlap`.
 #[derive(Args)]
-pub struct ContentionFlags {
+pub struct ServerFlags {
     #[arg(long, value_parser = kind_parser())]
     transport: Kind,
     /// The `ngctl serve` responders, comma-separated HOST:PORT (udp, rdma, msg).
@@ -23,6 +24,27 @@ pub struct ContentionFlags {
     /// sim: the ground truth, e.g. L=2000,o=300,g=500,G=0.5
     #[arg(long)]
     model: Option<String>,
+    #[command(flatten)]
+    verbs: VerbsFlags,
+}
+
+impl ServerFlags {
+    fn servers(self, clock: ClockChoice, sim_peers: usize) -> ops::Servers {
+        ops::Servers {
+            kind: self.transport,
+            clock,
+            peers: self.peer,
+            model: self.model,
+            sim_peers,
+            verbs: self.verbs.into(),
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct ContentionFlags {
+    #[command(flatten)]
+    servers: ServerFlags,
     /// sim: peers simulated.
     #[arg(long, default_value_t = 4)]
     peers: usize,
@@ -56,8 +78,6 @@ pub struct ContentionFlags {
     publish: bool,
     #[arg(long)]
     shm: Option<String>,
-    #[command(flatten)]
-    verbs: VerbsFlags,
 }
 
 impl ContentionFlags {
@@ -83,14 +103,7 @@ impl ContentionFlags {
             ..ops::default_options()
         };
         Ok(ContentionArgs {
-            servers: ops::Servers {
-                kind: f.transport,
-                clock,
-                peers: f.peer,
-                model: f.model,
-                sim_peers: f.peers,
-                verbs: f.verbs.into(),
-            },
+            servers: f.servers.servers(clock, f.peers),
             options,
             publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())),
         })
@@ -155,14 +168,8 @@ impl EbbFlags {
 
 #[derive(Args)]
 pub struct OverlapFlags {
-    #[arg(long, value_parser = kind_parser())]
-    transport: Kind,
-    /// The `ngctl serve` responder, HOST:PORT (udp, rdma, msg).
-    #[arg(long)]
-    peer: Option<String>,
-    /// sim: the ground truth, e.g. L=2000,o=300,g=500,G=0.5
-    #[arg(long)]
-    model: Option<String>,
+    #[command(flatten)]
+    servers: ServerFlags,
     /// Message sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,1024,4096,16384,65536")]
     sizes: Vec<usize>,
@@ -179,22 +186,13 @@ pub struct OverlapFlags {
     publish: Option<String>,
     #[arg(long)]
     shm: Option<String>,
-    #[command(flatten)]
-    verbs: VerbsFlags,
 }
 
 impl OverlapFlags {
     pub fn run(self, clock: ClockChoice) -> Result<()> {
         let f = self;
         let a = ops::OverlapArgs {
-            servers: ops::Servers {
-                kind: f.transport,
-                clock,
-                peers: f.peer,
-                model: f.model,
-                sim_peers: 1,
-                verbs: f.verbs.into(),
-            },
+            servers: f.servers.servers(clock, 1),
             options: ops::OverlapOptions {
                 sizes: f.sizes,
                 rounds: f.rounds,
