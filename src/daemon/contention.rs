@@ -100,7 +100,7 @@ impl Shared {
     }
 }
 
-/// The conflict probe's options from the configuration, for `peers` peers.
+/// The conflict probe's options from the configuration.
 pub(super) fn options(cfg: &Config) -> ContentionOptions {
     let c = &cfg.contention;
     ContentionOptions {
@@ -279,7 +279,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = FlowBudget::new(1000, t0);
         assert!(b.take(600_000, t0));
-        assert!(!b.take(1, t0 + Duration::ZERO) || b.tokens >= 0.0);
+        assert!(!b.take(1, t0));
         assert!(!b.take(10_000, t0));
         // 10 s later: 10 000 bytes more.
         assert!(b.take(10_000, t0 + Duration::from_secs(10)));
