@@ -5,6 +5,7 @@
 //! `ngctl contention` from host 1, k = 1 … 3. Root only; timing-sensitive:
 //! run under `flock /tmp/netns.lock flock /tmp/measure.lock`.
 
+#[macro_use]
 mod common;
 
 use std::process::{Child, Command};
@@ -58,12 +59,15 @@ impl Drop for Rig {
     }
 }
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces, a bridge and tc shapers"
-)]
-fn shaped_links_give_penalty_k_out_and_in() {
+root_test! {
+    fn shaped_links_give_penalty_k_out_and_in() {
+        penalties_on_the_star_rig();
+    }
+}
+
+/// `ngctl contention` from host 1 of a 4-host star: outgoing and incoming
+/// penalties within 10 % of k.
+fn penalties_on_the_star_rig() {
     let hosts = 4;
     let mut rig = Rig::up(hosts);
     let mut peers = Vec::new();
