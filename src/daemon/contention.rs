@@ -242,11 +242,12 @@ fn run_order(
     let timeout = Duration::from_secs(5).max(Duration::from_nanos(o.duration_ns) / 2);
     let m = keep_alive(&mut sessions.0, || {
         // The sessions are set up: wait for the common start.
-        while Instant::now() < start {
-            if ctx.shared.shutdown.load(Ordering::Relaxed) {
-                return Err("shutting down".to_string());
-            }
-            std::thread::sleep((start - Instant::now()).min(Duration::from_millis(50)));
+        if ctx
+            .shared
+            .shutdown
+            .wait(start.saturating_duration_since(Instant::now()))
+        {
+            return Err("shutting down".to_string());
         }
         contention::stream(
             link,

@@ -24,6 +24,7 @@ use crate::sweep::{self, SweepConfig};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
 use crate::transport::Transport;
+use netgauge::EntryData;
 
 /// One (peer, transport) the scheduler keeps current.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +113,10 @@ pub(super) enum JobError {
     Sweep(#[from] sweep::SweepError),
     #[error("{0}")]
     Open(#[from] OpenError),
+    /// The peer is not where the published values were measured (its MAC
+    /// changed): they no longer describe the link.
+    #[error("{0}")]
+    PeerChanged(String),
 }
 
 /// A negotiated probe session with one peer.
@@ -153,10 +158,11 @@ pub(super) fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Ope
 pub(super) fn request_session(
     opened: Opened,
     peer: &PeerConfig,
-    node: &str,
+    shared: &Shared,
     plan: SizePlan,
     kind: Kind,
 ) -> Result<Negotiated, JobError> {
+    let node = shared.node.as_str();
     let Opened { mut conn, ep } = opened;
     if kind.descriptor().endpoint == PeerEndpoint::MacOnLink && !ep.raw_ok {
         return Err(JobError::Refused(
@@ -170,11 +176,17 @@ pub(super) fn request_session(
             break n;
         }
     };
+    // raw: the MAC this node sends from toward the peer, which the peer's
+    // gate then admits (with the nonce) and nothing else.
+    let driver_mac = (kind.descriptor().endpoint == PeerEndpoint::MacOnLink)
+        .then(|| shared.raw_toward.get(&peer.name).map(|r| r.1))
+        .flatten();
     let req = ProbeRequest {
         session_nonce: nonce,
         transport: kind,
         sizes: plan,
         driver: node.to_string(),
+        driver_mac,
     };
     match conn.request(&Msg::ProbeRequest(req), Instant::now() + CONTROL_DEADLINE)? {
         Msg::ProbeAccept(a) if a.session_nonce == nonce => {}
@@ -244,8 +256,15 @@ pub(super) fn open_link(
 
 /// What a job produced.
 pub(super) enum JobResult {
-    Swept(Box<probe::ProbeResult>),
-    Rechecked { agrees: bool, bytes: u64 },
+    /// A full sweep, and (raw) the MAC the peer announced.
+    Swept {
+        result: Box<probe::ProbeResult>,
+        peer_mac: Option<[u8; 6]>,
+    },
+    Rechecked {
+        agrees: bool,
+        bytes: u64,
+    },
 }
 
 /// What every job needs besides its target.
@@ -257,12 +276,17 @@ pub(super) struct JobCtx<'a> {
     pub verbs: Option<&'a verbs::Node>,
 }
 
+/// Run one job toward `peer` over `kind`. A re-check compares with
+/// `published`; `expect_mac` (raw) is the MAC the published values were
+/// measured toward: a peer announcing another one fails the job as
+/// `PeerChanged` before anything is measured.
 pub(super) fn run_job(
     ctx: &JobCtx<'_>,
     peer: &PeerConfig,
     kind: Kind,
     job: Job,
-    published: Option<&probe::ProbeResult>,
+    published: Option<&EntryData>,
+    expect_mac: Option<[u8; 6]>,
 ) -> Result<JobResult, JobError> {
     let plan = match job {
         Job::FullSweep => SizePlan::Full,
@@ -270,8 +294,21 @@ pub(super) fn run_job(
     };
     DriveClaim::could_take(ctx.shared)?;
     let opened = open(peer, ctx.cc, &ctx.shared.node)?;
+    let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+    if let (true, Some(want)) = (raw, expect_mac) {
+        if opened.ep.raw_ok && opened.ep.mac != want {
+            return Err(JobError::PeerChanged(format!(
+                "{} now announces MAC {}, the values were measured toward {}",
+                peer.name,
+                crate::transport::raw_eth::format_mac(&opened.ep.mac),
+                crate::transport::raw_eth::format_mac(&want)
+            )));
+        }
+    }
+    let peer_mac = (raw && opened.ep.raw_ok).then_some(opened.ep.mac);
     let _claim = DriveClaim::take(ctx.shared)?;
-    let mut n = request_session(opened, peer, &ctx.shared.node, plan, kind)?;
+    let mut n = request_session(opened, peer, ctx.shared, plan, kind)?;
+    tracing::debug!("driving a {job:?} over {kind} toward {}", peer.name);
     // The sweep may outlast the session's TTL and the control server's idle
     // limit on the responder: the session's connection is kept alive.
     let alive = Msg::ProbeAlive(ProbeDone {
@@ -279,28 +316,28 @@ pub(super) fn run_job(
     });
     let result = open_link(ctx, peer, kind, &mut n).and_then(|mut l| {
         n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
-            measure(&mut l, ctx.cfg, job, ctx.clock, published)
+            measure(&mut l, ctx.cfg, kind, job, ctx.clock, published)
         })
     });
     finish(n);
-    result
+    result.map(|r| match r {
+        JobResult::Swept { result, .. } => JobResult::Swept { result, peer_mac },
+        r => r,
+    })
 }
 
 /// A full sweep, or a cheap re-check against the published model.
 fn measure<T: Transport>(
     link: &mut T,
     cfg: &Config,
+    kind: Kind,
     job: Job,
     clock: HostClock,
-    published: Option<&probe::ProbeResult>,
+    published: Option<&EntryData>,
 ) -> Result<JobResult, JobError> {
     match (job, published) {
         (Job::Recheck, Some(model)) => {
-            let sc = SweepConfig {
-                refine: false,
-                max_reps: 12,
-                ..SweepConfig::default()
-            };
+            let sc = recheck_config();
             let before = link.counters();
             let samples = sweep::measure_sizes(link, &clock, 0, &RECHECK_SIZES, &sc)?;
             let after = link.counters();
@@ -312,28 +349,51 @@ fn measure<T: Transport>(
             })
         }
         _ => {
-            let mut opts = ProbeOptions::default();
-            opts.sweep.max_size_bytes = cfg.max_size_bytes;
-            if let Some(r) = cfg.max_reps {
-                opts.sweep.max_reps = r;
-                opts.sweep.min_reps = opts.sweep.min_reps.min(r);
-            }
+            let opts = full_config(cfg, kind);
             let r = probe::run(link, &clock, 0, &opts, &mut ())?;
-            Ok(JobResult::Swept(Box::new(r)))
+            Ok(JobResult::Swept {
+                result: Box::new(r),
+                peer_mac: None,
+            })
         }
     }
 }
 
-/// Does a re-check agree with the published model?
-fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -> bool {
+/// The sweep settings of a re-check: [`RECHECK_SIZES`] only, a few
+/// repetitions each.
+pub(super) fn recheck_config() -> SweepConfig {
+    SweepConfig {
+        refine: false,
+        max_reps: 12,
+        long_bursts: false,
+        repeat_smallest: false,
+        ..SweepConfig::default()
+    }
+}
+
+/// The sweep settings of a full sweep.
+pub(super) fn full_config(cfg: &Config, kind: Kind) -> ProbeOptions {
+    let mut opts = ProbeOptions::for_kind(kind);
+    opts.sweep.max_size_bytes = cfg.max_size_bytes;
+    if let Some(r) = cfg.max_reps {
+        opts.sweep.max_reps = r;
+        opts.sweep.min_reps = opts.sweep.min_reps.min(r);
+    }
+    opts
+}
+
+/// Does a re-check agree with the published entry (measured now, or
+/// restored from the state file)? A restored entry is held to the plain
+/// tolerance: a re-check too noisy to tell does not make it current.
+pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData) -> bool {
+    let restored = published.flags & netgauge::flags::RESTORED != 0;
     let points = model::fit::size_points(samples);
     points.iter().all(|p| {
         let Some(r) = published
-            .fit
             .ranges
             .iter()
             .find(|r| p.size_bytes >= r.from_bytes && p.size_bytes <= r.to_bytes)
-            .or(published.fit.ranges.last())
+            .or(published.ranges.last())
         else {
             return false;
         };
@@ -341,15 +401,14 @@ fn agrees_with(samples: &[model::SizeSamples], published: &probe::ProbeResult) -
         // Off by more than the tolerance *and* by more than the re-check's
         // own noise (3 × its 95 % half-width): a noisy host must not turn
         // every re-check into a full sweep.
-        let noise = if p.gap_hw_ns.is_finite() {
+        let noise = if p.gap_hw_ns.is_finite() && !restored {
             3.0 * p.gap_hw_ns
         } else {
             0.0
         };
         let gap_ok = (p.gap_ns - want).abs() <= (RECHECK_TOLERANCE * want.abs()).max(noise);
         let eel_ok = p.size_bytes != 1
-            || (p.half_rtt_ns - published.fit.eel_ns).abs()
-                <= RECHECK_TOLERANCE * published.fit.eel_ns;
+            || (p.half_rtt_ns - published.eel_ns).abs() <= RECHECK_TOLERANCE * published.eel_ns;
         gap_ok && eel_ok
     })
 }
@@ -390,7 +449,7 @@ pub(super) fn open_sessions<'a>(
         let p = &cfg.peers[i];
         sessions
             .0
-            .push(request_session(o, p, &shared.node, plan(j), kind)?);
+            .push(request_session(o, p, shared, plan(j), kind)?);
         let n = sessions.0.last_mut().expect("just pushed");
         links.push(open_link(ctx, p, kind, n)?);
     }
@@ -403,7 +462,7 @@ pub(super) fn fanout_job(
     ctx: &JobCtx<'_>,
     kind: Kind,
     peers: &[usize],
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     if !kind.descriptor().daemon_fanout {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
@@ -412,11 +471,21 @@ pub(super) fn fanout_job(
     fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)
 }
 
+/// A fan-out's fit, its intervals and the payload bytes it sent.
+pub(super) struct Fanned {
+    pub fit: LogfpFit,
+    pub ci95: std::collections::BTreeMap<String, model::Interval>,
+    pub bytes: u64,
+}
+
+/// Bootstrap resamples of a fan-out's intervals (as for a sweep's).
+const FANOUT_RESAMPLES: usize = 200;
+
 fn fanout_run<T: Transport>(
     multi: &mut Multi<T>,
     clock: HostClock,
     max_reps: Option<u32>,
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     let mut sc = SweepConfig::default();
     if let Some(r) = max_reps {
         sc.max_reps = r;
@@ -427,5 +496,9 @@ fn fanout_run<T: Transport>(
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
     let after = multi.counters();
     let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-    Ok((model::logfp::fit_logfp(&samples), bytes))
+    Ok(Fanned {
+        fit: model::logfp::fit_logfp(&samples),
+        ci95: model::logfp::ci95_logfp(&samples, FANOUT_RESAMPLES, rand::random()),
+        bytes,
+    })
 }

@@ -14,6 +14,7 @@ use crate::control::{
     self, ClusterKey, ConnConfig, ConnId, Msg, ProbeAccept, ProbeDone, ProbeRequest, RejectReason,
     SizePlan,
 };
+use crate::transport::dgram::SessionGate;
 use crate::transport::Kind;
 
 fn cfg(peers: &str) -> Config {
@@ -95,20 +96,30 @@ fn shared(node: &str) -> Shared {
         generation: 1,
         started: Instant::now(),
         udp_port: 0,
-        gate: Arc::new(AtomicU64::new(0)),
+        local_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+        gate: Arc::new(SessionGate::new()),
         activity: Mutex::new(Activity::default()),
         status: Mutex::new(Vec::new()),
+        status_version: AtomicU64::new(0),
         raw_toward: HashMap::new(),
         spent_bytes: AtomicU64::new(0),
         budget_bytes_per_s: 0,
-        shutdown: Arc::new(AtomicBool::new(false)),
+        shutdown: super::Shutdown::new(),
         verbs: OnceLock::new(),
         quiet: AtomicBool::new(false),
         flow_budget: Mutex::new(super::contention::FlowBudget::new(1000, Instant::now())),
         flow_bytes: AtomicU64::new(0),
         operator: OnceLock::new(),
+        rejects: OnceLock::new(),
+        probe_alive: super::lifecycle::Liveness::new(),
     }
 }
+
+/// The address the tests' control connections come from.
+const FROM: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::new(10, 0, 0, 9),
+    40000,
+));
 
 /// A flow session of someone's conflict probe or bisection round: refused
 /// while quiet and beyond the flow budget (1000 B/s here: 600 000 B held),
@@ -125,18 +136,18 @@ fn flow_sessions_need_consent_within_the_budget_and_never_while_quiet() {
         _ => None,
     };
     s.quiet.store(true, Ordering::Relaxed);
-    let m = accept_session(&s, ConnId(1), "a", &flow(1, 1000));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(1, 1000));
     assert_eq!(reason(m), Some(RejectReason::Quiet));
     assert_eq!(s.take_flow_bytes(), 0);
     s.quiet.store(false, Ordering::Relaxed);
-    let m = accept_session(&s, ConnId(1), "a", &flow(2, 700_000));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(2, 700_000));
     assert_eq!(reason(m), Some(RejectReason::Budget));
-    let m = accept_session(&s, ConnId(1), "a", &flow(3, 500_000));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(3, 500_000));
     assert!(matches!(m, Msg::ProbeAccept(_)), "{m:?}");
     assert_eq!(s.take_flow_bytes(), 500_000);
     assert_eq!(s.take_flow_bytes(), 0);
     s.end_serving_if(|_| true);
-    let m = accept_session(&s, ConnId(1), "a", &flow(4, 200_000));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(4, 200_000));
     assert_eq!(reason(m), Some(RejectReason::Budget));
 }
 
@@ -146,11 +157,12 @@ fn request(from: &str, nonce: u64) -> ProbeRequest {
         transport: Kind::Udp,
         sizes: SizePlan::Full,
         driver: from.into(),
+        driver_mac: None,
     }
 }
 
 fn accept(s: &Shared, conn: u64, from: &str, nonce: u64) -> Msg {
-    accept_session(s, ConnId(conn), from, &request(from, nonce))
+    accept_session(s, ConnId(conn), FROM, from, &request(from, nonce))
 }
 
 #[test]
@@ -165,22 +177,22 @@ fn a_node_drives_or_serves_never_both() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(s.gate.load(Ordering::Acquire), 0);
+    assert_eq!(s.gate.nonce(), 0);
     drop(claim);
     // Free again: a request is accepted and opens the gate ...
     assert!(matches!(
         accept(&s, 2, "a", 9),
         Msg::ProbeAccept(ProbeAccept { session_nonce: 9 })
     ));
-    assert_eq!(s.gate.load(Ordering::Acquire), 9);
+    assert_eq!(s.gate.nonce(), 9);
     // ... and while it is served this node neither drives nor serves
     // another.
     assert!(matches!(DriveClaim::take(&s), Err(JobError::Occupied(d)) if d == "a"));
     assert!(matches!(accept(&s, 3, "c", 11), Msg::ProbeReject(_)));
     // The driver's ProbeDone frees it.
     let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
-    assert!(handle_control(&s, ConnId(2), "a", done).is_none());
-    assert_eq!(s.gate.load(Ordering::Acquire), 0);
+    assert!(handle_control(&s, ConnId(2), FROM, "a", done).is_none());
+    assert_eq!(s.gate.nonce(), 0);
     assert!(DriveClaim::take(&s).is_ok());
 }
 
@@ -191,12 +203,12 @@ fn a_session_ends_with_the_connection_that_asked_for_it() {
     assert!(matches!(accept(&h.0, 4, "a", 9), Msg::ProbeAccept(_)));
     // Another connection of the same driver ending changes nothing ...
     h.closed(ConnId(3), "a");
-    assert_eq!(h.0.gate.load(Ordering::Acquire), 9);
+    assert_eq!(h.0.gate.nonce(), 9);
     assert!(DriveClaim::take(&h.0).is_err());
     // ... its own ending (a killed driver's kernel closes it) frees the
     // node at once instead of after the session's TTL.
     h.closed(ConnId(4), "a");
-    assert_eq!(h.0.gate.load(Ordering::Acquire), 0);
+    assert_eq!(h.0.gate.nonce(), 0);
     assert!(DriveClaim::take(&h.0).is_ok());
     assert!(matches!(accept(&h.0, 5, "c", 10), Msg::ProbeAccept(_)));
 }
@@ -211,7 +223,7 @@ fn only_the_sessions_own_connection_extends_it() {
         let m = Msg::ProbeAlive(ProbeDone {
             session_nonce: nonce,
         });
-        assert!(handle_control(&s, ConnId(conn), from, m).is_none());
+        assert!(handle_control(&s, ConnId(conn), FROM, from, m).is_none());
     };
     // Another connection, another driver or another nonce: no effect.
     alive(3, "a", 9);
@@ -224,7 +236,7 @@ fn only_the_sessions_own_connection_extends_it() {
     assert!(until(&s) > granted);
     // Nothing to extend once it is over.
     let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
-    assert!(handle_control(&s, ConnId(4), "a", done).is_none());
+    assert!(handle_control(&s, ConnId(4), FROM, "a", done).is_none());
     assert!(!s.extend_serving(ConnId(4), "a", 9));
     assert!(s.activity().serving.until.is_none());
 }
@@ -235,7 +247,10 @@ fn node_b_with_peer_a(peer: &std::net::TcpListener) -> (Config, Shared, ConnConf
         "[[peer]]\nname = \"a\"\naddress = \"{}\"\n",
         peer.local_addr().unwrap()
     ));
-    let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
+    let cc = ConnConfig::new(
+        "b",
+        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
+    );
     (c, shared("b"), cc)
 }
 
@@ -258,7 +273,7 @@ fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
     let (c, s, cc) = node_b_with_peer_a(&silent);
     let ctx = job_ctx(&c, &cc, &s);
     std::thread::scope(|scope| {
-        let job = scope.spawn(|| run_job(&ctx, &c.peers[0], Kind::Udp, Job::FullSweep, None));
+        let job = scope.spawn(|| run_job(&ctx, &c.peers[0], Kind::Udp, Job::FullSweep, None, None));
         let (held, _) = silent.accept().unwrap();
         // The job is connected and waiting for a Hello that never comes.
         assert!(matches!(accept(&s, 1, "c", 5), Msg::ProbeAccept(_)));
@@ -267,7 +282,7 @@ fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
         assert!(matches!(r, Err(JobError::Control(_))), "{:?}", r.err());
     });
     // The served session is untouched by the failed job.
-    assert_eq!(s.gate.load(Ordering::Acquire), 5);
+    assert_eq!(s.gate.nonce(), 5);
 }
 
 #[test]
@@ -280,7 +295,7 @@ fn a_serving_node_does_not_connect_to_drive() {
     let (c, s, cc) = node_b_with_peer_a(&listener);
     let ctx = job_ctx(&c, &cc, &s);
     assert!(matches!(accept(&s, 1, "a", 5), Msg::ProbeAccept(_)));
-    let r = run_job(&ctx, &c.peers[0], Kind::Udp, Job::FullSweep, None);
+    let r = run_job(&ctx, &c.peers[0], Kind::Udp, Job::FullSweep, None, None);
     assert!(
         matches!(&r, Err(JobError::Occupied(d)) if d == "a"),
         "{:?}",
@@ -353,5 +368,51 @@ fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
     assert!(
         r.error.as_deref().is_some_and(|e| e.contains("operator")),
         "{r:?}"
+    );
+}
+
+/// A re-check 20 % off the published gap, noisy enough that its own 95 %
+/// interval covers the difference: it does not send a current entry to a
+/// full sweep, but it does not make a restored entry current either.
+#[test]
+fn a_noisy_recheck_confirms_no_restored_entry() {
+    use super::job::agrees_with;
+    use crate::model::SizeSamples;
+    let mut published = netgauge::EntryData {
+        eel_ns: 20_000.0,
+        ..Default::default()
+    };
+    published.ranges = vec![netgauge::RangeData {
+        from_bytes: 1,
+        to_bytes: 1 << 20,
+        g_ns: 10_000.0,
+        ..Default::default()
+    }];
+    // PRTT(1,0,s) 40 µs flat (EEL agrees); PRTT(5,0,s) around 40 + 4 × 12
+    // µs, spread over ± 24 µs.
+    let samples: Vec<SizeSamples> = [1u64, 1024, 16384]
+        .iter()
+        .map(|&size_bytes| SizeSamples {
+            size_bytes,
+            n: 5,
+            d_ns: 0.0,
+            prtt1_ns: vec![40_000.0; 12],
+            prttn_ns: (-6..6).map(|k| 90_000.0 + 4_000.0 * f64::from(k)).collect(),
+            prttd_ns: vec![90_000.0; 12],
+            o_r_ns: Vec::new(),
+        })
+        .collect();
+    let points = crate::model::fit::size_points(&samples);
+    assert!(
+        points
+            .iter()
+            .all(|p| (p.gap_ns - 12_000.0).abs() < 1.0 && p.gap_hw_ns > 700.0),
+        "{points:?}"
+    );
+    assert!(agrees_with(&samples, &published), "within its noise");
+    published.flags |= netgauge::flags::RESTORED;
+    assert!(
+        !agrees_with(&samples, &published),
+        "restored: plain tolerance"
     );
 }

@@ -132,16 +132,17 @@ pub fn matching(n: usize, rng: &mut impl rand::Rng) -> (Vec<(usize, usize)>, Opt
     (pairs, idle)
 }
 
-/// Where a node's daemon listens: this node's own `listen` (a wildcard
-/// address means the loopback), a peer's configured address.
-fn address_book(cfg: &Config, me: &str) -> Vec<(String, SocketAddr)> {
-    let mut own = cfg.listen;
+/// Where a node's daemon listens: this node's own listening address (as
+/// the daemon finds it; a wildcard address means the loopback), a peer's
+/// configured address.
+fn address_book(cfg: &Config, me: &str) -> Result<Vec<(String, SocketAddr)>, OpsError> {
+    let mut own = cfg.listen_addr().map_err(|e| usage(e.to_string()))?;
     if own.ip().is_unspecified() {
         own.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
     let mut book = vec![(me.to_string(), own)];
     book.extend(cfg.peers.iter().map(|p| (p.name.clone(), p.address)));
-    book
+    Ok(book)
 }
 
 /// Slack after a window for the daemons' answers (the stream's last round
@@ -178,7 +179,7 @@ pub fn ebb(a: &EbbArgs) -> Result<EbbResult, OpsError> {
     let key = control::load_key(&cfg.key_file)
         .map_err(|e| usage(format!("{}: {e}", cfg.key_file.display())))?;
     let cc = ConnConfig::new(&control::operator_name(&me), key);
-    let book = address_book(&cfg, &me);
+    let book = address_book(&cfg, &me)?;
     let nodes: Vec<(String, SocketAddr)> = if a.nodes.is_empty() {
         book.clone()
     } else {
