@@ -1,7 +1,6 @@
 //! The probe thread: asks the scheduler what to do next, runs the job (a
 //! sweep, a re-check, a LogfP fan-out or a conflict probe), hands the
-//! outcome to the
-//! publisher, and keeps the peers' status current.
+//! outcome to the publisher, and keeps the peers' status current.
 //!
 //! Between jobs it sleeps until the next one is due (or the shutdown
 //! wakes it), promising the watchdog ([`super::lifecycle::Liveness`]) to
