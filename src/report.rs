@@ -4,6 +4,12 @@
 //! clock, and the notes operations report as they run. Functions return
 //! strings; the binary prints them.
 
+mod contention;
+
+pub use contention::{
+    contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
+};
+
 use std::fmt::Write as _;
 
 use netgauge::{flags, EntryData};
@@ -208,6 +214,8 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
             "writer_alive": d.alive,
             "clock": info.clock_desc,
             "entries": d.entries.iter().map(|e| entry_json(e, d.now_unix_ns)).collect::<Vec<_>>(),
+            "overlap": d.entries.iter().filter(|e| !e.ext.overlap.is_empty()).map(contention::overlap_json).collect::<Vec<_>>(),
+            "transports": d.transports.iter().map(|(n, t)| transport_ext_json(n, t)).collect::<Vec<_>>(),
         });
         return pretty(&v);
     }
@@ -240,6 +248,10 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
             flag_names(e.flags).join(",")
         );
         s.push_str(&probe_table(&entry_probe_json(e)));
+        s.push_str(&contention::overlap_text(e));
+    }
+    for (name, t) in &d.transports {
+        s.push_str(&transport_ext_text(name, t, d.now_unix_ns));
     }
     Ok(s)
 }

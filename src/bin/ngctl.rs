@@ -2,7 +2,6 @@
 //! `netgauged::ops`, the operation, and the strings `netgauged::report`
 //! makes of its result, printed.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,12 +13,17 @@ use clap::{Parser, Subcommand};
 use netgauge::select::{self, Collective};
 use netgauged::clock::ClockChoice;
 use netgauged::export::{self, ExportArgs, Format};
-use netgauged::ops::{self, FitArgs, Note, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::ops::{self, FitArgs, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
 use netgauged::predict::{self, PredictArgs};
 use netgauged::report;
-use netgauged::sweep::Progress;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
+
+#[path = "ngctl/contention.rs"]
+mod contention;
+#[path = "ngctl/progress.rs"]
+mod progress;
+use progress::{note, progress_bar};
 
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
@@ -113,6 +117,12 @@ enum Cmd {
     Export(ExportFlags),
     /// Show every entry of the shared-memory segment.
     Dump(SegmentFlags),
+    /// Bandwidth sharing once: penalties of k flows out, in and both at once.
+    Contention(contention::ContentionFlags),
+    /// Effective bisection bandwidth of the daemons' nodes (random matchings).
+    Ebb(contention::EbbFlags),
+    /// CPU overlap once: how much of a transfer the CPU can compute (Bell et al.).
+    Overlap(contention::OverlapFlags),
 }
 
 #[derive(clap::Args)]
@@ -301,36 +311,6 @@ struct ExportFlags {
     loggopsim_unit: String,
 }
 
-/// The sweep's progress on a terminal (hidden when stderr is not one, or
-/// for JSON).
-struct Bar(indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn sizes(&mut self, done: usize, total: usize, size_bytes: u64) {
-        self.0.set_length(total as u64);
-        self.0.set_position(done as u64);
-        self.0.set_message(format!("{size_bytes} B"));
-    }
-}
-
-/// The progress bar, and the notes that go to stderr above it.
-fn progress_bar(json: bool) -> (Bar, impl FnMut(Note)) {
-    let bar = if json || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(1).with_style(
-            indicatif::ProgressStyle::with_template("{spinner} sizes {pos}/{len} {bar:30} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        )
-    };
-    (Bar(bar.clone()), move |n: Note| bar.suspend(|| note(&n)))
-}
-
-/// Notes go to stderr.
-fn note(n: &Note) {
-    eprintln!("{}", report::note(n));
-}
-
 fn main() -> ExitCode {
     // A reader that stops early (`ngctl dump | head`) ends ngctl quietly, as
     // it does any Unix filter, instead of a panic in println!.
@@ -390,6 +370,9 @@ fn run(cli: Cli) -> Result<()> {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, json)?);
         }
+        Cmd::Contention(f) => f.run(clock)?,
+        Cmd::Ebb(f) => f.run()?,
+        Cmd::Overlap(f) => f.run(clock)?,
         Cmd::Export(f) => {
             let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
             print!("{}", export::run(&a)?);

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::job::JobError;
 use super::{Shared, SESSION_TTL};
-use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason};
+use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason, SizePlan};
 use crate::transport::dgram::GateSource;
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::Kind;
@@ -167,6 +167,15 @@ pub(super) fn accept_session(
     if a.serving_live(now) && a.serving.driver != peer {
         tracing::debug!("session from {peer} refused: serving {}", a.serving.driver);
         return reject(RejectReason::Busy);
+    }
+    // A flow of someone's contention or bisection measurement: only when
+    // not quiet and within this node's budget (see daemon::contention).
+    if let SizePlan::Flow { bytes } = req.sizes {
+        if let Err(why) = shared.consent_flow(bytes) {
+            tracing::info!("flow session from {peer} ({bytes} B) refused: {why:?}");
+            return reject(why);
+        }
+        tracing::info!("flow session from {peer} ({bytes} B) consented");
     }
     a.serving = Session {
         nonce: req.session_nonce,

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::admission::accept_session;
-use super::{verbs, Shared};
+use super::job::JobCtx;
+use super::publisher::Outcome;
+use super::{contention, verbs, Shared};
 use crate::control::{self, ConnId, Msg, ProbeDone, ProbeReject, RejectReason};
 use crate::transport::kind::PeerEndpoint;
 
@@ -73,6 +75,32 @@ pub(super) fn handle_control(
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
             shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
             None
+        }
+        Msg::StreamOrder(o) => Some(Msg::StreamResult(match shared.operator.get() {
+            Some(op) => {
+                let ctx = JobCtx {
+                    cfg: &op.cfg,
+                    cc: &op.cc,
+                    clock: op.clock,
+                    shared,
+                    verbs: op.verbs.as_deref(),
+                };
+                contention::stream_order(&ctx, peer, &o)
+            }
+            None => control::StreamResult {
+                nonce: o.nonce,
+                out_bytes_per_s: f64::NAN,
+                in_bytes_per_s: f64::NAN,
+                rounds: 0,
+                bytes: 0,
+                error: Some("this node takes no orders yet".into()),
+            },
+        })),
+        // Only this node's own operator hands it results to publish.
+        Msg::Bisection(b) if control::operator_of(peer) == Some(shared.node.as_str()) => {
+            let op = shared.operator.get()?;
+            let _ = op.outcomes.try_send(Outcome::Bisection(b.clone()));
+            Some(Msg::Bisection(b))
         }
         Msg::ProbeAlive(ProbeDone { session_nonce }) => {
             if shared.extend_serving(conn, peer, session_nonce) {

@@ -103,6 +103,8 @@ pub(super) enum JobError {
     Refused(String, RejectReason),
     #[error("this node is serving a session driven by {0}")]
     Occupied(String),
+    #[error("this node is quiet")]
+    Quiet,
     #[error("unexpected control answer {0}")]
     Unexpected(&'static str),
     #[error("transport: {0}")]
@@ -118,22 +120,22 @@ pub(super) enum JobError {
 }
 
 /// A negotiated probe session with one peer.
-struct Negotiated {
-    conn: Connection,
-    nonce: u64,
+pub(super) struct Negotiated {
+    pub conn: Connection,
+    pub nonce: u64,
     ep: control::Endpoints,
 }
 
 /// A control connection to a peer whose endpoints are known, before any
 /// session is asked for: opening it needs no claim to drive, so a peer that
 /// is down or slow to answer never keeps this node from serving others.
-struct Opened {
+pub(super) struct Opened {
     conn: Connection,
     ep: control::Endpoints,
 }
 
 /// Connect to `peer` and learn its endpoints (every wait has a deadline).
-fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobError> {
+pub(super) fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobError> {
     let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
     let ep = match conn.request(
         &Msg::Endpoints(control::Endpoints {
@@ -153,7 +155,7 @@ fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobErr
 }
 
 /// Ask an opened peer for a session. The caller holds its `DriveClaim`.
-fn request_session(
+pub(super) fn request_session(
     opened: Opened,
     peer: &PeerConfig,
     shared: &Shared,
@@ -194,7 +196,7 @@ fn request_session(
     Ok(Negotiated { conn, nonce, ep })
 }
 
-fn finish(n: Negotiated) {
+pub(super) fn finish(n: Negotiated) {
     let mut conn = n.conn;
     let _ = conn.send(&Msg::ProbeDone(ProbeDone {
         session_nonce: n.nonce,
@@ -205,7 +207,7 @@ fn finish(n: Negotiated) {
 /// Open the driving link of a negotiated session of `kind` with `peer`:
 /// at the UDP port or MAC its `Endpoints` named, or (verbs) through the
 /// session's control connection.
-fn open_link(
+pub(super) fn open_link(
     ctx: &JobCtx<'_>,
     peer: &PeerConfig,
     kind: Kind,
@@ -411,6 +413,49 @@ pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData)
     })
 }
 
+/// Sessions negotiated with several peers at once; each ends (`ProbeDone`)
+/// when this is dropped, after the links that use it.
+pub(super) struct Sessions(pub Vec<Negotiated>);
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        for n in self.0.drain(..) {
+            finish(n);
+        }
+    }
+}
+
+/// Sessions with every peer of `peers` at once over `kind` (each consents
+/// through its own admission to `plan(i)`, i its place in `peers`), and a
+/// link to each: what a multi-peer job (the LogfP fan-out, the conflict
+/// probe) runs on. Every peer is connected to before the claim to drive,
+/// as in `run_job`; the claim and the sessions end when dropped.
+pub(super) fn open_sessions<'a>(
+    ctx: &JobCtx<'a>,
+    kind: Kind,
+    peers: &[usize],
+    plan: impl Fn(usize) -> SizePlan,
+) -> Result<(DriveClaim<'a>, Sessions, Vec<Waiting>), JobError> {
+    let (cfg, shared) = (ctx.cfg, ctx.shared);
+    DriveClaim::could_take(shared)?;
+    let mut opened = Vec::with_capacity(peers.len());
+    for &i in peers {
+        opened.push((i, open(&cfg.peers[i], ctx.cc, &shared.node)?));
+    }
+    let claim = DriveClaim::take(shared)?;
+    let mut sessions = Sessions(Vec::with_capacity(peers.len()));
+    let mut links = Vec::with_capacity(peers.len());
+    for (j, (i, o)) in opened.into_iter().enumerate() {
+        let p = &cfg.peers[i];
+        sessions
+            .0
+            .push(request_session(o, p, shared, plan(j), kind)?);
+        let n = sessions.0.last_mut().expect("just pushed");
+        links.push(open_link(ctx, p, kind, n)?);
+    }
+    Ok((claim, sessions, links))
+}
+
 /// The 1:P−P:1 pattern across `peers` over `kind`: one link to each peer's
 /// responder (udp: its standing responder; rdma: a queue pair to each).
 pub(super) fn fanout_job(
@@ -421,30 +466,9 @@ pub(super) fn fanout_job(
     if !kind.descriptor().daemon_fanout {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
-    let (cfg, shared) = (ctx.cfg, ctx.shared);
-    // Every peer is connected to before the claim, as in `run_job`.
-    DriveClaim::could_take(shared)?;
-    let mut opened = Vec::with_capacity(peers.len());
-    for &i in peers {
-        opened.push((i, open(&cfg.peers[i], ctx.cc, &shared.node)?));
-    }
-    let _claim = DriveClaim::take(shared)?;
-    let mut sessions: Vec<Negotiated> = Vec::with_capacity(peers.len());
-    let result = (|| {
-        let mut links = Vec::with_capacity(peers.len());
-        for (i, o) in opened {
-            let p = &cfg.peers[i];
-            let plan = SizePlan::Recheck(vec![1]);
-            sessions.push(request_session(o, p, shared, plan, kind)?);
-            let n = sessions.last_mut().expect("just pushed");
-            links.push(open_link(ctx, p, kind, n)?);
-        }
-        fanout_run(&mut Multi::new(links), ctx.clock, cfg.max_reps)
-    })();
-    for n in sessions {
-        finish(n);
-    }
-    result
+    let (_claim, _sessions, links) =
+        open_sessions(ctx, kind, peers, |_| SizePlan::Recheck(vec![1]))?;
+    fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)
 }
 
 /// A fan-out's fit, its intervals and the payload bytes it sent.

@@ -30,6 +30,7 @@
 
 mod admission;
 pub mod config;
+mod contention;
 mod control;
 mod job;
 pub mod lifecycle;
@@ -49,13 +50,13 @@ pub use status::{status_path, PeerStatus, StatusFile};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::HostClock;
-use crate::control::{ControlServer, RejectCounters, ServerConfig};
+use crate::control::{self as control_plane, ControlServer, RejectCounters, ServerConfig};
 use crate::link::{Kind, OpenError};
 use crate::transport::dgram::SessionGate;
 use admission::Activity;
@@ -148,10 +149,28 @@ struct Shared {
     shutdown: Arc<Shutdown>,
     /// The verbs responder, when this node's `[verbs]` device opened.
     verbs: OnceLock<verbs::Serving>,
+    /// The quiet hook (see `Shared::quiet`).
+    quiet: AtomicBool,
+    /// What flow sessions of others may still carry through this node.
+    flow_budget: Mutex<contention::FlowBudget>,
+    /// Flow bytes consented and not yet charged to the scheduler.
+    flow_bytes: AtomicU64,
+    /// What the control plane needs to carry out an operator's stream
+    /// order and publish a bisection result (set once at start).
+    operator: OnceLock<Operator>,
     /// The control server's rejection counters (for `Msg::Status`).
     rejects: OnceLock<Arc<RejectCounters>>,
     /// The probe thread's promise to check in (the watchdog's view).
     probe_alive: Liveness,
+}
+
+/// What a stream order runs with, as a probe job does.
+struct Operator {
+    cfg: Config,
+    cc: crate::control::ConnConfig,
+    clock: HostClock,
+    verbs: Option<Arc<verbs::Node>>,
+    outcomes: crossbeam_channel::Sender<Outcome>,
 }
 
 /// Wait for `h` until `deadline`; a thread still busy then is left behind
@@ -213,8 +232,23 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         budget_bytes_per_s: cfg.budget_bytes_per_s,
         shutdown: shutdown.clone(),
         verbs: OnceLock::new(),
+        quiet: AtomicBool::new(false),
+        flow_budget: Mutex::new(contention::FlowBudget::new(
+            cfg.budget_bytes_per_s,
+            Instant::now(),
+        )),
+        flow_bytes: AtomicU64::new(0),
+        operator: OnceLock::new(),
         rejects: OnceLock::new(),
         probe_alive: Liveness::new(),
+    });
+    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
+    let _ = shared.operator.set(Operator {
+        cfg: cfg.clone(),
+        cc: crate::control::ConnConfig::new(&node, key.clone()),
+        clock,
+        verbs: verbs_node.clone(),
+        outcomes: tx.clone(),
     });
 
     // The verbs responder: one rdma or msg session at a time.
@@ -249,7 +283,14 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
-    scfg.allowed_peers = Some(cfg.peers.iter().map(|p| p.name.clone()).collect());
+    // The peers, and the operators' tools on this node and on the peers
+    // (`ngctl ebb` orders streams and hands results to publish).
+    let names = cfg.peers.iter().map(|p| p.name.as_str());
+    let operators = names
+        .clone()
+        .chain([node.as_str()])
+        .map(control_plane::operator_name);
+    scfg.allowed_peers = Some(names.map(str::to_string).chain(operators).collect());
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.
     scfg.idle = SESSION_TTL;
@@ -264,7 +305,6 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     let _ = shared.rejects.set(server.counters());
 
     // The probe thread.
-    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
     let restored: HashMap<(String, String), state::Stored> = entries
         .iter()
         .filter(|(_, s)| s.entry.flags & netgauge::flags::RESTORED != 0)

@@ -1,6 +1,6 @@
 //! The probe thread: asks the scheduler what to do next, runs the job (a
-//! sweep, a re-check or a LogfP fan-out), hands the outcome to the
-//! publisher, and keeps the peers' status current.
+//! sweep, a re-check, a LogfP fan-out or a conflict probe), hands the
+//! outcome to the publisher, and keeps the peers' status current.
 //!
 //! Between jobs it sleeps until the next one is due (or the shutdown
 //! wakes it), promising the watchdog ([`super::lifecycle::Liveness`]) to
@@ -18,6 +18,7 @@ use crossbeam_channel::Sender;
 use netgauge::{flags, EntryData};
 
 use super::config::Config;
+use super::contention::{contention_job, pick_peers};
 use super::job::{fanout_job, fanout_sets, run_job, JobCtx, JobError, JobResult, Target};
 use super::publisher::Outcome;
 use super::sched::{Job, PeerPhase, Scheduler};
@@ -27,6 +28,7 @@ use super::{sys, verbs, Shared};
 use crate::clock::HostClock;
 use crate::control::{ClusterKey, ConnConfig, RejectReason};
 use crate::transport::kind::PeerEndpoint;
+use crate::transport::Kind;
 
 /// A job ends within this (its waits all have deadlines; this bounds how
 /// long the watchdog trusts a thread it does not hear from).
@@ -134,6 +136,9 @@ pub(super) fn probe_loop(
         sched.defer(i, 0.5 * rand::random::<f64>());
     }
     let mut next_fanout_s = 0.0;
+    // The first conflict probe after one interval: the pair sweeps and the
+    // fan-out come first.
+    let mut next_contention_s = cfg.contention.interval_s;
     let ctx = JobCtx {
         cfg,
         cc: &cc,
@@ -143,6 +148,8 @@ pub(super) fn probe_loop(
     };
     publish_status(cfg, shared, targets, &sched, &st.errors, t0_unix_ns);
     while !shared.shutdown.is_set() {
+        // Others' flow sessions through this node are paid from its budget.
+        sched.charge(shared.take_flow_bytes(), now_s());
         // LogfP over the known peers, now and then, once every target has
         // been tried.
         let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
@@ -177,18 +184,35 @@ pub(super) fn probe_loop(
             }
             continue;
         }
+        let contention_on = cfg.contention.interval_s > 0.0 && !phases.contains(&PeerPhase::New);
+        if contention_on && now_s() >= next_contention_s && sched.solvent(now_s()) {
+            next_contention_s = now_s() + cfg.contention.interval_s;
+            for (kind, peers) in fanout_sets(cfg, targets, &phases) {
+                alive.promise(MAX_JOB);
+                if run_contention(&ctx, kind, pick_peers(peers), &mut sched, tx, now_s) {
+                    next_contention_s = soon(now_s());
+                    break;
+                }
+            }
+            continue;
+        }
         let (i, job) = match sched.next(now_s()) {
             Ok(j) => j,
             Err(wait) => {
                 // Asleep until the next job is due (the scheduler's own
                 // wait is at most a second: it stands for a budget in debt
-                // or a job due now), the next fan-out, or the shutdown.
+                // or a job due now), the next fan-out, the next conflict
+                // probe, or the shutdown. A conflict probe due but waiting
+                // for the budget sleeps the scheduler's wait (at most 1 s).
                 let now = now_s();
                 let mut due = (0..targets.len())
                     .map(|i| sched.peer(i).due_s)
                     .fold(f64::INFINITY, f64::min);
                 if fanout_on {
                     due = due.min(next_fanout_s);
+                }
+                if contention_on {
+                    due = due.min(next_contention_s);
                 }
                 let sleep = if due > now {
                     Duration::from_secs_f64((due - now).min(MAX_SLEEP.as_secs_f64())).max(wait)
@@ -319,6 +343,50 @@ pub(super) fn probe_loop(
             }
         }
         publish_status(cfg, shared, targets, &sched, &st.errors, t0_unix_ns);
+    }
+}
+
+/// One conflict probe over `kind` with `peers`, published and charged.
+/// True when it should be retried soon (a peer or this node was busy).
+fn run_contention(
+    ctx: &JobCtx<'_>,
+    kind: Kind,
+    peers: Vec<usize>,
+    sched: &mut Scheduler,
+    tx: &Sender<Outcome>,
+    now_s: impl Fn() -> f64,
+) -> bool {
+    if ctx.shared.quiet() {
+        tracing::debug!("no conflict probe over {kind}: this node is quiet");
+        return false;
+    }
+    match contention_job(ctx, kind, &peers) {
+        Ok(r) => {
+            sched.charge(r.probe_bytes, now_s());
+            ctx.shared
+                .spent_bytes
+                .store(sched.spent_bytes, Ordering::Relaxed);
+            tracing::info!(
+                "conflict probe over {kind} with {} peers: beta {:.2} ({} B in {:.1} s)",
+                peers.len(),
+                r.fit.beta.value,
+                r.probe_bytes,
+                r.elapsed_ns * 1e-9
+            );
+            let _ = tx.send(Outcome::Contention {
+                transport: kind.name().to_string(),
+                fit: Box::new(r.fit),
+            });
+            false
+        }
+        Err(e) if busy(&e) || matches!(e, JobError::Refused(_, RejectReason::Quiet)) => {
+            tracing::debug!("conflict probe over {kind}: {e}; later");
+            true
+        }
+        Err(e) => {
+            tracing::warn!("conflict probe over {kind} failed: {e}");
+            false
+        }
     }
 }
 

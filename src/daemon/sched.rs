@@ -150,6 +150,14 @@ impl Scheduler {
         Ok((i, job))
     }
 
+    /// Whether the budget is out of debt: a job of unknown length (a
+    /// conflict probe) starts only then, and is paid back afterwards as a
+    /// sweep is.
+    pub fn solvent(&mut self, now_s: f64) -> bool {
+        self.refill(now_s);
+        self.tokens >= 0.0
+    }
+
     /// Charge the payload a job put on the wire (successful or not).
     pub fn charge(&mut self, bytes: u64, now_s: f64) {
         self.refill(now_s);

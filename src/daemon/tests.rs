@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,10 @@ fn shared(node: &str) -> Shared {
         budget_bytes_per_s: 0,
         shutdown: super::Shutdown::new(),
         verbs: OnceLock::new(),
+        quiet: AtomicBool::new(false),
+        flow_budget: Mutex::new(super::contention::FlowBudget::new(1000, Instant::now())),
+        flow_bytes: AtomicU64::new(0),
+        operator: OnceLock::new(),
         rejects: OnceLock::new(),
         probe_alive: super::lifecycle::Liveness::new(),
     }
@@ -116,6 +120,36 @@ const FROM: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddr
     std::net::Ipv4Addr::new(10, 0, 0, 9),
     40000,
 ));
+
+/// A flow session of someone's conflict probe or bisection round: refused
+/// while quiet and beyond the flow budget (1000 B/s here: 600 000 B held),
+/// its bytes counted for this node's scheduler when consented.
+#[test]
+fn flow_sessions_need_consent_within_the_budget_and_never_while_quiet() {
+    let s = shared("b");
+    let flow = |nonce, bytes| ProbeRequest {
+        sizes: SizePlan::Flow { bytes },
+        ..request("a", nonce)
+    };
+    let reason = |m: Msg| match m {
+        Msg::ProbeReject(r) => Some(r.reason),
+        _ => None,
+    };
+    s.quiet.store(true, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(1, 1000));
+    assert_eq!(reason(m), Some(RejectReason::Quiet));
+    assert_eq!(s.take_flow_bytes(), 0);
+    s.quiet.store(false, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(2, 700_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(3, 500_000));
+    assert!(matches!(m, Msg::ProbeAccept(_)), "{m:?}");
+    assert_eq!(s.take_flow_bytes(), 500_000);
+    assert_eq!(s.take_flow_bytes(), 0);
+    s.end_serving_if(|_| true);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(4, 200_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
+}
 
 fn request(from: &str, nonce: u64) -> ProbeRequest {
     ProbeRequest {
@@ -290,6 +324,51 @@ fn reject_text_is_bounded_on_a_char_boundary() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (c, s, cc) = node_b_with_peer_a(&listener);
+    let ctx = job_ctx(&c, &cc, &s);
+    s.quiet.store(true, Ordering::Relaxed);
+    let r = super::contention::contention_job(&ctx, Kind::Udp, &[0]);
+    assert!(matches!(r, Err(JobError::Quiet)), "{:?}", r.err());
+    assert_eq!(
+        listener.accept().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "the quiet node connected to a peer"
+    );
+    // Nor does it stream for an operator's bisection round.
+    let order = control::StreamOrder {
+        nonce: 9,
+        partner: c.peers[0].name.clone(),
+        transport: Kind::Udp,
+        size_bytes: 65536,
+        burst: 16,
+        start_unix_ns: crate::publish::unix_now_ns() + 1_000_000_000,
+        duration_ns: 1_000_000_000,
+        max_bytes: 1 << 20,
+        bidirectional: true,
+    };
+    let r = super::contention::stream_order(&ctx, &control::operator_name("b"), &order);
+    assert_eq!(r.nonce, 9);
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("Quiet")),
+        "{r:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the quiet node connected to a peer"
+    );
+    // Stream orders come from operators only.
+    s.quiet.store(false, Ordering::Relaxed);
+    let r = super::contention::stream_order(&ctx, "a", &order);
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("operator")),
+        "{r:?}"
+    );
 }
 
 /// A re-check 20 % off the published gap, noisy enough that its own 95 %

@@ -5,13 +5,22 @@
 //! writes to stderr as it goes) are handed to the caller's callbacks as
 //! [`Note`]s.
 
+mod contention;
+mod ebb;
+mod overlap;
 mod probe;
 mod segment;
 mod serve;
 
+pub use crate::probe::contention::ContentionOptions;
+pub use crate::probe::overlap::OverlapOptions;
+pub use contention::{contention, default_options, parse_schemes, ContentionArgs, Servers};
+pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
+pub use overlap::{overlap, OverlapArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
-    clock, dump, publish_result, refit, shm_path, status, DumpData, FitArgs, StatusData,
+    clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,
+    StatusData,
 };
 pub use serve::{serve, ServeArgs};
 
