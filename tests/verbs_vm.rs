@@ -545,8 +545,11 @@ fn daemons_measure_each_other_over_rdma_and_msg() {
         let after = entry(&two, "vmb", tx);
         let at = after["measured_unix_ns"].as_u64().unwrap();
         let flags = after["flags"].to_string();
+        // Same time: still restored, or confirmed by an agreeing re-check
+        // (which clears the flag and keeps the measurement); later: measured
+        // again after a disagreeing one.
         assert!(
-            (at == before && flags.contains("restored")) || at > before,
+            at >= before,
             "vmb/{tx} after the restart: measured {at} (before {before}), flags {flags}"
         );
         assert!(!flags.contains("stale"), "vmb/{tx}: {after}");
