@@ -61,6 +61,35 @@ fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupErr
     Ok(line_ns(eel_of(&p), big_g, bytes))
 }
 
+/// The part of T(s) that moves the bytes: T(s) − T(1) without the
+/// handshake.
+pub(super) fn bytes_part_ns<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    Ok((bytes_time(net, bytes)? - bytes_time(net, 1)?).max(0.0))
+}
+
+/// How many rendezvous transfers of `bytes` the node moves at once, from
+/// its all-ranks exchange of `p` ranks (None without one): the exchange
+/// moves P transfers at once, and its bytes take X(s) − X(1) where one
+/// pair's take T(s) − T(1), so the node moves P·(T(s) − T(1)) / (X(s) −
+/// X(1)) of them in parallel, rounded, at least 1 and at most P. Where the
+/// node's single-copy transfers serialize, this is 1.
+pub(super) fn copy_lanes<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bytes: u64,
+) -> Result<Option<usize>, LookupError> {
+    let (Some(x), Some(x1)) = (net.exchange_ns(p, bytes), net.exchange_ns(p, 1)) else {
+        return Ok(None);
+    };
+    let pair = bytes_part_ns(net, bytes)?;
+    let exch = x - x1;
+    if p == 0 || exch <= 0.0 || pair <= 0.0 {
+        return Ok(None);
+    }
+    let lanes = (p as f64 * pair / exch).round();
+    Ok(Some((lanes.max(1.0) as usize).min(p)))
+}
+
 /// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
 fn eel_of(p: &Params) -> f64 {
     if p.eel_ns.is_finite() && p.eel_ns > 0.0 {

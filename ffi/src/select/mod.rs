@@ -121,9 +121,13 @@ use crate::types::LookupError;
 pub const LOGFP_MAX_BYTES: u64 = 256;
 
 /// Default cost of combining one byte in a reduction (ns per byte), used when
-/// the caller does not measure it. Summing doubles streams at several GB/s
-/// on current CPUs: 0.1–0.3 ns/byte.
-pub const DEFAULT_GAMMA_NS_PER_BYTE: f64 = 0.2;
+/// the caller does not measure it. An MPI library's predefined operations
+/// are vectorized loops over vectors that are in cache when a reduction
+/// combines them (they were just received): a sum of floats costs a few
+/// hundredths of a ns per byte on current x86 CPUs (bench/ngcoll.md:
+/// 0.013–0.045 ns/byte for 64 KiB – 4 MiB), not the 0.1–0.3 of a stream
+/// from memory.
+pub const DEFAULT_GAMMA_NS_PER_BYTE: f64 = 0.03;
 
 /// The collectives the selector knows.
 #[repr(u32)]

@@ -1023,3 +1023,76 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     .unwrap();
     assert!(d.ours.is_none() && d.best_ours.is_none());
 }
+
+/// A pair network with a rendezvous threshold at 4 KiB, and an exchange of
+/// 4 ranks whose bytes take `k` times a pair's per byte (k = 4: the node
+/// moves one transfer at a time; k = 1: four at once).
+fn rendezvous_node(k: f64) -> (Params, Vec<Params>) {
+    let mut pair = net(1000.0, 200.0, 300.0, 0.08);
+    pair.S_bytes = 4096;
+    let x = vec![Params {
+        range_from_bytes: 1,
+        range_to_bytes: 4 << 20,
+        g_ns: 3000.0,
+        G_ns_per_byte: 0.08 * k,
+        ..Params::default()
+    }];
+    (pair, x)
+}
+
+#[test]
+fn copy_lanes_follow_the_measured_exchange() {
+    let m = 1u64 << 20;
+    for (k, lanes) in [(4.0, 1), (3.3, 1), (2.0, 2), (1.0, 4), (0.5, 4)] {
+        let (pair, x) = rendezvous_node(k);
+        let pair = [pair];
+        let net = measured_with_4(&pair, &x);
+        assert_eq!(
+            super::cost::copy_lanes(&net, 4, m).unwrap(),
+            Some(lanes),
+            "k = {k}"
+        );
+        assert_eq!(super::cost::copy_lanes(&net, 8, m).unwrap(), None);
+    }
+    let (pair, _) = rendezvous_node(4.0);
+    assert_eq!(super::cost::copy_lanes(&pair, 4, m).unwrap(), None);
+}
+
+#[test]
+fn single_copy_transfers_that_serialize_take_the_trees_lead_away() {
+    // Reduce of 1 MiB over 4 ranks, γ = 0: the linear reduce's root takes
+    // its three messages in turn; the binomial tree's first round sends
+    // two at once, which a node with one copy lane moves one after the
+    // other, so the tree gains only one message's fixed part.
+    let m = 1u64 << 20;
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let sync = |net: &dyn Network, s: Schedule| {
+        let r = sim::run(net, s, 4, m, 0.0, one_call).unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    let (pair, one_lane) = rendezvous_node(4.0);
+    let pair = [pair];
+    let serial = measured_with_4(&pair, &one_lane);
+    let (_, four) = rendezvous_node(1.0);
+    let parallel = measured_with_4(&pair, &four);
+    let t = one_message_on(&pair[..], m).unwrap();
+    let bytes = super::cost::bytes_part_ns(&pair[..], m).unwrap();
+    let linear = sync(&serial, Schedule::ReduceLinear);
+    assert!((linear - 3.0 * t).abs() < 1e-6 * t, "{linear} vs 3·{t}");
+    assert_eq!(sync(&parallel, Schedule::ReduceLinear), linear);
+    // Four lanes: two rounds of T. One lane: round one's second transfer
+    // waits for the first's bytes.
+    let tree_parallel = sync(&parallel, Schedule::ReduceBinomial);
+    assert!((tree_parallel - 2.0 * t).abs() < 1e-6 * t);
+    let tree_serial = sync(&serial, Schedule::ReduceBinomial);
+    assert!(
+        (tree_serial - (2.0 * t + bytes)).abs() < 1e-6 * t,
+        "{tree_serial} vs 2·{t} + {bytes}"
+    );
+    assert!((linear - tree_serial - (t - bytes)).abs() < 1e-6 * t);
+    // Without an exchange measurement there is no lane limit.
+    assert_eq!(sync(&pair[0], Schedule::ReduceBinomial), tree_parallel);
+}
