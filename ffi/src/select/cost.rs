@@ -67,12 +67,13 @@ pub(super) fn bytes_part_ns<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<
     Ok((bytes_time(net, bytes)? - bytes_time(net, 1)?).max(0.0))
 }
 
-/// How many rendezvous transfers of `bytes` the node moves at once, from
+/// How many transfers of `bytes` the node moves at once, from
 /// its all-ranks exchange of `p` ranks (None without one): the exchange
 /// moves P transfers at once, and its bytes take X(s) − X(1) where one
 /// pair's take T(s) − T(1), so the node moves P·(T(s) − T(1)) / (X(s) −
 /// X(1)) of them in parallel, rounded, at least 1 and at most P. Where the
-/// node's single-copy transfers serialize, this is 1.
+/// node's single-copy transfers serialize, this is 1; where each pair's
+/// copies run on cores of their own, P (or the cores' share).
 pub(super) fn copy_lanes<N: Network + ?Sized>(
     net: &N,
     p: usize,

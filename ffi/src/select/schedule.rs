@@ -271,19 +271,8 @@ impl Emit<'_> {
             }
             BcastChain { seg } => {
                 let v = self.v();
-                let seg = seg.clamp(1, m.max(1));
-                let n = m.div_ceil(seg).max(1);
-                for i in 0..n {
-                    let b = seg.min(m - (i * seg).min(m));
-                    if v != 0 {
-                        self.recv(v - 1, b);
-                        self.op(Op::WaitRecvs);
-                    }
-                    if v + 1 < p {
-                        self.send(v + 1, b);
-                    }
-                }
-                self.op(Op::Wait);
+                let (up, down) = ((v != 0).then(|| v - 1), (v + 1 < p).then_some(v + 1));
+                self.chain(m, seg, up, down, false);
             }
             BcastLinear => {
                 let v = self.v();
@@ -377,20 +366,8 @@ impl Emit<'_> {
             ReduceChain { seg } => {
                 // Towards the root: v = P−1 starts, v = 0 ends.
                 let v = self.v();
-                let seg = seg.clamp(1, m.max(1));
-                let n = m.div_ceil(seg).max(1);
-                for i in 0..n {
-                    let b = seg.min(m - (i * seg).min(m));
-                    if v + 1 < p {
-                        self.recv(v + 1, b);
-                        self.op(Op::WaitRecvs);
-                        self.op(Op::Reduce { bytes: b });
-                    }
-                    if v != 0 {
-                        self.send(v - 1, b);
-                    }
-                }
-                self.op(Op::Wait);
+                let (up, down) = ((v + 1 < p).then_some(v + 1), (v != 0).then(|| v - 1));
+                self.chain(m, seg, up, down, true);
             }
             ReduceShm => self.shm_reduce(m),
 
@@ -536,17 +513,8 @@ impl Emit<'_> {
             }
             BarrierTree => {
                 let v = self.v();
-                let limit = if v == 0 {
-                    p.next_power_of_two()
-                } else {
-                    lowbit(v)
-                };
-                let mut mask = limit >> 1;
-                while mask > 0 {
-                    if v + mask < p {
-                        self.recv(v + mask, 0);
-                    }
-                    mask >>= 1;
+                for c in self.children() {
+                    self.recv(c, 0);
                 }
                 self.op(Op::Wait);
                 if v != 0 {
@@ -555,12 +523,8 @@ impl Emit<'_> {
                     self.send(parent, 0);
                     self.op(Op::Wait);
                 }
-                let mut mask = limit >> 1;
-                while mask > 0 {
-                    if v + mask < p {
-                        self.send(v + mask, 0);
-                    }
-                    mask >>= 1;
+                for c in self.children() {
+                    self.send(c, 0);
                 }
                 self.op(Op::Wait);
             }
@@ -605,6 +569,28 @@ impl Emit<'_> {
             out: self.out,
         };
         e.run(s, m);
+    }
+
+    /// A chain cut into segments of `seg` bytes: each segment is received
+    /// from `from` (if any), combined when `reduce`, and sent on to `to`
+    /// (if any) without waiting for the send.
+    fn chain(&mut self, m: u64, seg: u64, from: Option<usize>, to: Option<usize>, reduce: bool) {
+        let seg = seg.clamp(1, m.max(1));
+        let n = m.div_ceil(seg).max(1);
+        for i in 0..n {
+            let b = seg.min(m - (i * seg).min(m));
+            if let Some(f) = from {
+                self.recv(f, b);
+                self.op(Op::WaitRecvs);
+                if reduce {
+                    self.op(Op::Reduce { bytes: b });
+                }
+            }
+            if let Some(t) = to {
+                self.send(t, b);
+            }
+        }
+        self.op(Op::Wait);
     }
 
     fn binomial_bcast(&mut self, m: u64) {
@@ -658,19 +644,26 @@ impl Emit<'_> {
             self.recv(v - lowbit(v), bytes(v, lowbit(v).min(p - v)));
             self.op(Op::Wait);
         }
+        for c in self.children() {
+            self.send(c, bytes(c, (c - v).min(p - c)));
+        }
+        self.op(Op::Wait);
+    }
+
+    /// This rank's children in the binomial tree (relative ranks), the
+    /// largest subtree first: v + 2^k for 2^k below v's lowest set bit (any
+    /// k for the root).
+    fn children(&self) -> impl Iterator<Item = usize> {
+        let (v, p) = (self.v(), self.p);
         let limit = if v == 0 {
             p.next_power_of_two()
         } else {
             lowbit(v)
         };
-        let mut mask = limit >> 1;
-        while mask > 0 {
-            if v + mask < p {
-                self.send(v + mask, bytes(v + mask, mask.min(p - v - mask)));
-            }
-            mask >>= 1;
-        }
-        self.op(Op::Wait);
+        std::iter::successors(Some(limit >> 1), |m| Some(m >> 1))
+            .take_while(|&m| m > 0)
+            .map(move |m| v + m)
+            .filter(move |&c| c < p)
     }
 
     /// Fold-in of a non-power-of-two size; None for a rank that sits out.

@@ -22,10 +22,10 @@
 //! copies), which bounds the time of ranks that share cores (see
 //! `view`).
 //!
-//! The bytes of rendezvous messages on one node move through a limited
-//! number of copy lanes ([`copy_lanes`]): where the node's all-ranks
-//! exchange was measured, it says how many such transfers the node moves
-//! at once, and a transfer that finds every lane busy waits for one. (A
+//! The bytes of the messages on one node move through a limited number of
+//! copy lanes ([`copy_lanes`]): where the node's all-ranks exchange was
+//! measured, it says how many transfers of a size the node moves at once,
+//! and a transfer that finds every lane busy waits for one. (A
 //! single-copy transfer between processes of one node, such as Open MPI's
 //! CMA `process_vm_readv`, can serialize with every other one: two pairs at
 //! once then take as long as one after the other, and a tree whose pairs
@@ -61,7 +61,7 @@ struct Cost {
     /// handshake left out): what holds a copy lane.
     bytes_ns: f64,
     eager: bool,
-    /// Rendezvous transfers the node moves at once (None: no limit).
+    /// Transfers of this size the node moves at once (None: no limit).
     lanes: Option<usize>,
 }
 
@@ -96,11 +96,7 @@ impl<N: Network + ?Sized> Costs<'_, N> {
             copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
             bytes_ns: bytes_part_ns(self.net, bytes)?,
             eager,
-            lanes: if eager {
-                None
-            } else {
-                copy_lanes(self.net, self.p, bytes)?
-            },
+            lanes: copy_lanes(self.net, self.p, bytes)?,
         };
         self.cache.push((bytes, c));
         Ok(c)
@@ -113,14 +109,15 @@ impl<N: Network + ?Sized> Costs<'_, N> {
 struct MsgState {
     sent: Option<(f64, u64, bool)>,
     recv_posted: Option<f64>,
-    /// Its arrival, once computed (a rendezvous transfer reserves a lane
-    /// then, so it is computed once).
+    /// Its arrival, once computed (a transfer reserves a lane then, so it
+    /// is computed once).
     arrived: Option<f64>,
 }
 
-/// The node's copy lanes: per lane, the intervals reserved by rendezvous
-/// transfers. A transfer takes the earliest interval, on any lane, that
-/// starts no earlier than both ends are ready and overlaps no reserved one.
+/// The node's copy lanes: per lane, the intervals reserved by transfers,
+/// in order and disjoint. A transfer takes the earliest interval, on any
+/// lane, that starts no earlier than it is ready and overlaps no reserved
+/// one.
 #[derive(Debug, Default)]
 struct Lanes {
     busy: Vec<Vec<(f64, f64)>>,
@@ -136,7 +133,9 @@ impl Lanes {
         let mut best: Option<(usize, f64)> = None;
         for (i, lane) in self.busy[..n].iter().enumerate() {
             let mut t = ready;
-            for &(a, b) in lane.iter() {
+            // Intervals that end by `ready` cannot be in the way.
+            let first = lane.partition_point(|&(_, b)| b <= ready);
+            for &(a, b) in &lane[first..] {
                 if t + dur_ns <= a {
                     break;
                 }
@@ -362,8 +361,8 @@ pub fn run<N: Network + ?Sized>(
 }
 
 /// When the message's data is in the receiver's buffer, if both ends have
-/// posted (None otherwise). Computed once per message: a rendezvous
-/// transfer reserves a copy lane when its arrival is first asked for.
+/// posted (None otherwise). Computed once per message: a transfer reserves
+/// a copy lane when its arrival is first asked for.
 fn arrival<N: Network + ?Sized>(
     m: &mut MsgState,
     costs: &mut Costs<N>,
@@ -378,19 +377,15 @@ fn arrival<N: Network + ?Sized>(
     };
     let c = costs.get(bytes)?;
     let t = if exchange { c.x_ns } else { c.t_ns };
-    let at = if c.eager {
-        (sent + t).max(posted)
-    } else {
-        let ready = sent.max(posted);
-        match c.lanes.filter(|_| !exchange) {
-            // The handshake first, then the bytes once a lane is free.
-            Some(n) => {
-                let fixed = t - c.bytes_ns;
-                costs.lanes.reserve(n, ready + fixed, c.bytes_ns) + c.bytes_ns
-            }
-            None => ready + t,
-        }
+    // An eager message moves as soon as it is sent, a rendezvous message
+    // once both ends have posted; its fixed part (latency, handshake)
+    // first, then its bytes once a copy lane is free.
+    let ready = if c.eager { sent } else { sent.max(posted) };
+    let moved = match c.lanes.filter(|_| !exchange) {
+        Some(n) => costs.lanes.reserve(n, ready + t - c.bytes_ns, c.bytes_ns) + c.bytes_ns,
+        None => ready + t,
     };
+    let at = moved.max(posted);
     m.arrived = Some(at);
     Ok(Some(at))
 }

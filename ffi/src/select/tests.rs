@@ -562,45 +562,48 @@ fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
 
 /// Every schedule the model knows, for the simulation tests.
 fn all_schedules(m: u64) -> Vec<Schedule> {
-    use Schedule::*;
-    vec![
-        BcastBinomial,
-        BcastScatterRd,
-        BcastScatterRing,
-        BcastChain {
-            seg: (m / 4).max(1),
-        },
-        BcastChain { seg: m.max(1) },
-        BcastLinear,
-        BcastBinary,
-        BcastKnomial { radix: 4 },
-        BcastShm,
-        ReduceBinomial,
-        ReduceRabenseifner,
-        ReduceLinear,
-        ReduceBinary,
-        ReduceChain {
-            seg: (m / 3).max(1),
-        },
-        ReduceShm,
-        AllreduceRecursiveDoubling,
-        AllreduceRabenseifner,
-        AllreduceRing,
-        AllreduceReduceBcast,
-        AllreduceShm,
-        AllgatherRecursiveDoubling,
-        AllgatherRing,
-        AllgatherBruck,
-        AllgatherNeighbor,
-        AlltoallPairwise,
-        AlltoallLinear,
-        AlltoallBruck,
-        BarrierDissemination,
-        BarrierTree,
-        BarrierLinear,
-        BarrierRecursiveDoubling,
-        BarrierShm,
-    ]
+    // Ours, the chains also with several segments, and whatever either
+    // library runs for any communicator size and message size.
+    let mut out: Vec<Schedule> = Algorithm::ALL
+        .iter()
+        .map(|&a| Schedule::of(a, m.max(1)))
+        .chain([
+            Schedule::BcastChain {
+                seg: (m / 4).max(1),
+            },
+            Schedule::ReduceChain {
+                seg: (m / 3).max(1),
+            },
+        ])
+        .collect();
+    for lib in [Library::OpenMpi41, Library::Mpich40] {
+        for coll in Collective::ALL {
+            for p in [
+                2, 3, 4, 5, 6, 8, 16, 40, 100, 200, 300, 600, 1500, 3000, 5000,
+            ] {
+                for bytes in (0..24).map(|k| 1u64 << k) {
+                    for one_node in [true, false] {
+                        let s = match lib.schedule(coll, p, bytes, one_node) {
+                            Schedule::BcastChain { .. } => Schedule::BcastChain { seg: m.max(1) },
+                            Schedule::ReduceChain { .. } => Schedule::ReduceChain { seg: m.max(1) },
+                            s => s,
+                        };
+                        if !out.contains(&s) {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_libraries_reach_every_schedule() {
+    // Every variant of Schedule (31) once, the chains with two segment
+    // sizes.
+    assert_eq!(all_schedules(1 << 20).len(), 33);
 }
 
 #[test]
@@ -782,30 +785,24 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
 #[test]
 fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
-    let free = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let ring = |opts: &ViewOptions, spins: bool| {
+        view(
+            &p_net,
+            Schedule::AllreduceRing,
+            8,
+            1 << 20,
+            opts,
+            spins,
+            false,
+        )
+        .unwrap()
+    };
+    let free = ring(&ViewOptions::default(), false);
     let shared = ViewOptions {
         cores: 2,
         ..ViewOptions::default()
     };
-    let two = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &shared,
-        false,
-        false,
-    )
-    .unwrap();
+    let two = ring(&shared, false);
     for (a, b) in two.prices().iter().zip(free.prices()) {
         assert!(*a >= b - 1e-6, "{two:?} vs {free:?}");
     }
@@ -820,26 +817,8 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
         spin_slice_ns: 1e6,
         ..ViewOptions::default()
     };
-    let spin = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &slice,
-        true,
-        false,
-    )
-    .unwrap();
-    let polite = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &slice,
-        false,
-        false,
-    )
-    .unwrap();
+    let spin = ring(&slice, true);
+    let polite = ring(&slice, false);
     assert!(
         spin.sync_ns > polite.sync_ns + 1e6,
         "{spin:?} vs {polite:?}"
@@ -863,84 +842,45 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
 
 #[test]
 fn library_decisions_follow_the_published_rules() {
+    use Collective::*;
     use Schedule::*;
-    let o = Library::OpenMpi41;
-    assert_eq!(o.schedule(Collective::Bcast, 4, 32, true), BcastBinary);
-    assert_eq!(o.schedule(Collective::Bcast, 4, 100, true), BcastBinomial);
-    assert_eq!(o.schedule(Collective::Bcast, 4, 16384, true), BcastLinear);
-    assert_eq!(
-        o.schedule(Collective::Bcast, 4, 2 << 20, true),
-        BcastChain { seg: 2 << 20 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Bcast, 8, 1000, true),
-        BcastKnomial { radix: 4 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 65536, true),
-        AllreduceRabenseifner
-    );
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 1024, true),
-        AllreduceRecursiveDoubling
-    );
-    // Ring for < 16 B, but fewer elements than ranks: recursive doubling.
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 8, true),
-        AllreduceRecursiveDoubling
-    );
-    assert_eq!(o.schedule(Collective::Reduce, 4, 100, true), ReduceBinary);
-    assert_eq!(
-        o.schedule(Collective::Reduce, 4, 8192, true),
-        ReduceChain { seg: 8192 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Allgather, 4, 100, true),
-        AllgatherRecursiveDoubling
-    );
-    assert_eq!(
-        o.schedule(Collective::Allgather, 6, 100, true),
-        AllgatherBruck
-    );
-    assert_eq!(
-        o.schedule(Collective::Alltoall, 4, 100, true),
-        AlltoallLinear
-    );
-    assert_eq!(
-        o.schedule(Collective::Alltoall, 4, 600_000, true),
-        AlltoallPairwise
-    );
-    assert_eq!(o.schedule(Collective::Barrier, 4, 0, true), BarrierLinear);
-    assert_eq!(
-        o.schedule(Collective::Barrier, 8, 0, true),
-        BarrierRecursiveDoubling
-    );
-    let m = Library::Mpich40;
-    assert_eq!(m.schedule(Collective::Bcast, 4, 100, true), BcastShm);
-    assert_eq!(
-        m.schedule(Collective::Allreduce, 4, 100, true),
-        AllreduceShm
-    );
-    assert_eq!(
-        m.schedule(Collective::Bcast, 16, 1 << 20, false),
-        BcastScatterRing
-    );
-    assert_eq!(
-        m.schedule(Collective::Bcast, 16, 100_000, false),
-        BcastScatterRd
-    );
-    assert_eq!(
-        m.schedule(Collective::Allgather, 6, 100, true),
-        AllgatherBruck
-    );
-    assert_eq!(
-        m.schedule(Collective::Alltoall, 4, 100, true),
-        AlltoallLinear
-    );
-    assert_eq!(
-        m.schedule(Collective::Alltoall, 16, 100, true),
-        AlltoallBruck
-    );
+    let (o, m) = (Library::OpenMpi41, Library::Mpich40);
+    // (library, collective, ranks, bytes, one node, what it runs)
+    let cases = [
+        (o, Bcast, 4, 32, true, BcastBinary),
+        (o, Bcast, 4, 100, true, BcastBinomial),
+        (o, Bcast, 4, 16384, true, BcastLinear),
+        (o, Bcast, 4, 2 << 20, true, BcastChain { seg: 2 << 20 }),
+        (o, Bcast, 8, 1000, true, BcastKnomial { radix: 4 }),
+        (o, Allreduce, 4, 65536, true, AllreduceRabenseifner),
+        (o, Allreduce, 4, 1024, true, AllreduceRecursiveDoubling),
+        // Ring for < 16 B, but fewer elements than ranks: recursive
+        // doubling.
+        (o, Allreduce, 4, 8, true, AllreduceRecursiveDoubling),
+        (o, Reduce, 4, 100, true, ReduceBinary),
+        (o, Reduce, 4, 8192, true, ReduceChain { seg: 8192 }),
+        (o, Reduce, 4, 1 << 20, true, ReduceLinear),
+        (o, Allgather, 4, 100, true, AllgatherRecursiveDoubling),
+        (o, Allgather, 6, 100, true, AllgatherBruck),
+        (o, Alltoall, 4, 100, true, AlltoallLinear),
+        (o, Alltoall, 4, 600_000, true, AlltoallPairwise),
+        (o, Barrier, 4, 0, true, BarrierLinear),
+        (o, Barrier, 8, 0, true, BarrierRecursiveDoubling),
+        (m, Bcast, 4, 100, true, BcastShm),
+        (m, Allreduce, 4, 100, true, AllreduceShm),
+        (m, Bcast, 16, 1 << 20, false, BcastScatterRing),
+        (m, Bcast, 16, 100_000, false, BcastScatterRd),
+        (m, Allgather, 6, 100, true, AllgatherBruck),
+        (m, Alltoall, 4, 100, true, AlltoallLinear),
+        (m, Alltoall, 16, 100, true, AlltoallBruck),
+    ];
+    for (lib, coll, p, bytes, one_node, want) in cases {
+        assert_eq!(
+            lib.schedule(coll, p, bytes, one_node),
+            want,
+            "{lib:?} {coll:?} {p} ranks {bytes} B"
+        );
+    }
     assert!(m.spins() && !o.spins());
 }
 
@@ -950,36 +890,28 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     p_net.S_bytes = 4096;
     let opts = ViewOptions::default();
     let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    let open_mpi = |coll, m, ours: &[Algorithm], margin| {
+        choose(
+            &p_net,
+            Library::OpenMpi41,
+            coll,
+            4,
+            m,
+            true,
+            ours,
+            &opts,
+            margin,
+        )
+        .unwrap()
+    };
     // Open MPI's allreduce of 1 KiB on 4 ranks is recursive doubling: ours
     // is the same schedule, never more than the margin faster.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Allreduce,
-        4,
-        1024,
-        true,
-        &all,
-        &opts,
-        0.1,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Allreduce, 1024, &all, 0.1);
     assert_eq!(d.library, Schedule::AllreduceRecursiveDoubling);
     assert!(d.ours.is_none(), "{d:?}");
     // Its unsegmented chain for 2 MiB on 4 ranks loses to a segmented one
     // in every view.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
-        4,
-        2 << 20,
-        true,
-        &all,
-        &opts,
-        0.1,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Bcast, 2 << 20, &all, 0.1);
     let ours = d
         .ours
         .expect("a segmented chain or a tree beats the unsegmented chain");
@@ -994,33 +926,11 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     assert!(gmean <= 0.9, "{d:?}");
     assert!(ratios.iter().all(|&r| r <= 1.05), "{d:?}");
     // A margin nothing clears: the library's own, always.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
-        4,
-        2 << 20,
-        true,
-        &all,
-        &opts,
-        0.99,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Bcast, 2 << 20, &all, 0.99);
     assert!(d.ours.is_none());
     assert!(d.best_ours.is_some());
     // Only the algorithms offered are candidates.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
-        4,
-        2 << 20,
-        true,
-        &[],
-        &opts,
-        0.1,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Bcast, 2 << 20, &[], 0.1);
     assert!(d.ours.is_none() && d.best_ours.is_none());
 }
 
