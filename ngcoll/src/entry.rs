@@ -22,7 +22,7 @@ use std::ffi::{c_int, c_void};
 
 use netgauge::select::{Algorithm, Collective};
 
-use crate::algo::{self, Cx, Elems};
+use crate::algo::{self, Cx, Elems, Operands};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
 use crate::runtime::{state, type_info, CommState};
@@ -99,9 +99,10 @@ unsafe fn bcast_bytes<M: Mpi + ?Sized>(
     // SAFETY: forwarded from the caller.
     unsafe {
         match s.algorithm() {
-            Some(Algorithm::BcastScatterRdAllgather) => algo::bcast::scatter_rd(cx, buf, n, root),
-            Some(Algorithm::BcastScatterRingAllgather) => {
-                algo::bcast::scatter_ring(cx, buf, n, root)
+            Some(a @ Algorithm::BcastScatterRdAllgather)
+            | Some(a @ Algorithm::BcastScatterRingAllgather) => {
+                let rd = a == Algorithm::BcastScatterRdAllgather;
+                algo::bcast::scatter_allgather(cx, buf, n, root, rd)
             }
             Some(Algorithm::BcastChain) => {
                 algo::bcast::chain(cx, buf, n, root, s.seg_bytes as usize)
@@ -170,6 +171,29 @@ fn reducible<M: Mpi + ?Sized>(m: &M, datatype: Raw, op: Raw, count: c_int) -> Op
     ti.predefined.then_some(ti)
 }
 
+/// A reduction's operands over `count` elements of `datatype` at `acc`
+/// and `tmp`.
+fn operands(
+    acc: *mut u8,
+    tmp: *mut u8,
+    ti: &TypeInfo,
+    datatype: Raw,
+    count: usize,
+    op: Raw,
+) -> Operands {
+    let at = |base| Elems {
+        base,
+        extent: ti.extent,
+        dt: datatype,
+    };
+    Operands {
+        acc: at(acc),
+        tmp: at(tmp),
+        count,
+        op,
+    }
+}
+
 /// MPI_Reduce.
 ///
 /// # Safety
@@ -215,16 +239,7 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
     } else {
         sbuf as *const u8
     };
-    let acc = Elems {
-        base: acc,
-        extent: ti.extent,
-        dt: datatype,
-    };
-    let tmp = Elems {
-        base: tmp,
-        extent: ti.extent,
-        dt: datatype,
-    };
+    let v = operands(acc, tmp, &ti, datatype, count_u, op);
     // SAFETY: own holds count elements (the caller's send buffer, or at an
     // in-place root its receive buffer); acc and tmp hold count elements.
     code(unsafe {
@@ -235,11 +250,11 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
             // (MPI forbids the send buffer to alias the receive buffer).
             Some(Algorithm::ReduceRabenseifner) if count_u >= st.size => {
                 if !in_place && span > 0 {
-                    std::ptr::copy_nonoverlapping(own, acc.base, span);
+                    std::ptr::copy_nonoverlapping(own, v.acc.base, span);
                 }
-                algo::reduce::rabenseifner(&cx, acc, tmp, count_u, op, root)
+                algo::reduce::rabenseifner(&cx, v, root)
             }
-            _ => algo::reduce::binomial(&cx, own, in_place, acc, tmp, count_u, op, root),
+            _ => algo::reduce::binomial(&cx, own, in_place, v, root),
         }
     })
 }
@@ -278,26 +293,15 @@ pub unsafe fn allreduce<M: Mpi + ?Sized>(
     }
     let mut sc = st.scratch(stride);
     let cx = cx(m, st);
-    let acc = Elems {
-        base: rbuf as *mut u8,
-        extent: ti.extent,
-        dt: datatype,
-    };
-    let tmp = Elems {
-        base: sc.ptr(),
-        extent: ti.extent,
-        dt: datatype,
-    };
+    let v = operands(rbuf as *mut u8, sc.ptr(), &ti, datatype, count_u, op);
     // SAFETY: rbuf and the scratch hold count elements each.
     code(unsafe {
         match slot.algorithm() {
             Some(Algorithm::AllreduceRabenseifner) if count_u >= st.size => {
-                algo::allreduce::rabenseifner(&cx, acc, tmp, count_u, op)
+                algo::allreduce::rabenseifner(&cx, v)
             }
-            Some(Algorithm::AllreduceRing) if count_u >= st.size => {
-                algo::allreduce::ring(&cx, acc, tmp, count_u, op)
-            }
-            _ => algo::allreduce::recursive_doubling(&cx, acc, tmp, count_u, op),
+            Some(Algorithm::AllreduceRing) if count_u >= st.size => algo::allreduce::ring(&cx, v),
+            _ => algo::allreduce::recursive_doubling(&cx, v),
         }
     })
 }
@@ -412,12 +416,8 @@ pub unsafe fn allgather<M: Mpi + ?Sized>(
                 }
                 None => {}
             }
-            match slot.algorithm() {
-                Some(Algorithm::AllgatherRecursiveDoubling) => {
-                    algo::allgather::recursive_doubling(&cx, work, c)?
-                }
-                _ => algo::allgather::ring(&cx, work, c)?,
-            }
+            let rd = slot.algorithm() == Some(Algorithm::AllgatherRecursiveDoubling);
+            algo::allgather::allgather(&cx, work, c, rd)?;
             if !direct {
                 m.unpack(
                     work,
