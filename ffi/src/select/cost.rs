@@ -100,17 +100,27 @@ fn eel_of(p: &Params) -> f64 {
     }
 }
 
+/// The sender's overhead o_s(s) = o_s + (s−1)·O_s of the range, at most
+/// the message's whole time T(s) (`t_ns`): the sender's work is part of
+/// the end-to-end time the probe measures for the same size, so a larger
+/// fitted value (a burst disturbed by another job can put milliseconds
+/// into o_s or O_s) is not what the sender spends.
+pub(super) fn send_overhead_ns(p: &Params, bytes: u64, t_ns: f64) -> f64 {
+    line_ns(p.o_s_ns, p.O_s_ns_per_byte, bytes).clamp(0.0, t_ns.max(0.0))
+}
+
 pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let p = net.at(bytes)?;
-    let o_s_ns = line_ns(p.o_s_ns, p.O_s_ns_per_byte, bytes).max(0.0);
     let t_ns = one_message_on(net, bytes)?;
+    let o_s_ns = send_overhead_ns(&p, bytes, t_ns);
     let gap_ns = p.gap_ns(bytes).max(o_s_ns).max(0.0);
+    // Receiving and sending on: at most the two messages' whole times.
     let forward_ns = line_ns(
         p.o_s_ns + p.o_r_ns,
         p.O_s_ns_per_byte.max(p.O_r_ns_per_byte),
         bytes,
     )
-    .max(0.0);
+    .clamp(0.0, 2.0 * t_ns);
     Ok(Msg {
         t_ns,
         gap_ns,

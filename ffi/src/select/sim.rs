@@ -33,7 +33,7 @@
 //! of an all-ranks step are priced at the measured step X(s), which holds
 //! that contention already, and take no lane.
 
-use super::cost::{bytes_part_ns, copy_lanes, msg, Msg};
+use super::cost::{bytes_part_ns, copy_lanes, msg, send_overhead_ns, Msg};
 use super::schedule::{Op, Schedule};
 use super::Network;
 use crate::types::{LookupError, Params};
@@ -80,8 +80,7 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         }
         let m: Msg = msg(self.net, bytes)?;
         let p: Params = self.net.at(bytes)?;
-        let k = bytes.saturating_sub(1) as f64;
-        let o_s = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+        let o_s = send_overhead_ns(&p, bytes, m.t_ns);
         let small = self.net.at(1)?;
         let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
         let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;

@@ -1006,3 +1006,27 @@ fn single_copy_transfers_that_serialize_take_the_trees_lead_away() {
     // Without an exchange measurement there is no lane limit.
     assert_eq!(sync(&pair[0], Schedule::ReduceBinomial), tree_parallel);
 }
+
+#[test]
+fn a_send_overhead_fitted_beyond_the_message_time_is_bounded_by_it() {
+    // A burst disturbed by another job fitted O_s = 5 µs per byte: 256 B
+    // would keep the sender 1.3 ms, while the whole message takes T(256).
+    let mut p_net = net(1000.0, 200.0, 300.0, 0.1);
+    p_net.O_s_ns_per_byte = 5000.0;
+    let t = one_message_on(&p_net, 256).unwrap();
+    let m = msg(&p_net, 256).unwrap();
+    assert!(m.gap_ns <= t + 1e-9, "{} vs {t}", m.gap_ns);
+    // A binomial broadcast over 4 ranks: the root's two sends one gap
+    // apart, then the last hop: at most 3·T.
+    let v = view(
+        &p_net,
+        Schedule::BcastBinomial,
+        4,
+        256,
+        &ViewOptions::default(),
+        false,
+        false,
+    )
+    .unwrap();
+    assert!(v.sync_ns <= 3.0 * t + 1e-6, "{v:?} vs T = {t}");
+}
