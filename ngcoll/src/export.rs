@@ -35,6 +35,61 @@ impl Handle for std::ffi::c_int {
     }
 }
 
+/// Within [`export_mpi!`](crate::export_mpi): the interposed `$name`
+/// (MPI_Allgather or MPI_Alltoall, whose arguments are alike) with the
+/// ABI's handle type `$h`, calling libngcoll's entry for collective `$coll`
+/// and, for the library's own, `$pmpi`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! block_entry {
+    ($h:ty, $name:ident, $pmpi:ident, $coll:ident) => {
+        extern "C" {
+            fn $pmpi(
+                sbuf: *const c_void,
+                scount: c_int,
+                stype: $h,
+                rbuf: *mut c_void,
+                rcount: c_int,
+                rtype: $h,
+                comm: $h,
+            ) -> c_int;
+        }
+
+        /// # Safety
+        /// As the MPI function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sbuf: *const c_void,
+            scount: c_int,
+            stype: $h,
+            rbuf: *mut c_void,
+            rcount: c_int,
+            rtype: $h,
+            comm: $h,
+        ) -> c_int {
+            let call = $crate::entry::BlockCall {
+                sbuf,
+                scount,
+                stype: stype.bits(),
+                rbuf,
+                rcount,
+                rtype: rtype.bits(),
+                comm: comm.bits(),
+            };
+            // SAFETY: the caller's arguments; the closure is the library's
+            // own call with them.
+            unsafe {
+                $crate::entry::block_collective(
+                    &Shim,
+                    $crate::netgauge::select::Collective::$coll,
+                    call,
+                    || $pmpi(sbuf, scount, stype, rbuf, rcount, rtype, comm),
+                )
+            }
+        }
+    };
+}
+
 /// Generates an ABI crate's contents (see the module documentation).
 /// `abi`: "openmpi" or "mpich"; `handle`: the C type of that ABI's
 /// MPI_Comm, MPI_Datatype and MPI_Op (a pointer, or `c_int`).
@@ -157,24 +212,6 @@ macro_rules! export_mpi {
                 count: c_int,
                 datatype: $h,
                 op: $h,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Allgather(
-                sbuf: *const c_void,
-                scount: c_int,
-                stype: $h,
-                rbuf: *mut c_void,
-                rcount: c_int,
-                rtype: $h,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Alltoall(
-                sbuf: *const c_void,
-                scount: c_int,
-                stype: $h,
-                rbuf: *mut c_void,
-                rcount: c_int,
-                rtype: $h,
                 comm: $h,
             ) -> c_int;
             fn PMPI_Barrier(comm: $h) -> c_int;
@@ -532,61 +569,8 @@ macro_rules! export_mpi {
             }
         }
 
-        /// # Safety
-        /// As MPI_Allgather.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Allgather(
-            sbuf: *const c_void,
-            scount: c_int,
-            stype: $h,
-            rbuf: *mut c_void,
-            rcount: c_int,
-            rtype: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::allgather(
-                    &Shim,
-                    sbuf,
-                    scount,
-                    stype.bits(),
-                    rbuf,
-                    rcount,
-                    rtype.bits(),
-                    comm.bits(),
-                    || PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm),
-                )
-            }
-        }
-
-        /// # Safety
-        /// As MPI_Alltoall.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Alltoall(
-            sbuf: *const c_void,
-            scount: c_int,
-            stype: $h,
-            rbuf: *mut c_void,
-            rcount: c_int,
-            rtype: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::alltoall(
-                    &Shim,
-                    sbuf,
-                    scount,
-                    stype.bits(),
-                    rbuf,
-                    rcount,
-                    rtype.bits(),
-                    comm.bits(),
-                    || PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm),
-                )
-            }
-        }
+        $crate::block_entry!($h, MPI_Allgather, PMPI_Allgather, Allgather);
+        $crate::block_entry!($h, MPI_Alltoall, PMPI_Alltoall, Alltoall);
 
         /// # Safety
         /// As MPI_Barrier.

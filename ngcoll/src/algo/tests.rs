@@ -253,11 +253,7 @@ fn alltoalls_transpose_the_blocks() {
                     let mut recv = vec![0u8; p * c];
                     // SAFETY: both hold p·c bytes.
                     unsafe {
-                        if linear {
-                            alltoall::linear(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
-                        } else {
-                            alltoall::pairwise(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
-                        }
+                        alltoall::alltoall(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c, linear)
                     }
                     .unwrap();
                     recv
