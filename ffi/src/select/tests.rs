@@ -481,15 +481,20 @@ fn ranges_pick_the_containing_one() {
     assert_eq!(set[..].at(0).unwrap().G_ns_per_byte, 0.1);
 }
 
-#[test]
-fn c_abi_select() {
-    let p = net(1000.0, 200.0, 300.0, 0.1);
-    let mut best = Choice {
+/// A choice no selection writes (algorithm 99), to see what is written.
+fn unset_choice() -> Choice {
+    Choice {
         algorithm: 99,
         reserved: 0,
         predicted_ns: 0.0,
         segment_bytes: 0,
-    };
+    }
+}
+
+#[test]
+fn c_abi_select() {
+    let p = net(1000.0, 200.0, 300.0, 0.1);
+    let mut best = unset_choice();
     let mut all = [best; 4];
     let mut n = 0usize;
     // SAFETY: valid pointers to locals.
@@ -673,12 +678,7 @@ fn c_abi_selects_the_new_collectives() {
         (Collective::Allgather, Algorithm::AllgatherRecursiveDoubling),
         (Collective::Alltoall, Algorithm::AlltoallPairwise),
     ] {
-        let mut best = Choice {
-            algorithm: 99,
-            reserved: 0,
-            predicted_ns: 0.0,
-            segment_bytes: 0,
-        };
+        let mut best = unset_choice();
         let mut all = [best; 4];
         let mut n = 0usize;
         // SAFETY: valid pointers to locals.
