@@ -209,51 +209,78 @@ fn operands(
     }
 }
 
-/// MPI_Reduce.
+/// The arguments of an MPI_Reduce (`root` Some) or MPI_Allreduce (None)
+/// call (handles as bits).
+#[derive(Clone, Copy, Debug)]
+pub struct ReduceCall {
+    pub sbuf: *const c_void,
+    pub rbuf: *mut c_void,
+    pub count: c_int,
+    pub datatype: Raw,
+    pub op: Raw,
+    pub root: Option<c_int>,
+    pub comm: Raw,
+}
+
+/// MPI_Reduce (a root) or MPI_Allreduce (none).
 ///
 /// # Safety
-/// The arguments of a valid MPI_Reduce call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce<M: Mpi + ?Sized>(
+/// The arguments of a valid MPI_Reduce or MPI_Allreduce call.
+pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     m: &M,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    datatype: Raw,
-    op: Raw,
-    root: c_int,
-    comm: Raw,
+    a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some((ti, st, slot)) = reduction(m, datatype, op, count, comm, Collective::Reduce) else {
+    let coll = match a.root {
+        Some(_) => Collective::Reduce,
+        None => Collective::Allreduce,
+    };
+    let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
         return lib();
     };
-    if root < 0 {
+    let Some(root) = a.root else {
+        // SAFETY: the caller's arguments, checked by `reduction`.
+        return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
+    };
+    let in_place = a.sbuf as usize == m.in_place();
+    if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
         return lib();
     }
-    let count_u = count as usize;
-    let root = root as usize;
-    let in_place = sbuf as usize == m.in_place();
-    if root >= st.size || (in_place && st.rank != root) {
-        return lib();
-    }
+    // SAFETY: as above; the root is a rank of the communicator.
+    code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+}
+
+/// The reduce of a checked call.
+///
+/// # Safety
+/// As for [`reduction_call`].
+unsafe fn reduce<M: Mpi + ?Sized>(
+    m: &M,
+    a: &ReduceCall,
+    root: usize,
+    ti: &TypeInfo,
+    st: &CommState,
+    slot: &Slot,
+) -> Result<(), MpiError> {
+    let count_u = a.count as usize;
+    let in_place = a.sbuf as usize == m.in_place();
     let span = algo::span(count_u, ti.size, ti.extent);
     let stride = count_u * ti.extent;
     let is_root = st.rank == root;
     let mut sc = st.scratch(2 * stride);
     let base = sc.ptr();
-    let acc = if is_root { rbuf as *mut u8 } else { base };
+    let acc = if is_root { a.rbuf as *mut u8 } else { base };
     let tmp = base.wrapping_add(stride);
     let cx = cx(m, st);
     let own = if in_place {
-        rbuf as *const u8
+        a.rbuf as *const u8
     } else {
-        sbuf as *const u8
+        a.sbuf as *const u8
     };
-    let v = operands(acc, tmp, &ti, datatype, count_u, op);
+    let v = operands(acc, tmp, ti, a.datatype, count_u, a.op);
     // SAFETY: own holds count elements (the caller's send buffer, or at an
     // in-place root its receive buffer); acc and tmp hold count elements.
-    code(unsafe {
+    unsafe {
         match slot.algorithm() {
             // Rabenseifner cuts the vector into P' blocks: with fewer
             // elements than ranks the binomial tree (same on every rank).
@@ -267,40 +294,32 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
             }
             _ => algo::reduce::binomial(&cx, own, in_place, v, root),
         }
-    })
+    }
 }
 
-/// MPI_Allreduce.
+/// The allreduce of a checked call.
 ///
 /// # Safety
-/// The arguments of a valid MPI_Allreduce call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn allreduce<M: Mpi + ?Sized>(
+/// As for [`reduction_call`].
+unsafe fn allreduce<M: Mpi + ?Sized>(
     m: &M,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    datatype: Raw,
-    op: Raw,
-    comm: Raw,
-    lib: impl FnOnce() -> c_int,
-) -> c_int {
-    let Some((ti, st, slot)) = reduction(m, datatype, op, count, comm, Collective::Allreduce)
-    else {
-        return lib();
-    };
-    let count_u = count as usize;
+    a: &ReduceCall,
+    ti: &TypeInfo,
+    st: &CommState,
+    slot: &Slot,
+) -> Result<(), MpiError> {
+    let count_u = a.count as usize;
     let span = algo::span(count_u, ti.size, ti.extent);
     let stride = count_u * ti.extent;
-    if sbuf as usize != m.in_place() && span > 0 {
+    if a.sbuf as usize != m.in_place() && span > 0 {
         // SAFETY: sbuf and rbuf hold count elements and do not alias (MPI).
-        unsafe { std::ptr::copy_nonoverlapping(sbuf as *const u8, rbuf as *mut u8, span) };
+        unsafe { std::ptr::copy_nonoverlapping(a.sbuf as *const u8, a.rbuf as *mut u8, span) };
     }
     let mut sc = st.scratch(stride);
     let cx = cx(m, st);
-    let v = operands(rbuf as *mut u8, sc.ptr(), &ti, datatype, count_u, op);
+    let v = operands(a.rbuf as *mut u8, sc.ptr(), ti, a.datatype, count_u, a.op);
     // SAFETY: rbuf and the scratch hold count elements each.
-    code(unsafe {
+    unsafe {
         match slot.algorithm() {
             Some(Algorithm::AllreduceRabenseifner) if count_u >= st.size => {
                 algo::allreduce::rabenseifner(&cx, v)
@@ -308,7 +327,7 @@ pub unsafe fn allreduce<M: Mpi + ?Sized>(
             Some(Algorithm::AllreduceRing) if count_u >= st.size => algo::allreduce::ring(&cx, v),
             _ => algo::allreduce::recursive_doubling(&cx, v),
         }
-    })
+    }
 }
 
 /// The arguments of an MPI_Allgather or MPI_Alltoall call (handles as

@@ -90,6 +90,58 @@ macro_rules! block_entry {
     };
 }
 
+/// Within [`export_mpi!`](crate::export_mpi): the interposed `$name`
+/// (MPI_Reduce with `(root)`, MPI_Allreduce with `()`) with the ABI's
+/// handle type `$h`, calling libngcoll's entry and, for the library's own,
+/// `$pmpi`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! reduce_entry {
+    ($h:ty, $name:ident, $pmpi:ident, ($($root:ident)?)) => {
+        extern "C" {
+            fn $pmpi(
+                sbuf: *const c_void,
+                rbuf: *mut c_void,
+                count: c_int,
+                datatype: $h,
+                op: $h,
+                $($root: c_int,)?
+                comm: $h,
+            ) -> c_int;
+        }
+
+        /// # Safety
+        /// As the MPI function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sbuf: *const c_void,
+            rbuf: *mut c_void,
+            count: c_int,
+            datatype: $h,
+            op: $h,
+            $($root: c_int,)?
+            comm: $h,
+        ) -> c_int {
+            let call = $crate::entry::ReduceCall {
+                sbuf,
+                rbuf,
+                count,
+                datatype: datatype.bits(),
+                op: op.bits(),
+                root: None::<c_int> $(.or(Some($root)))?,
+                comm: comm.bits(),
+            };
+            // SAFETY: the caller's arguments; the closure is the library's
+            // own call with them.
+            unsafe {
+                $crate::entry::reduction_call(&Shim, call, || {
+                    $pmpi(sbuf, rbuf, count, datatype, op, $($root,)? comm)
+                })
+            }
+        }
+    };
+}
+
 /// Generates an ABI crate's contents (see the module documentation).
 /// `abi`: "openmpi" or "mpich"; `handle`: the C type of that ABI's
 /// MPI_Comm, MPI_Datatype and MPI_Op (a pointer, or `c_int`).
@@ -195,23 +247,6 @@ macro_rules! export_mpi {
                 count: c_int,
                 datatype: $h,
                 root: c_int,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Reduce(
-                sbuf: *const c_void,
-                rbuf: *mut c_void,
-                count: c_int,
-                datatype: $h,
-                op: $h,
-                root: c_int,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Allreduce(
-                sbuf: *const c_void,
-                rbuf: *mut c_void,
-                count: c_int,
-                datatype: $h,
-                op: $h,
                 comm: $h,
             ) -> c_int;
             fn PMPI_Barrier(comm: $h) -> c_int;
@@ -515,60 +550,8 @@ macro_rules! export_mpi {
             }
         }
 
-        /// # Safety
-        /// As MPI_Reduce.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Reduce(
-            sbuf: *const c_void,
-            rbuf: *mut c_void,
-            count: c_int,
-            datatype: $h,
-            op: $h,
-            root: c_int,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::reduce(
-                    &Shim,
-                    sbuf,
-                    rbuf,
-                    count,
-                    datatype.bits(),
-                    op.bits(),
-                    root,
-                    comm.bits(),
-                    || PMPI_Reduce(sbuf, rbuf, count, datatype, op, root, comm),
-                )
-            }
-        }
-
-        /// # Safety
-        /// As MPI_Allreduce.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Allreduce(
-            sbuf: *const c_void,
-            rbuf: *mut c_void,
-            count: c_int,
-            datatype: $h,
-            op: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::allreduce(
-                    &Shim,
-                    sbuf,
-                    rbuf,
-                    count,
-                    datatype.bits(),
-                    op.bits(),
-                    comm.bits(),
-                    || PMPI_Allreduce(sbuf, rbuf, count, datatype, op, comm),
-                )
-            }
-        }
-
+        $crate::reduce_entry!($h, MPI_Reduce, PMPI_Reduce, (root));
+        $crate::reduce_entry!($h, MPI_Allreduce, PMPI_Allreduce, ());
         $crate::block_entry!($h, MPI_Allgather, PMPI_Allgather, Allgather);
         $crate::block_entry!($h, MPI_Alltoall, PMPI_Alltoall, Alltoall);
 
