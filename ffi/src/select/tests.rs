@@ -1030,3 +1030,34 @@ fn a_send_overhead_fitted_beyond_the_message_time_is_bounded_by_it() {
     .unwrap();
     assert!(v.sync_ns <= 3.0 * t + 1e-6, "{v:?} vs T = {t}");
 }
+
+#[test]
+fn an_exchange_range_lifted_above_the_ranges_after_it_is_capped_by_them() {
+    // Measured under load: 1–3 B at 265 µs, 4–10 B at 6 µs, 11–723 B at
+    // 81 µs + 361 ns/B, then 10 µs + 0.46 ns/B. An exchange of more bytes
+    // takes no less time than one of fewer.
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let line = |from: u64, to: u64, g: f64, big_g: f64| Params {
+        range_from_bytes: from,
+        range_to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        ..Params::default()
+    };
+    let x = [
+        line(1, 3, 264_688.0, 0.0),
+        line(4, 10, 6_159.0, 0.0),
+        line(11, 723, 80_970.0, 360.6),
+        line(724, 4 << 20, 10_148.0, 0.4553),
+    ];
+    let measured = Measured {
+        pair: &pair,
+        exchange: &x,
+        exchange_ranks: 8,
+    };
+    let top_start = x[3].gap_ns(724);
+    assert_eq!(measured.exchange_ns(8, 1), Some(6_159.0));
+    assert_eq!(measured.exchange_ns(8, 7), Some(6_159.0));
+    assert_eq!(measured.exchange_ns(8, 100), Some(top_start));
+    assert_eq!(measured.exchange_ns(8, 1 << 20), Some(x[3].gap_ns(1 << 20)));
+}
