@@ -71,6 +71,8 @@ struct Costs<'a, N: Network + ?Sized> {
     p: usize,
     cache: Vec<(u64, Cost)>,
     lanes: Lanes,
+    /// Lane time reserved, over the number of lanes (ns).
+    lane_ns: f64,
 }
 
 impl<N: Network + ?Sized> Costs<'_, N> {
@@ -181,6 +183,9 @@ pub struct Run {
     pub cpu_ns: Vec<f64>,
     /// Waits of each rank over all calls that waited for another rank.
     pub blocked: Vec<u32>,
+    /// The node's copy-lane time over all calls, per lane (ns): calls back
+    /// to back take at least this per call, however far ranks run ahead.
+    pub lane_ns: f64,
 }
 
 /// How the calls are issued.
@@ -206,6 +211,7 @@ pub fn run<N: Network + ?Sized>(
         p,
         cache: Vec::new(),
         lanes: Lanes::default(),
+        lane_ns: 0.0,
     };
     let pairs = p * p;
     // Messages per directed pair (src * p + dst), in posting order.
@@ -356,6 +362,7 @@ pub fn run<N: Network + ?Sized>(
         finish,
         cpu_ns: ranks.iter().map(|r| r.cpu_ns).collect(),
         blocked: ranks.iter().map(|r| r.blocked).collect(),
+        lane_ns: costs.lane_ns,
     })
 }
 
@@ -381,7 +388,10 @@ fn arrival<N: Network + ?Sized>(
     // first, then its bytes once a copy lane is free.
     let ready = if c.eager { sent } else { sent.max(posted) };
     let moved = match c.lanes.filter(|_| !exchange) {
-        Some(n) => costs.lanes.reserve(n, ready + t - c.bytes_ns, c.bytes_ns) + c.bytes_ns,
+        Some(n) => {
+            costs.lane_ns += c.bytes_ns / n as f64;
+            costs.lanes.reserve(n, ready + t - c.bytes_ns, c.bytes_ns) + c.bytes_ns
+        }
         None => ready + t,
     };
     let at = moved.max(posted);
