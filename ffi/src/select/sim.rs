@@ -84,6 +84,13 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         let p: Params = self.net.at(bytes)?;
         let o_s = send_overhead_ns(&p, bytes, m.t_ns);
         let small = self.net.at(1)?;
+        // The fixed overheads of one message, each at most the one-byte
+        // message's whole time (see `send_overhead_ns`).
+        let one = msg(self.net, 1)?.t_ns;
+        let (o_s1, o_r1) = (
+            send_overhead_ns(&small, 1, one),
+            small.o_r_ns.clamp(0.0, one.max(0.0)),
+        );
         let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
         let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;
         let c = Cost {
@@ -91,8 +98,8 @@ impl<N: Network + ?Sized> Costs<'_, N> {
             x_ns: self.net.exchange_ns(self.p, bytes).unwrap_or(m.t_ns),
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
-            cpu_send_ns: small.o_s_ns.max(0.0) + copy,
-            cpu_recv_ns: small.o_r_ns.max(0.0) + copy,
+            cpu_send_ns: o_s1 + copy,
+            cpu_recv_ns: o_r1 + copy,
             // A memory copy runs at about the per-byte gap of shared memory.
             copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
             bytes_ns: bytes_part_ns(self.net, bytes)?,
