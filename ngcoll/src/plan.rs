@@ -201,6 +201,7 @@ pub const LIB_SCHEDULES: &[Schedule] = &[
     Schedule::BcastKnomial { radix: 4 },
     Schedule::BcastShm,
     Schedule::ReduceBinomial,
+    Schedule::ReduceBinomialAlloc,
     Schedule::ReduceRabenseifner,
     Schedule::ReduceLinear,
     Schedule::ReduceBinary,

@@ -29,7 +29,17 @@ pub enum Op {
     /// Copy `bytes` in memory (through a shared-memory buffer, or a local
     /// rotation).
     Copy { bytes: u64 },
+    /// First writes to `bytes` of freshly mapped memory (page faults: a
+    /// buffer allocated for the call and given back to the kernel after
+    /// it).
+    Touch { bytes: u64 },
 }
+
+/// Allocations of at least this many bytes come from fresh mappings that
+/// are given back when freed (glibc's default `M_MMAP_THRESHOLD`), so a
+/// buffer of that size allocated on every call is first touched on every
+/// call.
+pub const FRESH_ALLOC_BYTES: u64 = 128 * 1024;
 
 /// An algorithm as the model runs it. The first group are ngcoll's own
 /// (see [`super::Algorithm`]); the rest are what Open MPI's coll/tuned and
@@ -57,12 +67,18 @@ pub enum Schedule {
     BcastShm,
 
     ReduceBinomial,
+    /// The binomial tree as Open MPI's coll/base runs it
+    /// (`ompi_coll_base_reduce_generic`): every rank with children
+    /// allocates its accumulation and receive buffers on every call.
+    ReduceBinomialAlloc,
     ReduceRabenseifner,
     /// The root receives and combines every other rank's vector in turn.
     ReduceLinear,
-    /// Binary tree (heap order).
+    /// Binary tree (heap order), as Open MPI's coll/base runs it (buffers
+    /// allocated per call, as [`Schedule::ReduceBinomialAlloc`]).
     ReduceBinary,
-    /// Chain towards the root, segmented by `seg`.
+    /// Chain towards the root, segmented by `seg`, as Open MPI's coll/base
+    /// runs it (buffers allocated per call).
     ReduceChain {
         seg: u64,
     },
@@ -135,6 +151,7 @@ impl Schedule {
                 | BcastKnomial { .. }
                 | BcastShm
                 | ReduceBinomial
+                | ReduceBinomialAlloc
                 | ReduceRabenseifner
                 | ReduceLinear
                 | ReduceBinary
@@ -147,7 +164,7 @@ impl Schedule {
     pub fn name(self) -> &'static str {
         use Schedule::*;
         match self {
-            BcastBinomial | ReduceBinomial => "binomial",
+            BcastBinomial | ReduceBinomial | ReduceBinomialAlloc => "binomial",
             BcastScatterRd => "scatter_rd_allgather",
             BcastScatterRing => "scatter_ring_allgather",
             BcastChain { .. } => "chain",
@@ -272,7 +289,7 @@ impl Emit<'_> {
             BcastChain { seg } => {
                 let v = self.v();
                 let (up, down) = ((v != 0).then(|| v - 1), (v + 1 < p).then_some(v + 1));
-                self.chain(m, seg, up, down, false);
+                self.chain(m, seg, up, down, None);
             }
             BcastLinear => {
                 let v = self.v();
@@ -318,9 +335,10 @@ impl Emit<'_> {
                 self.op(Op::Wait);
             }
 
-            ReduceBinomial => {
+            ReduceBinomial | ReduceBinomialAlloc => {
                 let v = self.v();
-                let mut mask = 1;
+                let alloc = s == ReduceBinomialAlloc;
+                let (mut mask, mut child) = (1, 0);
                 while mask < p {
                     if v & mask != 0 {
                         self.send(v - mask, m);
@@ -330,7 +348,9 @@ impl Emit<'_> {
                     if v + mask < p {
                         self.recv(v + mask, m);
                         self.op(Op::Wait);
+                        self.fresh_receive(alloc, v, child, m, m);
                         self.op(Op::Reduce { bytes: m });
+                        child += 1;
                     }
                     mask <<= 1;
                 }
@@ -351,10 +371,11 @@ impl Emit<'_> {
             }
             ReduceBinary => {
                 let v = self.v();
-                for c in [2 * v + 1, 2 * v + 2] {
+                for (child, c) in [2 * v + 1, 2 * v + 2].into_iter().enumerate() {
                     if c < p {
                         self.recv(c, m);
                         self.op(Op::Wait);
+                        self.fresh_receive(true, v, child, m, m);
                         self.op(Op::Reduce { bytes: m });
                     }
                 }
@@ -367,7 +388,8 @@ impl Emit<'_> {
                 // Towards the root: v = P−1 starts, v = 0 ends.
                 let v = self.v();
                 let (up, down) = ((v + 1 < p).then_some(v + 1), (v != 0).then(|| v - 1));
-                self.chain(m, seg, up, down, true);
+                let fresh = v != 0 && m >= FRESH_ALLOC_BYTES;
+                self.chain(m, seg, up, down, Some(fresh));
             }
             ReduceShm => self.shm_reduce(m),
 
@@ -572,9 +594,17 @@ impl Emit<'_> {
     }
 
     /// A chain cut into segments of `seg` bytes: each segment is received
-    /// from `from` (if any), combined when `reduce`, and sent on to `to`
-    /// (if any) without waiting for the send.
-    fn chain(&mut self, m: u64, seg: u64, from: Option<usize>, to: Option<usize>, reduce: bool) {
+    /// from `from` (if any), combined when `reduce` is Some (into freshly
+    /// allocated memory when Some(true)), and sent on to `to` (if any)
+    /// without waiting for the send.
+    fn chain(
+        &mut self,
+        m: u64,
+        seg: u64,
+        from: Option<usize>,
+        to: Option<usize>,
+        reduce: Option<bool>,
+    ) {
         let seg = seg.clamp(1, m.max(1));
         let n = m.div_ceil(seg).max(1);
         for i in 0..n {
@@ -582,7 +612,10 @@ impl Emit<'_> {
             if let Some(f) = from {
                 self.recv(f, b);
                 self.op(Op::WaitRecvs);
-                if reduce {
+                if let Some(fresh) = reduce {
+                    if fresh {
+                        self.op(Op::Touch { bytes: b });
+                    }
                     self.op(Op::Reduce { bytes: b });
                 }
             }
@@ -591,6 +624,22 @@ impl Emit<'_> {
             }
         }
         self.op(Op::Wait);
+    }
+
+    /// Open MPI's generic reduce (`alloc`) receives its `child`-th child's
+    /// vector of `m` bytes into freshly allocated memory (`alloc_bytes`
+    /// each) unless it is the root's first (that one lands in the receive
+    /// buffer); it has two receive buffers, so only the first two after
+    /// that are new. Allocations below [`FRESH_ALLOC_BYTES`] reuse memory.
+    fn fresh_receive(&mut self, alloc: bool, v: usize, child: usize, m: u64, alloc_bytes: u64) {
+        let fresh = if v == 0 {
+            (1..=2).contains(&child)
+        } else {
+            child <= 2
+        };
+        if alloc && fresh && alloc_bytes >= FRESH_ALLOC_BYTES {
+            self.op(Op::Touch { bytes: m });
+        }
     }
 
     fn binomial_bcast(&mut self, m: u64) {

@@ -195,6 +195,14 @@ pub struct Run {
     pub lane_ns: f64,
 }
 
+/// What local work costs: combining (γ) and first touching freshly mapped
+/// memory, ns per byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub gamma_ns_per_byte: f64,
+    pub fresh_ns_per_byte: f64,
+}
+
 /// How the calls are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Issue {
@@ -209,9 +217,10 @@ pub fn run<N: Network + ?Sized>(
     sched: Schedule,
     p: usize,
     m: u64,
-    gamma_ns_per_byte: f64,
+    work: Work,
     issue: Issue,
 ) -> Result<Run, SimError> {
+    let gamma_ns_per_byte = work.gamma_ns_per_byte;
     let Issue::BackToBack { calls, rotate } = issue;
     let mut costs = Costs {
         net,
@@ -327,6 +336,13 @@ pub fn run<N: Network + ?Sized>(
                     }
                     Op::Reduce { bytes } => {
                         let w = gamma_ns_per_byte * bytes as f64;
+                        st.t += w;
+                        st.cpu_ns += w;
+                        st.pc += 1;
+                        true
+                    }
+                    Op::Touch { bytes } => {
+                        let w = work.fresh_ns_per_byte.max(0.0) * bytes as f64;
                         st.t += w;
                         st.cpu_ns += w;
                         st.pc += 1;

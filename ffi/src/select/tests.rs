@@ -606,9 +606,9 @@ fn all_schedules(m: u64) -> Vec<Schedule> {
 
 #[test]
 fn the_libraries_reach_every_schedule() {
-    // Every variant of Schedule (31) once, the chains with two segment
+    // Every variant of Schedule (32) once, the chains with two segment
     // sizes.
-    assert_eq!(all_schedules(1 << 20).len(), 33);
+    assert_eq!(all_schedules(1 << 20).len(), 34);
 }
 
 #[test]
@@ -628,7 +628,11 @@ fn every_schedule_runs_without_deadlock_on_1_to_9_ranks() {
                         rotate: true,
                     },
                 ] {
-                    let r = sim::run(&p_net, s, p, m, 0.2, issue);
+                    let work = sim::Work {
+                        gamma_ns_per_byte: 0.2,
+                        fresh_ns_per_byte: 0.4,
+                    };
+                    let r = sim::run(&p_net, s, p, m, work, issue);
                     assert!(r.is_ok(), "{s:?} p={p} m={m} {issue:?}: {r:?}");
                 }
             }
@@ -980,7 +984,7 @@ fn single_copy_transfers_that_serialize_take_the_trees_lead_away() {
         rotate: false,
     };
     let sync = |net: &dyn Network, s: Schedule| {
-        let r = sim::run(net, s, 4, m, 0.0, one_call).unwrap();
+        let r = sim::run(net, s, 4, m, sim::Work::default(), one_call).unwrap();
         r.finish[0].iter().cloned().fold(0.0, f64::max)
     };
     let (pair, one_lane) = rendezvous_node(4.0);
@@ -1060,4 +1064,52 @@ fn an_exchange_range_lifted_above_the_ranges_after_it_is_capped_by_them() {
     assert_eq!(measured.exchange_ns(8, 7), Some(6_159.0));
     assert_eq!(measured.exchange_ns(8, 100), Some(top_start));
     assert_eq!(measured.exchange_ns(8, 1 << 20), Some(x[3].gap_ns(1 << 20)));
+}
+
+#[test]
+fn open_mpis_tree_reduce_pays_for_buffers_allocated_per_call() {
+    // 4 ranks, 1 MiB: Open MPI's binomial reduce receives into buffers it
+    // allocates on every call (fresh pages from 128 KiB), ours into kept
+    // scratch. Fresh pages at 0.4 ns/B: every rank with children touches
+    // one vector more (the root's second child, rank 2's first).
+    let mut p_net = net(1000.0, 200.0, 300.0, 0.08);
+    p_net.S_bytes = 4096;
+    let m = 1u64 << 20;
+    let fresh = ViewOptions {
+        fresh_ns_per_byte: 0.4,
+        ..ViewOptions::default()
+    };
+    let price = |s, o: &ViewOptions| view(&p_net, s, 4, m, o, false, false).unwrap();
+    let ours = price(Schedule::ReduceBinomial, &fresh);
+    let theirs = price(Schedule::ReduceBinomialAlloc, &fresh);
+    let extra = theirs.sync_ns - ours.sync_ns;
+    // Two touches on the critical path (rank 2's, then the root's).
+    assert!(
+        (extra - 2.0 * 0.4 * m as f64).abs() < 1e-6 * theirs.sync_ns,
+        "{extra}"
+    );
+    // Unpriced, or below the allocator's threshold: the same tree.
+    assert_eq!(
+        price(Schedule::ReduceBinomialAlloc, &ViewOptions::default()),
+        price(Schedule::ReduceBinomial, &ViewOptions::default())
+    );
+    let small = |s| view(&p_net, s, 4, 65536, &fresh, false, false).unwrap();
+    assert_eq!(
+        small(Schedule::ReduceBinomialAlloc),
+        small(Schedule::ReduceBinomial)
+    );
+    // Open MPI runs it for 512 KiB on 4 ranks, and a rules file naming
+    // our binomial tree makes it run its own.
+    assert_eq!(
+        Library::OpenMpi41.schedule(Collective::Reduce, 4, 600_000, true),
+        Schedule::ReduceBinomialAlloc
+    );
+    assert_eq!(
+        Library::OpenMpi41.implementation(Schedule::ReduceBinomial),
+        Schedule::ReduceBinomialAlloc
+    );
+    assert_eq!(
+        Library::Mpich40.implementation(Schedule::ReduceBinomial),
+        Schedule::ReduceBinomial
+    );
 }
