@@ -203,6 +203,7 @@ pub const LIB_SCHEDULES: &[Schedule] = &[
     Schedule::ReduceBinomial,
     Schedule::ReduceBinomialAlloc,
     Schedule::ReduceRabenseifner,
+    Schedule::ReduceRabenseifnerAlloc,
     Schedule::ReduceLinear,
     Schedule::ReduceBinary,
     Schedule::ReduceShm,

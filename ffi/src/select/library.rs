@@ -73,6 +73,7 @@ impl Library {
     pub fn implementation(self, ours: Schedule) -> Schedule {
         match (self, ours) {
             (Library::OpenMpi41, Schedule::ReduceBinomial) => Schedule::ReduceBinomialAlloc,
+            (Library::OpenMpi41, Schedule::ReduceRabenseifner) => Schedule::ReduceRabenseifnerAlloc,
             (_, s) => s,
         }
     }
@@ -127,7 +128,7 @@ fn ompi(coll: Collective, p: usize, m: u64) -> Schedule {
             1 => ReduceLinear,
             2 | 3 => ReduceChain { seg: m.max(1) },
             4 | 6 => ReduceBinary,
-            7 => ReduceRabenseifner,
+            7 => ReduceRabenseifnerAlloc,
             _ => ReduceBinomialAlloc,
         },
         // The ring, the segmented ring and Rabenseifner fall back to

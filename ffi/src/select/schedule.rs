@@ -72,6 +72,11 @@ pub enum Schedule {
     /// allocates its accumulation and receive buffers on every call.
     ReduceBinomialAlloc,
     ReduceRabenseifner,
+    /// Rabenseifner's reduce as Open MPI's coll/base runs it
+    /// (`ompi_coll_base_reduce_intra_redscat_gather`): a receive buffer
+    /// allocated on every call, and at every rank but the root a copy of
+    /// its vector into another.
+    ReduceRabenseifnerAlloc,
     /// The root receives and combines every other rank's vector in turn.
     ReduceLinear,
     /// Binary tree (heap order), as Open MPI's coll/base runs it (buffers
@@ -153,6 +158,7 @@ impl Schedule {
                 | ReduceBinomial
                 | ReduceBinomialAlloc
                 | ReduceRabenseifner
+                | ReduceRabenseifnerAlloc
                 | ReduceLinear
                 | ReduceBinary
                 | ReduceChain { .. }
@@ -172,7 +178,7 @@ impl Schedule {
             BcastBinary | ReduceBinary => "binary_tree",
             BcastKnomial { .. } => "knomial",
             BcastShm | ReduceShm | AllreduceShm | BarrierShm => "shm_release_gather",
-            ReduceRabenseifner | AllreduceRabenseifner => "rabenseifner",
+            ReduceRabenseifner | ReduceRabenseifnerAlloc | AllreduceRabenseifner => "rabenseifner",
             ReduceChain { .. } => "chain",
             AllreduceRecursiveDoubling | AllgatherRecursiveDoubling | BarrierRecursiveDoubling => {
                 "recursive_doubling"
@@ -355,7 +361,8 @@ impl Emit<'_> {
                     mask <<= 1;
                 }
             }
-            ReduceRabenseifner => self.rabenseifner(m, true),
+            ReduceRabenseifner => self.rabenseifner(m, true, false),
+            ReduceRabenseifnerAlloc => self.rabenseifner(m, true, true),
             ReduceLinear => {
                 let v = self.v();
                 if v == 0 {
@@ -409,7 +416,7 @@ impl Emit<'_> {
                 }
                 self.fold_out(m);
             }
-            AllreduceRabenseifner => self.rabenseifner(m, false),
+            AllreduceRabenseifner => self.rabenseifner(m, false, false),
             AllreduceRing => {
                 let b = m.div_ceil(p as u64);
                 let v = self.v();
@@ -745,9 +752,18 @@ impl Emit<'_> {
         }
     }
 
-    /// Rabenseifner's reduce (`to_root`) or allreduce.
-    fn rabenseifner(&mut self, m: u64, to_root: bool) {
+    /// Rabenseifner's reduce (`to_root`) or allreduce; `alloc`: with Open
+    /// MPI's per-call buffers (every rank but the root copies its vector
+    /// into a fresh one; the first halving step receives into another,
+    /// whose later steps reuse the part it touched).
+    fn rabenseifner(&mut self, m: u64, to_root: bool, alloc: bool) {
         let p = self.p;
+        let fresh = alloc && m >= FRESH_ALLOC_BYTES;
+        if fresh && self.v() != 0 {
+            self.op(Op::Touch { bytes: m });
+            self.op(Op::Copy { bytes: m });
+        }
+        let mut first = fresh;
         let pof2 = pof2_floor(p);
         let rem = p - pof2;
         let Some(nr) = self.fold_in(m) else {
@@ -767,6 +783,12 @@ impl Emit<'_> {
                 (lo + half, lo)
             };
             self.exchange(old_rank(nr ^ mask, rem), blk(give, half), blk(keep, half));
+            if first {
+                self.op(Op::Touch {
+                    bytes: blk(keep, half),
+                });
+                first = false;
+            }
             self.op(Op::Reduce {
                 bytes: blk(keep, half),
             });

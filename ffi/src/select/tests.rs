@@ -606,9 +606,9 @@ fn all_schedules(m: u64) -> Vec<Schedule> {
 
 #[test]
 fn the_libraries_reach_every_schedule() {
-    // Every variant of Schedule (32) once, the chains with two segment
+    // Every variant of Schedule (33) once, the chains with two segment
     // sizes.
-    assert_eq!(all_schedules(1 << 20).len(), 34);
+    assert_eq!(all_schedules(1 << 20).len(), 35);
 }
 
 #[test]
@@ -1111,5 +1111,13 @@ fn open_mpis_tree_reduce_pays_for_buffers_allocated_per_call() {
     assert_eq!(
         Library::Mpich40.implementation(Schedule::ReduceBinomial),
         Schedule::ReduceBinomial
+    );
+    // Its Rabenseifner: every non-root copies its vector into a fresh
+    // buffer, and the first halving step receives into another.
+    let rab = price(Schedule::ReduceRabenseifnerAlloc, &fresh);
+    let ours = price(Schedule::ReduceRabenseifner, &fresh);
+    assert!(
+        rab.sync_ns > ours.sync_ns + 0.4 * m as f64,
+        "{rab:?} vs {ours:?}"
     );
 }
