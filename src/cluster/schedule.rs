@@ -16,8 +16,13 @@
 //!   - a class sweep (full sweep) when this node has no full sweep of the
 //!     pair's coverage class younger than `full_sweep_max_age_s`: it then
 //!     stands for the class;
+//!   - a pair sweep (full sweep) when the pair has no sweep of its own
+//!     younger than `full_sweep_max_age_s` and the budget allows it: the
+//!     full mesh, swept in the background;
 //!   - else a cheap re-check, against the pair's own sweep, the class's,
 //!     or nothing yet (then it records the pair's points).
+//! - In a fan-out round (see `rounds`) the driver of a chunk plans
+//!   [`Plan::Fanout`], the chunk's other members serve it.
 //! - The job's estimated cost is charged to a token bucket *before* it
 //!   runs; the bucket never goes into debt on an estimate. Repairs and the
 //!   jobs of coverage rounds may empty it; a class sweep elsewhere must
@@ -25,7 +30,9 @@
 //!   cannot pay becomes a re-check, so the meeting is not lost. After the
 //!   job the estimate is settled against the bytes actually sent (an
 //!   estimate below the real cost leaves a debt, paid back before
-//!   anything else runs).
+//!   anything else runs). Pair sweeps keep the same two full sweeps in the
+//!   bucket, so a budget that cannot spare them (large sweeps, a low
+//!   budget) covers the mesh with re-checks only.
 //! - The responder charges its own bucket the same way when it admits a
 //!   request, so the budget bounds all probe bytes through the node.
 //! - [`NodeSchedule::record`] takes the outcome and may continue the same
@@ -47,7 +54,7 @@ pub use super::jobs::{
     Cost, CostTable, Decline, Idle, Job, JobCosts, JobKind, NodeStats, Outcome, Plan, Purpose,
     RecheckPlan, Reference, TokenBucket,
 };
-use super::rounds::{ClassId, CyclePlan, Membership, Rounds, Slot};
+use super::rounds::{ClassId, CyclePlan, Membership, RoundKind, Rounds, Slot};
 
 /// Scheduling settings; every node of a cluster must use the same
 /// `round_s`, `coverage_pass_s` and `seed` (they define the rounds).
@@ -76,6 +83,10 @@ pub struct ScheduleConfig {
     pub skew_s: f64,
     /// Seed of the pairing (shared by the cluster).
     pub seed: u64,
+    /// A fan-out round (LogfP) every this many seconds of rounds (0: none).
+    pub fanout_interval_s: f64,
+    /// Peers of one fan-out at most (the chunks hold one member more).
+    pub fanout_max_peers: u32,
 }
 
 impl Default for ScheduleConfig {
@@ -91,6 +102,8 @@ impl Default for ScheduleConfig {
             backoff_max_s: 900.0,
             skew_s: 1.0,
             seed: 0,
+            fanout_interval_s: 1200.0,
+            fanout_max_peers: 15,
         }
     }
 }
@@ -119,6 +132,7 @@ impl ScheduleConfig {
             self.backoff_min_s,
             self.backoff_max_s,
             self.skew_s,
+            self.fanout_interval_s,
         ];
         if finite.iter().any(|v| !v.is_finite() || *v < 0.0) {
             return bad("every duration must be a finite number ≥ 0");
@@ -138,6 +152,12 @@ impl ScheduleConfig {
         if self.skew_s * 2.0 >= self.round_s {
             return bad("skew_s must be under half a round");
         }
+        if self.fanout_interval_s > 0.0 && self.fanout_interval_s < 2.0 * self.round_s {
+            return bad("fanout_interval_s must be 0 (none) or at least two rounds");
+        }
+        if !(2..=1024).contains(&self.fanout_max_peers) {
+            return bad("fanout_max_peers must be 2 ..= 1024");
+        }
         Ok(())
     }
 }
@@ -156,10 +176,12 @@ enum Entry {
 }
 
 /// Times are whole seconds since the schedule's origin, plus one (0 =
-/// never), so a pair costs 12 bytes at 4096 members.
+/// never), so a pair costs 16 bytes at 4096 members.
 #[derive(Clone, Copy, Debug, Default)]
 struct PairState {
     measured: u32,
+    /// The pair's own full sweep (a class, pair or repair sweep).
+    swept: u32,
     down_until: u32,
     entry: Entry,
     suspect: bool,
@@ -172,6 +194,8 @@ struct Session {
     partner: u32,
     drives: bool,
     coverage: bool,
+    /// A fan-out round's session (driver: `partner` is itself).
+    fanout: bool,
     class: ClassId,
     intra: bool,
     until_s: f64,
@@ -206,6 +230,10 @@ pub struct NodeSchedule {
     stats: NodeStats,
 }
 
+/// How far back the schedule can date what it learns (restored entries):
+/// its origin lies this long before its start.
+const HISTORY_S: f64 = 30.0 * 86_400.0;
+
 impl NodeSchedule {
     /// The schedule of member `me_name`, starting at `now_s` with one full
     /// sweep's worth in its bucket.
@@ -225,7 +253,7 @@ impl NodeSchedule {
         Ok(Self {
             me,
             cfg: cfg.clone(),
-            origin_s: now_s,
+            origin_s: now_s - HISTORY_S,
             pairs: vec![PairState::default(); membership.len()],
             class_swept: vec![0; membership.class_count()],
             bucket: TokenBucket::new(rate, (cfg.burst_s * rate).max(3.0 * full), full, now_s),
@@ -269,12 +297,38 @@ impl NodeSchedule {
         self.time_of(self.class_swept[class as usize])
     }
 
-    /// A full sweep of `class` made elsewhere (shared by a peer) counts as
-    /// this node's reference for the class.
+    /// A full sweep of `class` made elsewhere (shared by a peer, or
+    /// restored from the state file) counts as this node's reference for
+    /// the class.
     pub fn learn_class(&mut self, class: ClassId, swept_s: f64) {
         let s = self.stamp(swept_s);
         let c = &mut self.class_swept[class as usize];
         *c = (*c).max(s);
+    }
+
+    /// The pair with `peer` has a full sweep of its own from `swept_s`
+    /// (restored from the state file): re-checks compare with it, and it
+    /// counts as measured then.
+    pub fn learn_pair(&mut self, peer: u32, swept_s: f64) {
+        let s = self.stamp(swept_s);
+        if let Some(p) = self.pairs.get_mut(peer as usize) {
+            p.entry = Entry::Swept;
+            p.swept = p.swept.max(s);
+            p.measured = p.measured.max(s);
+        }
+    }
+
+    /// Whether this node has measured its pair with `peer` (any job), and
+    /// whether with a full sweep of the pair's own.
+    pub fn pair_known(&self, peer: u32) -> (bool, bool) {
+        let p = self.pairs[peer as usize];
+        (p.entry != Entry::None, p.entry == Entry::Swept)
+    }
+
+    /// Whether this node's full sweep standing for `class` is younger than
+    /// the maximum age at `now_s`.
+    pub fn class_fresh(&self, class: ClassId, now_s: f64) -> bool {
+        self.age_s(self.class_swept[class as usize], now_s) < self.cfg.full_sweep_max_age_s
     }
 
     fn stamp(&self, t_s: f64) -> u32 {
@@ -304,8 +358,62 @@ impl NodeSchedule {
     fn reserve(&self, costs: &CostTable, coverage: bool, job: Job) -> u64 {
         let full = costs.max_full_bytes();
         match job {
-            Job::FullSweep(Purpose::Class) if !coverage => 2 * full,
+            Job::FullSweep(Purpose::Class | Purpose::Pair) if !coverage => 2 * full,
             _ => 0,
+        }
+    }
+
+    /// Bytes a fan-out peer is charged: its share of the driver's cost.
+    fn fanout_share(costs: &CostTable, peers: usize) -> u64 {
+        costs.fanout.bytes / peers.max(1) as u64
+    }
+
+    /// The plan of a fan-out round.
+    fn plan_fanout(&mut self, view: &View<'_>, slot: &Slot, now_s: f64, quiet: bool) -> Plan {
+        let Some(part) = view.rounds.fanout(slot, self.me) else {
+            return Plan::Idle(Idle::NoPartner);
+        };
+        if quiet {
+            self.stats.quiet_rounds += 1;
+            return Plan::Idle(Idle::Quiet);
+        }
+        let mut session = Session {
+            round: slot.round,
+            partner: part.driver,
+            drives: part.driver == self.me,
+            coverage: false,
+            fanout: true,
+            class: 0,
+            intra: true,
+            until_s: slot.end_s,
+            job: None,
+            charged: 0,
+            admitted: false,
+        };
+        if !session.drives {
+            if self.session.is_none() {
+                self.session = Some(session);
+            }
+            return Plan::Serve {
+                partner: part.driver,
+                until_s: slot.end_s,
+            };
+        }
+        let cost = view.costs.fanout;
+        if cost.seconds > slot.end_s - now_s {
+            return Plan::Idle(Idle::NoTime);
+        }
+        if !self.bucket.try_take(cost.bytes, 0, now_s) {
+            self.stats.budget_skips += 1;
+            return Plan::Idle(Idle::Budget);
+        }
+        session.job = Some(Job::Fanout);
+        session.charged = cost.bytes;
+        self.stats.drives += 1;
+        self.session = Some(session);
+        Plan::Fanout {
+            chunk: part.chunk,
+            until_s: slot.end_s,
         }
     }
 
@@ -322,6 +430,9 @@ impl NodeSchedule {
         let cap = (self.cfg.burst_s * self.cfg.budget_bytes_per_s as f64)
             .max(3.0 * view.costs.max_full_bytes() as f64);
         self.bucket.set_capacity(cap);
+        if matches!(slot.kind, RoundKind::Fanout { .. }) {
+            return self.plan_fanout(view, slot, now_s, quiet);
+        }
         let Some(p) = view.cycle.pairing(view.rounds, slot, self.me) else {
             return Plan::Idle(Idle::NoPartner);
         };
@@ -335,6 +446,7 @@ impl NodeSchedule {
             partner: p.partner,
             drives: p.drives,
             coverage: p.coverage,
+            fanout: false,
             class,
             intra: view.membership.is_intra(class),
             until_s: slot.end_s,
@@ -364,14 +476,16 @@ impl NodeSchedule {
             self.stats.not_due += 1;
             return Plan::Idle(Idle::NotDue);
         }
-        let class_fresh =
-            self.age_s(self.class_swept[class as usize], now_s) < self.cfg.full_sweep_max_age_s;
+        let class_fresh = self.class_fresh(class, now_s);
+        let pair_fresh = self.age_s(pair.swept, now_s) < self.cfg.full_sweep_max_age_s;
         let remaining_s = slot.end_s - now_s;
-        if pair.suspect || !class_fresh {
+        if pair.suspect || !class_fresh || !pair_fresh {
             let job = Job::FullSweep(if pair.suspect {
                 Purpose::Repair
-            } else {
+            } else if !class_fresh {
                 Purpose::Class
+            } else {
+                Purpose::Pair
             });
             let cost = view.costs.get(session.intra, JobKind::Full);
             let reserve = self.reserve(view.costs, p.coverage, job);
@@ -429,12 +543,23 @@ impl NodeSchedule {
             return refuse(&mut self.stats, Decline::Quiet);
         }
         let skew = self.cfg.skew_s;
+        let in_time = now_s >= slot.start_s - skew && now_s <= slot.end_s + skew;
+        if !in_time {
+            return refuse(&mut self.stats, Decline::NotExpected);
+        }
+        if job == Job::Fanout || matches!(slot.kind, RoundKind::Fanout { .. }) {
+            if let Some(s) = &self.session {
+                if s.drives && s.job.is_some() {
+                    return refuse(&mut self.stats, Decline::Busy);
+                }
+            }
+            return self.admit_fanout(view, slot, requester, job, now_s);
+        }
         let expected = view
             .cycle
             .pairing(view.rounds, slot, self.me)
             .filter(|p| p.partner == requester && !p.drives);
-        let in_time = now_s >= slot.start_s - skew && now_s <= slot.end_s + skew;
-        let Some(p) = expected.filter(|_| in_time) else {
+        let Some(p) = expected else {
             return refuse(&mut self.stats, Decline::NotExpected);
         };
         if let Some(s) = &self.session {
@@ -464,11 +589,64 @@ impl NodeSchedule {
                     partner: requester,
                     drives: false,
                     coverage: p.coverage,
+                    fanout: false,
                     class,
                     intra,
                     until_s: slot.end_s,
                     job: None,
                     charged: cost.bytes,
+                    admitted: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A fan-out request: from this member's chunk driver, in its fan-out
+    /// round.
+    fn admit_fanout(
+        &mut self,
+        view: &View<'_>,
+        slot: &Slot,
+        requester: u32,
+        job: Job,
+        now_s: f64,
+    ) -> Result<(), Decline> {
+        let part = view
+            .rounds
+            .fanout(slot, self.me)
+            .filter(|p| job == Job::Fanout && p.driver == requester && requester != self.me);
+        let Some(part) = part else {
+            self.stats.refused_other += 1;
+            return Err(Decline::NotExpected);
+        };
+        let peers = view.rounds.fanout_chunk(part.chunk).len().saturating_sub(1);
+        let bytes = Self::fanout_share(view.costs, peers);
+        if !self.bucket.try_take(bytes, 0, now_s) {
+            self.stats.refused_budget += 1;
+            return Err(Decline::Budget);
+        }
+        match &mut self.session {
+            Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
+                s.charged += bytes;
+                if !s.admitted {
+                    s.admitted = true;
+                    self.stats.serves += 1;
+                }
+            }
+            _ => {
+                self.stats.serves += 1;
+                self.session = Some(Session {
+                    round: slot.round,
+                    partner: requester,
+                    drives: false,
+                    coverage: false,
+                    fanout: true,
+                    class: 0,
+                    intra: true,
+                    until_s: slot.end_s,
+                    job: None,
+                    charged: bytes,
                     admitted: true,
                 });
             }
@@ -495,6 +673,25 @@ impl NodeSchedule {
         let now = self.stamp(now_s);
         let i = s.partner as usize;
         let mut next = None;
+        if s.fanout {
+            let bytes = match outcome {
+                Outcome::FannedOut { bytes, peers } => {
+                    self.stats.fanouts += u64::from(peers > 0);
+                    bytes
+                }
+                Outcome::Swept { bytes }
+                | Outcome::Rechecked { bytes, .. }
+                | Outcome::Disturbed { bytes }
+                | Outcome::Failed { bytes } => bytes,
+                Outcome::Declined(_) | Outcome::Unreachable => 0,
+            };
+            self.settle(s.charged, bytes);
+            if let Some(x) = self.session.as_mut() {
+                x.job = None;
+                x.charged = 0;
+            }
+            return None;
+        }
         match outcome {
             Outcome::Declined(d) => {
                 self.bucket.settle(s.charged, 0);
@@ -508,7 +705,9 @@ impl NodeSchedule {
                 if d == Decline::Budget {
                     self.deferred(job);
                 }
-                if d == Decline::Budget && job == Job::FullSweep(Purpose::Class) {
+                if d == Decline::Budget
+                    && matches!(job, Job::FullSweep(Purpose::Class | Purpose::Pair))
+                {
                     let r = self.reference(s.partner, s.class);
                     next = self.charge_next(view, &s, Job::Recheck(r), now_s);
                 }
@@ -536,12 +735,17 @@ impl NodeSchedule {
                 self.settle(s.charged, bytes);
                 self.stats.disturbed += 1;
             }
+            Outcome::FannedOut { bytes, .. } => {
+                // Not a job of a pair session: only its bytes count.
+                self.settle(s.charged, bytes);
+            }
             Outcome::Swept { bytes } => {
                 self.settle(s.charged, bytes);
                 self.stats.full_sweeps += 1;
                 let p = &mut self.pairs[i];
                 *p = PairState {
                     measured: now,
+                    swept: now,
                     entry: Entry::Swept,
                     ..PairState::default()
                 };
@@ -554,7 +758,7 @@ impl NodeSchedule {
                 self.stats.rechecks += 1;
                 let reference = match job {
                     Job::Recheck(r) | Job::Confirm(r) => r,
-                    Job::FullSweep(_) => Reference::Nothing,
+                    Job::FullSweep(_) | Job::Fanout => Reference::Nothing,
                 };
                 let p = &mut self.pairs[i];
                 p.failures = 0;
@@ -595,7 +799,8 @@ impl NodeSchedule {
         match job {
             Job::FullSweep(Purpose::Class) => self.stats.class_sweeps_deferred += 1,
             Job::FullSweep(Purpose::Repair) => self.stats.repairs_deferred += 1,
-            Job::Recheck(_) | Job::Confirm(_) => {}
+            Job::FullSweep(Purpose::Pair) => self.stats.pair_sweeps_deferred += 1,
+            Job::Recheck(_) | Job::Confirm(_) | Job::Fanout => {}
         }
     }
 
@@ -623,6 +828,36 @@ impl NodeSchedule {
         }
         Some((job, cost.bytes))
     }
+}
+
+/// The schedule's state as `ngctl status` shows it (the daemon's status
+/// file carries it).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ScheduleStatus {
+    /// The current round, its kind ("mesh", "coverage", "fanout"), length
+    /// and cycle.
+    pub round: u64,
+    pub round_kind: String,
+    pub round_s: f64,
+    pub cycle: u64,
+    /// One cycle: every pair meets once.
+    pub cycle_s: f64,
+    pub members: usize,
+    pub groups: usize,
+    /// Coverage classes this node belongs to, and those it holds a full
+    /// sweep of younger than the maximum age.
+    pub classes: usize,
+    pub classes_fresh: usize,
+    /// Peers this node has measured (any job), and with a full sweep of
+    /// the pair's own.
+    pub pairs_measured: usize,
+    pub pairs_swept: usize,
+    /// Confirmed disagreements awaiting their repair sweep.
+    pub suspect_pairs: usize,
+    pub budget_level_bytes: f64,
+    pub quiet: bool,
+    pub stats: NodeStats,
 }
 
 /// A node's schedule with what it is evaluated against: the membership,
@@ -683,6 +918,63 @@ impl Schedule {
     /// New estimates (e.g. from the node's own sweeps).
     pub fn set_costs(&mut self, costs: CostTable) {
         self.costs = costs;
+    }
+
+    pub fn costs(&self) -> &CostTable {
+        &self.costs
+    }
+
+    /// The members of fan-out chunk `chunk` but this node.
+    pub fn fanout_peers(&self, chunk: u32) -> Vec<u32> {
+        let me = self.node.member();
+        self.rounds
+            .fanout_chunk(chunk)
+            .iter()
+            .copied()
+            .filter(|&m| m != me)
+            .collect()
+    }
+
+    /// What `ngctl status` shows of the schedule at `now_s`.
+    pub fn status(&mut self, now_s: f64, quiet: bool) -> ScheduleStatus {
+        let slot = self.rounds.slot_at(now_s);
+        let m = &self.membership;
+        let me = self.node.member();
+        let mine = m.group_of(me);
+        let classes: Vec<ClassId> = (0..m.groups().len() as u32)
+            .map(|g| {
+                let (i, j) = (g.min(mine), g.max(mine));
+                j * (j + 1) / 2 + i
+            })
+            .filter(|&c| m.class_measurable(c))
+            .collect();
+        let peers = (0..m.len() as u32).filter(|&p| p != me);
+        let (mut measured, mut swept) = (0, 0);
+        for p in peers {
+            let (a, b) = self.node.pair_known(p);
+            measured += usize::from(a);
+            swept += usize::from(b);
+        }
+        ScheduleStatus {
+            round: slot.round,
+            round_kind: slot.kind.name().to_string(),
+            round_s: self.rounds.round_s(),
+            cycle: slot.cycle,
+            cycle_s: self.rounds.cycle_s(),
+            members: m.len(),
+            groups: m.groups().len(),
+            classes: classes.len(),
+            classes_fresh: classes
+                .iter()
+                .filter(|&&c| self.node.class_fresh(c, now_s))
+                .count(),
+            pairs_measured: measured,
+            pairs_swept: swept,
+            suspect_pairs: self.node.suspect_pairs(),
+            budget_level_bytes: self.node.budget_level(now_s),
+            quiet,
+            stats: self.node.stats().clone(),
+        }
     }
 
     fn refresh(&mut self, slot: &Slot) {
