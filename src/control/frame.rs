@@ -31,7 +31,10 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Version written into (and required in) every frame.
 /// 2: `Msg::ProbeAlive` (a node speaking 1 could not decode it).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: the cluster schedule's `Msg::RoundRequest` / `RoundReply` /
+/// `RoundDone`, `Msg::Entries` / `EntriesReply`, the reject reasons
+/// `Quiet`, `Budget` and `NotExpected`.
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
 /// Bytes of the length prefix.
