@@ -89,7 +89,7 @@ impl RecheckPlan {
 }
 
 /// A job's kind, as a responder is asked to admit it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum JobKind {
     Full,
     Recheck,
@@ -292,12 +292,16 @@ pub struct NodeStats {
     pub unreachable: u64,
     pub failed: u64,
     pub disturbed: u64,
-    /// Declines this node met as driver, and gave as responder.
+    /// Declines this node met as driver: quiet, over budget, busy with
+    /// another session, not expecting this node in that round.
     pub partner_quiet: u64,
     pub partner_budget: u64,
     pub partner_busy: u64,
+    pub partner_not_expected: u64,
+    /// Declines this node gave as responder, by the same reasons.
     pub refused_quiet: u64,
     pub refused_budget: u64,
+    pub refused_busy: u64,
     pub refused_other: u64,
     /// Probe payload bytes settled (driving and serving).
     pub bytes: u64,

@@ -535,7 +535,8 @@ impl NodeSchedule {
             match d {
                 Decline::Quiet => stats.refused_quiet += 1,
                 Decline::Budget => stats.refused_budget += 1,
-                Decline::NotExpected | Decline::Busy => stats.refused_other += 1,
+                Decline::Busy => stats.refused_busy += 1,
+                Decline::NotExpected => stats.refused_other += 1,
             }
             Err(d)
         };
@@ -654,6 +655,15 @@ impl NodeSchedule {
         Ok(())
     }
 
+    /// An admitted job ended without word of its bytes (its driver's
+    /// connection closed first): the estimate charged stands.
+    pub fn served_as_charged(&mut self) {
+        if let Some(s) = self.session.as_mut().filter(|s| !s.drives) {
+            self.stats.bytes += s.charged;
+            s.charged = 0;
+        }
+    }
+
     /// An admitted job ended having sent `bytes` (both directions).
     pub fn served(&mut self, bytes: u64) {
         if let Some(s) = self.session.as_mut().filter(|s| !s.drives) {
@@ -698,7 +708,8 @@ impl NodeSchedule {
                 match d {
                     Decline::Quiet => self.stats.partner_quiet += 1,
                     Decline::Budget => self.stats.partner_budget += 1,
-                    Decline::NotExpected | Decline::Busy => self.stats.partner_busy += 1,
+                    Decline::Busy => self.stats.partner_busy += 1,
+                    Decline::NotExpected => self.stats.partner_not_expected += 1,
                 }
                 // A partner that cannot pay for a class sweep may pay for a
                 // re-check: the meeting is not lost.
@@ -1027,6 +1038,11 @@ impl Schedule {
     /// The admitted job ended having sent `bytes`.
     pub fn served(&mut self, bytes: u64) {
         self.node.served(bytes);
+    }
+
+    /// The admitted job ended without word of its bytes.
+    pub fn served_as_charged(&mut self) {
+        self.node.served_as_charged();
     }
 
     /// How the planned job ended; the next job of the session, if any.

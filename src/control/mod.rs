@@ -83,8 +83,9 @@ pub use conn::{ConnConfig, Connection, Timeouts};
 pub use frame::PROTOCOL_VERSION;
 pub use key::{load_key, ClusterKey, KeyError};
 pub use msg::{
-    DaemonStatus, Endpoints, Hello, Msg, PeerState, PeerStatus, ProbeAccept, ProbeDone,
-    ProbeReject, ProbeRequest, RejectReason, SizePlan, VerbsEndpoint,
+    DaemonStatus, Endpoints, EntriesReply, EntriesRequest, Hello, Msg, PeerState, PeerStatus,
+    ProbeAccept, ProbeDone, ProbeReject, ProbeRequest, RejectReason, RoundDone, RoundReply,
+    RoundRequest, SizePlan, VerbsEndpoint,
 };
 pub use server::{ConnId, ControlServer, Handler, Incoming, ServerConfig};
 

@@ -4,6 +4,11 @@
 //! measure the other. Checks and claims happen under one lock, so a
 //! request that crosses our own in flight is refused instead of slipping
 //! in between.
+//!
+//! A session is served only within a round the schedule admitted for its
+//! driver on the same control connection ([`RoundAdmit`], set by the
+//! control handler on `RoundRequest`): the schedule, not the order of
+//! arrival, decides whom a node serves.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -28,11 +33,23 @@ pub(super) struct Session {
     pub transport: Option<Kind>,
 }
 
+/// A round's job the schedule admitted for `driver` on connection `conn`;
+/// its sessions may follow on that connection until `RoundDone` or its
+/// end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct RoundAdmit {
+    pub driver: String,
+    pub round: u64,
+    pub conn: ConnId,
+}
+
 /// What this node's probing is busy with.
 #[derive(Default)]
 pub(super) struct Activity {
     pub serving: Session,
     pub driving: bool,
+    /// The round admitted last (its sessions are served).
+    pub round: Option<RoundAdmit>,
 }
 
 impl Activity {
@@ -139,6 +156,14 @@ pub(super) fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &Pr
         return reject(RejectReason::Transport);
     }
     let mut a = shared.activity();
+    if !a
+        .round
+        .as_ref()
+        .is_some_and(|r| r.driver == peer && r.conn == conn)
+    {
+        tracing::debug!("session from {peer} refused: no round admitted for it");
+        return reject(RejectReason::NotExpected);
+    }
     if a.driving {
         tracing::debug!("session from {peer} refused: this node is driving one");
         return reject(RejectReason::Busy);

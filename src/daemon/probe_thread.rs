@@ -1,25 +1,47 @@
-//! The probe thread: asks the scheduler what to do next, runs the job (a
-//! sweep, a re-check or a LogfP fan-out), hands the outcome to the
-//! publisher, and keeps the peers' status current. It is the only thread
-//! that sends systemd watchdog keep-alives, so a wedged probe loop gets the
-//! daemon restarted.
+//! The probe thread: runs this node's part of the cluster schedule. At
+//! every round it asks the schedule what to do (drive a pair's job, drive
+//! a fan-out, serve, or sit out), runs a meeting through [`super::job`],
+//! reports each job's outcome back to the schedule (which may continue
+//! the meeting with a confirming re-check or a repair sweep), hands what
+//! is to be published to the publisher, and keeps the status current. It
+//! is the only thread that sends systemd watchdog keep-alives, so a wedged
+//! probe loop gets the daemon restarted.
+//!
+//! What a job publishes:
+//! - a full sweep whose data are not disturbed (`cluster::recheck::
+//!   disturbed`): the pair's entry (CHANGED after a repair), and for a
+//!   class sweep the class's entry (`@class`) too; a disturbed one nothing,
+//!   and the pair is met again at its next round;
+//! - a re-check that agrees with the pair's own entry: the entry's
+//!   `checked_unix_ns` (and the end of RESTORED);
+//! - an unreachable or failed partner: its entries marked stale;
+//! - a fan-out: the LogfP fit on the entries of its peers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
+use netgauge::EntryData;
 
 use super::config::Config;
-use super::job::{fanout_job, fanout_sets, run_job, JobCtx, JobError, JobResult, Target};
-use super::publisher::Outcome;
-use super::sched::{Job, PeerPhase, Scheduler};
+use super::job::{
+    self, connect, decline_of, fanout_kinds, full_sweep, recheck, recheck_sizes, JobCtx, JobError,
+    Meeting, Target,
+};
+use super::publisher::Outcome as Publish;
+use super::sched::PeerPhase;
 use super::status::PeerStatus;
-use super::{sys, verbs, Shared};
+use super::{recheck_plan, sys, unix_now_s, verbs, Shared};
 use crate::clock::HostClock;
-use crate::control::{ClusterKey, ConnConfig, RejectReason};
+use crate::cluster::recheck::{compare, disturbed, DisturbancePolicy, RecheckPolicy};
+use crate::cluster::rounds::ClassId;
+use crate::cluster::schedule::{
+    Cost, CostTable, Decline, Job, JobCosts, JobKind, Outcome, Plan, Purpose, Reference,
+};
+use crate::control::{ClusterKey, ConnConfig, SizePlan};
 use crate::link::Kind;
-use crate::probe;
+use crate::model::fit::size_points;
 
 /// What the probe thread starts with.
 pub(super) struct ProbeCtx<'a> {
@@ -29,26 +51,158 @@ pub(super) struct ProbeCtx<'a> {
     pub verbs: Option<&'a verbs::Node>,
 }
 
-/// A peer (or this node) busy with another session: not a failure, soon
-/// again.
-fn busy(e: &JobError) -> bool {
-    matches!(
-        e,
-        JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_)
-    )
+/// Per peer: its coverage class, the class's segment name, and whether
+/// the class is intra-switch.
+#[derive(Clone, Debug)]
+pub(super) struct PeerClass {
+    pub id: ClassId,
+    pub name: String,
+    pub intra: bool,
 }
 
-/// A retry after a busy peer: in 0.2–1.2 s.
-fn soon(now_s: f64) -> f64 {
-    now_s + 0.2 + rand::random::<f64>()
+/// What the thread knows of one target.
+#[derive(Clone, Debug)]
+struct TargetState {
+    phase: PeerPhase,
+    failures: u32,
+    last_probe_unix_ns: Option<u64>,
+    last_error: Option<String>,
+}
+
+/// Recent runs kept per (link kind, job kind) for the estimates.
+const COST_RUNS: usize = 8;
+/// Estimates are the largest recent run times this.
+const COST_MARGIN: f64 = 1.25;
+
+/// The estimates the schedule charges before a job runs: until the node
+/// has run a job of a kind, a bound from its settings (at most the
+/// bucket's burst); then the largest of its last runs, with a margin.
+struct Costs {
+    bound: CostTable,
+    runs: HashMap<(bool, JobKind), VecDeque<Cost>>,
+}
+
+impl Costs {
+    fn new(cfg: &Config, kinds: usize) -> Costs {
+        let burst = cfg.schedule.burst_s * cfg.budget_bytes_per_s as f64;
+        let sweep = job::sweep_options(cfg).sweep;
+        let plan = recheck_plan();
+        let cap = |b: f64| b.min(burst).max(1.0) as u64;
+        // Its time is not known before a first sweep: half a round.
+        let full = Cost {
+            bytes: cap(payload_bound(&sweep, &sweep.initial_sizes()) * kinds as f64),
+            seconds: 0.5 * cfg.schedule.round_s,
+        };
+        let recheck = Cost {
+            bytes: cap(payload_bound(&plan.sweep_config(&sweep), &plan.sizes_bytes) * kinds as f64),
+            seconds: 0.0,
+        };
+        let per = JobCosts { full, recheck };
+        let fanout = Cost {
+            bytes: cap(65_536.0 * f64::from(cfg.schedule.fanout_max_peers)),
+            seconds: 0.0,
+        };
+        Costs {
+            bound: CostTable {
+                intra: per,
+                inter: per,
+                fanout,
+            },
+            runs: HashMap::new(),
+        }
+    }
+
+    fn record(&mut self, intra: bool, kind: JobKind, cost: Cost) {
+        let intra = intra && kind != JobKind::Fanout;
+        let v = self.runs.entry((intra, kind)).or_default();
+        if v.len() == COST_RUNS {
+            v.pop_front();
+        }
+        v.push_back(cost);
+    }
+
+    fn get(&self, intra: bool, kind: JobKind) -> Cost {
+        match self.runs.get(&(intra, kind)) {
+            Some(v) if !v.is_empty() => {
+                let max = v.iter().fold(Cost::default(), |a, c| Cost {
+                    bytes: a.bytes.max(c.bytes),
+                    seconds: a.seconds.max(c.seconds),
+                });
+                Cost {
+                    bytes: (max.bytes as f64 * COST_MARGIN) as u64,
+                    seconds: max.seconds * COST_MARGIN,
+                }
+            }
+            _ => self.bound.get(intra, kind),
+        }
+    }
+
+    fn table(&self) -> CostTable {
+        let per = |intra| JobCosts {
+            full: self.get(intra, JobKind::Full),
+            recheck: self.get(intra, JobKind::Recheck),
+        };
+        CostTable {
+            intra: per(true),
+            inter: per(false),
+            fanout: self.get(false, JobKind::Fanout),
+        }
+    }
+}
+
+/// Payload of measuring `sizes` with `cfg` at most: every size at its
+/// most repetitions, each a settled single message and two bursts of
+/// `n_max` (a bound: the sweep chooses n per size, most far smaller, and
+/// stops repeating once its estimates are tight), plus the warm-ups.
+fn payload_bound(cfg: &crate::sweep::SweepConfig, sizes: &[u64]) -> f64 {
+    let per_rep = 2.0 * f64::from(cfg.settle_rounds + 1) + 2.0 * f64::from(cfg.n_max + 1);
+    let warm = f64::from(cfg.warmup) * (2.0 + f64::from(cfg.n.max(2) + 1));
+    sizes
+        .iter()
+        .map(|&s| {
+            let reps = f64::from(cfg.max_reps.max(cfg.min_reps));
+            s as f64 * (reps * per_rep + warm)
+        })
+        .sum::<f64>()
+        + 3.0 * 2.0 * cfg.max_size_bytes as f64
+}
+
+/// Everything the thread keeps between rounds.
+struct State<'a> {
+    targets: &'a [Target],
+    classes: &'a [PeerClass],
+    /// What is published (own and class entries), to re-check against.
+    known: HashMap<(String, Kind), EntryData>,
+    per_target: Vec<TargetState>,
+    costs: Costs,
+    /// A full sweep was found to outlast a round (said once).
+    warned_long: bool,
+    tx: &'a Sender<Publish>,
+}
+
+impl State<'_> {
+    fn kinds_of(&self, peer: usize) -> Vec<(usize, Kind)> {
+        self.targets
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.peer == peer)
+            .map(|(i, t)| (i, t.kind))
+            .collect()
+    }
+
+    fn publish(&mut self, e: EntryData, kind: Kind) {
+        self.known.insert((e.peer.clone(), kind), e.clone());
+        let _ = self.tx.send(Publish::Publish(Box::new(e)));
+    }
 }
 
 pub(super) fn probe_loop(
     pctx: &ProbeCtx<'_>,
     key: ClusterKey,
     targets: &[Target],
-    known: &[bool],
-    tx: &Sender<Outcome>,
+    classes: &[PeerClass],
+    restored: Vec<EntryData>,
+    tx: &Sender<Publish>,
 ) {
     let ProbeCtx {
         cfg,
@@ -71,18 +225,29 @@ pub(super) fn probe_loop(
     let watchdog = sys::watchdog_interval().map(|d| d / 2);
     let mut last_keepalive = Instant::now();
     let cc = ConnConfig::new(&shared.node, key);
-    let t0 = Instant::now();
-    let now_s = || t0.elapsed().as_secs_f64();
-    let mut sched = Scheduler::new(
-        known,
-        cfg.recheck_interval_s,
-        cfg.budget_bytes_per_s,
-        0.0,
-        rand::random(),
-    );
-    let mut published: HashMap<(usize, Kind), probe::ProbeResult> = HashMap::new();
-    let mut errors: Vec<Option<String>> = vec![None; targets.len()];
-    let mut next_fanout_s = 0.0;
+    let max_kinds = (0..shared.peers.len())
+        .map(|p| targets.iter().filter(|t| t.peer == p).count())
+        .max()
+        .unwrap_or(1);
+    let mut st = State {
+        targets,
+        classes,
+        known: HashMap::new(),
+        per_target: targets
+            .iter()
+            .map(|_| TargetState {
+                phase: PeerPhase::New,
+                failures: 0,
+                last_probe_unix_ns: None,
+                last_error: None,
+            })
+            .collect(),
+        costs: Costs::new(cfg, max_kinds),
+        warned_long: false,
+        tx,
+    };
+    learn_restored(shared, &mut st, restored);
+    shared.schedule().set_costs(st.costs.table());
     let ctx = JobCtx {
         cfg,
         cc: &cc,
@@ -90,6 +255,7 @@ pub(super) fn probe_loop(
         shared,
         verbs: verbs_node,
     };
+    let mut last_status = Instant::now() - Duration::from_secs(1);
     while !shared.shutdown.load(Ordering::Relaxed) {
         if let Some(w) = watchdog {
             if last_keepalive.elapsed() >= w {
@@ -97,136 +263,456 @@ pub(super) fn probe_loop(
                 last_keepalive = Instant::now();
             }
         }
-        publish_status(cfg, shared, targets, &sched, &errors, now_s());
-        // LogfP over the known peers, now and then, once every target has
-        // been tried.
-        let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
-        let fanouts = if cfg.fanout_interval_s > 0.0
-            && now_s() >= next_fanout_s
-            && !phases.contains(&PeerPhase::New)
-        {
-            fanout_sets(cfg, targets, &phases)
-        } else {
-            Vec::new()
-        };
-        if !fanouts.is_empty() {
-            next_fanout_s = now_s() + cfg.fanout_interval_s;
-            for (kind, peers) in &fanouts {
-                match fanout_job(&ctx, *kind, peers) {
-                    Ok((fit, bytes)) => {
-                        sched.charge(bytes, now_s());
-                        let peers = peers.iter().map(|&i| cfg.peers[i].name.clone()).collect();
-                        let _ = tx.send(Outcome::Logfp {
-                            peers,
-                            transport: kind.name().to_string(),
-                            fit,
-                        });
-                    }
-                    Err(e) if busy(&e) => {
-                        tracing::debug!("LogfP fan-out over {kind}: {e}");
-                        next_fanout_s = soon(now_s());
-                        break;
-                    }
-                    Err(e) => tracing::warn!("LogfP fan-out over {kind} failed: {e}"),
+        let now = unix_now_s();
+        let quiet = shared.quiet.load(Ordering::Relaxed);
+        let (slot, plan) = shared.schedule().plan(now, quiet);
+        match plan {
+            Plan::Drive { partner, job, .. } => {
+                drive(&ctx, &mut st, slot.round, partner, job);
+            }
+            Plan::Fanout { chunk, .. } => drive_fanout(&ctx, &mut st, slot.round, chunk),
+            Plan::Serve { partner, .. } => {
+                tracing::debug!("round {}: serving member {partner}", slot.round)
+            }
+            Plan::Idle(why) => {
+                if why != crate::cluster::schedule::Idle::Planned {
+                    tracing::debug!("round {}: {}", slot.round, why.name());
                 }
             }
-            continue;
         }
-        let (i, job) = match sched.next(now_s()) {
-            Ok(j) => j,
-            Err(wait) => {
-                std::thread::sleep(wait.min(Duration::from_millis(200)));
-                continue;
-            }
+        if last_status.elapsed() >= Duration::from_secs(1) {
+            last_status = Instant::now();
+            publish_status(shared, &st, quiet);
+        }
+        // Until the next round starts, looking at shutdown and quiet every
+        // 200 ms.
+        let next = shared.schedule().rounds().slot(slot.round + 1).start_s;
+        let wait = (next - unix_now_s()).clamp(0.001, 0.2);
+        std::thread::sleep(Duration::from_secs_f64(wait));
+    }
+}
+
+/// Entries restored from the state file are the references of re-checks
+/// and tell the schedule which pairs and classes are measured.
+fn learn_restored(shared: &Shared, st: &mut State<'_>, restored: Vec<EntryData>) {
+    let mut sched = shared.schedule();
+    for e in restored {
+        let Ok(kind) = e.transport.parse::<Kind>() else {
+            continue;
         };
-        let target = targets[i];
-        let peer = &cfg.peers[target.peer];
-        let key = (target.peer, target.kind);
-        let job = if published.contains_key(&key) {
-            job
-        } else {
-            Job::FullSweep
-        };
-        let started = Instant::now();
-        match run_job(&ctx, peer, target.kind, job, published.get(&key)) {
-            Ok(JobResult::Swept(r)) => {
-                sched.charge(r.probe_bytes, now_s());
-                shared
-                    .spent_bytes
-                    .store(sched.spent_bytes, Ordering::Relaxed);
-                let entry = crate::publish::entry_from_probe(&peer.name, target.kind.name(), &r);
-                tracing::info!(
-                    "{} over {}: EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
-                    peer.name,
-                    target.kind,
-                    r.fit.eel_ns,
-                    entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
-                    entry.ranges.first().map_or(f64::NAN, |x| x.G_ns_per_byte),
-                    r.fit.S_bytes,
-                    r.probe_bytes,
-                    started.elapsed().as_secs_f64()
-                );
-                let _ = tx.send(Outcome::Publish(Box::new(entry)));
-                published.insert(key, *r);
-                sched.swept(i, now_s());
-                errors[i] = None;
+        let at_s = e.measured_unix_ns as f64 * 1e-9;
+        if e.peer.starts_with('@') {
+            if let Some(c) = st.classes.iter().find(|c| c.name == e.peer) {
+                sched.node_mut().learn_class(c.id, at_s);
             }
-            Ok(JobResult::Rechecked { agrees, bytes }) => {
-                sched.charge(bytes, now_s());
-                shared
-                    .spent_bytes
-                    .store(sched.spent_bytes, Ordering::Relaxed);
-                if !agrees {
-                    tracing::info!(
-                        "{}: re-check disagrees with the published model; full sweep",
-                        peer.name
-                    );
+        } else if let Ok(p) = shared
+            .peers
+            .binary_search_by(|p| p.name.as_str().cmp(&e.peer))
+        {
+            sched.node_mut().learn_pair(shared.peers[p].member, at_s);
+            for (i, t) in st.targets.iter().enumerate() {
+                if t.peer == p && t.kind == kind {
+                    st.per_target[i].phase = PeerPhase::Known;
                 }
-                sched.rechecked(i, agrees, now_s());
-                errors[i] = None;
             }
-            Err(e) if busy(&e) => {
-                // The peer is busy with another session (or driving one),
-                // or this node serves one: try again shortly.
-                tracing::debug!("{}: {e}; retrying shortly", peer.name);
-                sched.defer(i, soon(now_s()));
-            }
+        }
+        st.known.insert((e.peer.clone(), kind), e);
+    }
+}
+
+/// A meeting with `partner` (a member index) in `round`, from `first` on.
+fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: Job) {
+    let shared = ctx.shared;
+    let Some(peer) = shared.peer_of_member(partner) else {
+        shared
+            .schedule()
+            .record(Outcome::Declined(Decline::NotExpected), unix_now_s());
+        return;
+    };
+    let name = shared.peers[peer].name.clone();
+    // This node still serves a session (one that outlasted its round):
+    // not the partner's fault.
+    if let Err(e) = super::admission::DriveClaim::could_take(shared) {
+        tracing::debug!("round {round}: {name} not met: {e}");
+        shared
+            .schedule()
+            .record(Outcome::Declined(Decline::Busy), unix_now_s());
+        return;
+    }
+    let mut m = match connect(ctx, peer) {
+        Ok(m) => m,
+        Err(e) => {
+            unreachable(ctx, st, peer, &e);
+            return;
+        }
+    };
+    let claim = match super::admission::DriveClaim::take(shared) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!("round {round}: {name} not met: {e}");
+            shared
+                .schedule()
+                .record(Outcome::Declined(Decline::Busy), unix_now_s());
+            m.done(round);
+            return;
+        }
+    };
+    let mut job = first;
+    loop {
+        let started = Instant::now();
+        let before = m.bytes;
+        let outcome = match m.ask(&shared.node, round, job) {
             Err(e) => {
-                tracing::warn!("{}: probe failed: {e}", peer.name);
-                sched.failed(i, now_s());
-                errors[i] = Some(e.to_string());
-                let _ = tx.send(Outcome::Stale {
-                    peer: peer.name.clone(),
-                    transport: target.kind.name().into(),
-                });
+                unreachable(ctx, st, peer, &e);
+                break;
             }
+            Ok(Some(reason)) => {
+                tracing::debug!(
+                    "round {round}: {name} declined the {}: {reason:?}",
+                    job.name()
+                );
+                Outcome::Declined(decline_of(&reason))
+            }
+            Ok(None) => run_job(ctx, st, &mut m, job),
+        };
+        if !matches!(outcome, Outcome::Declined(_)) {
+            let cost = Cost {
+                bytes: m.bytes - before,
+                seconds: started.elapsed().as_secs_f64(),
+            };
+            st.costs.record(st.classes[peer].intra, job.kind(), cost);
+        }
+        let table = st.costs.table();
+        let round_s = ctx.cfg.schedule.round_s;
+        let longest = table.intra.full.seconds.max(table.inter.full.seconds);
+        if longest > round_s && !st.warned_long {
+            st.warned_long = true;
+            tracing::warn!(
+                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings run re-checks only until [schedule] round_s is raised (or max_size_bytes, max_reps lowered)"
+            );
+        }
+        let mut sched = shared.schedule();
+        sched.set_costs(table);
+        match sched.record(outcome, unix_now_s()) {
+            Some(next) => {
+                drop(sched);
+                tracing::debug!("round {round}: {name}: then a {}", next.name());
+                job = next;
+            }
+            None => break,
+        }
+    }
+    drop(claim);
+    m.done(round);
+}
+
+/// The partner could not be reached: the schedule backs off, its entries
+/// go stale.
+fn unreachable(ctx: &JobCtx<'_>, st: &mut State<'_>, peer: usize, e: &JobError) {
+    let name = &ctx.shared.peers[peer].name;
+    tracing::info!("{name} unreachable: {e}");
+    ctx.shared
+        .schedule()
+        .record(Outcome::Unreachable, unix_now_s());
+    failed(st, name, peer, &e.to_string());
+}
+
+/// Mark the targets of `peer` failing and their published entries stale.
+fn failed(st: &mut State<'_>, name: &str, peer: usize, why: &str) {
+    for (i, kind) in st.kinds_of(peer) {
+        let t = &mut st.per_target[i];
+        t.phase = PeerPhase::Failing;
+        t.failures += 1;
+        t.last_error = Some(why.to_string());
+        if st.known.contains_key(&(name.to_string(), kind)) {
+            let _ = st.tx.send(Publish::Stale {
+                peer: name.to_string(),
+                transport: kind.name().to_string(),
+            });
         }
     }
 }
 
-/// The peers' status as the status file shows it.
-fn publish_status(
-    cfg: &Config,
-    shared: &Shared,
-    targets: &[Target],
-    sched: &Scheduler,
-    errors: &[Option<String>],
-    now_s: f64,
-) {
-    let mut st = shared.status.lock().unwrap_or_else(|e| e.into_inner());
-    st.clear();
-    let now_unix = crate::publish::unix_now_ns();
-    for (i, t) in targets.iter().enumerate() {
-        let s = sched.peer(i);
-        st.push(PeerStatus {
-            name: cfg.peers[t.peer].name.clone(),
+/// Run one admitted job of a pair over each of its transports.
+fn run_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, job: Job) -> Outcome {
+    match job {
+        Job::FullSweep(purpose) => sweep_job(ctx, st, m, purpose),
+        Job::Recheck(r) | Job::Confirm(r) => recheck_job(ctx, st, m, r),
+        Job::Fanout => Outcome::Declined(Decline::NotExpected),
+    }
+}
+
+fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Purpose) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].clone();
+    let (mut swept, mut disturbed_any) = (0, false);
+    for (i, kind) in st.kinds_of(peer) {
+        let started = Instant::now();
+        let r = m.session(ctx, kind, SizePlan::Full, |l| {
+            full_sweep(l, ctx.cfg, ctx.clock)
+        });
+        match r {
+            Ok(r) => {
+                m.bytes += r.probe_bytes;
+                if let Some(d) = disturbed(&r, &DisturbancePolicy::default()) {
+                    tracing::info!(
+                        "{name} over {kind}: sweep disturbed ({d}); not published, tried again at the next meeting"
+                    );
+                    disturbed_any = true;
+                    st.per_target[i].last_error = Some(format!("sweep disturbed: {d}"));
+                    continue;
+                }
+                let now_ns = crate::publish::unix_now_ns();
+                let mut e = crate::publish::entry_from_probe(&name, kind.name(), &r);
+                if purpose == Purpose::Repair {
+                    e.flags |= netgauge::flags::CHANGED;
+                    e.ext.changed_unix_ns = now_ns;
+                }
+                tracing::info!(
+                    "{name} over {kind} ({}): EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    Job::FullSweep(purpose).name(),
+                    r.fit.eel_ns,
+                    e.ranges.first().map_or(f64::NAN, |x| x.g_ns),
+                    e.ranges.last().map_or(f64::NAN, |x| x.G_ns_per_byte),
+                    r.fit.S_bytes,
+                    r.probe_bytes,
+                    started.elapsed().as_secs_f64()
+                );
+                if purpose == Purpose::Class {
+                    let mut c = e.clone();
+                    c.peer = class.name.clone();
+                    c.flags &= !netgauge::flags::CHANGED;
+                    st.publish(c, kind);
+                }
+                st.publish(e, kind);
+                let t = &mut st.per_target[i];
+                t.phase = PeerPhase::Known;
+                t.failures = 0;
+                t.last_probe_unix_ns = Some(now_ns);
+                t.last_error = None;
+                swept += 1;
+            }
+            Err(e) if e.refused_transport() => {
+                tracing::debug!("{name}: {kind} refused: {e}");
+            }
+            Err(e) => {
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        }
+    }
+    if disturbed_any || swept == 0 {
+        Outcome::Disturbed { bytes: m.bytes }
+    } else {
+        Outcome::Swept { bytes: m.bytes }
+    }
+}
+
+fn recheck_job(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &mut Meeting,
+    reference: Reference,
+) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].name.clone();
+    let start_bytes = m.bytes;
+    let mut agrees = true;
+    for (i, kind) in st.kinds_of(peer) {
+        let r = m.session(ctx, kind, recheck_sizes(), |l| {
+            recheck(l, ctx.cfg, ctx.clock)
+        });
+        let (samples, bytes) = match r {
+            Ok(x) => x,
+            Err(e) if e.refused_transport() => continue,
+            Err(e) => {
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        };
+        m.bytes += bytes;
+        let against = match reference {
+            Reference::Pair => st.known.get(&(name.clone(), kind)),
+            Reference::Class => st.known.get(&(class.clone(), kind)),
+            Reference::Nothing => None,
+        };
+        let Some(entry) = against else {
+            continue;
+        };
+        let v = compare(&size_points(&samples), entry, &RecheckPolicy::default());
+        let now_ns = crate::publish::unix_now_ns();
+        let t = &mut st.per_target[i];
+        t.last_probe_unix_ns = Some(now_ns);
+        t.failures = 0;
+        t.last_error = None;
+        if v.agrees {
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Known;
+            }
+            if reference == Reference::Pair {
+                let _ = st.tx.send(Publish::Checked {
+                    peer: name.clone(),
+                    transport: kind.name().to_string(),
+                    at_unix_ns: now_ns,
+                });
+            }
+        } else {
+            agrees = false;
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Suspect;
+            }
+            let off: Vec<String> = v
+                .checks
+                .iter()
+                .filter(|c| !c.agrees)
+                .map(|c| {
+                    format!(
+                        "{:?} at {} B: {:.0} ns against {:.0} ± {:.0}",
+                        c.quantity, c.size_bytes, c.measured_ns, c.reference_ns, c.tolerance_ns
+                    )
+                })
+                .collect();
+            tracing::info!(
+                "{name} over {kind}: re-check disagrees with the {} entry ({})",
+                if reference == Reference::Pair {
+                    "pair's"
+                } else {
+                    "class's"
+                },
+                off.join("; ")
+            );
+        }
+    }
+    Outcome::Rechecked {
+        agrees,
+        bytes: m.bytes - start_bytes,
+    }
+}
+
+/// A session of a job failed mid-way: the partner stopped answering.
+fn job_failed(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &Meeting,
+    kind: Kind,
+    e: &JobError,
+) -> Outcome {
+    let name = &ctx.shared.peers[m.peer].name;
+    tracing::warn!("{name} over {kind}: probe failed: {e}");
+    failed(st, name, m.peer, &format!("{kind}: {e}"));
+    Outcome::Failed { bytes: m.bytes }
+}
+
+/// A fan-out round this node drives over the other members of `chunk`.
+fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
+    let shared = ctx.shared;
+    let members = shared.schedule().fanout_peers(chunk);
+    let record = |o: Outcome| {
+        shared.schedule().record(o, unix_now_s());
+    };
+    if super::admission::DriveClaim::could_take(shared).is_err() {
+        return record(Outcome::FannedOut { peers: 0, bytes: 0 });
+    }
+    let started = Instant::now();
+    let mut meetings: Vec<Meeting> = Vec::new();
+    for member in members {
+        let Some(peer) = shared.peer_of_member(member) else {
+            continue;
+        };
+        let mut m = match connect(ctx, peer) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!("fan-out: {} unreachable: {e}", shared.peers[peer].name);
+                continue;
+            }
+        };
+        match m.ask(&shared.node, round, Job::Fanout) {
+            Ok(None) => meetings.push(m),
+            Ok(Some(why)) => {
+                tracing::debug!("fan-out: {} declined: {why:?}", shared.peers[peer].name);
+                m.done(round);
+            }
+            Err(e) => tracing::debug!("fan-out: {}: {e}", shared.peers[peer].name),
+        }
+    }
+    let peers: Vec<usize> = meetings.iter().map(|m| m.peer).collect();
+    let kinds = fanout_kinds(st.targets, &peers);
+    let mut bytes = 0;
+    if meetings.len() >= 2 {
+        match super::admission::DriveClaim::take(shared) {
+            Ok(_claim) => {
+                for kind in kinds {
+                    match job::fanout(ctx, kind, &mut meetings) {
+                        Ok((fit, b)) => {
+                            bytes += b;
+                            let names = peers
+                                .iter()
+                                .map(|&p| shared.peers[p].name.clone())
+                                .collect();
+                            let _ = st.tx.send(Publish::Logfp {
+                                peers: names,
+                                transport: kind.name().to_string(),
+                                fit,
+                            });
+                        }
+                        Err(e) => tracing::warn!(
+                            "LogfP fan-out over {kind} across {} peers failed: {e}",
+                            meetings.len()
+                        ),
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("fan-out not run: {e}"),
+        }
+    }
+    let n = if bytes > 0 { meetings.len() as u32 } else { 0 };
+    for m in meetings {
+        m.done(round);
+    }
+    if n > 0 {
+        st.costs.record(
+            false,
+            JobKind::Fanout,
+            Cost {
+                bytes,
+                seconds: started.elapsed().as_secs_f64(),
+            },
+        );
+        shared.schedule().set_costs(st.costs.table());
+    }
+    record(Outcome::FannedOut { peers: n, bytes });
+}
+
+/// The targets' and the schedule's status as the status file shows them.
+fn publish_status(shared: &Shared, st: &State<'_>, quiet: bool) {
+    let peers = st
+        .targets
+        .iter()
+        .zip(&st.per_target)
+        .map(|(t, s)| PeerStatus {
+            name: shared.peers[t.peer].name.clone(),
             phase: s.phase,
             transport: t.kind.name().into(),
             failures: s.failures,
-            last_probe_unix_ns: s
-                .last_probe_s
-                .map(|t| now_unix.saturating_sub(((now_s - t).max(0.0) * 1e9) as u64)),
-            last_error: errors[i].clone(),
-        });
-    }
+            last_probe_unix_ns: s.last_probe_unix_ns,
+            last_error: s.last_error.clone(),
+        })
+        .collect();
+    *shared.status.lock().unwrap_or_else(|e| e.into_inner()) = peers;
+    let sched = shared.schedule().status(unix_now_s(), quiet);
+    shared
+        .spent_bytes
+        .store(sched.stats.bytes, Ordering::Relaxed);
+    *shared
+        .sched_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(sched);
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crossbeam_channel::bounded;
 
+use super::cluster::Peer;
 use super::config::Config;
 use super::{sys, thread_error, DaemonError};
 use crate::clock::HostClock;
@@ -98,10 +99,11 @@ pub(super) struct Raw {
 /// One raw Ethernet responder per interface named by a peer that wants
 /// raw. Without CAP_NET_RAW: one line, and those peers use udp.
 pub(super) fn start_raw(
-    cfg: &Config,
+    peers: &[Peer],
     clock: HostClock,
     gate: &Arc<AtomicU64>,
     shutdown: &Arc<AtomicBool>,
+    cpu: Option<usize>,
 ) -> Result<Raw, DaemonError> {
     let mut raw = Raw {
         toward: HashMap::new(),
@@ -113,10 +115,14 @@ pub(super) fn start_raw(
         return Ok(raw);
     };
     let mut ifaces: HashMap<String, [u8; 6]> = HashMap::new();
-    for p in &cfg.peers {
+    let mut failed: std::collections::HashSet<String> = Default::default();
+    for p in peers {
         let Some(ifname) = p.interface.as_deref().filter(|_| p.wants(kind)) else {
             continue;
         };
+        if failed.contains(ifname) {
+            continue;
+        }
         if let Some(mac) = ifaces.get(ifname) {
             raw.toward
                 .insert(p.name.clone(), (ifname.to_string(), *mac));
@@ -124,7 +130,7 @@ pub(super) fn start_raw(
         }
         let mut s = spec(kind, clock, gate);
         s.device = Some(ifname.to_string());
-        match start(s, "ng-raw-responder", cfg.probe_cpu, shutdown)? {
+        match start(s, "ng-raw-responder", cpu, shutdown)? {
             Ok((Local::Mac { mac, .. }, h)) => {
                 ifaces.insert(ifname.to_string(), mac);
                 raw.toward.insert(p.name.clone(), (ifname.to_string(), mac));
@@ -135,10 +141,10 @@ pub(super) fn start_raw(
                 tracing::warn!("raw Ethernet unavailable (no CAP_NET_RAW): peers use udp");
                 break;
             }
-            Err(e) => tracing::warn!(
-                "raw Ethernet on {ifname} unavailable ({e}): {} uses udp",
-                p.name
-            ),
+            Err(e) => {
+                tracing::warn!("raw Ethernet on {ifname} unavailable ({e}): peers there use udp");
+                failed.insert(ifname.to_string());
+            }
         }
     }
     Ok(raw)
