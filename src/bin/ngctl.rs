@@ -2,7 +2,6 @@
 //! `netgauged::ops`, the operation, and the strings `netgauged::report`
 //! makes of its result, printed.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,10 +13,9 @@ use clap::{Parser, Subcommand};
 use netgauge::select::{self, Collective};
 use netgauged::clock::ClockChoice;
 use netgauged::export::{self, ExportArgs, Format};
-use netgauged::ops::{self, FitArgs, Note, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::ops::{self, FitArgs, MatrixArgs, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
 use netgauged::predict::{self, PredictArgs};
 use netgauged::report;
-use netgauged::sweep::Progress;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
 
@@ -39,10 +37,6 @@ fn kind_parser() -> impl TypedValueParser<Value = Kind> {
 
 fn clock_parser() -> impl TypedValueParser<Value = ClockChoice> {
     PossibleValuesParser::new(ClockChoice::ALL.map(ClockChoice::name)).try_map(|s| s.parse())
-}
-
-fn format_parser() -> impl TypedValueParser<Value = Format> {
-    PossibleValuesParser::new(Format::ALL.map(Format::name)).try_map(|s| s.parse::<Format>())
 }
 
 /// Options of `--transport raw`.
@@ -69,8 +63,7 @@ struct VerbsFlags {
     #[arg(long, default_value_t = 16 * 1024)]
     eager_max: usize,
     /// rdma: largest inline write. Default: 0 on software devices (rxe, siw:
-    /// their inline path is a copy in the kernel, and perftest turns it off
-    /// there too), 256 B otherwise.
+    /// a copy in the kernel, as perftest does), 256 B otherwise.
     #[arg(long)]
     inline_max: Option<u32>,
 }
@@ -114,6 +107,45 @@ enum Cmd {
     Export(ExportFlags),
     /// Show every entry of the shared-memory segment.
     Dump(SegmentFlags),
+    /// Hold this node quiet (no probes, sessions declined) until resumed (root).
+    Quiet(QuietFlags),
+    /// Let go of `ngctl quiet` as --name, or for every holder (root).
+    Resume(QuietFlags),
+    /// Node×node (or group×group) matrices of EEL, g, G and bandwidth.
+    Matrix(MatrixFlags),
+}
+
+#[derive(clap::Args)]
+struct QuietFlags {
+    #[arg(long)]
+    shm: Option<String>,
+    /// Who holds the node quiet (quiet: default "ngctl"); it resumes when the last lets go.
+    #[arg(long)]
+    name: Option<String>,
+    /// quiet: only for this long (90s, 15m, 2h, 1d).
+    #[arg(long = "for", value_parser = ops::parse_duration)]
+    for_: Option<Duration>,
+}
+
+#[derive(clap::Args)]
+struct MatrixFlags {
+    /// Ask the daemons of these nodes (a hostlist, e.g. "node[001-128]").
+    #[arg(long, conflicts_with = "segments")]
+    nodes: Option<String>,
+    #[arg(long, default_value_t = 7470)]
+    port: u16,
+    #[arg(long, default_value = "/etc/netgauged/cluster.key")]
+    key_file: PathBuf,
+    /// Or read these segment files (gathered from the nodes).
+    #[arg(long, num_args = 1..)]
+    segments: Vec<PathBuf>,
+    /// Slurm topology.conf: also the leaf-switch group×group matrices.
+    #[arg(long)]
+    topology: Option<PathBuf>,
+    #[arg(long)]
+    transport: Option<String>,
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    format: String,
 }
 
 #[derive(clap::Args)]
@@ -235,7 +267,7 @@ impl ProbeFlags {
             kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,
-            verbs: f.verbs.into(), publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())) }),
+            verbs: f.verbs.into(), publish: f.publish.then(|| shm(f.shm)) }),
         )
     }
 }
@@ -272,7 +304,7 @@ struct PredictFlags {
 
 #[derive(clap::Args, Clone, Debug)]
 struct ExportFlags {
-    #[arg(long, value_parser = format_parser())]
+    #[arg(long, value_parser = PossibleValuesParser::new(Format::ALL.map(Format::name)).try_map(|s| s.parse::<Format>()))]
     format: Format,
     /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
     #[arg(long)]
@@ -299,51 +331,8 @@ struct ExportFlags {
     loggopsim_unit: String,
 }
 
-/// The sweep's progress on a terminal (hidden when stderr is not one, or
-/// for JSON).
-struct Bar(indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn sizes(&mut self, done: usize, total: usize, size_bytes: u64) {
-        self.0.set_length(total as u64);
-        self.0.set_position(done as u64);
-        self.0.set_message(format!("{size_bytes} B"));
-    }
-}
-
-/// The progress bar, and the notes that go to stderr above it.
-fn progress_bar(json: bool) -> (Bar, impl FnMut(Note)) {
-    let bar = if json || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(1).with_style(
-            indicatif::ProgressStyle::with_template("{spinner} sizes {pos}/{len} {bar:30} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        )
-    };
-    (Bar(bar.clone()), move |n: Note| bar.suspend(|| note(&n)))
-}
-
-/// Notes go to stderr.
-fn note(n: &Note) {
-    eprintln!("{}", report::note(n));
-}
-
 fn main() -> ExitCode {
-    // A reader that stops early (`ngctl dump | head`) ends ngctl quietly, as
-    // it does any Unix filter, instead of a panic in println!.
-    // SAFETY: called before any other thread exists; SIG_DFL is a valid
-    // disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    report::init_terminal();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -353,15 +342,19 @@ fn main() -> ExitCode {
     }
 }
 
+fn shm(flag: Option<String>) -> String {
+    ops::shm_path(flag.as_deref())
+}
+
 fn run(cli: Cli) -> Result<()> {
     let clock = cli.clock;
     match cli.cmd {
         Cmd::Clock { json, long } => print!("{}", report::clock(&ops::clock(clock, long)?, json)?),
-        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut |n| note(&n))?,
+        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut |n| report::eprint_note(&n))?,
         Cmd::Probe(f) => {
             let (json, raw) = (f.json, f.raw);
             let a = f.args(clock)?;
-            let (mut bar, mut note) = progress_bar(json);
+            let (mut bar, mut note) = report::progress_bar(json);
             let out = ops::probe(&a, &mut bar, &mut note);
             bar.0.finish_and_clear();
             if let Some(o) = out? {
@@ -369,17 +362,14 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Fit(f) => {
-            let to = (ops::shm_path(f.shm.as_deref()), f.peer, f.transport);
+            let to = (shm(f.shm), f.peer, f.transport);
             let a = options!(f => FitArgs { file; publish: f.publish.then_some(to) });
-            let (r, x, sizes) = ops::refit(&a, &mut |n| note(&n))?;
+            let (r, x, sizes) = ops::refit(&a, &mut |n| report::eprint_note(&n))?;
             print!("{}", report::refit(&r, x.as_ref(), &a.file, sizes, f.json)?);
         }
-        Cmd::Dump(f) => {
-            let d = ops::dump(&ops::shm_path(f.shm.as_deref()))?;
-            print!("{}", report::dump(&d, f.json)?);
-        }
+        Cmd::Dump(f) => print!("{}", report::dump(&ops::dump(&shm(f.shm))?, f.json)?),
         Cmd::Status(f) => {
-            let st = ops::status(&ops::shm_path(f.shm.as_deref()))?;
+            let st = ops::status(&shm(f.shm))?;
             print!("{}", report::status(&st, f.json)?);
             st.check_alive()?;
         }
@@ -387,6 +377,18 @@ fn run(cli: Cli) -> Result<()> {
             let json = f.json;
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, json)?);
+        }
+        Cmd::Quiet(f) => {
+            let q = ops::quiet(&shm(f.shm), f.name.as_deref(), f.for_)?;
+            print!("{}", report::quiet_file(&q));
+        }
+        Cmd::Resume(f) => {
+            let q = ops::resume(&shm(f.shm), f.name.as_deref())?;
+            print!("{}", report::quiet_file(&q));
+        }
+        Cmd::Matrix(f) => {
+            let a = options!(f => MatrixArgs { nodes, port, key_file, segments, topology, transport; timeout: ops::MATRIX_TIMEOUT });
+            print!("{}", report::matrix(&ops::matrix(&a)?, &f.format)?);
         }
         Cmd::Export(f) => {
             let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });

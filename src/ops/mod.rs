@@ -5,10 +5,12 @@
 //! writes to stderr as it goes) are handed to the caller's callbacks as
 //! [`Note`]s.
 
+mod cluster;
 mod probe;
 mod segment;
 mod serve;
 
+pub use cluster::{matrix, parse_duration, quiet, resume, MatrixArgs, MatrixData, MATRIX_TIMEOUT};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
     clock, dump, publish_result, refit, shm_path, status, DumpData, FitArgs, StatusData,
@@ -151,6 +153,8 @@ pub enum OpsError {
     NotBuilt(#[from] crate::transport::kind::NotBuilt),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Quiet(#[from] crate::daemon::quiet::QuietError),
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Mpi(#[from] crate::probe::ranks::MpiProbeError),
