@@ -11,25 +11,41 @@
 #      its threads over QUIET_S), and its peers count no failure against it;
 #      after `ngctl resume` it drives or serves again within two rounds;
 #   3. kill -9 of node 3: its peers skip it (backoff, no hang), and after a
-#      restart it is measured again by a peer.
+#      restart it is measured again by a peer;
+#   4. with FANOUT_S set: every daemon restarted (entries restored from the
+#      state files) with raw Ethernet beside udp and a fan-out round every
+#      FANOUT_S seconds: the LogfP o(P) curve over P = 1 … N−1 peers of one
+#      switch group, printed per transport as published.
 # Usage (root, release binaries built):
 #   flock /tmp/netns.lock flock /tmp/measure.lock bash scripts/cluster_rig.sh [N]
 # Environment: BIN (default target/release), TAG (h12n), NET (98),
-# MESH_LIMIT_S (600), ROUND_S (5).
+# MESH_LIMIT_S (600), ROUND_S (8).
 set -euo pipefail
 N=${1:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
 TAG=${TAG:-h12n}
 NET=${NET:-98}
 MESH_LIMIT_S=${MESH_LIMIT_S:-600}
-ROUND_S=${ROUND_S:-5}
+ROUND_S=${ROUND_S:-8}
 QUIET_S=${QUIET_S:-30}
 QUIET_CTRL_BYTES=${QUIET_CTRL_BYTES:-65536}
+FANOUT_S=${FANOUT_S:-}
+TRANSPORTS='["udp"]'
+IFACE=
+FANOUT_CFG=0.0
 WORK=$(mktemp -d /tmp/h12rig.XXXXXX)
 # shellcheck source=scripts/cluster_hosts.sh
 source "$(dirname "$0")/cluster_hosts.sh"
 CORES=$(nproc)
-fail() { echo "FAIL: $*" >&2; exit 1; }
+KEEP=${KEEP:-/tmp/${TAG}-rig-logs}
+# On failure the logs and status files are kept in $KEEP.
+fail() {
+    echo "FAIL: $*" >&2
+    rm -rf "$KEEP"; mkdir -p "$KEEP"
+    cp "$WORK"/*.log "$WORK"/*.toml "$WORK"/*.status "$KEEP"/ 2>/dev/null || true
+    echo "logs in $KEEP" >&2
+    exit 1
+}
 
 cluster_up "$TAG" "$NET" "$N"
 hostlist=$(printf '%s[01-%02d]' "$TAG" "$N")
@@ -46,13 +62,14 @@ key_file = "$WORK/key"
 state_file = "$WORK/$name.state.json"
 lock_memory = false
 peers = "$hostlist"
-transports = ["udp"]
+transports = $TRANSPORTS
+$IFACE
 max_size_bytes = 4096
 max_reps = 10
 budget_bytes_per_s = 2000000
 probe_cpu = $(( (i - 1) % CORES ))
-fanout_interval_s = 0.0
-recheck_interval_s = 60.0
+fanout_interval_s = $FANOUT_CFG
+recheck_interval_s = 0.0
 [schedule]
 round_s = $ROUND_S
 backoff_min_s = $(( ROUND_S * 2 ))
@@ -63,7 +80,7 @@ declare -A PID
 start() { # host index
     local name
     name=$(cluster_name "$1")
-    ip netns exec "$name" env RUST_LOG=netgauged=info "$BIN/netgauged" --config "$WORK/$name.toml" \
+    ip netns exec "$name" env RUST_LOG=${LOG:-netgauged=info} "$BIN/netgauged" --config "$WORK/$name.toml" \
         >/dev/null 2>>"$WORK/$name.log" &
     PID[$1]=$!
     PIDS+=("$!")
@@ -126,16 +143,19 @@ cpu_of() { # total utime+stime ticks of every thread of pid $1
     echo "$s"
 }
 c0=$(cpu_of "${PID[$q]}")
+pb0=$(stat_of $q .schedule.stats.bytes)
 fails0=$(stat_of 1 '.peers | map(select(.name == "'"$qn"'") | .failures) | add')
 sleep "$QUIET_S"
 tx1=$(ip netns exec "$qn" cat /sys/class/net/eth0/statistics/tx_bytes)
 c1=$(cpu_of "${PID[$q]}")
+pb1=$(stat_of $q .schedule.stats.bytes)
 fails1=$(stat_of 1 '.peers | map(select(.name == "'"$qn"'") | .failures) | add')
 probe_tx=$(( tx1 - tx0 ))
 hz=$(getconf CLK_TCK)
 cpu_pct=$(awk -v c=$(( c1 - c0 )) -v hz="$hz" -v s="$QUIET_S" 'BEGIN{printf "%.2f", 100*c/hz/s}')
 pq=$(stat_of 1 .schedule.stats.partner_quiet)
-echo "quiet: $qn sent $probe_tx B on eth0 in ${QUIET_S} s (control answers only), its threads used ${cpu_pct} % of a core; peers met its quiet declines ($pq at $(cluster_name 1)), failures counted against it at $(cluster_name 1): $fails0 -> $fails1"
+echo "quiet: $qn settled $(( pb1 - pb0 )) probe payload bytes and sent $probe_tx B in all on eth0 in ${QUIET_S} s (control answers), its threads used ${cpu_pct} % of a core; peers met its quiet declines ($pq at $(cluster_name 1)), failures counted against it at $(cluster_name 1): $fails0 -> $fails1"
+[ "$pb1" = "$pb0" ] || fail "quiet node probed: $(( pb1 - pb0 )) B"
 [ "$probe_tx" -le "$QUIET_CTRL_BYTES" ] || fail "quiet node sent $probe_tx B"
 awk -v p="$cpu_pct" 'BEGIN{exit !(p < 5)}' || fail "quiet node busy: ${cpu_pct} % CPU"
 [ "$fails1" = "$fails0" ] || fail "peers counted failures against the quiet node"
@@ -170,4 +190,25 @@ while :; do
     [ $(( $(date +%s) - tk )) -gt 300 ] && fail "$kn not measured again within 300 s of its restart"
 done
 echo "restart: $kn measured again by a peer $(( $(date +%s) - tk )) s after its restart"
+
+# --- o(P) from a fan-out round ---
+if [ -n "$FANOUT_S" ]; then
+    for i in $(seq 1 "$N"); do kill "${PID[$i]}"; done
+    wait "${PID[@]}" 2>/dev/null || true
+    TRANSPORTS='["raw", "udp"]'; IFACE='interface = "eth0"'; FANOUT_CFG=$FANOUT_S
+    for i in $(seq 1 "$N"); do config "$i"; start "$i"; done
+    tf=$(date +%s)
+    for t in udp raw; do
+        while :; do
+            c=$(for i in $(seq 1 "$N"); do
+                ngctl dump --json --shm "$(seg "$i")" 2>/dev/null |
+                    jq -c --arg t "$t" '[.entries[] | select(.transport == $t and .logfp != null) | .logfp] | max_by(.curve | length) // empty' 2>/dev/null
+            done | jq -s -c 'max_by(.curve | length) // empty')
+            if [ -n "$c" ] && [ "$(jq '.curve | length' <<<"$c")" -ge $(( N - 1 )) ]; then break; fi
+            [ $(( $(date +%s) - tf )) -gt $(( FANOUT_S * 10 + 300 )) ] && { echo "o(P) over $t: no curve over $(( N - 1 )) peers (longest: ${c:-none})"; c=; break; }
+            sleep 5
+        done
+        [ -n "$c" ] && jq -r --arg t "$t" '"o(P) over \($t), P = 1…\(.curve | length): f \(.f // "not identified"), o_min \(.o_min_ns | floor) ns, o_max \(.o_max_ns | floor) ns\n" + ([.curve[] | "  P \(.peers): o \(.o_ns | floor) ns, RTT \(.rtt_ns | floor) ns"] | join("\n"))' <<<"$c"
+    done
+fi
 echo "PASS"

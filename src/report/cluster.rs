@@ -187,3 +187,77 @@ pub fn matrix(d: &MatrixData, format: &str) -> Result<String, serde_json::Error>
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::matrix::{group_matrix, node_matrix, EntrySummary, NodeView};
+
+    fn summary(peer: &str, eel_ns: f64, class: Option<&str>) -> EntrySummary {
+        EntrySummary {
+            peer: peer.into(),
+            transport: "udp".into(),
+            eel_ns,
+            g_ns: 2000.0,
+            G_ns_per_byte: 0.5,
+            flags: 1,
+            measured_unix_ns: 1,
+            class: class.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn matrices_as_table_csv_and_json() {
+        let views = vec![
+            NodeView {
+                node: "a".into(),
+                entries: vec![
+                    summary("b", 10_000.0, None),
+                    summary("c", 30_000.0, Some("@s1")),
+                ],
+            },
+            NodeView {
+                node: "b".into(),
+                entries: vec![summary("a", 12_000.0, None)],
+            },
+        ];
+        let m = node_matrix(&views, "udp");
+        let g = group_matrix(&m, |n| if n == "c" { "s2".into() } else { "s1".into() });
+        let d = MatrixData {
+            matrices: vec![m, g],
+            missing: vec![("c".into(), "refused".into())],
+        };
+        let csv = matrix(&d, "csv").unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        // Header, 3 node cells, 2 group cells (s1→s1 over two pairs, s1→s2).
+        assert_eq!(lines.len(), 1 + 3 + 2, "{csv}");
+        assert!(
+            lines.contains(&"udp,node,a,b,10000,2000,0.5,2000000000,1,,1,0"),
+            "{csv}"
+        );
+        assert!(
+            lines.contains(&"udp,node,a,c,30000,2000,0.5,2000000000,1,@s1,1,1"),
+            "{csv}"
+        );
+        assert!(
+            lines.contains(&"udp,group,s1,s1,11000,2000,0.5,2000000000,1,,2,0"),
+            "{csv}"
+        );
+        let table = matrix(&d, "table").unwrap();
+        assert!(
+            table.contains("udp node matrix: 3 × 3, 3 of 6 cells filled"),
+            "{table}"
+        );
+        assert!(
+            table.contains("30.000*"),
+            "a class answer is marked: {table}"
+        );
+        assert!(table.contains("no view from c: refused"), "{table}");
+        let json: serde_json::Value = serde_json::from_str(&matrix(&d, "json").unwrap()).unwrap();
+        assert_eq!(
+            json["matrices"][0]["rows"],
+            serde_json::json!(["a", "b", "c"])
+        );
+        assert_eq!(json["matrices"][1]["over"], "group");
+    }
+}
