@@ -19,14 +19,14 @@
 # Usage (root, release binaries built):
 #   flock /tmp/netns.lock flock /tmp/measure.lock bash scripts/cluster_rig.sh [N]
 # Environment: BIN (default target/release), TAG (h12n), NET (98),
-# MESH_LIMIT_S (600), ROUND_S (8).
+# MESH_LIMIT_S (600), ROUND_S (10).
 set -euo pipefail
 N=${1:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
 TAG=${TAG:-h12n}
 NET=${NET:-98}
 MESH_LIMIT_S=${MESH_LIMIT_S:-600}
-ROUND_S=${ROUND_S:-8}
+ROUND_S=${ROUND_S:-10}
 QUIET_S=${QUIET_S:-30}
 QUIET_CTRL_BYTES=${QUIET_CTRL_BYTES:-65536}
 FANOUT_S=${FANOUT_S:-}
@@ -65,8 +65,8 @@ peers = "$hostlist"
 transports = $TRANSPORTS
 $IFACE
 max_size_bytes = 4096
-max_reps = 10
-budget_bytes_per_s = 2000000
+max_reps = 6
+budget_bytes_per_s = 5000000
 probe_cpu = $(( (i - 1) % CORES ))
 fanout_interval_s = $FANOUT_CFG
 recheck_interval_s = 0.0

@@ -71,15 +71,22 @@ struct TargetState {
 
 /// Recent runs kept per (link kind, job kind) for the estimates.
 const COST_RUNS: usize = 8;
-/// Estimates are the largest recent run times this.
+/// Estimates are the recent runs' figure times this.
 const COST_MARGIN: f64 = 1.25;
+/// A run older than this many rounds no longer counts: a sweep slowed
+/// once (a loaded host) must not keep its estimate, or a time estimate
+/// longer than a round would stop full sweeps, and with them the runs
+/// that could correct it, for good.
+const COST_MAX_AGE_ROUNDS: f64 = 30.0;
 
 /// The estimates the schedule charges before a job runs: until the node
-/// has run a job of a kind, a bound from its settings (at most the
-/// bucket's burst); then the largest of its last runs, with a margin.
+/// has run a job of a kind (or when its runs are old), a bound from its
+/// settings (bytes at most the bucket's burst); then the largest bytes of
+/// its recent runs and their median time, with a margin.
 struct Costs {
     bound: CostTable,
-    runs: HashMap<(bool, JobKind), VecDeque<Cost>>,
+    runs: HashMap<(bool, JobKind), VecDeque<(Instant, Cost)>>,
+    max_age: Duration,
 }
 
 impl Costs {
@@ -109,6 +116,7 @@ impl Costs {
                 fanout,
             },
             runs: HashMap::new(),
+            max_age: Duration::from_secs_f64(COST_MAX_AGE_ROUNDS * cfg.schedule.round_s),
         }
     }
 
@@ -118,22 +126,27 @@ impl Costs {
         if v.len() == COST_RUNS {
             v.pop_front();
         }
-        v.push_back(cost);
+        v.push_back((Instant::now(), cost));
     }
 
     fn get(&self, intra: bool, kind: JobKind) -> Cost {
-        match self.runs.get(&(intra, kind)) {
-            Some(v) if !v.is_empty() => {
-                let max = v.iter().fold(Cost::default(), |a, c| Cost {
-                    bytes: a.bytes.max(c.bytes),
-                    seconds: a.seconds.max(c.seconds),
-                });
-                Cost {
-                    bytes: (max.bytes as f64 * COST_MARGIN) as u64,
-                    seconds: max.seconds * COST_MARGIN,
-                }
-            }
-            _ => self.bound.get(intra, kind),
+        let recent: Vec<Cost> = self
+            .runs
+            .get(&(intra, kind))
+            .into_iter()
+            .flatten()
+            .filter(|(at, _)| at.elapsed() <= self.max_age)
+            .map(|&(_, c)| c)
+            .collect();
+        if recent.is_empty() {
+            return self.bound.get(intra, kind);
+        }
+        let bytes = recent.iter().map(|c| c.bytes).max().unwrap_or(0);
+        let mut secs: Vec<f64> = recent.iter().map(|c| c.seconds).collect();
+        secs.sort_by(f64::total_cmp);
+        Cost {
+            bytes: (bytes as f64 * COST_MARGIN) as u64,
+            seconds: secs[secs.len() / 2] * COST_MARGIN,
         }
     }
 
@@ -265,7 +278,13 @@ pub(super) fn probe_loop(
         }
         let now = unix_now_s();
         let quiet = shared.quiet.load(Ordering::Relaxed);
-        let (slot, plan) = shared.schedule().plan(now, quiet);
+        let (slot, plan) = {
+            let mut sched = shared.schedule();
+            // Old runs leave the estimates as time passes, not only when a
+            // job is recorded.
+            sched.set_costs(st.costs.table());
+            sched.plan(now, quiet)
+        };
         match plan {
             Plan::Drive { partner, job, .. } => {
                 drive(&ctx, &mut st, slot.round, partner, job);
@@ -388,7 +407,7 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
         if longest > round_s && !st.warned_long {
             st.warned_long = true;
             tracing::warn!(
-                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings run re-checks only until [schedule] round_s is raised (or max_size_bytes, max_reps lowered)"
+                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings run re-checks instead while the recent sweeps' median outlasts a round (raise [schedule] round_s, or lower max_size_bytes, max_reps)"
             );
         }
         let mut sched = shared.schedule();
