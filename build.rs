@@ -5,19 +5,45 @@
 //! builds; in any other build the test runner lists them as ignored, with
 //! the reason, instead of letting them pass without running.
 //! `NETGAUGED_NETNS_TESTS=1` or `=0` overrides the choice.
+//!
+//! `tsc_tests`: the tests of the TSC clock run where the build host has an
+//! invariant TSC (Linux lists `constant_tsc` and `nonstop_tsc` in
+//! /proc/cpuinfo); elsewhere they are listed as ignored, with the reason.
+//! `NETGAUGED_TSC_TESTS=1` or `=0` overrides the choice.
 
 fn main() {
-    println!("cargo:rustc-check-cfg=cfg(netns_tests)");
-    println!("cargo:rerun-if-env-changed=NETGAUGED_NETNS_TESTS");
-    let forced = std::env::var("NETGAUGED_NETNS_TESTS").ok();
-    let enabled = match forced.as_deref() {
+    switch("netns_tests", "NETGAUGED_NETNS_TESTS", || {
+        effective_uid() == Some(0)
+    });
+    switch("tsc_tests", "NETGAUGED_TSC_TESTS", invariant_tsc);
+}
+
+/// Declares cfg `name` and sets it when `env` says `1`, or, unset, when
+/// `detect` finds the environment the tests need.
+fn switch(name: &str, env: &str, detect: impl FnOnce() -> bool) {
+    println!("cargo:rustc-check-cfg=cfg({name})");
+    println!("cargo:rerun-if-env-changed={env}");
+    let enabled = match std::env::var(env).ok().as_deref() {
         Some("1") => true,
         Some("0") => false,
-        _ => effective_uid() == Some(0),
+        _ => detect(),
     };
     if enabled {
-        println!("cargo:rustc-cfg=netns_tests");
+        println!("cargo:rustc-cfg={name}");
     }
+}
+
+/// Whether the build host's CPU flags name an invariant TSC.
+fn invariant_tsc() -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    info.lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| {
+            let has = |f: &str| l.split_whitespace().any(|x| x == f);
+            has("constant_tsc") && has("nonstop_tsc")
+        })
 }
 
 /// The effective user id of the build, from /proc (no dependency needed).

@@ -12,7 +12,9 @@
 #     (-F r --nonblocked: a non-blocking recvfrom loop).
 # ROUNDS rounds (default 3) interleave the five, so a load change hits all.
 #
-# Needs root. Usage: bench/raw_eth.sh [ROUNDS]   (NGCTL=path overrides)
+# Needs root. Usage: bench/raw_eth.sh [ROUNDS]   (NGCTL=path overrides the
+# binary; NS_PREFIX=name the prefix of the two namespaces, default
+# ngbench<pid>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -28,8 +30,8 @@ if ! command -v sockperf >/dev/null; then
 fi
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, CAP_NET_RAW)" >&2; exit 1; }
 
-A=ngbench$$-a
-B=ngbench$$-b
+A=${NS_PREFIX:-ngbench$$}-a
+B=${NS_PREFIX:-ngbench$$}-b
 cleanup() {
     jobs -p | xargs -r kill 2>/dev/null || true
     wait 2>/dev/null || true
@@ -50,6 +52,9 @@ ip -n "$B" link set lo up
 MAC=$(ip netns exec "$B" cat /sys/class/net/vb/address)
 inA() { ip netns exec "$A" taskset -c 0 "$@"; }
 inB() { ip netns exec "$B" taskset -c 1 "$@"; }
+# In the background, without a subshell: $! is then the server itself
+# (ip netns exec and taskset exec it), so killing $! ends it.
+bgB() { ip netns exec "$B" taskset -c 1 "$@" & }
 
 eel_us() { # JSON on stdin → EEL in µs
     python3 -c '
@@ -65,7 +70,7 @@ run_ngctl() { # transport-args…  (server args after --)
     while [ "$1" != -- ]; do srv+=("$1"); shift; done
     shift
     cli=("$@")
-    inB "$NGCTL" serve "${srv[@]}" --idle-exit-s 1 2>/dev/null &
+    bgB "$NGCTL" serve "${srv[@]}" --idle-exit-s 1 2>/dev/null
     local pid=$!
     sleep 0.3
     inA "$NGCTL" probe "${cli[@]}" --min-size 1 --max-size 64 --json --resamples 0 2>/dev/null | eel_us
@@ -76,7 +81,7 @@ FEED=$(mktemp)
 ROWS=$(mktemp)
 echo "U:10.211.0.2:11111" >"$FEED"
 run_sockperf() { # extra args (both sides)
-    inB sockperf server -f "$FEED" "$@" >/dev/null 2>&1 &
+    bgB sockperf server -f "$FEED" "$@" >/dev/null 2>&1
     local pid=$!
     sleep 0.3
     inA sockperf ping-pong -f "$FEED" -m 16 -t "$SECS" "$@" 2>&1 |

@@ -1,152 +1,347 @@
-//! `ngctl probe --transport raw` against `ngctl serve --transport raw` across
-//! two network namespaces joined by a veth pair. Needs root (namespaces,
-//! CAP_NET_RAW); skipped with a printed reason otherwise. Every namespace is
-//! created with a unique name and deleted on drop, also when a test fails.
+//! The raw Ethernet transport on veth pairs between network namespaces:
+//! the transport itself (client and server in this process, both receive
+//! paths, loss, strangers, takeover, Bye), and `ngctl probe --transport raw`
+//! against `ngctl serve --transport raw`.
+//!
+//! Needs root (namespaces, CAP_NET_RAW): in a build not made as root every
+//! test here is listed as ignored with that reason; a build made as root
+//! run by another user fails with a clear message.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use netgauged::transport::frame::{Header, Kind};
-use netgauged::transport::raw_eth::{interface_info, ETHERTYPE};
+use netgauged::transport::dgram::wire::{Header, HEADER_LEN};
+use netgauged::transport::raw_eth::{
+    IgnoredFrames, RawEthOptions, RawEthTransport, RxMode, ETHERTYPE, ETH_HDR_LEN,
+};
+use netgauged::transport::{Meta, Transport, TransportError};
 
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+mod common;
+use common::echo::{
+    check_echoed, check_one_frame_lost_each_way, check_refusals, check_strays_ignored, data_header,
+    echo, lose_one_frame_each_way, ping, ping_sizes, Echoed, Loss, ASK, LONG,
+};
+use common::netns::{eth_frame, veth, Netns, RawPort};
+use common::probe::{one_at_a_time, sane_probe, Killed};
+use common::NGCTL;
 
-/// Client and server both busy-poll: two such pairs at once on a two-core
-/// machine measure the scheduler, not the network. One test at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Namespaces `<name>-a` (veth `va`) and `<name>-b` (veth `vb`).
+/// Namespaces `a` (veth `va`) and `b` (veth `vb`), joined.
 struct Pair {
-    a: String,
-    b: String,
-}
-
-fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().expect("run ip");
-    assert!(st.success(), "ip {args:?} failed");
+    a: Netns,
+    b: Netns,
 }
 
 impl Pair {
-    fn new() -> Option<Pair> {
-        if !is_root() {
-            eprintln!("skipped: raw Ethernet tests need root (network namespaces, CAP_NET_RAW)");
-            return None;
-        }
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let base = format!(
-            "ngri{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
+    fn new(mtu: usize) -> Pair {
         let p = Pair {
-            a: format!("{base}-a"),
-            b: format!("{base}-b"),
+            a: Netns::new("ngri"),
+            b: Netns::new("ngri"),
         };
-        ip(&["netns", "add", &p.a]);
-        ip(&["netns", "add", &p.b]);
-        ip(&[
-            "link", "add", "va", "netns", &p.a, "type", "veth", "peer", "name", "vb", "netns", &p.b,
-        ]);
-        ip(&["-n", &p.a, "link", "set", "va", "up"]);
-        ip(&["-n", &p.b, "link", "set", "vb", "up"]);
-        Some(p)
-    }
-
-    /// Run `f` on a thread inside namespace `ns`.
-    fn run<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-        let path = format!("/var/run/netns/{ns}");
-        std::thread::spawn(move || {
-            enter(&path);
-            f()
-        })
-        .join()
-        .expect("thread in netns")
-    }
-
-    fn mac(ns: &str, dev: &'static str) -> [u8; 6] {
-        Self::run(ns, move || interface_info(dev).expect("interface").mac)
-    }
-
-    /// `ngctl` in namespace `ns`, pinned to `cpu` when taskset exists (a
-    /// busy-polling client and server want a core each).
-    fn ngctl(ns: &str, cpu: usize) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]);
-        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if ncpu >= 2 && Command::new("taskset").arg("-V").output().is_ok() {
-            c.args(["taskset", "-c", &(cpu % ncpu).to_string()]);
-        }
-        c.arg(NGCTL);
-        c
+        veth(&p.a, "va", &p.b, "vb", mtu);
+        p
     }
 }
 
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
+// --- the transport, in this process ---------------------------------------
+
+fn opts(rx: RxMode) -> RawEthOptions {
+    RawEthOptions {
+        handshake_timeout: Duration::from_millis(300),
+        handshake_attempts: 10,
+        rx,
+        buffer_bytes: 4 << 20,
+        ..RawEthOptions::default()
     }
 }
 
-fn enter(path: &str) {
-    let f = std::fs::File::open(path).expect("open netns");
-    // SAFETY: f is an open netns descriptor; setns affects only this thread.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+/// An echo server on `vb`: its MAC and thread.
+fn echo_server(ns: &Netns, o: RawEthOptions) -> ([u8; 6], JoinHandle<Echoed>) {
+    let server = ns.run(move || RawEthTransport::listen("vb", o).unwrap());
+    (server.interface().mac, echo(server))
+}
+
+fn client(ns: &Netns, mac: [u8; 6], o: RawEthOptions) -> RawEthTransport {
+    ns.run(move || RawEthTransport::connect("va", mac, o).unwrap())
+}
+
+fn ping_pong(rx: RxMode, mtu: usize) {
+    let _serial = one_at_a_time();
+    let p = Pair::new(mtu);
+    let o = opts(rx);
+    let (mac, h) = echo_server(&p.b, o);
+    let mut c = client(&p.a, mac, o);
+    assert_eq!(c.rx_mode(), rx);
+    assert_eq!(c.max_frag_bytes(), mtu - HEADER_LEN);
+    assert_eq!(c.interface().mtu_bytes, mtu);
+    assert_eq!(c.peer_mac(), Some(mac));
+    assert_ne!(c.nonce(), Some(0));
+    let sent = ping_sizes(
+        &mut c,
+        &[0, 1, 45, mtu - HEADER_LEN, mtu, 64 << 10, 1 << 20],
+    );
+    assert_eq!(c.kernel_drops().unwrap(), 0);
+    let nonce = c.nonce();
+    drop(c);
+    let s = h.join().unwrap();
+    check_echoed(&s, sent);
+    assert_eq!(s.nonce, nonce);
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn ping_pong_ring_mtu_1500() {
+    ping_pong(RxMode::Ring, 1500);
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn ping_pong_recv_mtu_1500() {
+    ping_pong(RxMode::Recv, 1500);
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn ping_pong_ring_jumbo() {
+    ping_pong(RxMode::Ring, 9000);
+}
+
+/// A bridge between `ra` and `rb` in `ns` that forwards our frames both
+/// ways and drops the n-th Data frame (1-based) of a direction, if asked.
+/// Joins to the numbers of Data frames seen each way.
+fn lossy_relay(
+    ns: &Netns,
+    drop_fwd: Option<u64>,
+    drop_back: Option<u64>,
+) -> (Arc<AtomicBool>, JoinHandle<(u64, u64)>) {
+    let ra = RawPort::of_type(ns, "ra", ETHERTYPE);
+    let rb = RawPort::of_type(ns, "rb", ETHERTYPE);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let h = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 16 << 10];
+        let (mut fwd, mut back) = (Loss::nth(drop_fwd), Loss::nth(drop_back));
+        while !stop2.load(Ordering::Relaxed) {
+            for (from, to, loss) in [(&ra, &rb, &mut fwd), (&rb, &ra, &mut back)] {
+                while let Some(f) = from.recv(&mut buf) {
+                    if loss.passes(f.get(ETH_HDR_LEN..).unwrap_or(&[])) {
+                        to.send(f);
+                    }
+                }
+            }
+            ra.wait(1);
+        }
+        (fwd.data_frames, back.data_frames)
+    });
+    (stop, h)
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn lost_frame_times_out_then_next_message_succeeds() {
+    let _serial = one_at_a_time();
+    // va (client) — ra [relay] rb — vb (server)
+    let (a, r, b) = (Netns::new("ngri"), Netns::new("ngri"), Netns::new("ngri"));
+    veth(&a, "va", &r, "ra", 1500);
+    veth(&r, "rb", &b, "vb", 1500);
+    // The client's second Data frame (the middle of its first request) and
+    // the server's first (of its first answer) are lost.
+    let (stop, relay) = lossy_relay(&r, Some(2), Some(1));
+    let o = opts(RxMode::Ring);
+    let (mac, h) = echo_server(&b, o);
+    let mut c = client(&a, mac, o);
+    lose_one_frame_each_way(&mut c);
+    drop(c);
+    let s = h.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    check_one_frame_lost_each_way(&s, relay.join().unwrap());
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn wrong_nonce_stranger_malformed_and_stale_frames_are_ignored_and_counted() {
+    let _serial = one_at_a_time();
+    let p = Pair::new(1500);
+    let o = opts(RxMode::Ring);
+    let (server_mac, h) = echo_server(&p.b, o);
+    let mut c = client(&p.a, server_mac, o);
+    ping(&mut c, 10); // the server's newest seq is now 1
+    let nonce = c.nonce().unwrap();
+    let client_mac = c.interface().mac;
+    let inj = RawPort::sender(&p.a, "va");
+    let stranger = [0x02, 0xde, 0xad, 0xbe, 0xef, 0x01];
+    let to_server = |src: &[u8; 6], h: &Header| inj.send(&eth_frame(&server_mac, src, h));
+    // Wrong nonce, from the client's MAC.
+    to_server(&client_mac, &data_header(nonce ^ 1, 100, 10));
+    // Right nonce, from a stranger.
+    to_server(&stranger, &data_header(nonce, 100, 10));
+    // Garbage and a truncated frame from the client's MAC.
+    let mut garbage = eth_frame(&server_mac, &client_mac, &data_header(nonce, 100, 10));
+    garbage.truncate(ETH_HDR_LEN);
+    garbage.extend_from_slice(b"not a frame at all, not at all, no");
+    inj.send(&garbage);
+    let truncated = eth_frame(&server_mac, &client_mac, &data_header(nonce, 100, 10));
+    inj.send(&truncated[..ETH_HDR_LEN + HEADER_LEN + 5]);
+    // An old message (seq 0 < 1), right nonce and MAC.
+    to_server(&client_mac, &data_header(nonce, 0, 10));
+    // Another destination never reaches the socket.
+    let mut other = server_mac;
+    other[5] ^= 0x40;
+    inj.send(&eth_frame(
+        &other,
+        &client_mac,
+        &data_header(nonce, 100, 10),
+    ));
+    // None of these was answered; a real message still works.
+    let e = c.recv(Some(0), Duration::from_millis(200)).unwrap_err();
+    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
+    ping(&mut c, 10);
+    assert_eq!(c.ignored(), IgnoredFrames::default());
+    drop(c);
+    check_strays_ignored(&h.join().unwrap());
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn a_new_hello_takes_over_and_bye_is_peer_gone() {
+    let _serial = one_at_a_time();
+    let p = Pair::new(1500);
+    let o = opts(RxMode::Recv);
+    let (mac, h) = echo_server(&p.b, o);
+    let mut a = client(&p.a, mac, o);
+    ping(&mut a, 10);
+    // A second client on the same interface (same MAC, new nonce).
+    let mut b = client(&p.a, mac, o);
+    ping(&mut b, 20);
+    // A's frames now carry a stale nonce: ignored, A times out.
+    a.send(0, 10, ASK).unwrap();
+    let e = a.recv(Some(0), Duration::from_millis(200)).unwrap_err();
+    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
+    ping(&mut b, 30);
+    drop(a); // its Bye carries the stale nonce too: it ends nothing
+    drop(b); // Bye: the server ends
+    let s = h.join().unwrap();
+    assert_eq!(s.sessions, 2);
+    assert_eq!(
+        s.received.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+        [10, 20, 30]
+    );
+    assert_eq!(s.ignored.wrong_nonce, 2);
+
+    // A server that says Bye: the client's next wait is PeerGone.
+    let mut server = p.b.run(move || RawEthTransport::listen("vb", o).unwrap());
+    let mac = server.interface().mac;
+    let h = std::thread::spawn(move || {
+        server.accept(LONG).unwrap();
+        let r = server.recv(Some(0), LONG).unwrap();
+        server.send(0, r.bytes, Meta::default()).unwrap();
+    });
+    let mut c = client(&p.a, mac, o);
+    ping(&mut c, 10);
+    h.join().unwrap();
+    let e = c.recv(Some(0), LONG).unwrap_err();
+    assert!(matches!(e, TransportError::PeerGone(_)), "{e}");
+    assert!(matches!(
+        c.send(0, 1, Meta::default()),
+        Err(TransportError::PeerGone(_))
+    ));
+}
+
+#[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
+fn silent_peer_is_a_timeout_not_a_hang() {
+    let p = Pair::new(1500);
+    let o = RawEthOptions {
+        handshake_timeout: Duration::from_millis(50),
+        handshake_attempts: 3,
+        ..opts(RxMode::Ring)
+    };
+    let r =
+        p.a.run(move || RawEthTransport::connect("va", [0x02, 0, 0, 0, 0, 0x42], o).map(|_| ()));
+    assert!(
+        matches!(r, Err(TransportError::Timeout(d)) if d == Duration::from_millis(150)),
+        "{r:?}"
+    );
+    let mut server = p.b.run(move || RawEthTransport::listen("vb", o).unwrap());
+    check_refusals(&mut server);
+    let small = RawEthOptions {
+        mtu_bytes: Some(100),
+        ..o
+    };
+    let r =
+        p.b.run(move || RawEthTransport::listen("vb", small).map(|_| ()));
+    assert!(matches!(r, Err(TransportError::Protocol(_))), "{r:?}");
+}
+
+// --- ngctl probe against ngctl serve --------------------------------------
+
+/// `ngctl` in namespace `ns`, pinned to `cpu` when taskset exists (a
+/// busy-polling client and server want a core each).
+fn ngctl(ns: &Netns, cpu: usize) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name()]);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ncpu >= 2 && Command::new("taskset").arg("-V").output().is_ok() {
+        c.args(["taskset", "-c", &(cpu % ncpu).to_string()]);
+    }
+    c.arg(NGCTL);
+    c
 }
 
 fn mac_str(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    netgauged::transport::raw_eth::format_mac(m)
 }
 
-struct Server(Child);
-
-impl Server {
-    fn start(pair: &Pair, idle_exit_s: u64) -> Server {
-        let child = Pair::ngctl(&pair.b, 1)
-            .args(["serve", "--transport", "raw", "--interface", "vb"])
-            .args(["--idle-exit-s", &idle_exit_s.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ngctl serve");
-        std::thread::sleep(Duration::from_millis(300));
-        Server(child)
-    }
-
-    /// Wait for the idle exit; its stderr.
-    fn finish(mut self) -> String {
-        let mut err = String::new();
-        if let Some(mut e) = self.0.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        let _ = self.0.wait();
-        err
-    }
+/// `ngctl serve --transport raw` on `vb`, until `idle_exit_s` without a
+/// probe.
+fn serve(pair: &Pair, idle_exit_s: u64) -> Killed {
+    let child = ngctl(&pair.b, 1)
+        .args(["serve", "--transport", "raw", "--interface", "vb"])
+        .args(["--idle-exit-s", &idle_exit_s.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ngctl serve");
+    std::thread::sleep(Duration::from_millis(300));
+    Killed(child)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// Wait for the server's idle exit; its stderr.
+fn finish(mut server: Killed) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = server.0.stderr.take() {
+        let _ = e.read_to_string(&mut err);
     }
+    let _ = server.0.wait();
+    err
 }
 
 fn probe(pair: &Pair, server_mac: &[u8; 6], max_size: &str) -> Child {
-    Pair::ngctl(&pair.a, 0)
+    ngctl(&pair.a, 0)
         .args(["probe", "--transport", "raw", "--interface", "va"])
         .args(["--peer-mac", &mac_str(server_mac)])
         .args(["--max-size", max_size, "--json", "--resamples", "50"])
@@ -154,27 +349,6 @@ fn probe(pair: &Pair, server_mac: &[u8; 6], max_size: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ngctl probe")
-}
-
-fn check_sane(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "probe failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let eel = num("eel_ns");
-    assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");
-    let g = num("g_ns");
-    assert!(g > 0.0 && g < 1e6, "g {g} ns");
-    for r in v["ranges"].as_array().expect("ranges") {
-        let big_g = r["G_ns_per_byte"].as_f64().expect("G");
-        assert!(big_g >= 0.0, "negative G in range {r}");
-    }
-    assert!(num("o_r_ns") > 0.0, "a socket has a receive overhead");
-    assert!(v["probe_bytes"].as_u64().unwrap_or(0) > 0);
-    v
 }
 
 /// `field: N` from a `{:?}` of IgnoredFrames on the line starting `prefix`.
@@ -194,98 +368,39 @@ fn ignored(stderr: &str, prefix: &str, field: &str) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
 fn sweep_1b_to_64kib_is_sane() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(pair) = Pair::new() else { return };
-    let server_mac = Pair::mac(&pair.b, "vb");
-    let server = Server::start(&pair, 2);
+    let _serial = one_at_a_time();
+    let pair = Pair::new(1500);
+    let server_mac = pair.b.mac("vb");
+    let server = serve(&pair, 2);
     let out = probe(&pair, &server_mac, "65536")
         .wait_with_output()
         .expect("probe");
-    let v = check_sane(&out);
+    let v = sane_probe(&out);
     assert_eq!(v["lost_rounds"].as_u64(), Some(0));
-    let err = server.finish();
+    let err = finish(server);
     assert!(err.contains("answering raw probes on vb"), "{err}");
     for f in ["malformed", "wrong_nonce", "stranger", "dropped_incomplete"] {
         assert_eq!(ignored(&err, "ngctl serve", f), 0, "{f}: {err}");
     }
 }
 
-/// A raw socket on `dev` in namespace `ns` that sends hand-made frames.
-fn injector(ns: &str, dev: &'static str) -> OwnedFd {
-    Pair::run(ns, move || {
-        let index = interface_info(dev).expect("interface").index;
-        // SAFETY: plain socket(2) call, checked below.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        // SAFETY: a fresh descriptor we own.
-        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: all-zero is a valid sockaddr_ll.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = index as i32;
-        // SAFETY: sll is a valid sockaddr_ll of the given length.
-        let rc = unsafe {
-            libc::bind(
-                fd,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
-        sock
-    })
-}
-
-fn stray_frame(dst: &[u8; 6], src: &[u8; 6], nonce: u64, seq: u32) -> Vec<u8> {
-    let h = Header {
-        kind: Kind::Data,
-        answer: true,
-        nonce,
-        seq,
-        frag_offset: 0,
-        msg_len: 16,
-        report_ns: 0,
-        frag_index: 0,
-        frag_count: 1,
-        frag_len: 16,
-    };
-    let mut f = Vec::new();
-    f.extend_from_slice(dst);
-    f.extend_from_slice(src);
-    f.extend_from_slice(&ETHERTYPE.to_be_bytes());
-    let at = f.len();
-    f.resize(at + h.frame_len(), 0);
-    h.encode(&mut f[at..]).expect("encode");
-    f
-}
-
-fn send_raw(sock: &OwnedFd, f: &[u8]) {
-    // SAFETY: f is a live buffer of f.len() bytes.
-    let r = unsafe {
-        libc::send(
-            sock.as_raw_fd(),
-            f.as_ptr() as *const libc::c_void,
-            f.len(),
-            0,
-        )
-    };
-    assert_eq!(
-        r as usize,
-        f.len(),
-        "send: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 #[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
 fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(pair) = Pair::new() else { return };
-    let server_mac = Pair::mac(&pair.b, "vb");
-    let client_mac = Pair::mac(&pair.a, "va");
+    let _serial = one_at_a_time();
+    let pair = Pair::new(1500);
+    let server_mac = pair.b.mac("vb");
+    let client_mac = pair.a.mac("va");
     let stranger = [0x02, 0x5e, 0x00, 0x00, 0x0b, 0xad];
-    let server = Server::start(&pair, 2);
+    let server = serve(&pair, 2);
     let client = probe(&pair, &server_mac, "65536");
     // Let the session start: strays before it would all be "stranger".
     std::thread::sleep(Duration::from_millis(500));
@@ -294,8 +409,8 @@ fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
     // claim to be the client but carry another session's nonce, frames to
     // the server from a stranger's MAC, and frames to the client from a
     // stranger's MAC. One every 2 ms while the probe runs.
-    let to_server = injector(&pair.a, "va");
-    let to_client = injector(&pair.b, "vb");
+    let to_server = RawPort::sender(&pair.a, "va");
+    let to_client = RawPort::sender(&pair.b, "vb");
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let (stop2, sent2) = (stop.clone(), sent.clone());
@@ -303,12 +418,10 @@ fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
         let mut seq = 1u32;
         while !stop2.load(Ordering::Relaxed) {
             let nonce = 0x5eed_0000_0000_0000 | u64::from(seq);
-            send_raw(
-                &to_server,
-                &stray_frame(&server_mac, &client_mac, nonce, seq),
-            );
-            send_raw(&to_server, &stray_frame(&server_mac, &stranger, nonce, seq));
-            send_raw(&to_client, &stray_frame(&client_mac, &stranger, nonce, seq));
+            let h = data_header(nonce, seq, 16);
+            to_server.send(&eth_frame(&server_mac, &client_mac, &h));
+            to_server.send(&eth_frame(&server_mac, &stranger, &h));
+            to_client.send(&eth_frame(&client_mac, &stranger, &h));
             sent2.fetch_add(1, Ordering::Relaxed);
             seq = seq.wrapping_add(1);
             std::thread::sleep(Duration::from_millis(2));
@@ -320,7 +433,7 @@ fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
     let rounds = sent.load(Ordering::Relaxed);
     assert!(rounds > 10, "the probe ended before the strays began");
 
-    let v = check_sane(&out);
+    let v = sane_probe(&out);
     assert_eq!(v["lost_rounds"].as_u64(), Some(0), "strays cost rounds");
     let cerr = String::from_utf8_lossy(&out.stderr);
     // The client stops receiving at its last answer, while strays may still
@@ -332,7 +445,7 @@ fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
         "{seen} of {rounds}: {cerr}"
     );
     assert_eq!(ignored(&cerr, "ngctl probe", "wrong_nonce"), 0, "{cerr}");
-    let serr = server.finish();
+    let serr = finish(server);
     // After the client's Bye the server has no session: the rest of the
     // "wrong nonce" strays are then strangers' frames too.
     let wrong_nonce = ignored(&serr, "ngctl serve", "wrong_nonce");
@@ -343,17 +456,27 @@ fn stray_frames_are_ignored_and_the_probe_is_unaffected() {
 }
 
 #[test]
+#[cfg_attr(
+    not(netns_tests),
+    ignore = "needs root: network namespaces and CAP_NET_RAW (runs in a build made as root, as CI does)"
+)]
 fn without_cap_net_raw_the_error_says_so() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(pair) = Pair::new() else { return };
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
-    }
+    let _serial = one_at_a_time();
+    let pair = Pair::new(1500);
+    assert!(
+        Command::new("setpriv").arg("--version").output().is_ok(),
+        "this test drops CAP_NET_RAW with setpriv (util-linux), which is not installed"
+    );
     // Root, but with CAP_NET_RAW gone from every capability set.
-    let drop_raw = |ns: &str, args: &[&str]| {
+    let drop_raw = |ns: &Netns, args: &[&str]| {
         Command::new("ip")
-            .args(["netns", "exec", ns, "setpriv", "--bounding-set=-net_raw"])
+            .args([
+                "netns",
+                "exec",
+                ns.name(),
+                "setpriv",
+                "--bounding-set=-net_raw",
+            ])
             .args(["--inh-caps=-net_raw", "--", NGCTL])
             .args(args)
             .output()

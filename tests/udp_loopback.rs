@@ -1,31 +1,19 @@
 //! `ngctl probe --transport udp` against `ngctl serve` on loopback.
 
 use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_socket_probe_sane, json_of, NGCTL};
-
-/// Client and server both busy-poll: two such pairs at once on a two-core
-/// machine measure the scheduler, not the network. One test at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use common::probe::{one_at_a_time, sane_probe, Killed};
+use common::NGCTL;
 
 fn free_port() -> u16 {
     let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
     s.local_addr().expect("addr").port()
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(port: u16) -> Server {
+fn serve(port: u16) -> Killed {
     let child = Command::new(NGCTL)
         .args(["serve", "--transport", "udp", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
@@ -34,27 +22,26 @@ fn serve(port: u16) -> Server {
         .spawn()
         .expect("spawn ngctl serve");
     std::thread::sleep(Duration::from_millis(300));
-    Server(child)
+    Killed(child)
 }
 
 #[test]
 fn sweep_1b_to_64kib_is_sane() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_at_a_time();
     let port = free_port();
     let _server = serve(port);
-    let v = json_of(
-        Command::new(NGCTL)
-            .args(["probe", "--transport", "udp", "--peer"])
-            .arg(format!("127.0.0.1:{port}"))
-            .args(["--max-size", "65536", "--json", "--resamples", "50"]),
-    );
-    assert_socket_probe_sane(&v);
-    assert!(v["probe_bytes"].as_u64().unwrap_or(0) > 0);
+    let out = Command::new(NGCTL)
+        .args(["probe", "--transport", "udp", "--peer"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--max-size", "65536", "--json", "--resamples", "50"])
+        .output()
+        .expect("run ngctl probe");
+    sane_probe(&out);
 }
 
 #[test]
 fn dead_peer_ends_with_a_clear_error() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_at_a_time();
     let port = free_port();
     let mut server = serve(port);
     let child = Command::new(NGCTL)

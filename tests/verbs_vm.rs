@@ -106,19 +106,17 @@ fn half_rtt_at(j: &serde_json::Value, size: u64) -> f64 {
 /// has modes as well (ib_write_bw 24.0–25.5 MiB/s in four runs of one VM
 /// boot and 39.8 in the fifth; 24.9–38.9 in another), so each of our G is
 /// compared with the ib_write_bw run right before it, and the median of the
-/// seven ratios is the criterion. (Five were too few: in vm22 ib_write_bw
-/// ran in its slow mode in four rounds of which our sweep ran in none, and
-/// the median ratio was 0.66.)
+/// seven ratios is the criterion: with five, the slow mode can fall on most
+/// of the reference runs and none of ours (bench/verbs.md).
 const ROUNDS: usize = 7;
 /// Rounds of the latency comparison. The emulated guest has two latency
 /// modes, about 11 µs and 17–23 µs a small RDMA write, and switches between
 /// them from one run of a tool to the next, for perftest and for us alike
 /// (bench/verbs.md lists the rounds of every run). A median over three rounds
 /// is then a coin toss between the modes; each tool's best of seven rounds
-/// is its time in the fast mode, the same statistic for both tools. (Five
-/// were too few: in CI 19 one round had no ib_write_lat value and our 2 B
-/// point caught the slow mode in all four others, 12.6 µs, while the same
-/// probes' 1 B point reached 10.9 µs.)
+/// is its time in the fast mode, the same statistic for both tools; seven
+/// rounds leave room for a round without an ib_write_lat value
+/// (bench/verbs.md).
 const LAT_ROUNDS: usize = 7;
 
 fn best(v: &[f64]) -> f64 {
@@ -509,8 +507,7 @@ fn daemons_measure_each_other_over_rdma_and_msg() {
             // the last range: with four busy-polling daemons on the guest's
             // two CPUs a range of large sizes can be a scheduler plateau,
             // every message of a burst waiting the same ~0.6 ms, fitted
-            // G = 0; vm16 had one, 5779–16384 B over msg. udp, sizes to
-            // 256 B only, may fit G = 0 throughout.)
+            // G = 0. udp, sizes to 256 B only, may fit G = 0 throughout.)
             if tx != "udp" {
                 let gap_at = |r: &serde_json::Value, s: f64| {
                     finite(&r["g_ns"], "g") + (s - 1.0) * finite(&r["G_ns_per_byte"], "G")

@@ -7,7 +7,7 @@
 //! was right.
 //!
 //! Filter mode rather than SECCOMP_MODE_STRICT: strict mode also disables
-//! rdtsc, which kills vDSO clock reads (see shared/RIGS.md).
+//! rdtsc, which kills vDSO clock reads (docs/RIGS.md).
 #![cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")

@@ -11,7 +11,9 @@
 
 use std::time::{Duration, Instant};
 
-pub mod frame;
+pub mod dgram;
+/// The datagram transports' frame header: another name for [`dgram::wire`].
+pub use dgram::wire as frame;
 pub mod kind;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -23,6 +25,7 @@ pub mod raw_eth;
 #[cfg(feature = "verbs")]
 pub mod rdma_write;
 pub mod sim;
+pub mod sys;
 pub mod udp;
 #[cfg(feature = "verbs")]
 pub mod verbs_msg;

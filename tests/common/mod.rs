@@ -41,22 +41,6 @@ pub fn json_of(cmd: &mut Command) -> serde_json::Value {
     serde_json::from_slice(&stdout_of(cmd)).expect("JSON on stdout")
 }
 
-/// The sanity checks of a probe over a socket (`ngctl probe --json`):
-/// EEL and g between 100 ns and 1 ms (a millisecond-scale g is a
-/// Nagle-like artefact), no negative G, and a receive overhead.
-#[track_caller]
-pub fn assert_socket_probe_sane(v: &serde_json::Value) {
-    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let eel = num("eel_ns");
-    assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");
-    let g = num("g_ns");
-    assert!(
-        g > 0.0 && g < 1e6,
-        "g {g} ns is not sane (a millisecond-scale g is a Nagle-like artefact)"
-    );
-    for r in v["ranges"].as_array().expect("ranges") {
-        let big_g = r["G_ns_per_byte"].as_f64().expect("G");
-        assert!(big_g >= 0.0, "negative G in range {r}");
-    }
-    assert!(num("o_r_ns") > 0.0, "a socket has a receive overhead");
-}
+pub mod echo;
+pub mod netns;
+pub mod probe;

@@ -1,0 +1,297 @@
+//! Typed, bounds-checked access to a mapped segment, and the encoding of
+//! entries into / out of its atomic words. Shared by reader and writer.
+//!
+//! - this file: the mapped segment ([`Seg`]), header validation, word
+//!   and name helpers;
+//! - [`entry`]: the ABI 1.0 entry (counts word, key match, params, encode
+//!   and decode);
+//! - [`ext`]: the ABI 1.1 block of an entry (statuses, bandwidth,
+//!   percentiles, overlap);
+//! - [`tables`]: the per-transport records and the coverage-class map.
+
+use core::mem::size_of;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::ext::*;
+use crate::layout::*;
+use crate::sys::Mapping;
+use crate::types::LookupError;
+
+mod entry;
+mod ext;
+mod tables;
+
+pub(crate) use entry::*;
+pub(crate) use ext::*;
+pub(crate) use tables::*;
+
+/// A mapping together with a layout validated against it.
+///
+/// Invariant: `layout.total_bytes <= map.len()`, the base is page-aligned and
+/// every offset in `layout` is a multiple of 64, so every `&HeaderRaw`,
+/// `&MetaRaw`, slot and `&EntryRaw` handed out below lies inside the mapping
+/// and is properly aligned.
+pub(crate) struct Seg {
+    map: Mapping,
+    layout: Layout,
+}
+
+impl Seg {
+    /// Validates the header of `map` and wraps it.
+    pub(crate) fn new(map: Mapping) -> Result<Seg, &'static str> {
+        let layout = validate_header(&map)?;
+        Ok(Seg { map, layout })
+    }
+
+    #[inline]
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    #[inline]
+    pub(crate) fn header(&self) -> &HeaderRaw {
+        header_of(&self.map)
+    }
+
+    #[inline]
+    pub(crate) fn meta(&self, copy: usize) -> &MetaRaw {
+        let off = self.layout.copy_offset[copy & 1];
+        // SAFETY: off + meta_bytes ≤ total_bytes ≤ mapping length (Layout
+        // formula, checked in validate_header); off is a multiple of 64 from a
+        // page-aligned base; MetaRaw is all atomics, valid for any bit pattern.
+        unsafe { &*(self.map.base().add(off) as *const MetaRaw) }
+    }
+
+    /// Slot `i` of copy `copy`; `i` is reduced modulo the slot count.
+    #[inline]
+    pub(crate) fn slot(&self, copy: usize, i: usize) -> &AtomicU64 {
+        let i = i & (self.layout.hash_slots - 1);
+        let off = self.layout.copy_offset[copy & 1] + self.layout.slots_offset + 8 * i;
+        // SAFETY: i < hash_slots, so the word lies inside the slot array of the
+        // copy, inside the mapping; 8-byte aligned.
+        unsafe { &*(self.map.base().add(off) as *const AtomicU64) }
+    }
+
+    /// Entry `i` of copy `copy`; None when `i ≥ capacity`.
+    #[inline]
+    pub(crate) fn entry(&self, copy: usize, i: usize) -> Option<&EntryRaw> {
+        if i >= self.layout.capacity {
+            return None;
+        }
+        let off = self.layout.copy_offset[copy & 1]
+            + self.layout.entries_offset
+            + i * self.layout.entry_bytes;
+        // SAFETY: i < capacity, so off + entry_bytes ≤ copy end ≤ mapping
+        // length; 64-byte aligned; EntryRaw is all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const EntryRaw) })
+    }
+
+    /// The ABI 1.1 block of entry `i`; None on a 1.0 segment or `i ≥ capacity`.
+    #[inline]
+    pub(crate) fn entry_ext(&self, copy: usize, i: usize) -> Option<&EntryExtRaw> {
+        let x = self.layout.ext?;
+        if i >= self.layout.capacity {
+            return None;
+        }
+        let off = self.layout.copy_offset[copy & 1]
+            + self.layout.entries_offset
+            + i * self.layout.entry_bytes
+            + x.entry_ext_offset;
+        // SAFETY: the layout was validated with this extension, so
+        // entry_bytes ≥ entry_ext_offset + size_of::<EntryExtRaw>() and the
+        // block lies inside entry i (i < capacity), inside the mapping; the
+        // entry is 64-byte aligned and entry_ext_offset (2304) is a multiple
+        // of 64; EntryExtRaw is all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const EntryExtRaw) })
+    }
+
+    /// The ABI 1.1 head of a copy's meta region; None on a 1.0 segment.
+    #[inline]
+    pub(crate) fn meta_ext(&self, copy: usize) -> Option<&MetaExtRaw> {
+        let x = self.layout.ext?;
+        let off = self.layout.copy_offset[copy & 1] + x.meta_ext_offset;
+        // SAFETY: validated: meta_ext_offset + size_of::<MetaExtRaw>() ≤
+        // meta_ext_end ≤ meta_bytes, inside the copy; offset 256 from a
+        // 64-byte aligned copy; all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const MetaExtRaw) })
+    }
+
+    /// Class record `i` (< class_capacity) of a copy.
+    #[inline]
+    pub(crate) fn class(&self, copy: usize, i: usize) -> Option<&ClassRaw> {
+        let x = self.layout.ext?;
+        if i >= x.class_capacity {
+            return None;
+        }
+        let off = self.layout.copy_offset[copy & 1] + x.classes_offset + i * size_of::<ClassRaw>();
+        // SAFETY: i < class_capacity: inside the class table, which ends at
+        // map_slots_offset ≤ meta_ext_end ≤ meta_bytes; classes_offset and
+        // the record size are multiples of 8; all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const ClassRaw) })
+    }
+
+    /// Slot `i` (reduced modulo map_slots) of the peer → class map.
+    #[inline]
+    pub(crate) fn map_slot(&self, copy: usize, i: usize) -> Option<&AtomicU64> {
+        let x = self.layout.ext?;
+        let i = i & (x.map_slots - 1);
+        let off = self.layout.copy_offset[copy & 1] + x.map_slots_offset + 8 * i;
+        // SAFETY: i < map_slots: inside the slot array, which ends at
+        // map_records_offset ≤ meta_bytes; 8-byte aligned.
+        Some(unsafe { &*(self.map.base().add(off) as *const AtomicU64) })
+    }
+
+    /// Map record `i` (< map_capacity) of a copy.
+    #[inline]
+    pub(crate) fn map_record(&self, copy: usize, i: usize) -> Option<&MapRaw> {
+        let x = self.layout.ext?;
+        if i >= x.map_capacity {
+            return None;
+        }
+        let off =
+            self.layout.copy_offset[copy & 1] + x.map_records_offset + i * size_of::<MapRaw>();
+        // SAFETY: i < map_capacity: inside the record array, which ends at
+        // meta_ext_end ≤ meta_bytes; 8-byte aligned; all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const MapRaw) })
+    }
+}
+
+fn header_ext_of(map: &Mapping) -> &HeaderExtRaw {
+    // SAFETY: called only after validate_header checked that header_bytes ≥
+    // 320 and header_bytes ≤ total_bytes ≤ map.len(); offset 256 of a
+    // page-aligned base; all atomics.
+    unsafe { &*(map.base().add(size_of::<HeaderRaw>()) as *const HeaderExtRaw) }
+}
+
+fn header_of(map: &Mapping) -> &HeaderRaw {
+    // SAFETY: callers only use this after checking map.len() ≥ 256 (in
+    // validate_header, or via Seg's invariant); the base is page-aligned and
+    // HeaderRaw is all atomics. Atomic loads on a PROT_READ mapping are sound
+    // for lock-free sizes (u32/u64 on x86-64 and aarch64).
+    unsafe { &*(map.base() as *const HeaderRaw) }
+}
+
+fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
+    if map.len() < core::mem::size_of::<HeaderRaw>() {
+        return Err("file shorter than the header");
+    }
+    let h = header_of(map);
+    if h.magic.load(Relaxed) != MAGIC {
+        return Err("bad magic");
+    }
+    if h.abi_major.load(Relaxed) != ABI_MAJOR {
+        return Err("unsupported ABI major version");
+    }
+    let caps = h.capabilities.load(Relaxed);
+    if caps & CAP_INCOMPAT_MASK & !CAP_INCOMPAT_KNOWN != 0 {
+        return Err("unknown incompatible capability bits");
+    }
+    if h.max_ranges.load(Relaxed) as usize != MAX_RANGES
+        || h.max_curve.load(Relaxed) as usize != MAX_CURVE
+        || h.max_ci.load(Relaxed) as usize != MAX_CI
+    {
+        return Err("per-entry capacities differ from this ABI");
+    }
+    let layout = Layout::from_params(
+        h.capacity_entries.load(Relaxed) as usize,
+        h.hash_slots.load(Relaxed) as usize,
+        h.header_bytes.load(Relaxed) as usize,
+        h.meta_bytes.load(Relaxed) as usize,
+        h.entry_bytes.load(Relaxed) as usize,
+    )
+    .ok_or("sizes out of range")?;
+    if h.copy_bytes.load(Relaxed) != layout.copy_bytes as u64
+        || h.copy_offset[0].load(Relaxed) != layout.copy_offset[0] as u64
+        || h.copy_offset[1].load(Relaxed) != layout.copy_offset[1] as u64
+        || h.total_bytes.load(Relaxed) != layout.total_bytes as u64
+    {
+        return Err("offsets disagree with the sizes");
+    }
+    if layout.total_bytes > map.len() {
+        return Err("file shorter than its declared size");
+    }
+    if h.abi_minor.load(Relaxed) == 0 {
+        return Ok(layout);
+    }
+    // ABI ≥ 1.1: the extension's capacities are in the header extension.
+    if layout.header_bytes < size_of::<HeaderRaw>() + size_of::<HeaderExtRaw>() {
+        return Err("ABI 1.1 segment without its header extension");
+    }
+    let hx = header_ext_of(map);
+    if hx.transport_records.load(Relaxed) as usize != TRANSPORT_RECORDS
+        || hx.max_latency.load(Relaxed) as usize != MAX_LATENCY
+        || hx.max_k.load(Relaxed) as usize != MAX_K
+        || hx.schemes.load(Relaxed) as usize != SCHEMES
+    {
+        return Err("ABI 1.1 record capacities differ from this reader");
+    }
+    let ext = ExtLayout::new(
+        hx.class_capacity.load(Relaxed) as usize,
+        hx.map_capacity.load(Relaxed) as usize,
+        hx.map_slots.load(Relaxed) as usize,
+    )
+    .ok_or("ABI 1.1 class or map capacities out of range")?;
+    Layout::from_params_ext(
+        layout.capacity,
+        layout.hash_slots,
+        layout.header_bytes,
+        layout.meta_bytes,
+        layout.entry_bytes,
+        Some(ext),
+    )
+    .ok_or("ABI 1.1 extension does not fit the declared sizes")
+}
+
+#[inline]
+fn f(w: &AtomicU64) -> f64 {
+    f64::from_bits(w.load(Relaxed))
+}
+
+#[inline]
+fn load_words<const W: usize>(src: &[AtomicU64; W]) -> [u64; W] {
+    let mut out = [0u64; W];
+    for (o, s) in out.iter_mut().zip(src) {
+        *o = s.load(Relaxed);
+    }
+    out
+}
+
+fn store_words(dst: &[AtomicU64], src: &[u64]) {
+    for (d, s) in dst.iter().zip(src) {
+        d.store(*s, Relaxed);
+    }
+}
+
+/// Reads a NUL-padded name of `len` bytes from `words` (len bounds-checked).
+pub(crate) fn read_name(words: &[AtomicU64], len: u64, max: usize) -> Result<String, LookupError> {
+    let len = usize::try_from(len).map_err(|_| LookupError::Invalid)?;
+    if len > max {
+        return Err(LookupError::Invalid);
+    }
+    let w: Vec<u64> = words.iter().map(|x| x.load(Relaxed)).collect();
+    utf8(unpack_name(&w, len))
+}
+
+/// Writes a name (already validated to fit) into `words`, NUL-padded.
+pub(crate) fn write_name(words: &[AtomicU64], s: &[u8]) {
+    let mut bytes = [0u8; 128];
+    let n = s.len().min(bytes.len() - 1).min(words.len() * 8 - 1);
+    bytes[..n].copy_from_slice(&s[..n]);
+    for (i, w) in words.iter().enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+        w.store(u64::from_le_bytes(b), Relaxed);
+    }
+}
+/// Packed words as a String (allocates).
+pub(crate) fn words_to_string(words: &[u64], len: usize) -> Result<String, LookupError> {
+    utf8(unpack_name(words, len))
+}
+
+pub(crate) fn store_name_words(dst: &[AtomicU64], src: &[u64]) {
+    store_words(dst, src);
+}
+
+fn utf8(bytes: Vec<u8>) -> Result<String, LookupError> {
+    String::from_utf8(bytes).map_err(|_| LookupError::Invalid)
+}

@@ -1,0 +1,750 @@
+//! Tests of the datagram core against an in-memory device in virtual time:
+//! no socket, no privilege. The test plays the network: it moves frames
+//! between two endpoints' ports and loses, reorders, duplicates or forges
+//! them on the way; every wait ends when virtual time says so.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::idle::{Idle, IdlePolicy, Pause};
+use super::phy::{Frame, Phy, Route, RxFrame};
+use super::reasm::{Offer, Reassembly};
+use super::session::HelloGate;
+use super::wire::{self, Header, HEADER_LEN};
+use super::{Endpoint, EndpointConfig, IgnoredFrames};
+use crate::clock::{Clock, VirtualClock};
+use crate::transport::{Meta, Received, Transport, TransportError};
+
+/// A node of the in-memory network.
+type Addr = u8;
+/// What a poll that finds nothing costs, and what receiving one frame costs
+/// (its share of the receive overhead), in virtual nanoseconds.
+const EMPTY_POLL_NS: f64 = 1000.0;
+const RX_COST_NS: f64 = 250.0;
+/// Payload bytes per frame on the in-memory link.
+const FRAG: usize = 100;
+/// The client of [`pair`].
+const CLIENT: Addr = 2;
+/// The server of [`pair`], and the node every client connects to.
+const SERVER: Addr = 1;
+/// The session nonce of the tests (every byte different, to see the order).
+const NONCE: u64 = 0x0123_4567_89ab_cdef;
+
+/// One endpoint's side of the network, shared with the test.
+#[derive(Default)]
+struct Port {
+    /// Frames waiting to be received, with their source.
+    rx: VecDeque<(Addr, Vec<u8>)>,
+    /// Frames sent, with their destination.
+    tx: Vec<(Addr, Vec<u8>)>,
+    /// Sends refused (a full queue) before the next one goes through.
+    busy: u32,
+    /// Polls that report the peer gone (an ICMP port unreachable).
+    refuse: u32,
+    /// Sleeps in `wait_readable`: (virtual ns at the start, ns asked for).
+    sleeps: Vec<(f64, f64)>,
+}
+
+struct MemPhy {
+    port: Rc<RefCell<Port>>,
+    clock: VirtualClock,
+}
+
+fn ps(ns: f64) -> u64 {
+    (ns * VirtualClock::PS_PER_NS) as u64
+}
+
+impl Phy for MemPhy {
+    type Addr = Addr;
+    type Dest = Addr;
+    const NAME: &'static str = "mem";
+
+    fn route(&mut self, peer: &Addr) -> Result<Route<Addr>, TransportError> {
+        Ok(Route {
+            dest: *peer,
+            mtu_bytes: FRAG + HEADER_LEN,
+            max_frag_bytes: FRAG,
+        })
+    }
+
+    fn send(&mut self, dest: &Addr, frame: Frame<'_>) -> Result<bool, TransportError> {
+        let mut p = self.port.borrow_mut();
+        if p.busy > 0 {
+            p.busy -= 1;
+            self.clock.spin(ps(1000.0));
+            return Ok(false);
+        }
+        p.tx.push((*dest, [&frame.header[..], frame.payload].concat()));
+        Ok(true)
+    }
+
+    fn poll<C: Clock>(&mut self, clock: &C) -> Result<Option<RxFrame<Addr>>, TransportError> {
+        let mut p = self.port.borrow_mut();
+        if p.refuse > 0 {
+            p.refuse -= 1;
+            return Err(TransportError::PeerGone("refused".into()));
+        }
+        let t0 = clock.now();
+        let Some((src, bytes)) = p.rx.pop_front() else {
+            self.clock.spin(ps(EMPTY_POLL_NS));
+            return Ok(None);
+        };
+        self.clock.spin(ps(RX_COST_NS));
+        Ok(Some(RxFrame {
+            src: Some(src),
+            header: wire::decode_exact(&bytes, 0),
+            cost_ticks: clock.now() - t0,
+        }))
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) {
+        let mut p = self.port.borrow_mut();
+        p.sleeps
+            .push((self.clock.now_ns(), timeout.as_nanos() as f64));
+        if p.rx.is_empty() {
+            self.clock.spin(ps(timeout.as_nanos() as f64));
+        }
+    }
+
+    fn fmt_addr(addr: &Addr, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node{addr}")
+    }
+}
+
+type Ep = Endpoint<MemPhy, VirtualClock>;
+
+fn cfg() -> EndpointConfig {
+    EndpointConfig {
+        max_msg_bytes: 4096,
+        handshake_timeout: Duration::from_millis(1),
+        handshake_attempts: 3,
+        send_timeout: Duration::from_millis(1),
+        idle: IdlePolicy::default(),
+    }
+}
+
+fn device(clock: &VirtualClock) -> (MemPhy, Rc<RefCell<Port>>) {
+    let port = Rc::new(RefCell::new(Port::default()));
+    let phy = MemPhy {
+        port: port.clone(),
+        clock: clock.clone(),
+    };
+    (phy, port)
+}
+
+/// A frame written byte by byte, as the wire format says (not through
+/// `Header::encode`), followed by `payload`.
+#[allow(clippy::too_many_arguments)]
+fn by_hand(
+    kind: u8,
+    flags: u8,
+    nonce: u64,
+    seq: u32,
+    offset: u32,
+    msg_len: u32,
+    report_ns: u32,
+    index: u32,
+    count: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = vec![0x4E, 0x47, 1, kind, flags, 0];
+    f.extend_from_slice(&(payload.len() as u16).to_le_bytes());
+    f.extend_from_slice(&nonce.to_le_bytes());
+    for v in [seq, offset, msg_len, report_ns, index, count] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+fn control(kind: u8, nonce: u64) -> Vec<u8> {
+    by_hand(kind, 0, nonce, 0, 0, 0, 0, 0, 0, &[])
+}
+
+/// The sender's payload: byte i of a message is `i as u8`.
+fn pattern(range: std::ops::Range<usize>) -> Vec<u8> {
+    range.map(|i| i as u8).collect()
+}
+
+/// The frames `port` sent, taken out of it.
+fn sent(port: &Rc<RefCell<Port>>) -> Vec<(Addr, Vec<u8>)> {
+    std::mem::take(&mut port.borrow_mut().tx)
+}
+
+/// Move what `from` (node `src`) sent to `to`, through `link`, which may
+/// lose, reorder, duplicate or add frames.
+fn pump(
+    from: &Rc<RefCell<Port>>,
+    src: Addr,
+    to: &Rc<RefCell<Port>>,
+    link: impl FnOnce(Vec<Vec<u8>>) -> Vec<Vec<u8>>,
+) {
+    let frames = sent(from).into_iter().map(|(_, f)| f).collect();
+    to.borrow_mut()
+        .rx
+        .extend(link(frames).into_iter().map(|f| (src, f)));
+}
+
+fn as_is(v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v
+}
+
+/// A client and a server with an open session under [`NONCE`].
+struct Pair {
+    clock: VirtualClock,
+    client: Ep,
+    cport: Rc<RefCell<Port>>,
+    server: Ep,
+    sport: Rc<RefCell<Port>>,
+}
+
+fn pair() -> Pair {
+    let clock = VirtualClock::new();
+    let (sphy, sport) = device(&clock);
+    let mut server = Ep::server(sphy, clock.clone(), cfg()).unwrap();
+    let (cphy, cport) = device(&clock);
+    cport.borrow_mut().rx.push_back((SERVER, control(2, NONCE)));
+    let client = Ep::client(cphy, clock.clone(), cfg(), SERVER, Some(NONCE)).unwrap();
+    pump(&cport, CLIENT, &sport, as_is);
+    assert_eq!(server.accept(Duration::from_millis(1)).unwrap(), CLIENT);
+    sent(&sport); // the HelloAck the client no longer waits for
+    Pair {
+        clock,
+        client,
+        cport,
+        server,
+        sport,
+    }
+}
+
+const ASK: Meta = Meta {
+    answer: true,
+    report_ns: 7,
+};
+
+#[test]
+fn frames_written_by_hand_are_understood_and_sent_byte_for_byte() {
+    let clock = VirtualClock::new();
+    let (phy, port) = device(&clock);
+    let mut server = Ep::server(phy, clock.clone(), cfg()).unwrap();
+    // The Hello of nonce 0x0123456789abcdef, every byte spelled out.
+    let hello = [
+        0x4E, 0x47, 1, 1, 0, 0, 0, 0, 0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    assert_eq!(hello.to_vec(), control(1, NONCE));
+    port.borrow_mut().rx.push_back((7, hello.to_vec()));
+    assert_eq!(server.accept(Duration::from_millis(1)).unwrap(), 7);
+    assert_eq!(sent(&port), [(7, control(2, NONCE))]);
+
+    // A 150-byte message in two fragments, the second first.
+    let frag = |i: u32| {
+        let r = (i as usize * 100)..(150.min(i as usize * 100 + 100));
+        by_hand(3, 1, NONCE, 1, r.start as u32, 150, 7, i, 2, &pattern(r))
+    };
+    port.borrow_mut().rx.extend([(7, frag(1)), (7, frag(0))]);
+    let r = server.recv(None, Duration::from_millis(1)).unwrap();
+    assert_eq!(
+        r,
+        Received {
+            peer: 0,
+            bytes: 150,
+            meta: ASK,
+            overhead_ns: 2.0 * RX_COST_NS,
+        }
+    );
+
+    // The answer, as this code's predecessor put it on the wire.
+    let meta = Meta {
+        answer: false,
+        report_ns: 9,
+    };
+    server.send(0, 150, meta).unwrap();
+    assert_eq!(
+        sent(&port),
+        [
+            (
+                7,
+                by_hand(3, 0, NONCE, 1, 0, 150, 9, 0, 2, &pattern(0..100))
+            ),
+            (
+                7,
+                by_hand(3, 0, NONCE, 1, 100, 150, 9, 1, 2, &pattern(100..150))
+            ),
+        ]
+    );
+    server.send(0, 0, meta).unwrap();
+    assert_eq!(
+        sent(&port),
+        [(7, by_hand(3, 0, NONCE, 2, 0, 0, 9, 0, 1, &[]))]
+    );
+    drop(server);
+    assert_eq!(sent(&port), [(7, control(4, NONCE))]);
+}
+
+#[test]
+fn the_client_says_hello_and_takes_only_its_own_ack() {
+    let clock = VirtualClock::new();
+    let (phy, port) = device(&clock);
+    port.borrow_mut().rx.extend([
+        (9, control(2, NONCE)),          // a stranger's
+        (SERVER, control(2, NONCE ^ 1)), // another session's
+        (SERVER, control(1, NONCE)),     // a Hello, at a client
+        (SERVER, b"garbage".to_vec()),   // not a frame
+        (SERVER, control(2, NONCE)),     // ours
+    ]);
+    let c = Ep::client(phy, clock.clone(), cfg(), SERVER, Some(NONCE)).unwrap();
+    assert_eq!(sent(&port), [(SERVER, control(1, NONCE))]);
+    assert_eq!((c.nonce(), c.peer()), (Some(NONCE), Some(SERVER)));
+    assert_eq!((c.mtu_bytes(), c.frag_bytes()), (Some(140), Some(FRAG)));
+    assert_eq!(
+        c.ignored(),
+        IgnoredFrames {
+            malformed: 1,
+            wrong_nonce: 1,
+            stranger: 1,
+            unexpected: 1,
+            ..IgnoredFrames::default()
+        }
+    );
+
+    // Silence: every attempt waits its time, then a timeout.
+    let (phy, port) = device(&clock);
+    let t0 = clock.now_ns();
+    let e = Ep::client(phy, clock.clone(), cfg(), SERVER, Some(NONCE)).err();
+    assert!(
+        matches!(e, Some(TransportError::Timeout(d)) if d == Duration::from_millis(3)),
+        "{e:?}"
+    );
+    // Three Hellos, then the Bye of the endpoint given up.
+    let hello = (SERVER, control(1, NONCE));
+    let bye = (SERVER, control(4, NONCE));
+    assert_eq!(sent(&port), [hello.clone(), hello.clone(), hello, bye]);
+    assert!(clock.now_ns() - t0 >= 3e6);
+}
+
+#[test]
+fn a_refused_hello_then_an_ack_opens_a_usable_session() {
+    let clock = VirtualClock::new();
+    // Nobody listens, ever: the peer refused the session.
+    let (phy, port) = device(&clock);
+    port.borrow_mut().refuse = 1;
+    let e = Ep::client(phy, clock.clone(), cfg(), SERVER, Some(NONCE)).err();
+    assert!(
+        matches!(e, Some(TransportError::PeerGone(ref m)) if m == "node1 refused the session: refused"),
+        "{e:?}"
+    );
+    // Nobody listens yet when the first Hello arrives; then the server
+    // answers: the session works.
+    let (phy, port) = device(&clock);
+    port.borrow_mut().refuse = 1;
+    port.borrow_mut().rx.push_back((SERVER, control(2, NONCE)));
+    let mut c = Ep::client(phy, clock.clone(), cfg(), SERVER, Some(NONCE)).unwrap();
+    c.send(0, 10, ASK).unwrap();
+    assert_eq!(sent(&port).len(), 2);
+    // A refusal while waiting for an answer ends the session.
+    port.borrow_mut().refuse = 1;
+    let e = c.recv(Some(0), Duration::from_millis(1)).unwrap_err();
+    assert!(matches!(e, TransportError::PeerGone(_)), "{e}");
+    let e = c.send(0, 10, ASK).unwrap_err();
+    assert!(matches!(e, TransportError::PeerGone(_)), "{e}");
+}
+
+#[test]
+fn loss_reordering_and_duplicates_cost_one_message_at_most() {
+    let mut p = pair();
+    // 350 bytes: four fragments, delivered backwards with one twice.
+    p.client.send(0, 350, ASK).unwrap();
+    pump(&p.cport, CLIENT, &p.sport, |mut v| {
+        v.reverse();
+        let dup = v[1].clone();
+        v.insert(1, dup);
+        v
+    });
+    let r = p.server.recv(None, Duration::from_millis(1)).unwrap();
+    assert_eq!((r.bytes, r.meta), (350, ASK));
+    assert_eq!(
+        r.overhead_ns,
+        4.0 * RX_COST_NS,
+        "the duplicate costs nothing"
+    );
+    assert_eq!(p.server.ignored().duplicate, 1);
+
+    // The answer loses its second fragment: a timeout at the deadline.
+    let answer = Meta {
+        answer: false,
+        report_ns: 3,
+    };
+    p.server.send(0, 350, answer).unwrap();
+    let mut lost = Vec::new();
+    pump(&p.sport, SERVER, &p.cport, |mut v| {
+        lost.push(v.remove(1));
+        v
+    });
+    let t0 = p.clock.now_ns();
+    let timeout = Duration::from_millis(2);
+    let e = p.client.recv(Some(0), timeout).unwrap_err();
+    assert!(
+        matches!(e, TransportError::Timeout(d) if d == timeout),
+        "{e}"
+    );
+    assert!(p.clock.now_ns() - t0 >= 2e6);
+
+    // The next message works; the incomplete one is dropped and counted,
+    // and its lost fragment, arriving late, is stale.
+    p.server.send(0, 120, answer).unwrap();
+    pump(&p.sport, SERVER, &p.cport, |mut v| {
+        v.extend(lost);
+        v
+    });
+    let r = p.client.recv(Some(0), timeout).unwrap();
+    assert_eq!((r.bytes, r.meta), (120, answer));
+    let e = p.client.recv(Some(0), timeout).unwrap_err();
+    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
+    assert_eq!(
+        p.client.ignored(),
+        IgnoredFrames {
+            stale: 1,
+            dropped_incomplete: 1,
+            ..IgnoredFrames::default()
+        }
+    );
+    assert_eq!(p.client.counters().recv_messages, 1);
+    assert_eq!(p.client.counters().sent_bytes, 350);
+}
+
+#[test]
+fn strangers_other_sessions_and_unexpected_frames_are_ignored_and_counted() {
+    let mut p = pair();
+    let data = |nonce: u64, seq: u32, len: u32| {
+        by_hand(3, 1, nonce, seq, 0, len, 0, 0, 1, &pattern(0..len as usize))
+    };
+    p.sport.borrow_mut().rx.extend([
+        (9, data(NONCE, 5, 10)),                     // stranger
+        (9, control(4, NONCE)),                      // a stranger's Bye
+        (CLIENT, data(NONCE ^ 1, 5, 10)),            // another session
+        (CLIENT, b"short".to_vec()),                 // malformed
+        (CLIENT, data(NONCE, 5, 10)[..45].to_vec()), // truncated
+        (CLIENT, control(2, NONCE)),                 // a HelloAck, at a server
+        (
+            CLIENT,
+            by_hand(3, 0, NONCE, 6, 0, 5000, 0, 0, 50, &pattern(0..100)),
+        ), // oversize
+    ]);
+    let e = p.server.recv(None, Duration::from_millis(1)).unwrap_err();
+    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
+    assert_eq!(
+        p.server.ignored(),
+        IgnoredFrames {
+            malformed: 2,
+            wrong_nonce: 1,
+            stranger: 2,
+            oversize: 1,
+            unexpected: 1,
+            ..IgnoredFrames::default()
+        }
+    );
+    // The session is intact: a real message still works, and an older one
+    // is stale.
+    p.sport
+        .borrow_mut()
+        .rx
+        .push_back((CLIENT, data(NONCE, 7, 10)));
+    p.sport
+        .borrow_mut()
+        .rx
+        .push_back((CLIENT, data(NONCE, 6, 10)));
+    let r = p.server.recv(None, Duration::from_millis(1)).unwrap();
+    assert_eq!(r.bytes, 10);
+    assert!(p.server.recv(None, Duration::from_millis(1)).is_err());
+    assert_eq!(p.server.ignored().stale, 1);
+    assert_eq!(p.server.sessions_started(), 1);
+}
+
+#[test]
+fn bye_ends_the_session_and_a_new_hello_starts_one() {
+    let mut p = pair();
+    // The client leaves: the server's wait ends, its session is closed.
+    let Pair {
+        client,
+        cport,
+        mut server,
+        sport,
+        clock: _,
+    } = p;
+    drop(client);
+    pump(&cport, CLIENT, &sport, as_is);
+    let e = server.recv(None, Duration::from_millis(1)).unwrap_err();
+    assert!(
+        matches!(e, TransportError::PeerGone(ref m) if m == "node2 said bye"),
+        "{e}"
+    );
+    assert_eq!((server.nonce(), server.peer()), (None, None));
+    assert!(matches!(
+        server.send(0, 1, ASK),
+        Err(TransportError::PeerGone(_))
+    ));
+    // A retried Hello is acknowledged again without a new session; a new
+    // nonce takes over.
+    sport.borrow_mut().rx.extend([
+        (CLIENT, control(1, 77)),
+        (CLIENT, control(1, 77)),
+        (3, control(1, 78)),
+    ]);
+    assert!(server.recv(None, Duration::from_millis(1)).is_err());
+    assert_eq!(server.sessions_started(), 3);
+    assert_eq!((server.nonce(), server.peer()), (Some(78), Some(3)));
+    assert_eq!(sent(&sport).len(), 3);
+
+    // The server leaves: the client's wait is PeerGone, and so is every
+    // later call.
+    p = pair();
+    drop(p.server);
+    pump(&p.sport, SERVER, &p.cport, as_is);
+    let e = p
+        .client
+        .recv(Some(0), Duration::from_millis(1))
+        .unwrap_err();
+    assert!(matches!(e, TransportError::PeerGone(_)), "{e}");
+    for _ in 0..2 {
+        assert!(matches!(
+            p.client.recv(Some(0), Duration::ZERO),
+            Err(TransportError::PeerGone(_))
+        ));
+        assert!(matches!(
+            p.client.send(0, 1, ASK),
+            Err(TransportError::PeerGone(_))
+        ));
+    }
+    // A client that knows its peer is gone sends no Bye.
+    drop(p.client);
+    assert!(sent(&p.cport).is_empty());
+}
+
+/// A gate that also binds the session to the source the control plane
+/// authenticated.
+struct FromNode(Addr, AtomicU64);
+
+impl HelloGate<Addr> for FromNode {
+    fn admits(&self, nonce: u64, src: &Addr) -> bool {
+        *src == self.0 && self.1.admits(nonce, src)
+    }
+}
+
+#[test]
+fn the_gate_admits_only_the_authorized_nonce_and_can_bind_the_source() {
+    let clock = VirtualClock::new();
+    let (phy, port) = device(&clock);
+    let mut server = Ep::server(phy, clock.clone(), cfg()).unwrap();
+    let gate = Arc::new(AtomicU64::new(0));
+    server.gate_hellos(gate.clone());
+    let hello_from =
+        |src: Addr, nonce: u64| port.borrow_mut().rx.push_back((src, control(1, nonce)));
+    hello_from(7, NONCE);
+    assert!(server.accept(Duration::from_millis(1)).is_err());
+    gate.store(NONCE, Ordering::Release);
+    hello_from(7, NONCE ^ 1);
+    hello_from(7, NONCE);
+    assert_eq!(server.accept(Duration::from_millis(1)).unwrap(), 7);
+    assert_eq!(server.ignored().wrong_nonce, 2);
+
+    let (phy, port) = device(&clock);
+    let mut server = Ep::server(phy, clock.clone(), cfg()).unwrap();
+    server.gate_hellos_with(Arc::new(FromNode(7, AtomicU64::new(NONCE))));
+    port.borrow_mut().rx.push_back((8, control(1, NONCE)));
+    assert!(server.accept(Duration::from_millis(1)).is_err());
+    port.borrow_mut().rx.push_back((7, control(1, NONCE)));
+    assert_eq!(server.accept(Duration::from_millis(1)).unwrap(), 7);
+    assert_eq!(server.ignored().wrong_nonce, 1);
+}
+
+#[test]
+fn waits_sleep_only_when_idle_and_never_past_their_deadline() {
+    let mut p = pair();
+    let ms = |n: f64| n * 1e6;
+    p.clock.spin(ps(ms(1000.0)));
+    // A server nobody talked to for a second sleeps at once, in slices of at most 10 ms,
+    // the last one cut at the deadline.
+    let t0 = p.clock.now_ns();
+    let timeout = Duration::from_micros(25_300);
+    assert!(p.server.recv(None, timeout).is_err());
+    let deadline = t0 + timeout.as_nanos() as f64;
+    let sleeps = std::mem::take(&mut p.sport.borrow_mut().sleeps);
+    assert!(sleeps.len() >= 3, "{sleeps:?}");
+    for (at, len) in &sleeps {
+        assert!(*len <= ms(10.0) && at + len <= deadline + 1.0, "{sleeps:?}");
+    }
+    assert!(p.clock.now_ns() < deadline + 2.0 * EMPTY_POLL_NS);
+
+    // A client spins from the start of every wait: 20 ms before it sleeps.
+    let t0 = p.clock.now_ns();
+    assert!(p.client.recv(Some(0), Duration::from_millis(30)).is_err());
+    let sleeps = std::mem::take(&mut p.cport.borrow_mut().sleeps);
+    assert!(
+        !sleeps.is_empty() && sleeps[0].0 >= t0 + ms(20.0),
+        "{sleeps:?}"
+    );
+
+    // A server that just received spins for 20 ms after the frame.
+    p.client.send(0, 10, ASK).unwrap();
+    pump(&p.cport, CLIENT, &p.sport, as_is);
+    p.server.recv(None, Duration::ZERO).unwrap();
+    let t1 = p.clock.now_ns();
+    assert!(p.server.recv(None, Duration::from_millis(25)).is_err());
+    let sleeps = std::mem::take(&mut p.sport.borrow_mut().sleeps);
+    assert!(
+        !sleeps.is_empty() && sleeps[0].0 >= t1 + ms(20.0) - RX_COST_NS,
+        "{sleeps:?}"
+    );
+}
+
+#[test]
+fn the_idle_policy_spins_then_yields_then_sleeps() {
+    let clock = VirtualClock::new();
+    let idle = Idle::new(&IdlePolicy::default(), &clock);
+    let t = |us: f64| ps(us * 1000.0);
+    assert_eq!(idle.pause(t(49.0), t(1e6)), Pause::Spin);
+    assert_eq!(idle.pause(t(50.0), t(1e6)), Pause::Yield);
+    assert_eq!(idle.pause(t(19_999.0), t(1e6)), Pause::Yield);
+    assert_eq!(idle.pause(t(20_000.0), t(1e6)), Pause::Sleep(t(10_000.0)));
+    assert_eq!(idle.pause(t(20_000.0), t(3.0)), Pause::Sleep(t(3.0)));
+    assert_eq!(idle.pause(t(20_000.0), 0), Pause::Yield);
+    let spin_only = IdlePolicy {
+        yield_after: None,
+        sleep_after: Duration::from_secs(1),
+    };
+    let idle = Idle::new(&spin_only, &clock);
+    assert_eq!(idle.pause(t(999_999.0), t(1.0)), Pause::Spin);
+}
+
+#[test]
+fn a_full_queue_is_retried_until_the_send_deadline() {
+    let mut p = pair();
+    p.cport.borrow_mut().busy = 5;
+    p.client.send(0, 250, ASK).unwrap();
+    assert_eq!(sent(&p.cport).len(), 3);
+    p.cport.borrow_mut().busy = u32::MAX;
+    let e = p.client.send(0, 10, ASK).unwrap_err();
+    assert!(
+        matches!(e, TransportError::Timeout(d) if d == Duration::from_millis(1)),
+        "{e}"
+    );
+    p.cport.borrow_mut().busy = 0;
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    let clock = VirtualClock::new();
+    let (phy, _port) = device(&clock);
+    let mut server = Ep::server(phy, clock.clone(), cfg()).unwrap();
+    let e = |r: Result<(), TransportError>| format!("{:?}", r.unwrap_err());
+    assert_eq!(e(server.send(0, 1, ASK)), "NoPeer(0)");
+    assert_eq!(e(server.send(1, 1, ASK)), "NoPeer(1)");
+    assert_eq!(
+        e(server.recv(Some(1), Duration::ZERO).map(drop)),
+        "NoPeer(1)"
+    );
+    let too_large = "TooLarge { bytes: 4097, max: 4096 }";
+    assert_eq!(e(server.send(0, 4097, ASK)), too_large);
+    let (phy, _port) = device(&clock);
+    let huge = EndpointConfig {
+        max_msg_bytes: u32::MAX as usize + 1,
+        ..cfg()
+    };
+    assert!(matches!(
+        Ep::server(phy, clock, huge),
+        Err(TransportError::Protocol(_))
+    ));
+}
+
+// --- reassembly, as a pure state machine ---------------------------------
+
+fn frag(seq: u32, msg_len: u32, frag_bytes: u32, idx: u32) -> Header {
+    let meta = Meta {
+        answer: seq % 2 == 1,
+        report_ns: seq,
+    };
+    let (len, bytes) = (msg_len as usize, frag_bytes as usize);
+    Header::fragment(1, seq, meta, len, bytes, idx as usize)
+}
+
+#[test]
+fn reassembly_completes_in_any_order_and_sums_overhead() {
+    let mut r = Reassembly::new(1 << 20);
+    assert_eq!(r.offer(&frag(1, 2500, 1000, 2), 5), Offer::Partial);
+    assert_eq!(r.offer(&frag(1, 2500, 1000, 0), 7), Offer::Partial);
+    assert_eq!(r.offer(&frag(1, 2500, 1000, 0), 100), Offer::Duplicate);
+    assert_eq!(
+        r.offer(&frag(1, 2500, 1000, 1), 11),
+        Offer::Complete {
+            bytes: 2500,
+            meta: Meta {
+                answer: true,
+                report_ns: 1
+            },
+            overhead_ticks: 23
+        }
+    );
+    // Late duplicate of a completed message.
+    assert_eq!(r.offer(&frag(1, 2500, 1000, 1), 1), Offer::Duplicate);
+    // Empty message.
+    assert!(matches!(
+        r.offer(&frag(2, 0, 1000, 0), 3),
+        Offer::Complete { bytes: 0, .. }
+    ));
+}
+
+#[test]
+fn reassembly_newer_seq_drops_older_and_older_is_stale() {
+    let mut r = Reassembly::new(1 << 20);
+    assert_eq!(r.offer(&frag(10, 3000, 1000, 0), 1), Offer::Partial);
+    assert_eq!(
+        r.offer(&frag(11, 1000, 1000, 0), 1),
+        Offer::Complete {
+            bytes: 1000,
+            meta: Meta {
+                answer: true,
+                report_ns: 11
+            },
+            overhead_ticks: 1,
+        }
+    );
+    assert_eq!(r.dropped_incomplete, 1);
+    assert_eq!(r.offer(&frag(10, 3000, 1000, 1), 1), Offer::Stale);
+    // A complete message then a newer one does not count as dropped.
+    assert_eq!(r.offer(&frag(12, 2000, 1000, 0), 1), Offer::Partial);
+    assert_eq!(r.dropped_incomplete, 1);
+    // Same seq, different shape.
+    assert_eq!(r.offer(&frag(12, 3000, 1000, 1), 1), Offer::Inconsistent);
+    // Sequence numbers wrap.
+    let mut r = Reassembly::new(1 << 20);
+    assert!(matches!(
+        r.offer(&frag(u32::MAX, 10, 1000, 0), 1),
+        Offer::Complete { .. }
+    ));
+    assert!(matches!(
+        r.offer(&frag(0, 10, 1000, 0), 1),
+        Offer::Complete { .. }
+    ));
+    assert_eq!(r.offer(&frag(u32::MAX, 10, 1000, 0), 1), Offer::Stale);
+    // After a session reset any seq starts afresh.
+    r.reset();
+    assert!(matches!(
+        r.offer(&frag(5, 10, 1000, 0), 1),
+        Offer::Complete { .. }
+    ));
+}
+
+#[test]
+fn reassembly_rejects_oversize() {
+    let mut r = Reassembly::new(4096);
+    assert_eq!(r.offer(&frag(1, 5000, 1000, 0), 1), Offer::Oversize);
+    // 4096 B in 16-byte fragments = 256 > 4096/64+1 rounded to 128 bits.
+    assert_eq!(r.offer(&frag(1, 4096, 16, 0), 1), Offer::Oversize);
+    assert!(matches!(r.offer(&frag(1, 4096, 64, 63), 1), Offer::Partial));
+}
