@@ -198,16 +198,7 @@ pub fn node_matrix(views: &[NodeView], transport: &str) -> Matrix {
 /// The median of the finite values (NaN when there are none).
 fn median(mut v: Vec<f64>) -> f64 {
     v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    crate::model::stats::median_in_place(&mut v)
 }
 
 /// The group×group matrix of a node matrix: each cell the median over the

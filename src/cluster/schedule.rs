@@ -472,9 +472,20 @@ impl NodeSchedule {
         if !self.bucket.try_take(cost.bytes, reserve, now_s) {
             return refuse(&mut self.stats, Decline::Budget);
         }
+        self.admitted(Session {
+            coverage: p.coverage,
+            charged: cost.bytes,
+            ..Session::new(slot, requester, false, class, intra)
+        });
+        Ok(())
+    }
+
+    /// A request was admitted as `new` describes: it joins the session of
+    /// the same round and requester (its charge added), or starts one.
+    fn admitted(&mut self, new: Session) {
         match &mut self.session {
-            Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
-                s.charged += cost.bytes;
+            Some(s) if !s.drives && s.round == new.round && s.partner == new.partner => {
+                s.charged += new.charged;
                 if !s.admitted {
                     s.admitted = true;
                     self.stats.serves += 1;
@@ -483,21 +494,11 @@ impl NodeSchedule {
             _ => {
                 self.stats.serves += 1;
                 self.session = Some(Session {
-                    round: slot.round,
-                    partner: requester,
-                    drives: false,
-                    coverage: p.coverage,
-                    fanout: false,
-                    class,
-                    intra,
-                    until_s: slot.end_s,
-                    job: None,
-                    charged: cost.bytes,
                     admitted: true,
+                    ..new
                 });
             }
         }
-        Ok(())
     }
 
     /// A fan-out request: from this member's chunk driver, in its fan-out
@@ -524,31 +525,11 @@ impl NodeSchedule {
             self.stats.refused_budget += 1;
             return Err(Decline::Budget);
         }
-        match &mut self.session {
-            Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
-                s.charged += bytes;
-                if !s.admitted {
-                    s.admitted = true;
-                    self.stats.serves += 1;
-                }
-            }
-            _ => {
-                self.stats.serves += 1;
-                self.session = Some(Session {
-                    round: slot.round,
-                    partner: requester,
-                    drives: false,
-                    coverage: false,
-                    fanout: true,
-                    class: 0,
-                    intra: true,
-                    until_s: slot.end_s,
-                    job: None,
-                    charged: bytes,
-                    admitted: true,
-                });
-            }
-        }
+        self.admitted(Session {
+            fanout: true,
+            charged: bytes,
+            ..Session::new(slot, requester, false, 0, true)
+        });
         Ok(())
     }
 
