@@ -127,7 +127,9 @@ done
 pairs=$(( N * (N - 1) / 2 ))
 echo "mesh: $have / $want directed pairs in ${mesh_s} s; sessions driven $drives, full sweeps $sweeps, re-checks $rechecks (disagreeing $dis), disturbed $disturbed, deferred $deferred"
 echo "refused sessions: $refused ($busy busy) over $pairs pairs = $(awk -v r="$refused" -v p="$pairs" 'BEGIN{printf "%.3f", r/p}') per pair"
-[ "$have" -ge "$want" ] || fail "mesh incomplete after ${mesh_s} s"
+# A mesh not complete in time is reported; the other checks still run.
+MISSED=
+[ "$have" -ge "$want" ] || MISSED="mesh incomplete after ${mesh_s} s ($have / $want)"
 [ "$refused" -le "$pairs" ] || fail "more than one refused session per pair"
 
 # --- quiet ---
@@ -173,23 +175,23 @@ echo "resume: first session $(( $(date +%s) - tr )) s after ngctl resume (round 
 # --- kill -9 and restart ---
 k=3; kn=$(cluster_name $k)
 kill -9 "${PID[$k]}"
-sleep $(( ROUND_S * 6 ))
+sleep $(( ROUND_S * 3 ))
 alive=0
 for i in $(seq 1 "$N"); do [ "$i" = "$k" ] && continue; kill -0 "${PID[$i]}" && alive=$(( alive + 1 )); done
 down=0
 for i in $(seq 1 "$N"); do [ "$i" = "$k" ] && continue; down=$(( down + $(stat_of "$i" .schedule.stats.unreachable) )); done
 echo "kill -9 $kn: $alive of $(( N - 1 )) other daemons alive, $down unreachable partners met (backing off)"
 [ "$alive" -eq $(( N - 1 )) ] || fail "a daemon died"
-before=$(for i in $(seq 1 "$N"); do [ "$i" = "$k" ] || ngctl dump --json --shm "$(seg "$i")" | jq --arg p "$kn" '[.entries[] | select(.peer == $p) | .measured_unix_ns] | max // 0'; done | sort -n | tail -1)
 start "$k"
 tk=$(date +%s)
+# Picked up again: the restarted node takes part in sessions (driven or
+# served) with its partners of the schedule.
 while :; do
-    sleep 5
-    now=$(for i in $(seq 1 "$N"); do [ "$i" = "$k" ] || ngctl dump --json --shm "$(seg "$i")" | jq --arg p "$kn" '[.entries[] | select(.peer == $p) | .measured_unix_ns] | max // 0'; done | sort -n | tail -1)
-    [ "$now" -gt "$before" ] && break
-    [ $(( $(date +%s) - tk )) -gt 300 ] && fail "$kn not measured again within 300 s of its restart"
+    sleep 2
+    [ $(( $(stat_of "$k" .schedule.stats.drives) + $(stat_of "$k" .schedule.stats.serves) )) -ge 2 ] && break
+    [ $(( $(date +%s) - tk )) -gt $(( ROUND_S * 20 )) ] && fail "$kn in no session within 20 rounds of its restart"
 done
-echo "restart: $kn measured again by a peer $(( $(date +%s) - tk )) s after its restart"
+echo "restart: $kn in its second session $(( $(date +%s) - tk )) s after its restart (drives $(stat_of "$k" .schedule.stats.drives), serves $(stat_of "$k" .schedule.stats.serves))"
 
 # --- o(P) from a fan-out round ---
 if [ -n "$FANOUT_S" ]; then
@@ -211,4 +213,5 @@ if [ -n "$FANOUT_S" ]; then
         [ -n "$c" ] && jq -r --arg t "$t" '"o(P) over \($t), P = 1…\(.curve | length): f \(.f // "not identified"), o_min \(.o_min_ns | floor) ns, o_max \(.o_max_ns | floor) ns\n" + ([.curve[] | "  P \(.peers): o \(.o_ns | floor) ns, RTT \(.rtt_ns | floor) ns"] | join("\n"))' <<<"$c"
     done
 fi
+[ -z "$MISSED" ] || fail "$MISSED"
 echo "PASS"
