@@ -14,23 +14,16 @@ NETGAUGED=${CARGO_TARGET_DIR:-$PWD/target}/release/netgauged
 WORK=$(mktemp -d /tmp/netgauged-fp.XXXXXX)
 source scripts/two_hosts.sh
 two_hosts_up ngfp$$ 90 9000 rate 1gbit burst 64kb latency 200ms
-for n in a b; do
-    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
-    cat > "$WORK/$n.toml" <<EOT
-node = "node-$n"
-listen = "10.90.0.$me:7470"
-shm = "$WORK/seg-$n"
-key_file = "$WORK/key"
-state_file = "$WORK/state-$n.json"
+two_hosts_settings() {
+    cat <<EOT
 budget_bytes_per_s = $BUDGET
 recheck_interval_s = 10.0
 lock_memory = false
 fanout_interval_s = 0
-[[peer]]
-name = "node-$on"
-address = "10.90.0.$other:7470"
-interface = "eth0"
 EOT
+}
+two_hosts_configs seg 'interface = "eth0"'
+for n in a b; do
     ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" 2> "$WORK/$n.log" &
     PIDS+=($!)
 done

@@ -21,24 +21,16 @@ source scripts/two_hosts.sh
 # in the warm-up) must fit, or tbf drops them as a switch would (at
 # 20 Mbit/s with 2 s, 8 × 724 KiB was lost every time).
 two_hosts_up nglong$$ 92 1500 rate "$RATE" burst 32kb latency 10s
-for n in a b; do
-    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
-    cat > "$WORK/$n.toml" <<EOT
-node = "node-$n"
-listen = "10.92.0.$me:7470"
-shm = "$WORK/seg-$n"
-key_file = "$WORK/key"
-state_file = "$WORK/state-$n.json"
+two_hosts_settings() {
+    cat <<EOT
 budget_bytes_per_s = 1000000000
 recheck_interval_s = 600.0
 max_size_bytes = $MAX
 lock_memory = false
 fanout_interval_s = 0
-[[peer]]
-name = "node-$on"
-address = "10.92.0.$other:7470"
 EOT
-done
+}
+two_hosts_configs seg
 # node-b starts first and serves only while node-a drives: node-a's sweep
 # is the one timed (node-b's own sweep toward node-a waits for it).
 for n in b a; do

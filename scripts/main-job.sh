@@ -32,30 +32,22 @@ echo "== two hosts (network namespaces, veth, tbf 1 Gbit/s), a netgauged on each
 WORK=$(mktemp -d /tmp/netgauged-main.XXXXXX)
 source scripts/two_hosts.sh
 two_hosts_up ngmain$$ 91 9000 rate 1gbit burst 64kb latency 200ms
-for n in a b; do
-    if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
-    cat > "$WORK/$n.toml" <<EOT
-node = "node-$n"
-listen = "10.91.0.$me:7470"
-shm = "$WORK/segment-$n"
-key_file = "$WORK/key"
-state_file = "$WORK/state-$n.json"
+# A core of its own for each host's busy-polling threads, as on two
+# machines: unpinned, one host's probe and the other's responder can share
+# a core and measure the scheduler instead of the link.
+two_hosts_settings() {
+    cat <<EOT
 budget_bytes_per_s = 50000000
 recheck_interval_s = 30.0
 max_size_bytes = 131072
 lock_memory = false
 fanout_interval_s = 0
-# A core of its own for each host's busy-polling threads, as on two
-# machines: unpinned, node-a's probe and node-b's responder shared one core
-# in 2 of 4 runs here, and that raw EEL read 54 µs against 3 µs.
-probe_cpu = $(( (me - 1) % $(nproc) ))
-
-[[peer]]
-name = "node-$on"
-address = "10.91.0.$other:7470"
-interface = "eth0"
-transports = ["raw", "udp"]
+probe_cpu = $(( ($1 - 1) % $(nproc) ))
 EOT
+}
+two_hosts_configs segment 'interface = "eth0"
+transports = ["raw", "udp"]'
+for n in a b; do
     ip netns exec ${TAG}$n "$NETGAUGED" --config "$WORK/$n.toml" 2> "$WORK/$n.log" &
     PIDS+=($!)
 done

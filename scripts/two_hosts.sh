@@ -6,8 +6,10 @@
 #   two_hosts_up TAG NET MTU TBF_ARGS…     e.g. two_hosts_up ngx$$ 90 9000 rate 1gbit burst 64kb latency 200ms
 # On exit every pid in PIDS is killed, the namespaces are deleted and WORK
 # is removed.
+#   two_hosts_configs SEG [PEER_LINES]   writes $WORK/a.toml and $WORK/b.toml
 PIDS=()
 TAG=
+NET=
 two_hosts_down() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
@@ -19,6 +21,7 @@ two_hosts_down() {
 }
 two_hosts_up() {
     TAG=$1
+    NET=$2
     local net=$2 mtu=$3 n
     shift 3
     trap two_hosts_down EXIT
@@ -36,4 +39,33 @@ two_hosts_up() {
     done
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/key"
     chmod 600 "$WORK/key"
+}
+# The two daemons' configurations, $WORK/a.toml and $WORK/b.toml: host n
+# is node-n on 10.NET.0.1 (a) or .2 (b), port 7470, with its segment at
+# $WORK/SEG-n, its state at $WORK/state-n.json, the key $WORK/key, and the
+# other host as its one [[peer]], to which PEER_LINES are added. Between
+# the two the caller's function two_hosts_settings ME prints the host's
+# own settings (ME: 1 for a, 2 for b).
+two_hosts_configs() {
+    local seg=$1 peer_lines=${2:-} n me other on
+    for n in a b; do
+        if [ $n = a ]; then me=1; other=2; on=b; else me=2; other=1; on=a; fi
+        {
+            cat <<EOT
+node = "node-$n"
+listen = "10.$NET.0.$me:7470"
+shm = "$WORK/$seg-$n"
+key_file = "$WORK/key"
+state_file = "$WORK/state-$n.json"
+EOT
+            two_hosts_settings "$me"
+            cat <<EOT
+
+[[peer]]
+name = "node-$on"
+address = "10.$NET.0.$other:7470"
+EOT
+            if [ -n "$peer_lines" ]; then echo "$peer_lines"; fi
+        } > "$WORK/$n.toml"
+    done
 }

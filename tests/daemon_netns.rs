@@ -12,8 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[macro_use]
+mod common;
+use common::NGCTL;
+
 const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
-const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
 
 /// The namespaces of one test: they share a pid-based prefix and are
 /// deleted on drop. Host i has address 10.<net>.0.(i+1).
@@ -29,11 +32,6 @@ fn sh(args: &[&str]) {
         .status()
         .expect("run");
     assert!(st.success(), "{args:?} failed");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 impl Net {
@@ -243,10 +241,7 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 macro_rules! need_root {
     () => {
-        assert!(
-            is_root(),
-            "needs root: network namespaces (build and run as root, as CI does)"
-        );
+        common::netns::require_root();
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     };
 }
@@ -257,79 +252,76 @@ macro_rules! need_root {
 const RATE: &str = "400mbit";
 const INV_RATE_NS_PER_BYTE: f64 = 8.0 / 400e6 * 1e9;
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces (runs in a build made as root, as CI does)"
-)]
-fn two_daemons_converge_and_g_matches_the_shaper() {
-    need_root!();
-    let net = Net::new("c", 97, 2, Some(RATE));
-    // Sizes to 1 MiB: above the shaper's 16 KiB bucket a burst of n
-    // messages is paced at R, below it part of it is free, so the
-    // large-message range needs sizes well above the bucket.
-    let extra = "recheck_interval_s = 5.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
-    // Each host's busy-polling threads on a core of its own, as on two
-    // machines: unpinned, a driver and its responder may share one core,
-    // where each spins out its yield threshold before the other runs
-    // (bench/daemon.md).
-    let mut d: Vec<Daemon> = (0..2)
-        .map(|i| net.start(i, &net.config(i, 2, &format!("{extra}\n{}", own_core(i)))))
-        .collect();
-    for (me, other) in [(0, 1), (1, 0)] {
-        // The two sweeps run one after the other (a node drives or
-        // serves, never both), each 25-150 s here: the token bucket's
-        // modes make the sweep bisect many sizes.
-        let e = wait_for(Duration::from_secs(400), || {
-            entry(&net.shm(me), &format!("host{other}"))
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "host{me} published nothing for host{other}:\n{}\n--- host{other}:\n{}",
-                net.log(me),
-                net.log(other)
-            )
-        });
-        let last = e["ranges"]
-            .as_array()
-            .and_then(|r| r.last())
-            .cloned()
-            .expect("ranges");
-        let g = last["G_ns_per_byte"].as_f64().expect("G");
-        let err = (g - INV_RATE_NS_PER_BYTE).abs() / INV_RATE_NS_PER_BYTE;
-        eprintln!("host{me}: large-message G {g:.2} ns/B, 1/R {INV_RATE_NS_PER_BYTE:.2} ns/B");
-        for r in e["ranges"].as_array().into_iter().flatten() {
-            eprintln!(
-                "  {}..{} B: g {:.0} ns, G {:.3} ns/B",
-                r["from_bytes"], r["to_bytes"], r["g_ns"], r["G_ns_per_byte"]
+root_test! {
+    fn two_daemons_converge_and_g_matches_the_shaper() {
+        need_root!();
+        let net = Net::new("c", 97, 2, Some(RATE));
+        // Sizes to 1 MiB: above the shaper's 16 KiB bucket a burst of n
+        // messages is paced at R, below it part of it is free, so the
+        // large-message range needs sizes well above the bucket.
+        let extra = "recheck_interval_s = 5.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
+        // Each host's busy-polling threads on a core of its own, as on two
+        // machines: unpinned, a driver and its responder may share one core,
+        // where each spins out its yield threshold before the other runs
+        // (bench/daemon.md).
+        let mut d: Vec<Daemon> = (0..2)
+            .map(|i| net.start(i, &net.config(i, 2, &format!("{extra}\n{}", own_core(i)))))
+            .collect();
+        for (me, other) in [(0, 1), (1, 0)] {
+            // The two sweeps run one after the other (a node drives or
+            // serves, never both), each 25-150 s here: the token bucket's
+            // modes make the sweep bisect many sizes.
+            let e = wait_for(Duration::from_secs(400), || {
+                entry(&net.shm(me), &format!("host{other}"))
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "host{me} published nothing for host{other}:\n{}\n--- host{other}:\n{}",
+                    net.log(me),
+                    net.log(other)
+                )
+            });
+            let last = e["ranges"]
+                .as_array()
+                .and_then(|r| r.last())
+                .cloned()
+                .expect("ranges");
+            let g = last["G_ns_per_byte"].as_f64().expect("G");
+            let err = (g - INV_RATE_NS_PER_BYTE).abs() / INV_RATE_NS_PER_BYTE;
+            eprintln!("host{me}: large-message G {g:.2} ns/B, 1/R {INV_RATE_NS_PER_BYTE:.2} ns/B");
+            for r in e["ranges"].as_array().into_iter().flatten() {
+                eprintln!(
+                    "  {}..{} B: g {:.0} ns, G {:.3} ns/B",
+                    r["from_bytes"], r["to_bytes"], r["g_ns"], r["G_ns_per_byte"]
+                );
+            }
+            assert!(
+                err <= 0.10,
+                "host{me}: large-message G {g:.2} ns/B vs 1/R {INV_RATE_NS_PER_BYTE:.2} ({:.1} % off)\n{e}",
+                err * 100.0
             );
+            assert!(e["eel_ns"].as_f64().unwrap() > 0.0);
         }
-        assert!(
-            err <= 0.10,
-            "host{me}: large-message G {g:.2} ns/B vs 1/R {INV_RATE_NS_PER_BYTE:.2} ({:.1} % off)\n{e}",
-            err * 100.0
+        // Both EELs describe the same link: they agree within a factor of 2.
+        let (a, b) = (
+            entry(&net.shm(0), "host1").unwrap()["eel_ns"]
+                .as_f64()
+                .unwrap(),
+            entry(&net.shm(1), "host0").unwrap()["eel_ns"]
+                .as_f64()
+                .unwrap(),
         );
-        assert!(e["eel_ns"].as_f64().unwrap() > 0.0);
-    }
-    // Both EELs describe the same link: they agree within a factor of 2.
-    let (a, b) = (
-        entry(&net.shm(0), "host1").unwrap()["eel_ns"]
-            .as_f64()
-            .unwrap(),
-        entry(&net.shm(1), "host0").unwrap()["eel_ns"]
-            .as_f64()
-            .unwrap(),
-    );
-    eprintln!("EEL host0→host1 {a:.0} ns, host1→host0 {b:.0} ns");
-    assert!(
-        a / b < 2.0 && b / a < 2.0,
-        "EELs {a} and {b}\n--- host0:\n{}\n--- host1:\n{}",
-        net.log(0),
-        net.log(1)
-    );
-    for x in &mut d {
-        assert!(x.alive());
-        assert!(x.stop().success(), "clean exit on SIGTERM");
+        eprintln!("EEL host0→host1 {a:.0} ns, host1→host0 {b:.0} ns");
+        assert!(
+            a / b < 2.0 && b / a < 2.0,
+            "EELs {a} and {b}\n--- host0:\n{}\n--- host1:\n{}",
+            net.log(0),
+            net.log(1)
+        );
+        for x in &mut d {
+            assert!(x.alive());
+            assert!(x.stop().success(), "clean exit on SIGTERM");
+        }
     }
 }
 
@@ -338,143 +330,137 @@ fn inode(p: &Path) -> u64 {
     std::fs::metadata(p).expect("segment exists").ino()
 }
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces (runs in a build made as root, as CI does)"
-)]
-fn restart_keeps_the_inode_and_restores_values_and_a_dead_peer_goes_stale() {
-    need_root!();
-    let net = Net::new("r", 96, 2, None);
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 16384\nfanout_interval_s = 0";
-    let cfg: Vec<PathBuf> = (0..2).map(|i| net.config(i, 2, extra)).collect();
-    let mut a = net.start(0, &cfg[0]);
-    let mut b = net.start(1, &cfg[1]);
-    let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
-        .unwrap_or_else(|| panic!("no entry:\n{}", net.log(0)));
-    let ino = inode(&net.shm(0));
+root_test! {
+    fn restart_keeps_the_inode_and_restores_values_and_a_dead_peer_goes_stale() {
+        need_root!();
+        let net = Net::new("r", 96, 2, None);
+        let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 16384\nfanout_interval_s = 0";
+        let cfg: Vec<PathBuf> = (0..2).map(|i| net.config(i, 2, extra)).collect();
+        let mut a = net.start(0, &cfg[0]);
+        let mut b = net.start(1, &cfg[1]);
+        let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
+            .unwrap_or_else(|| panic!("no entry:\n{}", net.log(0)));
+        let ino = inode(&net.shm(0));
 
-    // Restart host0: same inode, values back from the state file at once
-    // (its peer is still there, so nothing is stale).
-    assert!(a.stop().success());
-    let restarted = Instant::now();
-    let mut a = net.start(0, &cfg[0]);
-    let restored = wait_for(Duration::from_secs(10), || {
-        let e = entry(&net.shm(0), "host1")?;
-        let st = Command::new(NGCTL)
-            .args(["status", "--shm"])
-            .arg(net.shm(0))
-            .output()
-            .ok()?;
-        st.status.success().then_some(e)
-    })
-    .expect("values restored after restart");
-    // Reported, not asserted (a test does not time things).
-    eprintln!(
-        "values readable {:?} after the restart began",
-        restarted.elapsed()
-    );
-    assert_eq!(inode(&net.shm(0)), ino, "the segment keeps its inode");
-    assert_eq!(
-        restored["eel_ns"], before["eel_ns"],
-        "restored from the state file"
-    );
-    assert_eq!(restored["measured_unix_ns"], before["measured_unix_ns"]);
+        // Restart host0: same inode, values back from the state file at once
+        // (its peer is still there, so nothing is stale).
+        assert!(a.stop().success());
+        let restarted = Instant::now();
+        let mut a = net.start(0, &cfg[0]);
+        let restored = wait_for(Duration::from_secs(10), || {
+            let e = entry(&net.shm(0), "host1")?;
+            let st = Command::new(NGCTL)
+                .args(["status", "--shm"])
+                .arg(net.shm(0))
+                .output()
+                .ok()?;
+            st.status.success().then_some(e)
+        })
+        .expect("values restored after restart");
+        // Reported, not asserted (a test does not time things).
+        eprintln!(
+            "values readable {:?} after the restart began",
+            restarted.elapsed()
+        );
+        assert_eq!(inode(&net.shm(0)), ino, "the segment keeps its inode");
+        assert_eq!(
+            restored["eel_ns"], before["eel_ns"],
+            "restored from the state file"
+        );
+        assert_eq!(restored["measured_unix_ns"], before["measured_unix_ns"]);
 
-    // kill -9 the peer: host0 stays up, publishes nothing new for host1, and
-    // marks it stale once a probe fails.
-    b.kill9();
-    let stale = wait_for(Duration::from_secs(60), || {
-        let e = entry(&net.shm(0), "host1")?;
-        e["flags"]
-            .as_array()?
-            .iter()
-            .any(|f| f == "stale")
-            .then_some(e)
-    })
-    .unwrap_or_else(|| panic!("host1 never marked stale:\n{}", net.log(0)));
-    assert!(a.alive(), "the survivor stays up");
-    assert_eq!(
-        stale["measured_unix_ns"], before["measured_unix_ns"],
-        "nothing partial was published"
-    );
-    // The peer returns: host0 recovers (a fresh, non-stale entry).
-    let _b = net.start(1, &cfg[1]);
-    let fresh = wait_for(Duration::from_secs(120), || {
-        let e = entry(&net.shm(0), "host1")?;
-        let stale = e["flags"].as_array()?.iter().any(|f| f == "stale");
-        (!stale && e["measured_unix_ns"] != before["measured_unix_ns"]).then_some(e)
-    });
-    assert!(fresh.is_some(), "host0 recovered:\n{}", net.log(0));
-    assert!(a.alive());
+        // kill -9 the peer: host0 stays up, publishes nothing new for host1, and
+        // marks it stale once a probe fails.
+        b.kill9();
+        let stale = wait_for(Duration::from_secs(60), || {
+            let e = entry(&net.shm(0), "host1")?;
+            e["flags"]
+                .as_array()?
+                .iter()
+                .any(|f| f == "stale")
+                .then_some(e)
+        })
+        .unwrap_or_else(|| panic!("host1 never marked stale:\n{}", net.log(0)));
+        assert!(a.alive(), "the survivor stays up");
+        assert_eq!(
+            stale["measured_unix_ns"], before["measured_unix_ns"],
+            "nothing partial was published"
+        );
+        // The peer returns: host0 recovers (a fresh, non-stale entry).
+        let _b = net.start(1, &cfg[1]);
+        let fresh = wait_for(Duration::from_secs(120), || {
+            let e = entry(&net.shm(0), "host1")?;
+            let stale = e["flags"].as_array()?.iter().any(|f| f == "stale");
+            (!stale && e["measured_unix_ns"] != before["measured_unix_ns"]).then_some(e)
+        });
+        assert!(fresh.is_some(), "host0 recovered:\n{}", net.log(0));
+        assert!(a.alive());
+    }
 }
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces (runs in a build made as root, as CI does)"
-)]
-fn a_fuzzed_control_port_is_rejected_and_counted() {
-    need_root!();
-    let net = Net::new("f", 95, 2, None);
-    let extra = "fanout_interval_s = 0\nmax_size_bytes = 4096";
-    let mut a = net.start(0, &net.config(0, 2, extra));
-    let status = |shm: &Path| ngctl_json("status", shm);
-    wait_for(Duration::from_secs(10), || status(&net.shm(0))).expect("daemon up");
-    // The sender runs inside host1's namespace: this test binary again, in
-    // its ignored helper test below.
-    let out = Command::new("ip")
-        .args(["netns", "exec", &net.names[1]])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "fuzz_sender", "--nocapture"])
-        .env("NG_FUZZ_TARGET", format!("{}:7470", net.addr(0)))
-        .output()
-        .expect("run the fuzz sender");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let conns: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("fuzz connections: "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("sender report");
-    eprintln!("{text}");
-    assert!(a.alive(), "the daemon survives garbage on its control port");
-    // Every connection was refused at its first bad frame and counted (the
-    // status file is rewritten every second).
-    let counted = wait_for(Duration::from_secs(5), || {
-        let st = status(&net.shm(0))?;
-        let r = &st["daemon"]["control_rejects"];
-        let n: u64 = [
-            "malformed",
-            "oversize",
-            "bad_tag",
-            "replay",
-            "wrong_version",
-            "timeout",
-            "unknown_peer",
-            "refused",
-        ]
-        .iter()
-        .map(|k| r[k].as_u64().unwrap_or(0))
-        .sum();
-        (n >= conns).then_some(n)
-    });
-    assert!(
-        counted.is_some(),
-        "rejections not counted for {conns} connections:\n{}",
-        net.log(0)
-    );
-    // Nothing else changed: no entry appeared.
-    assert_eq!(
-        dump(&net.shm(0)).unwrap()["entries"]
-            .as_array()
-            .map_or(0, Vec::len),
-        0
-    );
+root_test! {
+    fn a_fuzzed_control_port_is_rejected_and_counted() {
+        need_root!();
+        let net = Net::new("f", 95, 2, None);
+        let extra = "fanout_interval_s = 0\nmax_size_bytes = 4096";
+        let mut a = net.start(0, &net.config(0, 2, extra));
+        let status = |shm: &Path| ngctl_json("status", shm);
+        wait_for(Duration::from_secs(10), || status(&net.shm(0))).expect("daemon up");
+        // The sender runs inside host1's namespace: this test binary again, in
+        // its ignored helper test below.
+        let out = Command::new("ip")
+            .args(["netns", "exec", &net.names[1]])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "fuzz_sender", "--nocapture"])
+            .env("NG_FUZZ_TARGET", format!("{}:7470", net.addr(0)))
+            .output()
+            .expect("run the fuzz sender");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let conns: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("fuzz connections: "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("sender report");
+        eprintln!("{text}");
+        assert!(a.alive(), "the daemon survives garbage on its control port");
+        // Every connection was refused at its first bad frame and counted (the
+        // status file is rewritten every second).
+        let counted = wait_for(Duration::from_secs(5), || {
+            let st = status(&net.shm(0))?;
+            let r = &st["daemon"]["control_rejects"];
+            let n: u64 = [
+                "malformed",
+                "oversize",
+                "bad_tag",
+                "replay",
+                "wrong_version",
+                "timeout",
+                "unknown_peer",
+                "refused",
+            ]
+            .iter()
+            .map(|k| r[k].as_u64().unwrap_or(0))
+            .sum();
+            (n >= conns).then_some(n)
+        });
+        assert!(
+            counted.is_some(),
+            "rejections not counted for {conns} connections:\n{}",
+            net.log(0)
+        );
+        // Nothing else changed: no entry appeared.
+        assert_eq!(
+            dump(&net.shm(0)).unwrap()["entries"]
+                .as_array()
+                .map_or(0, Vec::len),
+            0
+        );
+    }
 }
 
 /// Helper of the test above, run by it inside a namespace (ignored on its
@@ -528,50 +514,47 @@ fn fuzz_sender() {
     println!("fuzz frames: {frames}");
 }
 
-#[test]
-#[cfg_attr(
-    not(netns_tests),
-    ignore = "needs root: network namespaces (runs in a build made as root, as CI does)"
-)]
-fn four_hosts_on_a_bridge_publish_logfp() {
-    need_root!();
-    let hosts = 4;
-    let net = Net::new("l", 94, hosts, None);
-    let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 5.0";
-    let _d: Vec<Daemon> = (0..hosts)
-        .map(|i| net.start(i, &net.config(i, hosts, extra)))
-        .collect();
-    // Every host measures its three peers, then runs 1:P−P:1 over them.
-    let e = wait_for(Duration::from_secs(300), || {
-        let d = dump(&net.shm(0))?;
-        d["entries"]
-            .as_array()?
+root_test! {
+    fn four_hosts_on_a_bridge_publish_logfp() {
+        need_root!();
+        let hosts = 4;
+        let net = Net::new("l", 94, hosts, None);
+        let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 5.0";
+        let _d: Vec<Daemon> = (0..hosts)
+            .map(|i| net.start(i, &net.config(i, hosts, extra)))
+            .collect();
+        // Every host measures its three peers, then runs 1:P−P:1 over them.
+        let e = wait_for(Duration::from_secs(300), || {
+            let d = dump(&net.shm(0))?;
+            d["entries"]
+                .as_array()?
+                .iter()
+                .find(|e| {
+                    e["logfp"]["curve"]
+                        .as_array()
+                        .is_some_and(|c| c.len() == hosts - 1)
+                })
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("no LogfP published:\n{}", net.log(0)));
+        let l = &e["logfp"];
+        let curve = l["curve"].as_array().unwrap();
+        let ps: Vec<u64> = curve.iter().map(|p| p["peers"].as_u64().unwrap()).collect();
+        assert_eq!(ps, vec![1, 2, 3], "o(P) measured at P = 1..3");
+        for p in curve {
+            let (o, rtt) = (p["o_ns"].as_f64().unwrap(), p["rtt_ns"].as_f64().unwrap());
+            assert!(o > 0.0 && rtt > o, "o(P) {o} ns, RTT(P) {rtt} ns");
+        }
+        // RTT(P) should grow with P (one more answer to wait for each time),
+        // but that is a timing on a shared 2-core machine with four daemons:
+        // reported, not asserted.
+        let rtts: Vec<f64> = curve
             .iter()
-            .find(|e| {
-                e["logfp"]["curve"]
-                    .as_array()
-                    .is_some_and(|c| c.len() == hosts - 1)
-            })
-            .cloned()
-    })
-    .unwrap_or_else(|| panic!("no LogfP published:\n{}", net.log(0)));
-    let l = &e["logfp"];
-    let curve = l["curve"].as_array().unwrap();
-    let ps: Vec<u64> = curve.iter().map(|p| p["peers"].as_u64().unwrap()).collect();
-    assert_eq!(ps, vec![1, 2, 3], "o(P) measured at P = 1..3");
-    for p in curve {
-        let (o, rtt) = (p["o_ns"].as_f64().unwrap(), p["rtt_ns"].as_f64().unwrap());
-        assert!(o > 0.0 && rtt > o, "o(P) {o} ns, RTT(P) {rtt} ns");
+            .map(|p| p["rtt_ns"].as_f64().unwrap())
+            .collect();
+        eprintln!("RTT(P) for P = 1..3: {rtts:?} ns");
+        assert!(l["o_min_ns"].as_f64().is_some() && l["o_max_ns"].as_f64().is_some());
+        // f is published as a number or as null ("not identifiable from P ≤ 3").
+        assert!(l.get("f").is_some());
     }
-    // RTT(P) should grow with P (one more answer to wait for each time),
-    // but that is a timing on a shared 2-core machine with four daemons:
-    // reported, not asserted.
-    let rtts: Vec<f64> = curve
-        .iter()
-        .map(|p| p["rtt_ns"].as_f64().unwrap())
-        .collect();
-    eprintln!("RTT(P) for P = 1..3: {rtts:?} ns");
-    assert!(l["o_min_ns"].as_f64().is_some() && l["o_max_ns"].as_f64().is_some());
-    // f is published as a number or as null ("not identifiable from P ≤ 3").
-    assert!(l.get("f").is_some());
 }

@@ -18,8 +18,9 @@ use netgauged::transport::{Caps, Meta, Transport, TransportError};
 
 mod common;
 use common::echo::{
-    check_echoed, check_one_frame_lost_each_way, check_refusals, check_strays_ignored, data_header,
-    echo, lose_one_frame_each_way, ping, ping_sizes, Echoed, Loss, ASK, LONG,
+    check_echoed, check_one_frame_lost_each_way, check_refusals, check_strays_ignored,
+    check_takeover, data_header, echo, lose_one_frame_each_way, ping, ping_sizes, Echoed, Loss,
+    ASK, LONG,
 };
 
 fn lo() -> SocketAddr {
@@ -210,23 +211,8 @@ fn wrong_nonce_stranger_malformed_and_stale_frames_are_ignored_and_counted() {
 #[test]
 fn a_new_hello_takes_over_the_session() {
     let (addr, h) = echo_server(opts());
-    let mut a = UdpTransport::connect(addr, opts()).unwrap();
-    ping(&mut a, 10);
-    let mut b = UdpTransport::connect(addr, opts()).unwrap();
-    ping(&mut b, 20);
-    // A is now a stranger: its request is ignored, it times out.
-    a.send(0, 10, ASK).unwrap();
-    let e = a.recv(Some(0), Duration::from_millis(200)).unwrap_err();
-    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
-    drop(a); // its Bye is a stranger's too
-    ping(&mut b, 30);
-    drop(b);
-    let s = h.join().unwrap();
-    assert_eq!(s.sessions, 2);
-    assert_eq!(
-        s.received.iter().map(|r| r.bytes).collect::<Vec<_>>(),
-        [10, 20, 30]
-    );
+    // Once B has taken over, A is a stranger: its request and its Bye.
+    let s = check_takeover(|| UdpTransport::connect(addr, opts()).unwrap(), h);
     assert_eq!(s.ignored.stranger, 2);
 }
 

@@ -14,14 +14,14 @@
 
 use netgauge::capi::{
     ng_close, ng_get_entry_ext_index, ng_index, ng_index_or_class, ng_lookup, ng_lookup_index,
-    ng_lookup_or_class, ng_open, ng_set_stale_after_ns,
+    ng_lookup_or_class, ng_open, ng_set_stale_after_ns, NgReader,
 };
 use netgauge::writer::SegmentOptions;
 use netgauge::{
     flags, Bandwidth, EntryData, EntryExt, Estimate, Field, LatencyPercentiles, Params, RangeData,
     RangeField, Reader, Regime, SegmentWriter, Status,
 };
-use std::ffi::CString;
+use std::ffi::{c_int, CString};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -92,6 +92,29 @@ fn ns_per_op(n: u64, mut op: impl FnMut(u64)) -> f64 {
         best = best.min((thread_cpu_ns() - t) as f64 / n as f64);
     }
     best
+}
+
+/// [`ns_per_op`] of a C call that writes into an out-value: `call(i, out)`
+/// returns the call's code; code and out-value are kept alive
+/// (`black_box`) so the call is not optimised away.
+fn c_ns_per_op<T: Default>(n: u64, mut call: impl FnMut(u64, &mut T) -> c_int) -> f64 {
+    let mut out = T::default();
+    ns_per_op(n, |i| {
+        let rc = call(i, &mut out);
+        black_box((rc, &out));
+    })
+}
+
+/// A C reader of `path` with a heartbeat threshold no run can reach; the
+/// caller closes it with `ng_close`.
+fn c_reader(path: &std::path::Path) -> *mut NgReader {
+    let path = CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    let cr = unsafe { ng_open(path.as_ptr()) };
+    assert!(!cr.is_null());
+    // SAFETY: cr is live and not shared.
+    unsafe { ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    cr
 }
 
 fn json_of(entries: &[EntryData]) -> String {
@@ -209,42 +232,35 @@ fn main() {
                 .unwrap(),
         );
     });
-    let path = CString::new(seg.to_str().unwrap()).unwrap();
-    // SAFETY: valid C strings; the reader is closed below.
-    let cr = unsafe { ng_open(path.as_ptr()) };
-    assert!(!cr.is_null());
-    // SAFETY: cr is live.
-    unsafe { netgauge::capi::ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    // Closed below.
+    let cr = c_reader(&seg);
     let cidx: Vec<i32> = cnames
         .iter()
         // SAFETY: valid pointers.
         .map(|c| unsafe { ng_index(cr, c.as_ptr(), c"rdma".as_ptr()) })
         .collect();
-    let mut out = Params::default();
-    let c_index = ns_per_op(n, |i| {
+    let c_index = c_ns_per_op(n, |i, out: &mut Params| {
         // SAFETY: valid pointers.
-        let rc = unsafe {
+        unsafe {
             ng_lookup_index(
                 cr,
                 cidx[(i as usize) & (PEERS - 1)],
                 sizes[(i & 7) as usize],
-                &mut out,
+                out,
             )
-        };
-        black_box((rc, &out));
+        }
     });
-    let c_string = ns_per_op(n, |i| {
+    let c_string = c_ns_per_op(n, |i, out: &mut Params| {
         // SAFETY: valid pointers.
-        let rc = unsafe {
+        unsafe {
             ng_lookup(
                 cr,
                 cnames[(i as usize) & (PEERS - 1)].as_ptr(),
                 c"rdma".as_ptr(),
                 sizes[(i & 7) as usize],
-                &mut out,
+                out,
             )
-        };
-        black_box((rc, &out));
+        }
     });
     let json_n = 2000;
     let json_ns = ns_per_op(json_n, |i| {
@@ -504,12 +520,8 @@ fn scale(dir: &str) {
             black_box(r.entry_ext_index(idx[pick(i)]).unwrap());
         }),
     ));
-    let path = CString::new(seg.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string; the reader is closed below.
-    let cr = unsafe { ng_open(path.as_ptr()) };
-    assert!(!cr.is_null());
-    // SAFETY: cr is live.
-    unsafe { ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    // Closed below.
+    let cr = c_reader(&seg);
     let cnames: Vec<CString> = onames.iter().map(|n| CString::new(*n).unwrap()).collect();
     let cidx: Vec<i32> = cnames
         .iter()
@@ -521,70 +533,48 @@ fn scale(dir: &str) {
         // SAFETY: valid pointers.
         .map(|c| unsafe { ng_index_or_class(cr, c.as_ptr(), c"raw".as_ptr()) })
         .collect();
-    let mut out = Params::default();
     rows.push((
         "C     ng_lookup_index (own entry)",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut Params| {
             // SAFETY: valid pointers.
-            let rc = unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), &mut out) };
-            black_box((rc, &out));
+            unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), out) }
         }),
     ));
     rows.push((
         "C     ng_lookup_index (own entry, 64 of the peers)",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut Params| {
             // SAFETY: valid pointers.
-            let rc = unsafe { ng_lookup_index(cr, cidx[(i as usize) & 63], size(i), &mut out) };
-            black_box((rc, &out));
+            unsafe { ng_lookup_index(cr, cidx[(i as usize) & 63], size(i), out) }
         }),
     ));
     rows.push((
         "C     ng_lookup_index (class entry)",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut Params| {
             // SAFETY: valid pointers.
-            let rc = unsafe { ng_lookup_index(cr, cclass[pick(i)], size(i), &mut out) };
-            black_box((rc, &out));
+            unsafe { ng_lookup_index(cr, cclass[pick(i)], size(i), out) }
         }),
     ));
     rows.push((
         "C     ng_lookup (string, own entry)",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut Params| {
             // SAFETY: valid pointers.
-            let rc = unsafe {
-                ng_lookup(
-                    cr,
-                    cnames[pick(i)].as_ptr(),
-                    c"rdma".as_ptr(),
-                    size(i),
-                    &mut out,
-                )
-            };
-            black_box((rc, &out));
+            unsafe { ng_lookup(cr, cnames[pick(i)].as_ptr(), c"rdma".as_ptr(), size(i), out) }
         }),
     ));
     rows.push((
         "C     ng_lookup_or_class (string, class fallback)",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut Params| {
             // SAFETY: valid pointers.
-            let rc = unsafe {
-                ng_lookup_or_class(
-                    cr,
-                    cnames[pick(i)].as_ptr(),
-                    c"raw".as_ptr(),
-                    size(i),
-                    &mut out,
-                )
-            };
-            black_box((rc, &out));
+            unsafe {
+                ng_lookup_or_class(cr, cnames[pick(i)].as_ptr(), c"raw".as_ptr(), size(i), out)
+            }
         }),
     ));
-    let mut x = EntryExt::default();
     rows.push((
         "C     ng_get_entry_ext_index",
-        ns_per_op(n, |i| {
+        c_ns_per_op(n, |i, out: &mut EntryExt| {
             // SAFETY: valid pointers.
-            let rc = unsafe { ng_get_entry_ext_index(cr, cidx[pick(i)], &mut x) };
-            black_box((rc, &x));
+            unsafe { ng_get_entry_ext_index(cr, cidx[pick(i)], out) }
         }),
     ));
     // SAFETY: closing the reader opened above.

@@ -112,6 +112,125 @@ unsafe fn reader_peer_transport<'a>(
     unsafe { Some((reader(r)?, bytes(peer)?, bytes(transport)?)) }
 }
 
+/// Where a C function writes its result: one out-pointer, or two (the
+/// parameters and their statuses).
+trait Out {
+    type Value;
+    fn is_null(&self) -> bool;
+    /// # Safety
+    /// Every pointer is non-null and writable.
+    unsafe fn write(self, v: Self::Value);
+}
+
+impl<T> Out for *mut T {
+    type Value = T;
+    fn is_null(&self) -> bool {
+        <*mut T>::is_null(*self)
+    }
+    unsafe fn write(self, v: T) {
+        // SAFETY: caller contract.
+        unsafe { <*mut T>::write(self, v) }
+    }
+}
+
+impl<A, B> Out for (*mut A, *mut B) {
+    type Value = (A, B);
+    fn is_null(&self) -> bool {
+        self.0.is_null() || self.1.is_null()
+    }
+    unsafe fn write(self, v: (A, B)) {
+        // SAFETY: caller contract.
+        unsafe {
+            self.0.write(v.0);
+            self.1.write(v.1);
+        }
+    }
+}
+
+/// A lookup by (peer, transport) name written to `out`: -EINVAL if any
+/// pointer is NULL, else 0 or the lookup's error code.
+///
+/// # Safety
+/// As for `ng_lookup`; every pointer of `out` NULL or writable.
+unsafe fn named_into<O: Out>(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    out: O,
+    lookup: impl FnOnce(&Reader, &[u8], &[u8]) -> Result<O::Value, LookupError>,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: out is non-null and, by contract, writable.
+    unsafe { put(out, lookup(r, p, t)) }
+}
+
+/// A lookup by entry index written to `out`: -EINVAL if any pointer is
+/// NULL, -ENOENT for a negative index, else 0 or the lookup's error code.
+///
+/// # Safety
+/// `r` NULL or live; every pointer of `out` NULL or writable.
+unsafe fn index_into<O: Out>(
+    r: *const NgReader,
+    index: c_int,
+    out: O,
+    lookup: impl FnOnce(&Reader, usize) -> Result<O::Value, LookupError>,
+) -> c_int {
+    // SAFETY: caller contract.
+    let Some(r) = (unsafe { reader(r) }) else {
+        return -libc::EINVAL;
+    };
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    let Ok(index) = usize::try_from(index) else {
+        return -libc::ENOENT;
+    };
+    // SAFETY: out is non-null and, by contract, writable.
+    unsafe { put(out, lookup(r, index)) }
+}
+
+/// The entry index `find` gives for (peer, transport): ≥ 0, -EINVAL if any
+/// pointer is NULL, or the lookup's error code.
+///
+/// # Safety
+/// As for `ng_lookup`.
+unsafe fn named_index(
+    r: *const NgReader,
+    peer: *const c_char,
+    transport: *const c_char,
+    find: impl FnOnce(&Reader, &[u8], &[u8]) -> Result<usize, LookupError>,
+) -> c_int {
+    // SAFETY: caller contract for the reader and both strings.
+    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
+        return -libc::EINVAL;
+    };
+    match find(r, p, t) {
+        Ok(i) => i as c_int,
+        Err(e) => code(e),
+    }
+}
+
+/// Copies a result into a caller's out-pointer(s).
+///
+/// # Safety
+/// Every pointer of `out` is non-null and writable.
+unsafe fn put<O: Out>(out: O, v: Result<O::Value, LookupError>) -> c_int {
+    match v {
+        Ok(v) => {
+            // SAFETY: caller contract.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => code(e),
+    }
+}
+
 /// Looks up the parameters of (peer, transport) for `msg_bytes`.
 /// Returns 0, -ENOENT, -ESTALE, -EAGAIN or -EINVAL.
 ///
@@ -125,20 +244,11 @@ pub unsafe extern "C" fn ng_lookup(
     msg_bytes: u64,
     out: *mut Params,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() {
-        return -libc::EINVAL;
-    }
-    match r.lookup_bytes(p, t, msg_bytes) {
-        Ok(v) => {
-            // SAFETY: out is non-null and, by contract, writable.
-            unsafe { out.write(v) };
-            0
-        }
-        Err(e) => code(e),
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        named_into(r, peer, transport, out, |r, p, t| {
+            r.lookup_bytes(p, t, msg_bytes)
+        })
     }
 }
 
@@ -172,14 +282,8 @@ pub unsafe extern "C" fn ng_index(
     peer: *const c_char,
     transport: *const c_char,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    match r.index_bytes(p, t) {
-        Ok(i) => i as c_int,
-        Err(e) => code(e),
-    }
+    // SAFETY: forwarded caller contract.
+    unsafe { named_index(r, peer, transport, Reader::index_bytes) }
 }
 
 /// Lookup by index (the hot-loop path). Same return codes as `ng_lookup`.
@@ -193,24 +297,8 @@ pub unsafe extern "C" fn ng_lookup_index(
     msg_bytes: u64,
     out: *mut Params,
 ) -> c_int {
-    // SAFETY: caller contract.
-    let Some(r) = (unsafe { reader(r) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() {
-        return -libc::EINVAL;
-    }
-    if index < 0 {
-        return -libc::ENOENT;
-    }
-    match r.lookup_index(index as usize, msg_bytes) {
-        Ok(v) => {
-            // SAFETY: non-null, writable by contract.
-            unsafe { out.write(v) };
-            0
-        }
-        Err(e) => code(e),
-    }
+    // SAFETY: forwarded caller contract.
+    unsafe { index_into(r, index, out, |r, i| r.lookup_index(i, msg_bytes)) }
 }
 
 /// `ng_predict_ns` by index; NaN on error.
@@ -409,20 +497,11 @@ pub unsafe extern "C" fn ng_lookup_or_class(
     msg_bytes: u64,
     out: *mut Params,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() {
-        return -libc::EINVAL;
-    }
-    match r.lookup_or_class_bytes(p, t, msg_bytes) {
-        Ok(v) => {
-            // SAFETY: out is non-null and, by contract, writable.
-            unsafe { out.write(v) };
-            0
-        }
-        Err(e) => code(e),
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        named_into(r, peer, transport, out, |r, p, t| {
+            r.lookup_or_class_bytes(p, t, msg_bytes)
+        })
     }
 }
 
@@ -437,14 +516,8 @@ pub unsafe extern "C" fn ng_index_or_class(
     peer: *const c_char,
     transport: *const c_char,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    match r.index_or_class_bytes(p, t) {
-        Ok(i) => i as c_int,
-        Err(e) => code(e),
-    }
+    // SAFETY: forwarded caller contract.
+    unsafe { named_index(r, peer, transport, Reader::index_or_class_bytes) }
 }
 
 /// `ng_lookup_or_class` plus the statuses of the returned parameters (the
@@ -462,23 +535,11 @@ pub unsafe extern "C" fn ng_lookup_status(
     out: *mut Params,
     st: *mut ParamsStatus,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() || st.is_null() {
-        return -libc::EINVAL;
-    }
-    match r.lookup_status_bytes(p, t, msg_bytes) {
-        Ok((v, s)) => {
-            // SAFETY: both non-null and, by contract, writable.
-            unsafe {
-                out.write(v);
-                st.write(s);
-            }
-            0
-        }
-        Err(e) => code(e),
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        named_into(r, peer, transport, (out, st), |r, p, t| {
+            r.lookup_status_bytes(p, t, msg_bytes)
+        })
     }
 }
 
@@ -494,41 +555,11 @@ pub unsafe extern "C" fn ng_lookup_index_status(
     out: *mut Params,
     st: *mut ParamsStatus,
 ) -> c_int {
-    // SAFETY: caller contract.
-    let Some(r) = (unsafe { reader(r) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() || st.is_null() {
-        return -libc::EINVAL;
-    }
-    if index < 0 {
-        return -libc::ENOENT;
-    }
-    match r.lookup_index_status(index as usize, msg_bytes) {
-        Ok((v, s)) => {
-            // SAFETY: both non-null and, by contract, writable.
-            unsafe {
-                out.write(v);
-                st.write(s);
-            }
-            0
-        }
-        Err(e) => code(e),
-    }
-}
-
-/// Copies a result into a caller's out-pointer.
-///
-/// # Safety
-/// `out` is non-null and writable.
-unsafe fn put<T>(out: *mut T, v: Result<T, LookupError>) -> c_int {
-    match v {
-        Ok(v) => {
-            // SAFETY: caller contract.
-            unsafe { out.write(v) };
-            0
-        }
-        Err(e) => code(e),
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        index_into(r, index, (out, st), |r, i| {
+            r.lookup_index_status(i, msg_bytes)
+        })
     }
 }
 
@@ -544,15 +575,8 @@ pub unsafe extern "C" fn ng_get_entry_ext(
     transport: *const c_char,
     out: *mut EntryExt,
 ) -> c_int {
-    // SAFETY: caller contract for the reader and both strings.
-    let Some((r, p, t)) = (unsafe { reader_peer_transport(r, peer, transport) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() {
-        return -libc::EINVAL;
-    }
-    // SAFETY: out is non-null and, by contract, writable.
-    unsafe { put(out, r.entry_ext_bytes(p, t)) }
+    // SAFETY: forwarded caller contract.
+    unsafe { named_into(r, peer, transport, out, |r, p, t| r.entry_ext_bytes(p, t)) }
 }
 
 /// `ng_get_entry_ext` by index.
@@ -565,18 +589,8 @@ pub unsafe extern "C" fn ng_get_entry_ext_index(
     index: c_int,
     out: *mut EntryExt,
 ) -> c_int {
-    // SAFETY: caller contract.
-    let Some(r) = (unsafe { reader(r) }) else {
-        return -libc::EINVAL;
-    };
-    if out.is_null() {
-        return -libc::EINVAL;
-    }
-    if index < 0 {
-        return -libc::ENOENT;
-    }
-    // SAFETY: out is non-null and, by contract, writable.
-    unsafe { put(out, r.entry_ext_index(index as usize)) }
+    // SAFETY: forwarded caller contract.
+    unsafe { index_into(r, index, out, |r, i| r.entry_ext_index(i)) }
 }
 
 /// The per-transport record (contention, sharing fit, bisection) of

@@ -18,38 +18,42 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The directory holding the libnetgauge.{so,a} cargo built with this test.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    // deps/ holds the copy built with this test; target/<profile>/ may hold
-    // an older uplifted one.
-    for d in [deps, deps.parent().unwrap()] {
-        if d.join("libnetgauge.so").is_file() && d.join("libnetgauge.a").is_file() {
-            return d.to_path_buf();
-        }
-    }
-    panic!("libnetgauge.so / .a not found next to {}", exe.display());
-}
-
 fn sh(cmd: &str, env: &[(&str, &Path)]) -> std::process::Output {
     let mut c = Command::new("sh");
     c.arg("-c").arg(cmd);
     for (k, v) in env {
         c.env(k, v);
     }
-    let out = c.output().expect("cannot run sh");
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    run(&mut c, &format!("`{cmd}`"))
 }
 
 struct TmpDir(PathBuf);
+
+impl TmpDir {
+    /// A new directory `<tmp>/ng-<tag>-<pid>`, removed on drop.
+    fn new(tag: &str) -> TmpDir {
+        let d = TmpDir(std::env::temp_dir().join(format!("ng-{tag}-{}", std::process::id())));
+        std::fs::create_dir_all(&d.0).unwrap();
+        d
+    }
+}
+
+/// Builds `tests/c/<name>.c` with `cflags` against the static library
+/// into `dir`; returns the program's path.
+fn cc_static(name: &str, cflags: &str, dir: &Path) -> PathBuf {
+    let exe = dir.join(name);
+    sh(
+        &format!(
+            "cc {cflags} -I'{}' '{}' '{}' -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o '{}'",
+            crate_dir().join("include").display(),
+            crate_dir().join(format!("tests/c/{name}.c")).display(),
+            lib_dir().join("libnetgauge.a").display(),
+            exe.display()
+        ),
+        &[],
+    );
+    exe
+}
 
 impl Drop for TmpDir {
     fn drop(&mut self) {
@@ -59,8 +63,7 @@ impl Drop for TmpDir {
 
 #[test]
 fn example_builds_with_pkg_config_and_prints_a_lookup() {
-    let prefix = TmpDir(std::env::temp_dir().join(format!("ng-prefix-{}", std::process::id())));
-    std::fs::create_dir_all(&prefix.0).unwrap();
+    let prefix = TmpDir::new("prefix");
     let install = crate_dir().join("install.sh");
     sh(
         &format!("'{}'", install.display()),
@@ -96,13 +99,20 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
     );
 
     let seg = TmpPath::new("cexample");
+    let seg_path = seg.0.to_str().unwrap();
+    // The example with the installed shared library: `lookup SEGMENT PEER
+    // TRANSPORT SIZE` (SEGMENT "-": $NETGAUGE_SEGMENT).
+    let lookup = |args: [&str; 4]| {
+        Command::new(&exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", &lib)
+            .env("NETGAUGE_SEGMENT", &seg.0)
+            .output()
+            .unwrap()
+    };
     let mut w = SegmentWriter::create_or_open(&seg.0, 8, "node001", "tsc").unwrap();
     w.upsert(&sample_entry("node002", "rdma")).unwrap();
-    let out = Command::new(&exe)
-        .args([seg.0.to_str().unwrap(), "node002", "rdma", "101"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup([seg_path, "node002", "rdma", "101"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "lookup failed: {out:?}");
     // o_s + L + 100·G + o_r = 300 + 950 + 10 + 250
@@ -126,11 +136,7 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
         ("node003", ""),
         ("node004", " (values of the peer's coverage class)"),
     ] {
-        let out = Command::new(&exe)
-            .args([seg.0.to_str().unwrap(), peer, "raw", "10000"])
-            .env("LD_LIBRARY_PATH", &lib)
-            .output()
-            .unwrap();
+        let out = lookup([seg_path, peer, "raw", "10000"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "lookup failed: {out:?}");
         assert!(
@@ -147,46 +153,21 @@ fn example_builds_with_pkg_config_and_prints_a_lookup() {
     }
 
     // Errors come back as codes and messages.
-    let out = Command::new(&exe)
-        .args([seg.0.to_str().unwrap(), "node404", "rdma", "1"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup([seg_path, "node404", "rdma", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown peer or transport"));
-    let out = Command::new(&exe)
-        .args(["/nonexistent/segment", "node002", "rdma", "1"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
+    let out = lookup(["/nonexistent/segment", "node002", "rdma", "1"]);
     assert_eq!(out.status.code(), Some(2));
     // NULL path: $NETGAUGE_SEGMENT.
-    let out = Command::new(&exe)
-        .args(["-", "node002", "rdma", "101"])
-        .env("LD_LIBRARY_PATH", &lib)
-        .env("NETGAUGE_SEGMENT", &seg.0)
-        .output()
-        .unwrap();
+    let out = lookup(["-", "node002", "rdma", "101"]);
     assert!(out.status.success(), "{out:?}");
     drop(w);
 }
 
 #[test]
 fn c_program_under_seccomp_makes_no_system_call() {
-    let dir = TmpDir(std::env::temp_dir().join(format!("ng-cseccomp-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let exe = dir.0.join("seccomp_lookup");
-    let src = crate_dir().join("tests/c/seccomp_lookup.c");
-    sh(
-        &format!(
-            "cc -std=gnu11 -O2 -Wall -Werror -I'{}' '{}' '{}' -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o '{}'",
-            crate_dir().join("include").display(),
-            src.display(),
-            lib_dir().join("libnetgauge.a").display(),
-            exe.display()
-        ),
-        &[],
-    );
+    let dir = TmpDir::new("cseccomp");
+    let exe = cc_static("seccomp_lookup", "-std=gnu11 -O2 -Wall -Werror", &dir.0);
     let seg = TmpPath::new("cseccomp");
     let mut w = SegmentWriter::create_or_open(&seg.0, 16, "node001", "tsc").unwrap();
     for i in 0..10 {
@@ -320,19 +301,11 @@ fn expected_dump(e: &EntryData, mapped: &str, class: &EntryData, t: &TransportEx
 
 #[test]
 fn c_program_reads_every_abi_1_1_field() {
-    let dir = TmpDir(std::env::temp_dir().join(format!("ng-cext-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let exe = dir.0.join("ext_dump");
-    let src = crate_dir().join("tests/c/ext_dump.c");
-    sh(
-        &format!(
-            "cc -std=c11 -Wall -Wextra -Werror -pedantic -I'{}' '{}' '{}' -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o '{}'",
-            crate_dir().join("include").display(),
-            src.display(),
-            lib_dir().join("libnetgauge.a").display(),
-            exe.display()
-        ),
-        &[],
+    let dir = TmpDir::new("cext");
+    let exe = cc_static(
+        "ext_dump",
+        "-std=c11 -Wall -Wextra -Werror -pedantic",
+        &dir.0,
     );
     let seg = TmpPath::new("cext");
     let mut w = SegmentWriter::create_or_open(&seg.0, 16, "node001", "tsc").unwrap();

@@ -26,9 +26,7 @@ mod common;
 
 use common::*;
 use netgauge::capi::*;
-use netgauge::{
-    flags, EntryData, EntryExt, LookupError, Params, ParamsStatus, Reader, SegmentWriter,
-};
+use netgauge::{flags, EntryExt, LookupError, Params, ParamsStatus, Reader, SegmentWriter};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -42,57 +40,10 @@ const BASE: &str = "d6ba19db2666acca658a03e5f9267e433a2fbea0";
 /// TRANSPORT SIZE]...` prints what the 1.0 reader answers, one line per
 /// question, every number in Rust's round-trip form.
 const PROBE_MAIN: &str = r#"
-use netgauge::{flags, EntryData, Params, RangeData, Reader, SegmentWriter};
+mod abi10;
 
-fn derived(peer: &str, transport: &str, k: u64) -> EntryData {
-    let x = k as f64;
-    EntryData {
-        peer: peer.to_string(),
-        transport: transport.to_string(),
-        ranges: (0..4)
-            .map(|r| RangeData {
-                from_bytes: r * 1000,
-                to_bytes: r * 1000 + 999,
-                g_ns: x + 10.0 + r as f64,
-                G_ns_per_byte: x + 20.0 + r as f64,
-                o_s_ns: x + 30.0 + r as f64,
-                o_r_ns: x + 40.0 + r as f64,
-                O_s_ns_per_byte: x + 50.0 + r as f64,
-                O_r_ns_per_byte: x + 60.0 + r as f64,
-            })
-            .collect(),
-        eel_ns: x + 1.0,
-        L_ns: x + 2.0,
-        S_bytes: Some(k + 3),
-        f: Some((k % 1000) as u32 + 1),
-        o_min_ns: x + 4.0,
-        o_max_ns: x + 5.0,
-        g_f_ns: x + 6.0,
-        curve: (0..8).map(|p| (p + 1, x + 7.0 + p as f64, x + 8.0 + p as f64)).collect(),
-        ci95: vec![("L".into(), x - 1.0, x + 9.0), ("G".into(), x - 2.0, x + 10.0)],
-        samples: k + 11,
-        probe_bytes: k + 12,
-        measured_unix_ns: k + 13,
-        flags: flags::VALID,
-    }
-}
-
-fn params(p: &Params) -> String {
-    format!(
-        "eel={:?} L={:?} o_s={:?} o_r={:?} g={:?} G={:?} O_s={:?} O_r={:?} o_min={:?} o_max={:?} g_f={:?} S={} from={} to={} measured={} samples={} f={} flags={:#x}",
-        p.eel_ns, p.L_ns, p.o_s_ns, p.o_r_ns, p.g_ns, p.G_ns_per_byte, p.O_s_ns_per_byte,
-        p.O_r_ns_per_byte, p.o_min_ns, p.o_max_ns, p.g_f_ns, p.S_bytes, p.range_from_bytes,
-        p.range_to_bytes, p.measured_unix_ns, p.samples, p.f, p.flags
-    )
-}
-
-fn entry(e: &EntryData) -> String {
-    format!(
-        "{} {} flags={:#x} ranges={:?} eel={:?} L={:?} S={:?} f={:?} o_min={:?} o_max={:?} g_f={:?} curve={:?} ci95={:?} samples={} probe_bytes={} measured={}",
-        e.peer, e.transport, e.flags, e.ranges, e.eel_ns, e.L_ns, e.S_bytes, e.f, e.o_min_ns,
-        e.o_max_ns, e.g_f_ns, e.curve, e.ci95, e.samples, e.probe_bytes, e.measured_unix_ns
-    )
-}
+use abi10::{answers_1_0, derived_entry_1_0};
+use netgauge::{Reader, SegmentWriter};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -101,7 +52,7 @@ fn main() {
         let mut w = SegmentWriter::create_or_open(path, 8, "node-v10", "tsc 1.0").unwrap();
         for (i, t) in ["rdma", "udp"].iter().enumerate() {
             for p in 0..3u64 {
-                w.upsert(&derived(&format!("n{p}"), t, 10 * p + i as u64)).unwrap();
+                w.upsert(&derived_entry_1_0(&format!("n{p}"), t, 10 * p + i as u64)).unwrap();
             }
         }
         w.mark_stale("n2", "udp").unwrap();
@@ -113,31 +64,16 @@ fn main() {
     }
     let mut r = Reader::open(path).unwrap();
     r.set_stale_after_ns(600_000_000_000);
-    let i = r.info().unwrap();
-    println!(
-        "info major={} minor={} caps={:#x} capacity={} count={} node={} clock={} gen={}",
-        i.abi_major, i.abi_minor, i.capabilities, i.capacity_entries, i.entry_count,
-        i.node_name, i.clock_desc, i.generation
-    );
-    for q in args[3..].chunks(3) {
-        let s: u64 = q[2].parse().unwrap();
-        match r.lookup(&q[0], &q[1], s) {
-            Ok(p) => println!("lookup {} {} {} {}", q[0], q[1], s, params(&p)),
-            Err(e) => println!("lookup {} {} {} err {}", q[0], q[1], s, e),
-        }
-        match r.index(&q[0], &q[1]) {
-            Some(i) => match r.lookup_index(i, s) {
-                Ok(p) => println!("index {} {} {} {} {}", q[0], q[1], s, i, params(&p)),
-                Err(e) => println!("index {} {} {} {} err {}", q[0], q[1], s, i, e),
-            },
-            None => println!("index {} {} {} none", q[0], q[1], s),
-        }
-    }
-    for e in r.snapshot().unwrap() {
-        println!("entry {}", entry(&e));
-    }
+    let queries: Vec<(&str, &str, u64)> = args[3..]
+        .chunks(3)
+        .map(|q| (q[0].as_str(), q[1].as_str(), q[2].parse().unwrap()))
+        .collect();
+    print!("{}", answers_1_0(&r, &queries));
 }
 "#;
+
+/// The test code both sides share, written against the 1.0 API.
+const ABI10_RS: &str = include_str!("common/abi10.rs");
 
 /// The paths of a built 1.0 baseline.
 struct Baseline {
@@ -161,20 +97,6 @@ fn repo_root() -> PathBuf {
 fn target_profile_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn run(cmd: &mut Command, what: &str) -> std::process::Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// Extracts and builds the 1.0 baseline once per test process.
@@ -216,6 +138,7 @@ fn baseline() -> &'static Baseline {
         )
         .unwrap();
         std::fs::write(src.join("probe/src/main.rs"), PROBE_MAIN).unwrap();
+        std::fs::write(src.join("probe/src/abi10.rs"), ABI10_RS).unwrap();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let target = work.join("target");
         run(
@@ -241,57 +164,6 @@ fn baseline() -> &'static Baseline {
             examples: src.join("ffi/examples"),
         }
     })
-}
-
-fn params_line(p: &Params) -> String {
-    format!(
-        "eel={:?} L={:?} o_s={:?} o_r={:?} g={:?} G={:?} O_s={:?} O_r={:?} o_min={:?} o_max={:?} g_f={:?} S={} from={} to={} measured={} samples={} f={} flags={:#x}",
-        p.eel_ns, p.L_ns, p.o_s_ns, p.o_r_ns, p.g_ns, p.G_ns_per_byte, p.O_s_ns_per_byte,
-        p.O_r_ns_per_byte, p.o_min_ns, p.o_max_ns, p.g_f_ns, p.S_bytes, p.range_from_bytes,
-        p.range_to_bytes, p.measured_unix_ns, p.samples, p.f, p.flags
-    )
-}
-
-fn entry_line(e: &EntryData) -> String {
-    format!(
-        "{} {} flags={:#x} ranges={:?} eel={:?} L={:?} S={:?} f={:?} o_min={:?} o_max={:?} g_f={:?} curve={:?} ci95={:?} samples={} probe_bytes={} measured={}",
-        e.peer, e.transport, e.flags, e.ranges, e.eel_ns, e.L_ns, e.S_bytes, e.f, e.o_min_ns,
-        e.o_max_ns, e.g_f_ns, e.curve, e.ci95, e.samples, e.probe_bytes, e.measured_unix_ns
-    )
-}
-
-/// What the probe must print for `queries`, from this crate's reader (its
-/// 1.0 functions: lookup, index, lookup_index, snapshot, info).
-fn expected(r: &Reader, queries: &[(&str, &str, u64)]) -> String {
-    let i = r.info().unwrap();
-    let mut s = format!(
-        "info major={} minor={} caps={:#x} capacity={} count={} node={} clock={} gen={}\n",
-        i.abi_major,
-        i.abi_minor,
-        i.capabilities,
-        i.capacity_entries,
-        i.entry_count,
-        i.node_name,
-        i.clock_desc,
-        i.generation
-    );
-    for &(p, t, n) in queries {
-        match r.lookup(p, t, n) {
-            Ok(v) => s += &format!("lookup {p} {t} {n} {}\n", params_line(&v)),
-            Err(e) => s += &format!("lookup {p} {t} {n} err {e}\n"),
-        }
-        match r.index(p, t) {
-            Some(i) => match r.lookup_index(i, n) {
-                Ok(v) => s += &format!("index {p} {t} {n} {i} {}\n", params_line(&v)),
-                Err(e) => s += &format!("index {p} {t} {n} {i} err {e}\n"),
-            },
-            None => s += &format!("index {p} {t} {n} none\n"),
-        }
-    }
-    for e in r.snapshot().unwrap() {
-        s += &format!("entry {}\n", entry_line(&e));
-    }
-    s
 }
 
 fn probe_read(b: &Baseline, seg: &Path, queries: &[(&str, &str, u64)]) -> String {
@@ -346,7 +218,7 @@ fn reader_1_0_reads_a_1_1_segment() {
     let w = segment_1_1(&p);
     let mut r = Reader::open(&p.0).unwrap();
     r.set_stale_after_ns(600_000_000_000);
-    let want = expected(&r, QUERIES_1_1);
+    let want = answers_1_0(&r, QUERIES_1_1);
     let got = probe_read(b, &p.0, QUERIES_1_1);
     for (g, x) in got.lines().zip(want.lines()) {
         assert_eq!(g, x);
@@ -372,44 +244,50 @@ fn c_example_1_0_reads_a_1_1_segment() {
     let w = segment_1_1(&p);
     let dir = p.0.with_extension("d");
     std::fs::create_dir_all(&dir).unwrap();
+    // The 1.0 example against the 1.0 header, linked with `libs`.
     let example = b.examples.join("lookup.c");
+    let cc = |exe: &Path, libs: &[&std::ffi::OsStr], what: &str| {
+        run(
+            Command::new("cc")
+                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+                .arg(&b.include)
+                .arg(&example)
+                .args(libs)
+                .arg("-o")
+                .arg(exe),
+            what,
+        );
+    };
     // (i) The 1.0 program with the 1.0 static library.
     let old = dir.join("lookup-1.0-static");
-    run(
-        Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-            .arg(&b.include)
-            .arg(&example)
-            .arg(&b.static_lib)
-            .args([
-                "-lgcc_s",
-                "-lutil",
-                "-lrt",
-                "-lpthread",
-                "-lm",
-                "-ldl",
-                "-lc",
-                "-o",
-            ])
-            .arg(&old),
+    let mut static_libs = vec![b.static_lib.as_os_str()];
+    static_libs.extend(
+        [
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ]
+        .map(std::ffi::OsStr::new),
+    );
+    cc(
+        &old,
+        &static_libs,
         "cc of the 1.0 example against the 1.0 static library",
     );
     // (ii) The 1.0 program with this crate's shared library (an upgraded
     // libnetgauge.so.1 under an unchanged program).
-    let new_lib = lib_dir_of_this_build();
+    let new_lib = lib_dir();
     std::os::unix::fs::symlink(new_lib.join("libnetgauge.so"), dir.join("libnetgauge.so.1"))
         .unwrap();
     std::os::unix::fs::symlink(new_lib.join("libnetgauge.so"), dir.join("libnetgauge.so")).unwrap();
     let upgraded = dir.join("lookup-1.0-shared");
-    run(
-        Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-            .arg(&b.include)
-            .arg(&example)
-            .arg("-L")
-            .arg(&dir)
-            .args(["-lnetgauge", "-o"])
-            .arg(&upgraded),
+    cc(
+        &upgraded,
+        &["-L".as_ref(), dir.as_os_str(), "-lnetgauge".as_ref()],
         "cc of the 1.0 example against this crate's shared library",
     );
     let r = Reader::open(&p.0).unwrap();
@@ -455,17 +333,6 @@ fn c_example_1_0_reads_a_1_1_segment() {
 }
 
 /// The directory holding the libnetgauge.{so,a} cargo built with this test.
-fn lib_dir_of_this_build() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    for d in [deps, deps.parent().unwrap()] {
-        if d.join("libnetgauge.so").is_file() {
-            return d.to_path_buf();
-        }
-    }
-    panic!("libnetgauge.so not found next to {}", exe.display());
-}
-
 /// Writes a 1.0 segment with the 1.0 writer, which stays alive (and beats)
 /// until the returned child's stdin is closed.
 fn write_1_0(b: &Baseline, path: &Path) -> std::process::Child {
@@ -530,8 +397,7 @@ fn reader_1_1_reads_a_1_0_segment() {
     }
     for e in r.snapshot().unwrap() {
         let k = e.samples - 11;
-        let mut want = derived_entry(&e.peer, &e.transport, k);
-        want.ext = Default::default();
+        let mut want = derived_entry_1_0(&e.peer, &e.transport, k);
         want.flags = e.flags;
         assert_eq!(e, want);
         assert_eq!(
@@ -591,7 +457,7 @@ fn reader_1_1_reads_a_1_0_segment() {
     ];
     let mut r = r;
     r.set_stale_after_ns(600_000_000_000);
-    assert_eq!(probe_read(b, &p.0, queries), expected(&r, queries));
+    assert_eq!(probe_read(b, &p.0, queries), answers_1_0(&r, queries));
 
     // This crate's writer replaces the 1.0 segment with a 1.1 one (a new
     // inode, once the 1.0 writer has let go of it); a reader of the old

@@ -361,12 +361,9 @@ fn each_structural_payload_field_is_validated() {
             Some(want_index),
             "{what}: index path"
         );
-        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        let cr = c_reader(&p.0, 0);
         // SAFETY: valid pointers; the reader is closed before leaving.
         unsafe {
-            let cr = ng_open(cpath.as_ptr());
-            assert!(!cr.is_null());
-            ng_set_stale_after_ns(cr, 0);
             let mut out = Params::default();
             assert_eq!(
                 ng_lookup_index(cr, 0, 100, &mut out),
@@ -520,11 +517,9 @@ fn each_structural_extension_field_is_validated() {
         assert_eq!(r.snapshot_entry(0), Err(LookupError::Invalid), "{what}");
         check_10(&r, what);
         // And through the C ABI.
-        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        let cr = c_reader(&p.0, 0);
         // SAFETY: valid pointers; the reader is closed before leaving.
         unsafe {
-            let cr = ng_open(cpath.as_ptr());
-            ng_set_stale_after_ns(cr, 0);
             let mut out = EntryExt::default();
             assert_eq!(
                 ng_get_entry_ext_index(cr, 0, &mut out),
@@ -600,11 +595,9 @@ fn each_structural_extension_field_is_validated() {
         let r = open(&b);
         assert_eq!(r.transport_ext("rdma"), Err(LookupError::Invalid), "{what}");
         check_10(&r, what);
-        let cpath = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
+        let cr = c_reader(&p.0, 0);
         // SAFETY: valid pointers; the reader is closed before leaving.
         unsafe {
-            let cr = ng_open(cpath.as_ptr());
-            ng_set_stale_after_ns(cr, 0);
             let mut t = TransportExt::default();
             assert_eq!(
                 ng_get_transport_ext(cr, c"rdma".as_ptr(), &mut t),

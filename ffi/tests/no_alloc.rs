@@ -71,12 +71,8 @@ fn lookups_do_not_allocate() {
     let mut r = Reader::open(&p.0).unwrap();
     r.set_stale_after_ns(3_600_000_000_000);
     r.set_max_age_ns(u64::MAX);
-    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string; closed below.
-    let cr = unsafe { ng_open(path.as_ptr()) };
-    assert!(!cr.is_null());
-    // SAFETY: cr is live.
-    unsafe { ng_set_stale_after_ns(cr, 3_600_000_000_000) };
+    // Closed below.
+    let cr = c_reader(&p.0, 3_600_000_000_000);
 
     let mut ok = 0u64;
     let mut out = Params::default();

@@ -30,23 +30,28 @@ fn upsert_then_lookup_every_field() {
     assert_eq!(r.entry_count().unwrap(), 2);
     // Small message: range 0.
     let v = r.lookup("node002", "rdma", 100).unwrap();
-    assert_eq!((v.range_from_bytes, v.range_to_bytes), (1, 8191));
-    assert_eq!(v.g_ns, 500.0);
-    assert_eq!(v.G_ns_per_byte, 0.1);
-    assert_eq!(v.o_s_ns, 300.0);
-    assert_eq!(v.o_r_ns, 250.0);
-    assert_eq!(v.eel_ns, 1500.0);
-    assert_eq!(v.L_ns, 950.0);
-    assert_eq!(v.S_bytes, 8192);
-    assert_eq!(v.f, 6);
-    assert_eq!(v.o_min_ns, 120.0);
-    assert_eq!(v.o_max_ns, 900.0);
-    assert_eq!(v.g_f_ns, 210.0);
-    assert_eq!(v.samples, 4096);
-    assert_eq!(v.measured_unix_ns, 1_700_000_000_000_000_000);
     assert_eq!(
-        v.flags,
-        flags::VALID | flags::HAS_S | flags::HAS_LOGFP | flags::HAS_LOGGPS
+        v,
+        Params {
+            eel_ns: 1500.0,
+            L_ns: 950.0,
+            o_s_ns: 300.0,
+            o_r_ns: 250.0,
+            g_ns: 500.0,
+            G_ns_per_byte: 0.1,
+            O_s_ns_per_byte: 0.0,
+            O_r_ns_per_byte: 0.0,
+            o_min_ns: 120.0,
+            o_max_ns: 900.0,
+            g_f_ns: 210.0,
+            S_bytes: 8192,
+            range_from_bytes: 1,
+            range_to_bytes: 8191,
+            measured_unix_ns: 1_700_000_000_000_000_000,
+            samples: 4096,
+            f: 6,
+            flags: flags::VALID | flags::HAS_S | flags::HAS_LOGFP | flags::HAS_LOGGPS,
+        }
     );
     // Range boundaries.
     assert_eq!(

@@ -115,6 +115,14 @@ fn describe(status: i32) -> String {
     }
 }
 
+/// Runs `lookups`, which counts its wrong answers, in a child confined to
+/// read, write and exit; asserts that it made no other system call and
+/// that every answer was right.
+fn assert_confined_and_right(lookups: impl FnOnce() -> u64) {
+    let status = run_confined(&mut filter(), || i32::from(lookups() != 0));
+    assert_eq!(describe(status), "exited with 0");
+}
+
 /// 40 peers × {rdma, udp} (indices 2i, 2i + 1), class entries "@sw0" and
 /// "@sw1" for rdma, 40 peers "peerNNN" without entries mapped to them
 /// alternately, a per-transport record for rdma.
@@ -142,6 +150,46 @@ fn segment() -> (TmpPath, SegmentWriter) {
     (p, w)
 }
 
+/// The segment of [`segment`], read through the Rust API and the C ABI,
+/// and the names of its 40 peers. Both readers keep the heartbeat rule
+/// active (it reads the clock on every lookup) with a threshold a slow
+/// debug build cannot hit; the Rust one likewise the data age.
+struct Rig {
+    c: *mut NgReader,
+    rust: Reader,
+    _writer: SegmentWriter,
+    _path: TmpPath,
+    names: Vec<String>,
+    c_names: Vec<std::ffi::CString>,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        const HOUR_NS: u64 = 3_600_000_000_000;
+        let (p, w) = segment();
+        let mut rust = Reader::open(&p.0).unwrap();
+        rust.set_stale_after_ns(HOUR_NS);
+        rust.set_max_age_ns(u64::MAX);
+        let c = c_reader(&p.0, HOUR_NS);
+        w.heartbeat();
+        Rig {
+            c,
+            rust,
+            _writer: w,
+            _path: p,
+            names: (0..40).map(|i| format!("node{i:03}")).collect(),
+            c_names: c_names("node", 40),
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // SAFETY: the C reader Rig::new opened, closed once.
+        unsafe { ng_close(self.c) };
+    }
+}
+
 #[test]
 fn filter_kills_a_stray_system_call() {
     // Negative control: the harness must see SIGSYS (159) for a stray call.
@@ -166,15 +214,9 @@ fn filter_kills_a_stray_system_call() {
 
 #[test]
 fn rust_api_lookups_make_no_system_call() {
-    let (p, w) = segment();
-    let mut r = Reader::open(&p.0).unwrap();
-    // Keep the heartbeat rule active (it reads the clock on every lookup),
-    // with a threshold a slow debug build cannot hit; same for data age.
-    r.set_stale_after_ns(3_600_000_000_000);
-    r.set_max_age_ns(u64::MAX);
-    w.heartbeat();
-    let names: Vec<String> = (0..40).map(|i| format!("node{i:03}")).collect();
-    let status = run_confined(&mut filter(), || {
+    let rig = Rig::new();
+    let (r, names) = (&rig.rust, &rig.names);
+    assert_confined_and_right(|| {
         let mut bad = 0u64;
         for n in 0..LOOKUPS {
             let i = n % 40;
@@ -197,26 +239,15 @@ fn rust_api_lookups_make_no_system_call() {
         if r.lookup("nobody", "rdma", 1).is_ok() || r.predict_ns(&names[0], "rdma", 1).is_err() {
             bad += 1;
         }
-        i32::from(bad != 0)
+        bad
     });
-    assert_eq!(describe(status), "exited with 0");
-    drop(w);
 }
 
 #[test]
 fn c_abi_lookups_make_no_system_call() {
-    let (p, w) = segment();
-    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string.
-    let r = unsafe { ng_open(path.as_ptr()) };
-    assert!(!r.is_null());
-    // SAFETY: r is live.
-    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
-    w.heartbeat();
-    let names: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
-        .collect();
-    let status = run_confined(&mut filter(), || {
+    let rig = Rig::new();
+    let (r, names) = (rig.c, &rig.c_names);
+    assert_confined_and_right(|| {
         let mut bad = 0u64;
         let mut out = Params::default();
         for n in 0..LOOKUPS {
@@ -245,24 +276,16 @@ fn c_abi_lookups_make_no_system_call() {
         if !nan.is_nan() {
             bad += 1;
         }
-        i32::from(bad != 0)
+        bad
     });
-    assert_eq!(describe(status), "exited with 0");
-    // SAFETY: closing the reader we opened.
-    unsafe { ng_close(r) };
-    drop(w);
 }
 
 #[test]
 fn rust_api_ext_lookups_make_no_system_call() {
-    let (p, w) = segment();
-    let mut r = Reader::open(&p.0).unwrap();
-    r.set_stale_after_ns(3_600_000_000_000);
-    r.set_max_age_ns(u64::MAX);
-    w.heartbeat();
-    let names: Vec<String> = (0..40).map(|i| format!("node{i:03}")).collect();
+    let rig = Rig::new();
+    let (r, names) = (&rig.rust, &rig.names);
     let mapped: Vec<String> = (0..40).map(|i| format!("peer{i:03}")).collect();
-    let status = run_confined(&mut filter(), || {
+    assert_confined_and_right(|| {
         let mut bad = 0u64;
         for n in 0..LOOKUPS / 4 {
             let i = n % 40;
@@ -311,29 +334,16 @@ fn rust_api_ext_lookups_make_no_system_call() {
         if r.lookup_or_class("nobody", "rdma", 1).is_ok() || r.transport_ext("udp").is_ok() {
             bad += 1;
         }
-        i32::from(bad != 0)
+        bad
     });
-    assert_eq!(describe(status), "exited with 0");
-    drop(w);
 }
 
 #[test]
 fn c_abi_ext_lookups_make_no_system_call() {
-    let (p, w) = segment();
-    let path = std::ffi::CString::new(p.0.to_str().unwrap()).unwrap();
-    // SAFETY: valid C string.
-    let r = unsafe { ng_open(path.as_ptr()) };
-    assert!(!r.is_null());
-    // SAFETY: r is live.
-    unsafe { ng_set_stale_after_ns(r, 3_600_000_000_000) };
-    w.heartbeat();
-    let names: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("node{i:03}")).unwrap())
-        .collect();
-    let mapped: Vec<std::ffi::CString> = (0..40)
-        .map(|i| std::ffi::CString::new(format!("peer{i:03}")).unwrap())
-        .collect();
-    let status = run_confined(&mut filter(), || {
+    let rig = Rig::new();
+    let (r, names) = (rig.c, &rig.c_names);
+    let mapped = c_names("peer", 40);
+    assert_confined_and_right(|| {
         let mut bad = 0u64;
         let mut out = Params::default();
         let mut x = EntryExt::default();
@@ -392,10 +402,6 @@ fn c_abi_ext_lookups_make_no_system_call() {
                 bad += 1;
             }
         }
-        i32::from(bad != 0)
+        bad
     });
-    assert_eq!(describe(status), "exited with 0");
-    // SAFETY: closing the reader we opened.
-    unsafe { ng_close(r) };
-    drop(w);
 }

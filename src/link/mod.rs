@@ -69,6 +69,16 @@ macro_rules! define_link {
             })
         }
 
+        /// `$e` with `$t` bound to the transport inside `$link`, whatever
+        /// its kind: the one match every delegating method is.
+        macro_rules! each {
+            ($link:expr, $t:ident => $e:expr) => {
+                match $link {
+                    $( $( #[cfg(feature = $feature)] )? Link::$variant($t) => $e, )*
+                }
+            };
+        }
+
         impl Link {
             pub fn kind(&self) -> Kind {
                 match self {
@@ -77,52 +87,36 @@ macro_rules! define_link {
             }
             /// What this end tells its peers.
             pub fn local(&self) -> Local {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => Open::local(t), )*
-                }
+                each!(self, t => Open::local(t))
             }
             /// Frames received and not used (None: the transport does not count them).
             pub fn ignored(&self) -> Option<String> {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => Open::ignored(t), )*
-                }
+                each!(self, t => Open::ignored(t))
             }
             /// Sessions this responder admitted.
             pub fn sessions_started(&self) -> u64 {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => Open::sessions_started(t), )*
-                }
+                each!(self, t => Open::sessions_started(t))
             }
             /// The clock of a link in virtual time (None: real time).
             pub fn virtual_clock(&self) -> Option<VirtualClock> {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => Open::virtual_clock(t), )*
-                }
+                each!(self, t => Open::virtual_clock(t))
             }
         }
 
         impl Transport for Link {
             fn caps(&self) -> Caps {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => t.caps(), )*
-                }
+                each!(self, t => t.caps())
             }
             #[inline]
             fn send(&mut self, peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => t.send(peer, bytes, meta), )*
-                }
+                each!(self, t => t.send(peer, bytes, meta))
             }
             #[inline]
             fn recv(&mut self, from: Option<PeerId>, timeout: Duration) -> Result<Received, TransportError> {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => t.recv(from, timeout), )*
-                }
+                each!(self, t => t.recv(from, timeout))
             }
             fn counters(&self) -> Counters {
-                match self {
-                    $( $( #[cfg(feature = $feature)] )? Link::$variant(t) => t.counters(), )*
-                }
+                each!(self, t => t.counters())
             }
         }
     };

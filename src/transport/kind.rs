@@ -97,6 +97,18 @@ pub const fn kind(name: &'static str, summary: &'static str) -> Descriptor {
     }
 }
 
+/// A builder method per capability flag: `.device()` sets `device`.
+macro_rules! set_flags {
+    ($($flag:ident),*) => {
+        $(
+            pub const fn $flag(mut self) -> Self {
+                self.$flag = true;
+                self
+            }
+        )*
+    };
+}
+
 impl Descriptor {
     pub const fn one_sided(mut self) -> Self {
         self.one_sided = true;
@@ -107,22 +119,7 @@ impl Descriptor {
         self.privilege = Some(capability);
         self
     }
-    pub const fn device(mut self) -> Self {
-        self.device = true;
-        self
-    }
-    pub const fn mpirun(mut self) -> Self {
-        self.mpirun = true;
-        self
-    }
-    pub const fn daemon(mut self) -> Self {
-        self.daemon = true;
-        self
-    }
-    pub const fn daemon_fanout(mut self) -> Self {
-        self.daemon_fanout = true;
-        self
-    }
+    set_flags!(device, mpirun, daemon, daemon_fanout);
     pub const fn endpoint(mut self, e: PeerEndpoint) -> Self {
         self.endpoint = e;
         self

@@ -90,6 +90,14 @@ pub struct LinkOptions {
     pub sim: Option<SimSpec>,
 }
 
+impl LinkOptions {
+    /// The largest message of a datagram link: the one asked for, but never
+    /// below the transport's `default`.
+    pub fn max_msg_bytes_at_least(&self, default: usize) -> usize {
+        self.max_msg_bytes.map_or(default, |m| m.max(default))
+    }
+}
+
 /// What to open: a kind, its peer, its local device and its options.
 #[derive(Clone, Debug)]
 pub struct LinkSpec {

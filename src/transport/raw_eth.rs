@@ -415,10 +415,7 @@ mod open {
     fn options(spec: &LinkSpec) -> RawEthOptions {
         let d = RawEthOptions::default();
         RawEthOptions {
-            max_msg_bytes: spec
-                .options
-                .max_msg_bytes
-                .map_or(d.max_msg_bytes, |m| m.max(d.max_msg_bytes)),
+            max_msg_bytes: spec.options.max_msg_bytes_at_least(d.max_msg_bytes),
             rx: spec.options.raw_rx.unwrap_or(d.rx),
             clock: spec.options.clock,
             session_nonce: spec.options.session_nonce,

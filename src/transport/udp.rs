@@ -258,10 +258,7 @@ mod open {
     fn options(spec: &LinkSpec) -> UdpOptions {
         let d = UdpOptions::default();
         UdpOptions {
-            max_msg_bytes: spec
-                .options
-                .max_msg_bytes
-                .map_or(d.max_msg_bytes, |m| m.max(d.max_msg_bytes)),
+            max_msg_bytes: spec.options.max_msg_bytes_at_least(d.max_msg_bytes),
             clock: spec.options.clock,
             session_nonce: spec.options.session_nonce,
             ..d

@@ -82,6 +82,34 @@ pub fn ping<P: Phy>(c: &mut Endpoint<P>, bytes: usize) -> Received {
     r
 }
 
+/// A second client's Hello takes the session over from the first: after
+/// a 10 B ping from `a = connect()` and a 20 B ping from `b = connect()`,
+/// `a`'s request is ignored and times out, `a`'s Bye ends nothing, `b`
+/// pings 30 B and its Bye ends the server. Returns what the server saw
+/// (two sessions, the three messages), for the device's own counts.
+pub fn check_takeover<P: Phy>(
+    connect: impl Fn() -> Endpoint<P>,
+    server: JoinHandle<Echoed>,
+) -> Echoed {
+    let mut a = connect();
+    ping(&mut a, 10);
+    let mut b = connect();
+    ping(&mut b, 20);
+    a.send(0, 10, ASK).unwrap();
+    let e = a.recv(Some(0), Duration::from_millis(200)).unwrap_err();
+    assert!(matches!(e, TransportError::Timeout(_)), "{e}");
+    drop(a);
+    ping(&mut b, 30);
+    drop(b);
+    let s = server.join().unwrap();
+    assert_eq!(s.sessions, 2);
+    assert_eq!(
+        s.received.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+        [10, 20, 30]
+    );
+    s
+}
+
 /// Three pings of each size, each with a receive overhead and the server's
 /// report of its own; the client's counters add up and it ignored nothing.
 /// Returns (messages, bytes) each way.

@@ -6,6 +6,25 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Declares a test that needs root (network namespaces, veth pairs,
+/// CAP_NET_RAW): in a build made as root (`build.rs` sets cfg
+/// `netns_tests`, as in CI) it runs; in any other build the test runner
+/// lists it as ignored, with that reason. The test itself checks for root
+/// ([`netns::require_root`], which `Netns::new` calls), so a build made as
+/// root but run by another user fails with a clear message.
+#[allow(unused_macros)] // each test file uses its own part of the helpers
+macro_rules! root_test {
+    ($(#[$attr:meta])* fn $name:ident() $body:block) => {
+        #[test]
+        #[cfg_attr(
+            not(netns_tests),
+            ignore = "needs root: network namespaces, veth pairs, CAP_NET_RAW (runs in a build made as root, as CI does)"
+        )]
+        $(#[$attr])*
+        fn $name() $body
+    };
+}
+
 /// The `ngctl` binary of this build.
 pub const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
 

@@ -1,7 +1,7 @@
 //! Network namespaces, veth pairs and raw frames for the tests that need
-//! root. Such a test is marked
-//! `#[cfg_attr(not(netns_tests), ignore = "...")]` (the build script sets
-//! `netns_tests` in builds made as root) and calls [`require_root`] through
+//! root. Such a test is declared with `root_test!` (`common/mod.rs`: it is
+//! ignored, with the reason, unless the build script set `netns_tests` in
+//! a build made as root) and calls [`require_root`] through
 //! [`Netns::new`], so a build made as root but run by another user fails
 //! with a clear message instead of passing without running. Every
 //! namespace has a name unique to the process and is deleted on drop, also

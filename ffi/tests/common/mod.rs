@@ -1,13 +1,68 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use netgauge::capi::{ng_open, ng_set_stale_after_ns, NgReader};
 use netgauge::{
     flags, Bandwidth, EntryExt, EntryExtData, Estimate, Field, Identification, Instability,
     LatencyPercentiles, Overlap, RangeData, RangeField, Reason, Regime, Status,
 };
 use netgauge::{EntryData, Scheme, TransportExt};
 use std::path::PathBuf;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod abi10;
+pub use abi10::*;
+
+/// Runs `cmd` and asserts that it succeeded (its status, stdout and stderr
+/// as the message if not; `what` names it); returns its output.
+pub fn run(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A reader of `path` through the C ABI (`ng_open`, asserted to succeed),
+/// with its heartbeat threshold set to `stale_after_ns`; the caller closes
+/// it with `ng_close`.
+pub fn c_reader(path: &std::path::Path, stale_after_ns: u64) -> *mut NgReader {
+    let path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    let r = unsafe { ng_open(path.as_ptr()) };
+    assert!(!r.is_null(), "ng_open({path:?})");
+    // SAFETY: r is a live reader, not yet shared.
+    unsafe { ng_set_stale_after_ns(r, stale_after_ns) };
+    r
+}
+
+/// `count` peer names `<prefix>000`, `<prefix>001`, … as C strings.
+pub fn c_names(prefix: &str, count: usize) -> Vec<std::ffi::CString> {
+    (0..count)
+        .map(|i| std::ffi::CString::new(format!("{prefix}{i:03}")).unwrap())
+        .collect()
+}
+
+/// The directory holding the libnetgauge.{so,a} cargo built with this test.
+pub fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    // deps/ holds the copy built with this test; target/<profile>/ may hold
+    // an older uplifted one.
+    for d in [deps, deps.parent().unwrap()] {
+        if d.join("libnetgauge.so").is_file() && d.join("libnetgauge.a").is_file() {
+            return d.to_path_buf();
+        }
+    }
+    panic!("libnetgauge.so / .a not found next to {}", exe.display());
+}
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -34,43 +89,12 @@ impl Drop for TmpPath {
 }
 
 /// An entry whose every numeric field is derived from `k`, so a reader can
-/// tell whether all fields of what it read come from the same publish.
+/// tell whether all fields of what it read come from the same publish: the
+/// 1.0 fields of [`derived_entry_1_0`] and the 1.1 part of [`derived_ext`].
 pub fn derived_entry(peer: &str, transport: &str, k: u64) -> EntryData {
-    let x = k as f64;
     EntryData {
-        peer: peer.to_string(),
-        transport: transport.to_string(),
-        ranges: (0..4)
-            .map(|r| RangeData {
-                from_bytes: r * 1000,
-                to_bytes: r * 1000 + 999,
-                g_ns: x + 10.0 + r as f64,
-                G_ns_per_byte: x + 20.0 + r as f64,
-                o_s_ns: x + 30.0 + r as f64,
-                o_r_ns: x + 40.0 + r as f64,
-                O_s_ns_per_byte: x + 50.0 + r as f64,
-                O_r_ns_per_byte: x + 60.0 + r as f64,
-            })
-            .collect(),
-        eel_ns: x + 1.0,
-        L_ns: x + 2.0,
-        S_bytes: Some(k + 3),
-        f: Some((k % 1000) as u32 + 1),
-        o_min_ns: x + 4.0,
-        o_max_ns: x + 5.0,
-        g_f_ns: x + 6.0,
-        curve: (0..8)
-            .map(|p| (p + 1, x + 7.0 + p as f64, x + 8.0 + p as f64))
-            .collect(),
-        ci95: vec![
-            ("L".into(), x - 1.0, x + 9.0),
-            ("G".into(), x - 2.0, x + 10.0),
-        ],
-        samples: k + 11,
-        probe_bytes: k + 12,
-        measured_unix_ns: k + 13,
-        flags: flags::VALID,
         ext: derived_ext(k),
+        ..derived_entry_1_0(peer, transport, k)
     }
 }
 

@@ -50,43 +50,44 @@ fn problem(expr: &str) -> RangeProblem {
 fn refuses_what_slurm_does_not_mean() {
     assert_eq!(expand(""), Err(HostlistError::Empty));
     assert_eq!(expand("  "), Err(HostlistError::Empty));
-    assert!(matches!(
-        expand("node[1-3"),
-        Err(HostlistError::Unbalanced { at: 4, .. })
-    ));
-    assert!(matches!(
-        expand("node1-3]"),
-        Err(HostlistError::Unbalanced { at: 7, .. })
-    ));
-    assert!(matches!(
-        expand("n[[1]]"),
-        Err(HostlistError::Nested { at: 2, .. })
-    ));
-    assert!(matches!(
-        expand("a,,b"),
-        Err(HostlistError::EmptyHost { at: 2, .. })
-    ));
-    assert!(matches!(expand("a,"), Err(HostlistError::EmptyHost { .. })));
-    assert!(matches!(
-        expand("a b"),
-        Err(HostlistError::BadChar { ch: ' ', at: 1, .. })
-    ));
-    assert!(matches!(
-        expand("n[1]#"),
-        Err(HostlistError::BadChar { ch: '#', at: 4, .. })
-    ));
-    assert_eq!(problem("n[]"), RangeProblem::Empty);
-    assert_eq!(problem("n[1,,2]"), RangeProblem::Empty);
-    assert_eq!(problem("n[3-1]"), RangeProblem::Reversed);
-    assert_eq!(problem("n[1-9:2]"), RangeProblem::Step);
-    assert_eq!(problem("n[1-9/2]"), RangeProblem::Step);
-    assert_eq!(problem("n[001-1000]"), RangeProblem::Width);
-    assert_eq!(problem("n[01-9]"), RangeProblem::Width);
-    assert_eq!(problem("n[1-010]"), RangeProblem::Width);
-    assert_eq!(problem("n[1234567890123456789]"), RangeProblem::TooLong);
-    assert_eq!(problem("n[a-b]"), RangeProblem::NotANumber);
-    assert_eq!(problem("n[-5]"), RangeProblem::NotANumber);
-    assert_eq!(problem("n[1-2-3]"), RangeProblem::NotANumber);
+    // Each refusal names where in the expression it is.
+    type Refusal = fn(String) -> HostlistError;
+    let cases: [(&str, Refusal); 7] = [
+        ("node[1-3", |expr| HostlistError::Unbalanced { expr, at: 4 }),
+        ("node1-3]", |expr| HostlistError::Unbalanced { expr, at: 7 }),
+        ("n[[1]]", |expr| HostlistError::Nested { expr, at: 2 }),
+        ("a,,b", |expr| HostlistError::EmptyHost { expr, at: 2 }),
+        ("a,", |expr| HostlistError::EmptyHost { expr, at: 2 }),
+        ("a b", |expr| HostlistError::BadChar {
+            expr,
+            ch: ' ',
+            at: 1,
+        }),
+        ("n[1]#", |expr| HostlistError::BadChar {
+            expr,
+            ch: '#',
+            at: 4,
+        }),
+    ];
+    for (expr, want) in cases {
+        assert_eq!(expand(expr), Err(want(expr.to_string())), "{expr:?}");
+    }
+    for (expr, want) in [
+        ("n[]", RangeProblem::Empty),
+        ("n[1,,2]", RangeProblem::Empty),
+        ("n[3-1]", RangeProblem::Reversed),
+        ("n[1-9:2]", RangeProblem::Step),
+        ("n[1-9/2]", RangeProblem::Step),
+        ("n[001-1000]", RangeProblem::Width),
+        ("n[01-9]", RangeProblem::Width),
+        ("n[1-010]", RangeProblem::Width),
+        ("n[1234567890123456789]", RangeProblem::TooLong),
+        ("n[a-b]", RangeProblem::NotANumber),
+        ("n[-5]", RangeProblem::NotANumber),
+        ("n[1-2-3]", RangeProblem::NotANumber),
+    ] {
+        assert_eq!(problem(expr), want, "{expr:?}");
+    }
     let e = expand("n[1-9:2]").unwrap_err().to_string();
     assert!(e.contains("not Slurm hostlist syntax"), "{e}");
 }

@@ -25,18 +25,20 @@ fn resolver(t: &HashMap<String, IpAddr>) -> impl FnMut(&str) -> Result<IpAddr, S
     }
 }
 
+/// A `[[peer]]` of the configuration.
+fn explicit(name: &str, address: &str) -> ExplicitPeer {
+    ExplicitPeer {
+        name: name.into(),
+        address: address.parse().unwrap(),
+    }
+}
+
 #[test]
 fn sources_merge_into_members_and_peers() {
     let file = "# the rest of the rack\nnode[4-6]\n\nlogin1   # head node\n";
     let explicit = [
-        ExplicitPeer {
-            name: "node2".into(),
-            address: "192.168.1.2:9000".parse().unwrap(),
-        },
-        ExplicitPeer {
-            name: "extra".into(),
-            address: "192.168.1.9:7470".parse().unwrap(),
-        },
+        explicit("node2", "192.168.1.2:9000"),
+        explicit("extra", "192.168.1.9:7470"),
     ];
     let sources = PeerSources {
         hostlist: Some("node[1-4]"),
@@ -82,10 +84,7 @@ fn sources_merge_into_members_and_peers() {
 
 #[test]
 fn explicit_peers_alone_keep_working() {
-    let explicit = [ExplicitPeer {
-        name: "b".into(),
-        address: "10.9.0.2:7470".parse().unwrap(),
-    }];
+    let explicit = [explicit("b", "10.9.0.2:7470")];
     let sources = PeerSources {
         explicit: &explicit,
         ..PeerSources::default()
@@ -119,16 +118,7 @@ fn mistakes_are_named() {
         "{e:?}"
     );
     assert!(e.to_string().starts_with("peers.txt line 3: "), "{e}");
-    let twice = [
-        ExplicitPeer {
-            name: "x".into(),
-            address: "10.0.0.1:1".parse().unwrap(),
-        },
-        ExplicitPeer {
-            name: "x".into(),
-            address: "10.0.0.2:1".parse().unwrap(),
-        },
-    ];
+    let twice = [explicit("x", "10.0.0.1:1"), explicit("x", "10.0.0.2:1")];
     assert_eq!(
         build(&PeerSources {
             explicit: &twice,

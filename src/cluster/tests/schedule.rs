@@ -59,6 +59,15 @@ impl Cluster {
         }
     }
 
+    /// Runs `f` with the view of `cycle` and every node's schedule.
+    fn with_view<T>(&mut self, cycle: u64, f: impl FnOnce(&View, &mut [NodeSchedule]) -> T) -> T {
+        let mut nodes = std::mem::take(&mut self.nodes);
+        let plan = self.r.plan_cycle(&self.m, cycle);
+        let out = f(&self.view(&plan), &mut nodes);
+        self.nodes = nodes;
+        out
+    }
+
     /// The first mesh round at or after round `from` in which `a` meets `b`.
     fn meeting(&self, a: u32, b: u32, from: u64) -> (Slot, bool) {
         (from..from + 4 * self.r.cycle_rounds())
@@ -71,35 +80,27 @@ impl Cluster {
             .expect("they meet every cycle")
     }
 
-    /// `a`'s plan in the first mesh round from `from` where `a` drives `b`.
-    fn drive(&mut self, a: u32, b: u32, from: u64) -> (Slot, Plan) {
+    /// The first mesh round from `from` in which `a` drives `b`.
+    fn driving(&self, a: u32, b: u32, from: u64) -> Slot {
         let mut k = from;
         loop {
             let (s, drives) = self.meeting(a, b, k);
             if drives {
-                let plan = self.r.plan_cycle(&self.m, s.cycle);
-                let view = View {
-                    membership: &self.m,
-                    rounds: &self.r,
-                    cycle: &plan,
-                    costs: &self.costs,
-                };
-                let p = self.nodes[a as usize].plan(&view, &s, s.start_s, false);
-                return (s, p);
+                return s;
             }
             k = s.round + 1;
         }
     }
 
+    /// `a`'s plan in the first mesh round from `from` where `a` drives `b`.
+    fn drive(&mut self, a: u32, b: u32, from: u64) -> (Slot, Plan) {
+        let s = self.driving(a, b, from);
+        let p = self.with_view(s.cycle, |v, n| n[a as usize].plan(v, &s, s.start_s, false));
+        (s, p)
+    }
+
     fn record(&mut self, a: u32, s: &Slot, o: Outcome, t: f64) -> Option<Job> {
-        let plan = self.r.plan_cycle(&self.m, s.cycle);
-        let view = View {
-            membership: &self.m,
-            rounds: &self.r,
-            cycle: &plan,
-            costs: &self.costs,
-        };
-        self.nodes[a as usize].record(&view, o, t)
+        self.with_view(s.cycle, |v, n| n[a as usize].record(v, o, t))
     }
 }
 
@@ -126,13 +127,20 @@ fn thrifty() -> ScheduleConfig {
     }
 }
 
-#[test]
-fn a_class_is_swept_once_then_rechecked() {
-    let mut c = Cluster::new(8, thrifty());
-    // h00 and h01, h02 share group g0. Once the bucket has filled, the
-    // first pair of the class gets a full sweep standing for the class.
+/// Eight nodes under `cfg`, and the first round from 100 in which h00
+/// drives h01: the full sweep that stands for their class.
+fn first_class_sweep(cfg: ScheduleConfig) -> (Cluster, Slot) {
+    let mut c = Cluster::new(8, cfg);
     let (s, p) = c.drive(0, 1, 100);
     assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    (c, s)
+}
+
+#[test]
+fn a_class_is_swept_once_then_rechecked() {
+    // h00 and h01, h02 share group g0. Once the bucket has filled, the
+    // first pair of the class gets a full sweep standing for the class.
+    let (mut c, s) = first_class_sweep(thrifty());
     assert_eq!(
         c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0),
         None
@@ -176,9 +184,7 @@ fn a_measured_pair_is_not_due_before_its_interval() {
 
 #[test]
 fn a_budget_that_allows_it_sweeps_every_pair() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, p) = c.drive(0, 1, 100);
-    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    let (mut c, s) = first_class_sweep(roomy());
     c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
     // The class is known; the pair has no sweep of its own: a pair sweep.
     let (s, p) = c.drive(0, 2, 100);
@@ -195,8 +201,7 @@ fn a_budget_that_allows_it_sweeps_every_pair() {
 
 #[test]
 fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
-    let mut c = Cluster::new(8, thrifty());
-    let (s, _) = c.drive(0, 1, 100);
+    let (mut c, s) = first_class_sweep(thrifty());
     c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
     let (s, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
@@ -268,9 +273,7 @@ fn failures_back_off_declines_do_not() {
 
 #[test]
 fn a_partner_short_of_budget_still_gets_a_recheck() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, p) = c.drive(0, 1, 100);
-    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    let (mut c, s) = first_class_sweep(roomy());
     assert_eq!(
         c.record(0, &s, Outcome::Declined(Decline::Budget), s.start_s + 0.01),
         Some(Job::Recheck(Reference::Nothing))
@@ -292,32 +295,20 @@ fn responders_admit_only_their_partner_and_pay_too() {
     let view = c.view(&plan);
     let mut n = c.nodes[server as usize].clone();
     let now = s.start_s;
+    let admit = |n: &mut NodeSchedule, from: u32, job: Job, t: f64, quiet: bool| {
+        n.admit(&view, &s, from, job, t, quiet)
+    };
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::Recheck(Reference::Nothing),
-            now,
-            true
-        ),
+        admit(&mut n, driver, Job::Recheck(Reference::Nothing), now, true),
         Err(Decline::Quiet)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            other,
-            Job::Recheck(Reference::Nothing),
-            now,
-            false
-        ),
+        admit(&mut n, other, Job::Recheck(Reference::Nothing), now, false),
         Err(Decline::NotExpected)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
+        admit(
+            &mut n,
             driver,
             Job::Recheck(Reference::Nothing),
             s.end_s + 5.0,
@@ -332,25 +323,11 @@ fn responders_admit_only_their_partner_and_pay_too() {
     let before = n.budget_level(now);
     assert!(before < 300.0 * MB as f64, "{before}");
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::FullSweep(Purpose::Class),
-            now,
-            false
-        ),
+        admit(&mut n, driver, Job::FullSweep(Purpose::Class), now, false),
         Err(Decline::Budget)
     );
     assert_eq!(
-        n.admit(
-            &view,
-            &s,
-            driver,
-            Job::FullSweep(Purpose::Repair),
-            now,
-            false
-        ),
+        admit(&mut n, driver, Job::FullSweep(Purpose::Repair), now, false),
         Ok(())
     );
     n.served(60 * MB);
@@ -367,42 +344,19 @@ fn responders_admit_only_their_partner_and_pay_too() {
 fn one_plan_per_round_and_quiet_nodes_sit_out() {
     let mut c = Cluster::new(4, roomy());
     let s = c.r.slot(100);
-    let plan = c.r.plan_cycle(&c.m, s.cycle);
-    let view = View {
-        membership: &c.m,
-        rounds: &c.r,
-        cycle: &plan,
-        costs: &c.costs,
-    };
-    let first = c.nodes[0].plan(&view, &s, s.start_s, true);
+    let (first, second) = c.with_view(s.cycle, |view, n| {
+        let first = n[0].plan(view, &s, s.start_s, true);
+        (first, n[0].plan(view, &s, s.start_s + 1.0, false))
+    });
     assert!(matches!(first, Plan::Idle(Idle::Quiet | Idle::NoPartner)));
-    assert_eq!(
-        c.nodes[0].plan(&view, &s, s.start_s + 1.0, false),
-        Plan::Idle(Idle::Planned)
-    );
+    assert_eq!(second, Plan::Idle(Idle::Planned));
 }
 
 #[test]
 fn a_job_that_does_not_fit_the_round_is_not_started() {
     let mut c = Cluster::new(4, roomy());
-    let (s, _) = c.meeting(0, 1, 100);
-    let mut k = s.round;
-    let (s, drives) = loop {
-        let (s, d) = c.meeting(0, 1, k);
-        if d {
-            break (s, d);
-        }
-        k = s.round + 1;
-    };
-    assert!(drives);
-    let plan = c.r.plan_cycle(&c.m, s.cycle);
-    let view = View {
-        membership: &c.m,
-        rounds: &c.r,
-        cycle: &plan,
-        costs: &c.costs,
-    };
-    let p = c.nodes[0].plan(&view, &s, s.end_s - 0.1, false);
+    let s = c.driving(0, 1, 100);
+    let p = c.with_view(s.cycle, |view, n| n[0].plan(view, &s, s.end_s - 0.1, false));
     assert_eq!(p, Plan::Idle(Idle::NoTime));
 }
 
@@ -423,53 +377,47 @@ fn the_bucket_never_pays_an_estimate_on_credit() {
     let (first, last) = (1000u64, 21_000u64);
     for k in first..last {
         let s = c.r.slot(k);
-        let plan = c.r.plan_cycle(&c.m, s.cycle);
-        let view = View {
-            membership: &c.m,
-            rounds: &c.r,
-            cycle: &plan,
-            costs: &c.costs,
-        };
-        let plans: Vec<Plan> = c
-            .nodes
-            .iter_mut()
-            .map(|n| n.plan(&view, &s, s.start_s, false))
-            .collect();
-        for (d, p) in plans.iter().enumerate() {
-            let Plan::Drive {
-                partner, mut job, ..
-            } = *p
-            else {
-                continue;
-            };
-            let mut t = s.start_s;
-            loop {
-                let o = match c.nodes[partner as usize].admit(&view, &s, d as u32, job, t, false) {
-                    Err(why) => Outcome::Declined(why),
-                    Ok(()) => {
-                        let cost = c.costs.get(true, job.kind());
-                        t += cost.seconds;
-                        c.nodes[partner as usize].served(cost.bytes);
-                        through[d] += cost.bytes;
-                        through[partner as usize] += cost.bytes;
-                        match job {
-                            Job::FullSweep(_) => Outcome::Swept { bytes: cost.bytes },
-                            _ => Outcome::Rechecked {
-                                agrees: k % 3 != 0,
-                                bytes: cost.bytes,
-                            },
-                        }
-                    }
+        c.with_view(s.cycle, |view, nodes| {
+            let plans: Vec<Plan> = nodes
+                .iter_mut()
+                .map(|n| n.plan(view, &s, s.start_s, false))
+                .collect();
+            for (d, p) in plans.iter().enumerate() {
+                let Plan::Drive {
+                    partner, mut job, ..
+                } = *p
+                else {
+                    continue;
                 };
-                match c.nodes[d].record(&view, o, t) {
-                    Some(j) => job = j,
-                    None => break,
+                let mut t = s.start_s;
+                loop {
+                    let o = match nodes[partner as usize].admit(view, &s, d as u32, job, t, false) {
+                        Err(why) => Outcome::Declined(why),
+                        Ok(()) => {
+                            let cost = view.costs.get(true, job.kind());
+                            t += cost.seconds;
+                            nodes[partner as usize].served(cost.bytes);
+                            through[d] += cost.bytes;
+                            through[partner as usize] += cost.bytes;
+                            match job {
+                                Job::FullSweep(_) => Outcome::Swept { bytes: cost.bytes },
+                                _ => Outcome::Rechecked {
+                                    agrees: k % 3 != 0,
+                                    bytes: cost.bytes,
+                                },
+                            }
+                        }
+                    };
+                    match nodes[d].record(view, o, t) {
+                        Some(j) => job = j,
+                        None => break,
+                    }
                 }
             }
-        }
-        for n in c.nodes.iter_mut() {
-            assert!(n.budget_level(s.end_s) >= 0.0);
-        }
+            for n in nodes.iter_mut() {
+                assert!(n.budget_level(s.end_s) >= 0.0);
+            }
+        });
     }
     let span_s = (last - first) as f64 * c.cfg.round_s;
     for (i, b) in through.iter().enumerate() {
@@ -600,8 +548,7 @@ fn the_owning_schedule_runs_a_pair_of_nodes() {
 
 #[test]
 fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
-    let mut c = Cluster::new(8, roomy());
-    let (s, _) = c.drive(0, 1, 100);
+    let (mut c, s) = first_class_sweep(roomy());
     // A node that starts at this very round holds one full sweep (100 MB)
     // and gains 1 MB/s: after two re-checks (1 MB each) it cannot pay the
     // repair.

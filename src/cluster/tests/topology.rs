@@ -66,80 +66,71 @@ fn problem(text: &str) -> (usize, TopologyProblem) {
 
 #[test]
 fn mistakes_are_named_with_their_line() {
-    assert_eq!(problem(""), (0, TopologyProblem::NoSwitches));
-    assert_eq!(problem("# nothing\n\n"), (0, TopologyProblem::NoSwitches));
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1\nSwitchName=s1 Foo=1\n"),
-        (2, TopologyProblem::UnknownKey("Foo".into()))
-    );
-    assert_eq!(problem("Nodes=a1\n"), (1, TopologyProblem::NoSwitchName));
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1 nodes=a2\n"),
-        (1, TopologyProblem::DuplicateKey("nodes".into()))
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1\nSwitchName=s[1-2] Nodes=b1\n"),
-        (2, TopologyProblem::SwitchNameList("s[1-2]".into()))
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1 Switches=s1\n"),
-        (1, TopologyProblem::NodesAndSwitches("s0".into()))
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1\n\nSwitchName=s0 Nodes=a2\n"),
+    use TopologyProblem as P;
+    let cases = [
+        ("", (0, P::NoSwitches)),
+        ("# nothing\n\n", (0, P::NoSwitches)),
         (
-            3,
-            TopologyProblem::DuplicateSwitch {
-                name: "s0".into(),
-                first_line: 1
-            }
-        )
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a1\nSwitchName=top Switches=s[0-1]\n"),
+            "SwitchName=s0 Nodes=a1\nSwitchName=s1 Foo=1\n",
+            (2, P::UnknownKey("Foo".into())),
+        ),
+        ("Nodes=a1\n", (1, P::NoSwitchName)),
         (
-            2,
-            TopologyProblem::UnknownSwitch {
-                name: "top".into(),
-                child: "s1".into()
-            }
-        )
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=a[1-4]\nSwitchName=s1 \\\n Nodes=a[4-5]\n"),
+            "SwitchName=s0 Nodes=a1 nodes=a2\n",
+            (1, P::DuplicateKey("nodes".into())),
+        ),
         (
-            2,
-            TopologyProblem::NodeOnTwoLeaves {
-                node: "a4".into(),
-                first: "s0".into(),
-                first_line: 1,
-                second: "s1".into()
-            }
-        )
-    );
-    assert_eq!(
-        problem("SwitchName=a Switches=b\nSwitchName=b Switches=c\nSwitchName=c Switches=a\n"),
+            "SwitchName=s0 Nodes=a1\nSwitchName=s[1-2] Nodes=b1\n",
+            (2, P::SwitchNameList("s[1-2]".into())),
+        ),
         (
-            1,
-            TopologyProblem::Cycle(vec!["a".into(), "b".into(), "c".into()])
-        )
-    );
-    assert_eq!(
-        problem("SwitchName=a Switches=a\n"),
-        (1, TopologyProblem::Cycle(vec!["a".into()]))
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=\"a1\n"),
-        (1, TopologyProblem::Quote)
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes\n"),
-        (1, TopologyProblem::Syntax("Nodes".into()))
-    );
-    assert_eq!(
-        problem("SwitchName=s0 Nodes=\n"),
-        (1, TopologyProblem::Syntax("Nodes=".into()))
-    );
+            "SwitchName=s0 Nodes=a1 Switches=s1\n",
+            (1, P::NodesAndSwitches("s0".into())),
+        ),
+        (
+            "SwitchName=s0 Nodes=a1\n\nSwitchName=s0 Nodes=a2\n",
+            (
+                3,
+                P::DuplicateSwitch {
+                    name: "s0".into(),
+                    first_line: 1,
+                },
+            ),
+        ),
+        (
+            "SwitchName=s0 Nodes=a1\nSwitchName=top Switches=s[0-1]\n",
+            (
+                2,
+                P::UnknownSwitch {
+                    name: "top".into(),
+                    child: "s1".into(),
+                },
+            ),
+        ),
+        (
+            "SwitchName=s0 Nodes=a[1-4]\nSwitchName=s1 \\\n Nodes=a[4-5]\n",
+            (
+                2,
+                P::NodeOnTwoLeaves {
+                    node: "a4".into(),
+                    first: "s0".into(),
+                    first_line: 1,
+                    second: "s1".into(),
+                },
+            ),
+        ),
+        (
+            "SwitchName=a Switches=b\nSwitchName=b Switches=c\nSwitchName=c Switches=a\n",
+            (1, P::Cycle(vec!["a".into(), "b".into(), "c".into()])),
+        ),
+        ("SwitchName=a Switches=a\n", (1, P::Cycle(vec!["a".into()]))),
+        ("SwitchName=s0 Nodes=\"a1\n", (1, P::Quote)),
+        ("SwitchName=s0 Nodes\n", (1, P::Syntax("Nodes".into()))),
+        ("SwitchName=s0 Nodes=\n", (1, P::Syntax("Nodes=".into()))),
+    ];
+    for (text, want) in cases {
+        assert_eq!(problem(text), want, "{text:?}");
+    }
     match problem("SwitchName=s0\nSwitchName=s1 Nodes=a[3-1]\n") {
         (
             2,

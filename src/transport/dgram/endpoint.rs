@@ -348,8 +348,7 @@ impl<P: Phy, C: Clock> Endpoint<P, C> {
                 meta,
                 overhead_ticks,
             } => {
-                self.counters.recv_bytes += bytes as u64;
-                self.counters.recv_messages += 1;
+                self.counters.received(bytes);
                 return Some(Received {
                     peer: 0,
                     bytes,
@@ -503,8 +502,7 @@ impl<P: Phy, C: Clock> Transport for Endpoint<P, C> {
                 return Err(e);
             }
         }
-        self.counters.sent_bytes += bytes as u64;
-        self.counters.sent_messages += 1;
+        self.counters.sent(bytes);
         Ok(())
     }
 

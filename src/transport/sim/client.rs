@@ -60,8 +60,7 @@ impl Transport for SimTransport {
         };
         self.advance_to_ps(posted_ps);
         let arrival_ps = self.client_transmit(peer, posted_ps, bytes, pays_gap);
-        self.counters.sent_bytes += bytes as u64;
-        self.counters.sent_messages += 1;
+        self.counters.sent(bytes);
         self.server_receive(peer, arrival_ps, bytes, meta);
         Ok(())
     }
@@ -114,8 +113,7 @@ impl Transport for SimTransport {
         let busy_ps = self.recv_ps(pending.bytes);
         self.advance_to_ps(start_ps.saturating_add(busy_ps));
         self.inbound.swap_remove(index);
-        self.counters.recv_bytes += pending.bytes as u64;
-        self.counters.recv_messages += 1;
+        self.counters.received(pending.bytes);
         Ok(Received {
             peer: pending.peer,
             bytes: pending.bytes,

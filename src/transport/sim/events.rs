@@ -150,8 +150,7 @@ impl SimTransport {
         server.cpu_free_ps = arrival_ps.max(server.cpu_free_ps).saturating_add(recv_ps);
         server.burst_recv_ps = server.burst_recv_ps.saturating_add(recv_ps);
         server.burst_messages += 1;
-        self.server_counters.recv_bytes += bytes as u64;
-        self.server_counters.recv_messages += 1;
+        self.server_counters.received(bytes);
         if !meta.answer {
             return;
         }
@@ -168,8 +167,7 @@ impl SimTransport {
         let posted_ps = self.servers[peer].cpu_free_ps.saturating_add(post_ps);
         self.servers[peer].cpu_free_ps = posted_ps;
         let arrival_ps = self.server_transmit(peer, posted_ps, post_bytes);
-        self.server_counters.sent_bytes += bytes as u64;
-        self.server_counters.sent_messages += 1;
+        self.server_counters.sent(bytes);
         let seq = self.next_seq;
         self.next_seq += 1;
         self.inbound.push(Inbound {
