@@ -69,7 +69,7 @@ max_reps = 6
 budget_bytes_per_s = 5000000
 probe_cpu = $(( (i - 1) % CORES ))
 fanout_interval_s = $FANOUT_CFG
-recheck_interval_s = 0.0
+recheck_interval_s = 0.001
 [schedule]
 round_s = $ROUND_S
 backoff_min_s = $(( ROUND_S * 2 ))

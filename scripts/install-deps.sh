@@ -7,14 +7,26 @@ need_pkgs=()
 # libibverbs-dev, librdmacm-dev, libclang-dev: the `verbs` feature (rdma-sys
 # runs bindgen against the system rdma-core headers).
 # MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin python3; do
+# MPICH beside it (libngcoll's second ABI, tests/ngcoll/run.sh): mpich libmpich-dev
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev python3; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
+# Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)
+# at it when they are in automatic mode: record them and put Open MPI's back
+# (manual mode), so `mpicc`/`mpirun` and the `mpi` crate keep building and
+# running against Open MPI. Both MPIs are always called by their own names
+# (mpicc.openmpi, mpirun.mpich, …) by the tests.
 if ((${#need_pkgs[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
 fi
+for a in mpi mpirun; do
+    target=$(update-alternatives --list "$a" 2>/dev/null | grep -m1 openmpi || true)
+    if [ -n "$target" ]; then
+        update-alternatives --set "$a" "$target" >/dev/null
+    fi
+done
 
 if ! command -v cargo >/dev/null 2>&1; then
     for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do

@@ -13,11 +13,23 @@
 //!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
 //!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
 //! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
-//!   (format 1 of 5.0; the only one of 4.1), for bcast (collective id 7),
-//!   allreduce (2) and barrier (6), one block per communicator size; our
-//!   choices mapped onto coll/tuned's algorithm numbers.
+//!   (format 1 of 5.0; the only one of 4.1), for allgather (collective id
+//!   0), allreduce (2), alltoall (3), barrier (6), bcast (7) and reduce
+//!   (11), one block per communicator size; our choices mapped onto
+//!   coll/tuned's algorithm numbers.
 //! - `mpich-json`: an MPICH collective-selection tree
-//!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`).
+//!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`) for the same six
+//!   collectives. MPICH 4.0 replaces its whole built-in tree with the file
+//!   and asserts when a collective has no entry, so a program that calls
+//!   any other collective cannot use it.
+//!
+//! Both rule exports make the choice libngcoll makes
+//! (`netgauge::select::choose`): one of our algorithms only where it is
+//! predicted faster than the library's own choice by more than `--margin`
+//! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
+//! fixed decision) in the Open MPI file, MPICH's default algorithm in the
+//! JSON (the file has to name one). Only algorithms the library has are
+//! candidates (MPICH has no plain chain broadcast nor a tree barrier).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -35,9 +47,12 @@ fn bad(s: String) -> OpsError {
 }
 
 /// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
+pub const OMPI_ALLGATHER: u32 = 0;
 pub const OMPI_ALLREDUCE: u32 = 2;
+pub const OMPI_ALLTOALL: u32 = 3;
 pub const OMPI_BARRIER: u32 = 6;
 pub const OMPI_BCAST: u32 = 7;
+pub const OMPI_REDUCE: u32 = 11;
 /// Number of COLLTYPEs (COLLCOUNT) in Open MPI 4.1: the reader rejects a
 /// collective id at or above it.
 pub const OMPI_COLLCOUNT: u32 = 22;
@@ -56,6 +71,12 @@ pub mod ompi_alg {
     pub const ALLREDUCE_RABENSEIFNER: u32 = 6;
     pub const BARRIER_BRUCK: u32 = 4;
     pub const BARRIER_TREE: u32 = 6;
+    pub const REDUCE_BINOMIAL: u32 = 5;
+    pub const REDUCE_RABENSEIFNER: u32 = 7;
+    pub const ALLGATHER_RECURSIVE_DOUBLING: u32 = 3;
+    pub const ALLGATHER_RING: u32 = 4;
+    pub const ALLTOALL_LINEAR: u32 = 1;
+    pub const ALLTOALL_PAIRWISE: u32 = 2;
 }
 
 /// (Open MPI algorithm, fan-in/out, segment size) for one of our choices.
@@ -73,6 +94,12 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
         // Bruck's barrier is the dissemination barrier.
         Some(Algorithm::BarrierDissemination) => (BARRIER_BRUCK, 0, 0),
         Some(Algorithm::BarrierTree) => (BARRIER_TREE, 0, 0),
+        Some(Algorithm::ReduceBinomial) => (REDUCE_BINOMIAL, 0, 0),
+        Some(Algorithm::ReduceRabenseifner) => (REDUCE_RABENSEIFNER, 0, 0),
+        Some(Algorithm::AllgatherRecursiveDoubling) => (ALLGATHER_RECURSIVE_DOUBLING, 0, 0),
+        Some(Algorithm::AllgatherRing) => (ALLGATHER_RING, 0, 0),
+        Some(Algorithm::AlltoallLinear) => (ALLTOALL_LINEAR, 0, 0),
+        Some(Algorithm::AlltoallPairwise) => (ALLTOALL_PAIRWISE, 0, 0),
         None => (0, 0, 0),
     }
 }
@@ -95,6 +122,12 @@ pub fn mpich_name(a: Algorithm) -> &'static str {
         Algorithm::BarrierDissemination | Algorithm::BarrierTree => {
             "MPIR_Barrier_intra_dissemination"
         }
+        Algorithm::ReduceBinomial => "MPIR_Reduce_intra_binomial",
+        Algorithm::ReduceRabenseifner => "MPIR_Reduce_intra_reduce_scatter_gather",
+        Algorithm::AllgatherRecursiveDoubling => "MPIR_Allgather_intra_recursive_doubling",
+        Algorithm::AllgatherRing => "MPIR_Allgather_intra_ring",
+        Algorithm::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
+        Algorithm::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
     }
 }
 
@@ -176,19 +209,62 @@ pub fn size_grid(max_bytes: u64, s_bytes: Option<u64>) -> Vec<u64> {
     v
 }
 
-/// Our choice over the size grid as (first size, choice) runs.
+/// The scheduler time slice the MPICH export assumes for its spinning
+/// waits (the kernel's is not known where the export runs), ns.
+const SPIN_SLICE_NS: f64 = 3e6;
+
+/// How the rule exports decide.
+#[derive(Clone, Copy, Debug)]
+pub struct RuleOptions {
+    pub select: SelectOptions,
+    /// See [`ExportArgs::margin`].
+    pub margin: f64,
+    /// The parameters are of ranks on one node (an MPI probe's entry)
+    /// rather than between nodes.
+    pub one_node: bool,
+}
+
+/// The choice over the size grid as (first size, choice) runs: our
+/// algorithm, or None for the library's own (see the module
+/// documentation). `ours`: the algorithms the target library can run.
 pub fn choice_runs<N: Network + ?Sized>(
     net: &N,
+    lib: select::Library,
     coll: Collective,
     ranks: usize,
     grid: &[u64],
-    opts: &SelectOptions,
-) -> Result<Vec<(u64, select::Choice)>> {
-    let mut runs: Vec<(u64, select::Choice)> = Vec::new();
+    ours: &[Algorithm],
+    opts: &RuleOptions,
+) -> Result<Vec<(u64, Option<select::Choice>)>> {
+    let view = select::ViewOptions {
+        gamma_ns_per_byte: opts.select.gamma_ns_per_byte,
+        cores: opts.select.cores,
+        spin_slice_ns: SPIN_SLICE_NS,
+    };
+    let mut runs: Vec<(u64, Option<select::Choice>)> = Vec::new();
     for &m in grid {
-        let c = select::select(net, coll, ranks, m, opts)?;
-        let same = runs.last().is_some_and(|(_, prev)| {
-            prev.algorithm == c.algorithm && prev.segment_bytes == c.segment_bytes
+        let d = select::choose(
+            net,
+            lib,
+            coll,
+            ranks,
+            m,
+            opts.one_node,
+            ours,
+            &view,
+            opts.margin,
+        )
+        .map_err(|e| bad(e.to_string()))?;
+        let c = d.ours.map(|o| select::Choice {
+            algorithm: o.algorithm as u32,
+            reserved: 0,
+            predicted_ns: o.view.back_to_back_ns,
+            segment_bytes: o.segment_bytes,
+        });
+        let same = runs.last().is_some_and(|(_, prev)| match (prev, &c) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.algorithm == b.algorithm && a.segment_bytes == b.segment_bytes,
+            _ => false,
         });
         if !same {
             runs.push((m, c));
@@ -198,6 +274,65 @@ pub fn choice_runs<N: Network + ?Sized>(
         }
     }
     Ok(runs)
+}
+
+/// The algorithms of ours a library can be told to run.
+fn exportable(lib: select::Library, ranks: usize) -> Vec<Algorithm> {
+    Algorithm::ALL
+        .into_iter()
+        .filter(|a| match lib {
+            select::Library::OpenMpi41 => true,
+            select::Library::Mpich40 => {
+                !matches!(a, Algorithm::BcastChain | Algorithm::BarrierTree)
+            }
+        })
+        .filter(|a| {
+            ranks.is_power_of_two()
+                || !matches!(
+                    a,
+                    Algorithm::AllgatherRecursiveDoubling | Algorithm::BcastScatterRdAllgather
+                )
+        })
+        .collect()
+}
+
+/// The rules file's message size of a grid size: allgather and alltoall
+/// rules are looked up by the whole exchange, block × communicator size
+/// (coll_tuned_decision_dynamic.c), the others by the message.
+fn rule_bytes(coll: Collective, m: u64, p: u32) -> u64 {
+    match coll {
+        Collective::Allgather | Collective::Alltoall => m.saturating_mul(u64::from(p)),
+        _ => m,
+    }
+}
+
+/// MPICH's default MPIR algorithm at (coll, ranks, m): what its built-in
+/// tree picks (`select::Library::schedule` between nodes), by name.
+fn mpich_default(coll: Collective, ranks: usize, m: u64) -> &'static str {
+    use select::Schedule as S;
+    match select::Library::Mpich40.schedule(coll, ranks, m, false) {
+        S::BcastScatterRd => "MPIR_Bcast_intra_scatter_recursive_doubling_allgather",
+        S::BcastScatterRing => "MPIR_Bcast_intra_scatter_ring_allgather",
+        S::ReduceRabenseifner => "MPIR_Reduce_intra_reduce_scatter_gather",
+        S::ReduceBinomial => "MPIR_Reduce_intra_binomial",
+        S::AllreduceRabenseifner => "MPIR_Allreduce_intra_reduce_scatter_allgather",
+        S::AllreduceRecursiveDoubling => "MPIR_Allreduce_intra_recursive_doubling",
+        S::AllgatherRecursiveDoubling => "MPIR_Allgather_intra_recursive_doubling",
+        S::AllgatherBruck => "MPIR_Allgather_intra_brucks",
+        S::AllgatherRing => "MPIR_Allgather_intra_ring",
+        S::AlltoallBruck => "MPIR_Alltoall_intra_brucks",
+        S::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
+        S::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
+        S::BarrierDissemination => "MPIR_Barrier_intra_dissemination",
+        _ => match coll {
+            Collective::Bcast => "MPIR_Bcast_intra_binomial",
+            Collective::Reduce => "MPIR_Reduce_intra_binomial",
+            Collective::Allreduce => "MPIR_Allreduce_intra_recursive_doubling",
+            Collective::Allgather => "MPIR_Allgather_intra_ring",
+            Collective::Alltoall => "MPIR_Alltoall_intra_pairwise",
+            Collective::Barrier => "MPIR_Barrier_intra_dissemination",
+        },
+    }
 }
 
 /// The all-ranks exchange ranges measured for one communicator size (see
@@ -223,23 +358,28 @@ pub fn ompi_rules(
     exchanges: &Exchanges,
     comm_sizes: &[u32],
     max_bytes: u64,
-    opts: &SelectOptions,
+    opts: &RuleOptions,
 ) -> Result<OmpiRules> {
     let s_bytes = net.at(max_bytes)?.S_bytes;
     let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
+    let lib = select::Library::OpenMpi41;
     let mut rules = OmpiRules::default();
     for (coll, id) in [
+        (Collective::Allgather, OMPI_ALLGATHER),
         (Collective::Allreduce, OMPI_ALLREDUCE),
+        (Collective::Alltoall, OMPI_ALLTOALL),
         (Collective::Barrier, OMPI_BARRIER),
         (Collective::Bcast, OMPI_BCAST),
+        (Collective::Reduce, OMPI_REDUCE),
     ] {
         let mut comms = Vec::new();
         for &p in comm_sizes {
             let n = network_for(net, exchanges, p);
-            let runs = choice_runs(&n, coll, p as usize, &grid, opts)?;
+            let ours = exportable(lib, p as usize);
+            let runs = choice_runs(&n, lib, coll, p as usize, &grid, &ours, opts)?;
             let mut msgs: Vec<OmpiMsgRule> = Vec::new();
             for (m, c) in runs {
-                let (alg, faninout, segsize) = ompi_mapping(&c);
+                let (alg, faninout, segsize) = c.as_ref().map_or((0, 0, 0), ompi_mapping);
                 // Adjacent choices may map onto the same Open MPI rule.
                 if msgs
                     .last()
@@ -248,7 +388,11 @@ pub fn ompi_rules(
                     continue;
                 }
                 msgs.push(OmpiMsgRule {
-                    msg_bytes: if msgs.is_empty() { 0 } else { m },
+                    msg_bytes: if msgs.is_empty() {
+                        0
+                    } else {
+                        rule_bytes(coll, m, p)
+                    },
                     alg,
                     faninout,
                     segsize,
@@ -267,50 +411,78 @@ pub fn mpich_json(
     exchanges: &Exchanges,
     comm_sizes: &[u32],
     max_bytes: u64,
-    opts: &SelectOptions,
+    opts: &RuleOptions,
 ) -> Result<serde_json::Value> {
     use serde_json::{Map, Value};
     let s_bytes = net.at(max_bytes)?.S_bytes;
     let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
+    let lib = select::Library::Mpich40;
+    let leaf = |name: &str| {
+        let mut m = Map::new();
+        m.insert(format!("algorithm={name}"), Value::Object(Map::new()));
+        Value::Object(m)
+    };
+    let obj = |v: Value| match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
     let mut root = Map::new();
-    for coll in [
-        Collective::Bcast,
-        Collective::Allreduce,
-        Collective::Barrier,
-    ] {
+    for coll in Collective::ALL {
         let mut by_size = Map::new();
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {
             let nw = network_for(net, exchanges, p);
-            let runs = choice_runs(&nw, coll, p as usize, &grid, opts)?;
-            let leaf = |a: Algorithm| {
-                let mut m = Map::new();
-                m.insert(
-                    format!("algorithm={}", mpich_name(a)),
-                    Value::Object(Map::new()),
-                );
-                Value::Object(m)
+            let ours = exportable(lib, p as usize);
+            let runs = choice_runs(&nw, lib, coll, p as usize, &grid, &ours, opts)?;
+            let name = |m: u64, c: &Option<select::Choice>| {
+                c.as_ref()
+                    .and_then(|c| c.algorithm())
+                    .map_or_else(|| mpich_default(coll, p as usize, m), mpich_name)
             };
             let mut by_msg = Map::new();
             if coll == Collective::Barrier {
-                let a = runs[0]
-                    .1
-                    .algorithm()
-                    .unwrap_or(Algorithm::BarrierDissemination);
-                by_msg = match leaf(a) {
-                    Value::Object(m) => m,
-                    _ => Map::new(),
-                };
+                by_msg = obj(leaf(name(0, &runs[0].1)));
             } else {
+                // Allgather trees are keyed by the whole exchange, the
+                // others by one rank's message.
+                let key = if coll == Collective::Allgather {
+                    "total_msg_size"
+                } else {
+                    "avg_msg_size"
+                };
                 // Run j covers [start_j, start_{j+1} − 1]; the last is "any".
-                for (j, (_, c)) in runs.iter().enumerate() {
-                    let a = c.algorithm().unwrap_or(Algorithm::BcastBinomial);
-                    let key = match runs.get(j + 1) {
-                        Some((next, _)) => format!("avg_msg_size<={}", next - 1),
-                        None => "avg_msg_size=any".to_string(),
+                for (j, (start, c)) in runs.iter().enumerate() {
+                    let k = match runs.get(j + 1) {
+                        Some((next, _)) => format!("{key}<={}", rule_bytes(coll, *next, p) - 1),
+                        None => format!("{key}=any"),
                     };
-                    by_msg.insert(key, leaf(a));
+                    by_msg.insert(k, leaf(name(*start, c)));
                 }
+            }
+            // What the chosen algorithms cannot do stays MPICH's: in-place
+            // alltoall, non-commutative reductions.
+            match coll {
+                Collective::Alltoall => {
+                    let mut g = Map::new();
+                    g.insert(
+                        "is_sendbuf_inplace=yes".into(),
+                        leaf("MPIR_Alltoall_intra_pairwise_sendrecv_replace"),
+                    );
+                    g.insert("is_sendbuf_inplace=no".into(), Value::Object(by_msg));
+                    by_msg = g;
+                }
+                Collective::Allreduce | Collective::Reduce => {
+                    let safe = if coll == Collective::Reduce {
+                        "MPIR_Reduce_intra_binomial"
+                    } else {
+                        "MPIR_Allreduce_intra_recursive_doubling"
+                    };
+                    let mut g = Map::new();
+                    g.insert("is_commutative=no".into(), leaf(safe));
+                    g.insert("is_commutative=yes".into(), Value::Object(by_msg));
+                    by_msg = g;
+                }
+                _ => {}
             }
             let key = if i + 1 == n {
                 "comm_size=any".to_string()
@@ -319,9 +491,18 @@ pub fn mpich_json(
             };
             by_size.insert(key, Value::Object(by_msg));
         }
-        let mut intra = Map::new();
-        intra.insert("comm_type=intra".into(), Value::Object(by_size));
-        root.insert(format!("collective={}", coll.name()), Value::Object(intra));
+        let inter = match coll {
+            Collective::Bcast => "MPIR_Bcast_inter_remote_send_local_bcast",
+            Collective::Allreduce => "MPIR_Allreduce_inter_reduce_exchange_bcast",
+            Collective::Barrier => "MPIR_Barrier_inter_bcast",
+            Collective::Reduce => "MPIR_Reduce_inter_local_reduce_remote_send",
+            Collective::Allgather => "MPIR_Allgather_inter_local_gather_remote_bcast",
+            Collective::Alltoall => "MPIR_Alltoall_inter_pairwise_exchange",
+        };
+        let mut kinds = Map::new();
+        kinds.insert("comm_type=intra".into(), Value::Object(by_size));
+        kinds.insert("comm_type=inter".into(), leaf(inter));
+        root.insert(format!("collective={}", coll.name()), Value::Object(kinds));
     }
     Ok(Value::Object(root))
 }
@@ -500,6 +681,9 @@ pub struct ExportArgs {
     /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
     /// rank). The rule tables then assume this many cores per communicator.
     pub cores: usize,
+    /// ompi-rules / mpich-json: how much faster one of our choices must be
+    /// predicted to replace the library's own (see `select::choose`).
+    pub margin: f64,
     /// LogGOPSim time unit: "ns" (its defaults) or "ps" (for G below 1
     /// ns/byte).
     pub loggopsim_unit: String,
@@ -512,9 +696,19 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     if net.is_empty() {
         return Err(bad("the entry has no protocol ranges".into()));
     }
+    if !(0.0..1.0).contains(&args.margin) {
+        return Err(bad("--margin must be at least 0 and below 1".into()));
+    }
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
         cores: args.cores,
+    };
+    // An MPI probe's entry describes ranks on one node; the daemon's
+    // (udp, raw, rdma, msg) a pair of nodes.
+    let rule_opts = RuleOptions {
+        select: opts,
+        margin: args.margin,
+        one_node: entry.transport.starts_with("mpi"),
     };
     let mut sizes = args.comm_sizes.clone();
     sizes.sort_unstable();
@@ -534,7 +728,7 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
         }
         Format::Netgauge => netgauge_out(entry),
         Format::Smpi => smpi(entry),
-        Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &opts)?.render(&format!(
+        Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &rule_opts)?.render(&format!(
             "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
              use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
             entry.peer, entry.transport
@@ -545,7 +739,7 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
                 exchanges,
                 &sizes,
                 args.max_bytes,
-                &opts,
+                &rule_opts,
             )?)? + "\n"
         }
     })

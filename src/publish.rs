@@ -3,10 +3,14 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::collections::BTreeMap;
+
+use netgauge::ext::{Bandwidth, EntryExtData, Estimate, Field, Regime, Status};
 use netgauge::{flags, EntryData, RangeData};
 
+use crate::model::bandwidth::{BandwidthFit, BurstKind};
 use crate::model::exchange::ExchangeFit;
-use crate::model::LogfpFit;
+use crate::model::{Interval, LogfpFit};
 use crate::probe::ProbeResult;
 
 /// The segment holds at most this many named intervals per entry.
@@ -62,6 +66,17 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
     if r.lost_rounds > 0 {
         f |= flags::DEGRADED;
     }
+    let n_ranges = r.fit.ranges.len().min(netgauge::layout::MAX_RANGES);
+    let mut ext = EntryExtData {
+        ident: r.ident,
+        instability: r.stability.cause,
+        bandwidth: bandwidth_block(&r.bandwidth, n_ranges),
+        ..EntryExtData::default()
+    };
+    if ext.bandwidth.is_none() {
+        ext.ident.set(Field::SustainedG, Status::NotAssessed);
+        ext.ident.set(Field::BurstG, Status::NotAssessed);
+    }
     let mut e = EntryData {
         peer: peer.to_string(),
         transport: transport.to_string(),
@@ -79,12 +94,35 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         probe_bytes: r.probe_bytes,
         measured_unix_ns: unix_now_ns(),
         flags: f,
-        ext: Default::default(),
+        ext,
     };
     if let Some(l) = &r.logfp {
-        attach_logfp(&mut e, l);
+        attach_logfp(&mut e, l, &r.ci95);
     }
     e
+}
+
+/// The segment's bandwidth block of a fit, None when there is no sustained
+/// G to state (or its range is not among the published ones).
+fn bandwidth_block(b: &BandwidthFit, n_ranges: usize) -> Option<Bandwidth> {
+    if !b.sustained_G_ns_per_byte.is_finite() {
+        return None;
+    }
+    let est = |v: f64, (lo, hi): Interval| Estimate::new(v, lo, hi);
+    let range = b.range_index.filter(|&i| i < n_ranges);
+    let mut out = Bandwidth::sustained(est(b.sustained_G_ns_per_byte, b.ci95), range);
+    if let Some(burst) = &b.burst {
+        let regime = match burst.kind {
+            BurstKind::TokenBucket => Regime::TokenBucket,
+            BurstKind::Credit => Regime::Credit,
+        };
+        out = out.with_burst(
+            regime,
+            est(burst.G_ns_per_byte, burst.ci95),
+            burst.bytes.max(1),
+        );
+    }
+    Some(out)
 }
 
 /// The segment entry of an exchange sweep ([`crate::model::exchange`]),
@@ -137,8 +175,10 @@ pub fn entry_from_exchange(peer: &str, transport: &str, x: &ExchangeFit) -> Opti
     })
 }
 
-/// Attach a LogfP fit to an entry (its f, o(P), gap and measured curve).
-pub fn attach_logfp(e: &mut EntryData, fit: &LogfpFit) {
+/// Attach a LogfP fit to an entry (its f, o(P), gap and measured curve)
+/// with its verdicts (`ci95`: its `logfp.*` intervals, if any).
+pub fn attach_logfp(e: &mut EntryData, fit: &LogfpFit, ci95: &BTreeMap<String, Interval>) {
+    crate::model::ident::identify_logfp(&mut e.ext.ident, fit, ci95);
     e.f = fit.f;
     e.o_min_ns = fit.o_min_ns;
     e.o_max_ns = fit.o_max_ns;

@@ -9,15 +9,30 @@
 //! - around every suspected protocol change, sizes are bisected down to two
 //!   adjacent byte counts, so a rendezvous threshold is found exactly.
 //!
+//! - after the sizes, the smallest size is measured once more and the
+//!   measurement with the lower median round trip kept (EEL free of the
+//!   fresh path's first milliseconds), and long bursts at the largest size
+//!   show the sustained rate (`burst`).
+//!
 //! Every payload byte the probe puts on the wire is counted by the transport.
-//! Losses and the wait for an answer are the `loss` submodule's.
+//! Losses and the wait for an answer are the `loss` submodule's; what a
+//! sweep will cost before it runs is `cost`'s.
 
+mod burst;
+pub mod cost;
 mod loss;
+mod reps;
+
+pub use burst::{burst_size, MAX_BURST_BYTES};
+pub(crate) use reps::{burst_cap, rep_limits, settle_for, warmup_for};
+pub use reps::{BURST_CAP_BYTES, SIZE_PAYLOAD_BYTES, SMALL_PAYLOAD_BYTES};
 
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::model::{self, lsq, stats, FanoutSamples, SizeSamples};
+use crate::model::{
+    self, lsq, stats, BurstSamples, CpuShare, FanoutSamples, LinkTraits, SizeSamples,
+};
 use crate::pattern::fanout::fanout;
 use crate::pattern::prtt::prtt;
 use crate::transport::{PeerId, Transport, TransportError};
@@ -62,6 +77,10 @@ pub struct SweepConfig {
     /// after a burst slower than in a steady ping-pong (bench/verbs.md).
     pub settle_rounds: u32,
     pub min_reps: u32,
+    /// Least repetitions of a size above 16 KiB (at most `min_reps`; the
+    /// default is `min_reps`: fewer left the sim's jittered large-size
+    /// medians too noisy for the segmentation).
+    pub large_min_reps: u32,
     pub max_reps: u32,
     /// Stop repeating a size once the 95 % half-width of its gap and overhead
     /// estimates is below this fraction of their value (or of the round trip
@@ -73,6 +92,21 @@ pub struct SweepConfig {
     pub timeout: Duration,
     /// A probe fails after this many consecutive lost rounds.
     pub max_consecutive_losses: u32,
+    /// What the transport is: on one without a rendezvous protocol a change
+    /// is bisected only to [`BISECT_REL`] of its size (no S to find to the
+    /// byte; a shaper's bucket boundary is no protocol and costly to chase
+    /// at large sizes).
+    pub traits: LinkTraits,
+    /// Measure the sustained rate with long bursts after the sizes.
+    pub long_bursts: bool,
+    /// Measure the smallest size again after the others and keep the
+    /// measurement with the lower median round trip.
+    pub repeat_smallest: bool,
+    /// Reads the calling thread's context switches so far; the sweep reads
+    /// it around the repeated smallest size, so a driver that loses its CPU
+    /// every round trip (to its responder on the same core) is told. None:
+    /// not counted.
+    pub switches: Option<fn() -> Option<u64>>,
 }
 
 impl Default for SweepConfig {
@@ -89,11 +123,16 @@ impl Default for SweepConfig {
             session_warmup: Duration::from_millis(250),
             settle_rounds: 2,
             min_reps: 6,
+            large_min_reps: 6,
             max_reps: 40,
             rel_tol: 0.02,
             refine: true,
             timeout: Duration::from_millis(250),
             max_consecutive_losses: 4,
+            traits: LinkTraits::default(),
+            long_bursts: true,
+            repeat_smallest: true,
+            switches: None,
         }
     }
 }
@@ -111,8 +150,11 @@ impl SweepConfig {
             session_warmup: Duration::ZERO,
             settle_rounds: 0,
             min_reps: 100,
+            large_min_reps: 100,
             max_reps: 100,
             refine: false,
+            long_bursts: false,
+            repeat_smallest: false,
             ..Self::default()
         }
     }
@@ -128,13 +170,19 @@ impl SweepConfig {
                     if s >= lo {
                         sizes.push(s);
                     }
-                    s += 1024;
+                    // At u64::MAX the next size does not exist.
+                    let Some(next) = s.checked_add(1024) else {
+                        break;
+                    };
+                    s = next;
                 }
             }
             Schedule::Adaptive => {
                 let steps = f64::from(self.steps_per_octave.max(1));
                 let mut k = 0u32;
-                loop {
+                // 2^(k/steps) passes any u64 by k = 64·steps (the cast
+                // saturates, so `s > hi` alone never ends at u64::MAX).
+                while f64::from(k) <= 64.0 * steps {
                     let s = (2f64.powf(f64::from(k) / steps)).round() as u64;
                     if s > hi {
                         break;
@@ -189,10 +237,21 @@ pub struct SweepResult {
     pub samples: Vec<SizeSamples>,
     /// Rounds lost and retried.
     pub lost_rounds: u32,
+    /// The long bursts (None when the stage did not run).
+    pub bursts: Option<BurstSamples>,
+    /// The smallest size's other measurement (the one not kept).
+    pub repeat: Option<SizeSamples>,
+    /// Context switches of the driving thread over the repeated smallest
+    /// size's rounds.
+    pub cpu: Option<CpuShare>,
 }
 
 /// Least number of round trips of the session warm-up.
 pub const SESSION_WARMUP_ROUNDS: u32 = 16;
+/// The warm-up ends after this many round trips even if its time has not
+/// passed (a clock that barely advances, as a sim model without time,
+/// would otherwise keep it going for ever).
+const SESSION_WARMUP_MAX_ROUNDS: u32 = 1 << 20;
 
 /// Round trips at the largest size in the session warm-up: the first use of
 /// the whole buffer (page faults, a device's lazy set-up) is slow too.
@@ -260,7 +319,9 @@ fn warm_for<T: Transport, C: Clock>(
     let span = clock.from_ns(cfg.session_warmup.as_nanos() as f64);
     let start = clock.now();
     let mut rounds = 0u32;
-    while rounds < SESSION_WARMUP_ROUNDS || clock.now().wrapping_sub(start) < span {
+    while rounds < SESSION_WARMUP_ROUNDS
+        || (clock.now().wrapping_sub(start) < span && rounds < SESSION_WARMUP_MAX_ROUNDS)
+    {
         match round(transport) {
             Ok(()) => {
                 guard.on_success();
@@ -290,7 +351,7 @@ fn measure_size<T: Transport, C: Clock>(
         });
     }
     let s = size_bytes as usize;
-    let warm_n = cfg.n.max(2);
+    let (warmup, warm_n) = warmup_for(cfg, size_bytes);
     let t = cfg.timeout;
     let cap = cfg.max_reps.max(cfg.min_reps).max(1) as usize;
     let mut out = SizeSamples {
@@ -308,7 +369,7 @@ fn measure_size<T: Transport, C: Clock>(
     let mut warm_prtt1_ns = f64::NAN;
     let mut warm_gap_ns = 0.0f64;
     let mut warmed = 0;
-    while warmed < cfg.warmup {
+    while warmed < warmup {
         let one = round(transport, clock, peer, 1, 0, s, t, guard);
         let many =
             one.and_then(|a| round(transport, clock, peer, warm_n, 0, s, t, guard).map(|b| (a, b)));
@@ -324,25 +385,22 @@ fn measure_size<T: Transport, C: Clock>(
     }
     let n = if cfg.n_max > cfg.n_min && warmed > 0 && warm_gap_ns > 0.0 {
         let want = 1.0 + (2.0 * warm_prtt1_ns / warm_gap_ns).ceil();
-        (want.min(f64::from(cfg.n_max)) as u32)
+        (want.min(f64::from(burst_cap(cfg, size_bytes))) as u32)
             .max(cfg.n_min)
             .max(2)
     } else {
         warm_n
     };
     out.n = n;
-    // Large sizes get no more repetitions than keep their payload at that of
-    // `max_reps` at BYTE_BUDGET_SIZE: the fit of G draws on every size of a
-    // range, so a large size need not be known alone as well as a small one.
-    let budget = (f64::from(cfg.max_reps) * BYTE_BUDGET_SIZE as f64 / size_bytes as f64).floor();
-    let max_reps = (budget.min(f64::from(cfg.max_reps)) as u32).max(cfg.min_reps);
+    let (min_reps, max_reps) = rep_limits(cfg, size_bytes, n);
+    let settle_rounds = settle_for(cfg, size_bytes);
 
     let mut d_ns = f64::NAN;
     loop {
         // Settle: the previous repetition's bursts may still occupy the
         // path (a software device completes them lazily); the single
         // message is timed on a path that has just carried a ping-pong.
-        for _ in 0..cfg.settle_rounds {
+        for _ in 0..settle_rounds {
             if let Err(e) = round(transport, clock, peer, 1, 0, s, t, guard) {
                 guard.on_error(transport, e, size_bytes, t)?;
             }
@@ -393,19 +451,11 @@ fn measure_size<T: Transport, C: Clock>(
         // round trip must be known better than the gaps (cheap: tiny payload).
         let eel_ok = size_bytes != cfg.min_size_bytes
             || stats::rel_halfwidth(&out.prtt1_ns) <= cfg.rel_tol / 4.0;
-        let max_reps = if size_bytes == cfg.min_size_bytes {
-            cfg.max_reps
-        } else {
-            max_reps
-        };
-        if reps >= max_reps || (reps >= cfg.min_reps && eel_ok && converged(&out, cfg.rel_tol)) {
+        if reps >= max_reps || (reps >= min_reps && eel_ok && converged(&out, cfg.rel_tol)) {
             return Ok(out);
         }
     }
 }
-
-/// See the repetition budget in [`measure_size`].
-const BYTE_BUDGET_SIZE: u64 = 16 * 1024;
 
 /// Are the gap and overhead estimates of this size known to `rel_tol`?
 fn converged(s: &SizeSamples, rel_tol: f64) -> bool {
@@ -454,11 +504,65 @@ pub fn sweep<T: Transport, C: Clock>(
         )?;
     }
     samples.sort_by_key(|s| s.size_bytes);
+    let (repeat, cpu) = if cfg.repeat_smallest && !samples.is_empty() {
+        progress.sizes(samples.len(), samples.len() + 1, samples[0].size_bytes);
+        repeat_smallest(transport, clock, peer, cfg, &mut guard, &mut samples)?
+    } else {
+        (None, None)
+    };
+    let bursts = if cfg.long_bursts {
+        progress.sizes(samples.len(), samples.len() + 1, cfg.max_size_bytes);
+        Some(burst::long_bursts(transport, clock, peer, cfg, &mut guard)?)
+    } else {
+        None
+    };
     progress.sizes(samples.len(), samples.len(), cfg.max_size_bytes);
     Ok(SweepResult {
         samples,
         lost_rounds: guard.lost_rounds(),
+        bursts,
+        repeat,
+        cpu,
     })
+}
+
+/// Measure the smallest size (`samples[0]`) again; keep whichever
+/// measurement has the lower median round trip there and return the other,
+/// with the driving thread's context switches over the new rounds.
+///
+/// The smallest size is measured first, right after the session warm-up,
+/// and carries EEL: a path that is still slow for its first milliseconds
+/// (a software RDMA device's first round trips are the usual case)
+/// inflates it, and interference only ever adds time. Measured again at
+/// the end, on a path that has carried the whole sweep, the lower of the
+/// two is the one without such effects; the two disagreeing beyond their
+/// intervals is itself a finding (the model's stability verdict).
+fn repeat_smallest<T: Transport, C: Clock>(
+    transport: &mut T,
+    clock: &C,
+    peer: PeerId,
+    cfg: &SweepConfig,
+    guard: &mut LossGuard,
+    samples: &mut [SizeSamples],
+) -> Result<(Option<SizeSamples>, Option<CpuShare>), SweepError> {
+    let size = samples[0].size_bytes;
+    let before = cfg.switches.and_then(|f| f());
+    let again = measure_size(transport, clock, peer, size, cfg, guard)?;
+    let after = cfg.switches.and_then(|f| f());
+    let round_trips = again.rounds() * (3 + settle_for(cfg, size)) + 2 * warmup_for(cfg, size).0;
+    let cpu = match (before, after) {
+        (Some(b), Some(a)) => Some(CpuShare {
+            round_trips,
+            switches: a.saturating_sub(b),
+        }),
+        _ => None,
+    };
+    let old = std::mem::replace(&mut samples[0], again);
+    if stats::median(&old.prtt1_ns) < stats::median(&samples[0].prtt1_ns) {
+        let newer = std::mem::replace(&mut samples[0], old);
+        return Ok((Some(newer), cpu));
+    }
+    Ok((Some(old), cpu))
 }
 
 /// The order the initial sizes (indices into the ascending grid) are
@@ -511,6 +615,12 @@ pub fn measure_sizes<T: Transport, C: Clock>(
 /// `MAX_BISECTIONS` extra sizes.
 const MAX_REFINED_CHANGES: usize = 6;
 const MAX_BISECTIONS: usize = 24;
+/// On a transport without a rendezvous protocol a change is bisected until
+/// the two sizes it lies between are within this fraction of each other:
+/// such a change is a bend of the gap (a copy that leaves the cache, a
+/// shaper's bucket), not a protocol whose threshold is a byte count, and
+/// locating it to the byte costs many large sizes (bench/shaper.md).
+pub const BISECT_REL: f64 = 1.0 / 16.0;
 
 /// Bisect every suspected protocol change down to two adjacent sizes.
 fn refine<T: Transport, C: Clock>(
@@ -524,7 +634,7 @@ fn refine<T: Transport, C: Clock>(
 ) -> Result<(), SweepError> {
     // Only the changes the fit actually uses are refined: a detector's
     // false alarm that the chosen segmentation rejected costs nothing.
-    let fit = model::fit::fit_loggp(samples);
+    let fit = model::fit::fit_loggp_with(samples, &cfg.traits);
     let points = fit.points.clone();
     let changes: Vec<usize> = fit
         .ranges
@@ -543,8 +653,9 @@ fn refine<T: Transport, C: Clock>(
         let left = side_line(&points[..c]);
         let right = side_line(&points[c..]);
         let (mut a, mut b) = (points[c - 1].size_bytes, points[c].size_bytes);
+        let to_the_byte = cfg.traits.rendezvous;
         for _ in 0..MAX_BISECTIONS {
-            if b - a <= 1 {
+            if b - a <= 1 || (!to_the_byte && (b - a) as f64 <= BISECT_REL * a as f64) {
                 break;
             }
             let m = a + (b - a) / 2;
@@ -559,9 +670,11 @@ fn refine<T: Transport, C: Clock>(
             }
             samples.push(sm);
         }
-        // Both sizes that now bound the change.
-        confirm(transport, clock, peer, cfg, guard, samples, a)?;
-        confirm(transport, clock, peer, cfg, guard, samples, b)?;
+        // Both sizes that now bound the change (a threshold to the byte).
+        if to_the_byte {
+            confirm(transport, clock, peer, cfg, guard, samples, a)?;
+            confirm(transport, clock, peer, cfg, guard, samples, b)?;
+        }
     }
     Ok(())
 }

@@ -17,6 +17,15 @@ mod common;
 use common::NGCTL;
 
 const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
+/// The cluster key of every test (random bytes, in hex).
+const KEY_HEX: &str = "8f1dc2075ea933f061bb029c47d8157ae428906bcf1153a63ef7840d69b225c8";
+
+fn key_bytes() -> Vec<u8> {
+    (0..KEY_HEX.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&KEY_HEX[i..i + 2], 16).unwrap())
+        .collect()
+}
 
 /// The namespaces of one test: they share a pid-based prefix and are
 /// deleted on drop. Host i has address 10.<net>.0.(i+1).
@@ -108,7 +117,7 @@ impl Net {
                 ]);
             }
         }
-        std::fs::write(n.dir.join("key"), "ab".repeat(32)).unwrap();
+        std::fs::write(n.dir.join("key"), KEY_HEX).unwrap();
         sh(&["chmod", "600", n.dir.join("key").to_str().unwrap()]);
         n
     }
@@ -503,8 +512,10 @@ fn fuzz_sender() {
     // Forged: a client with the wrong cluster key; unauthenticated: the
     // right key but a node name the daemon does not know. Both refused.
     use netgauged::control::{ClusterKey, ConnConfig, Connection};
-    let wrong = ClusterKey::from_bytes(&[0x5a; 32]).unwrap();
-    let right = ClusterKey::from_bytes(&[0xab; 32]).unwrap(); // the key file holds "ab" × 32 in hex
+    let mut wrong = key_bytes();
+    wrong[0] ^= 1;
+    let wrong = ClusterKey::from_bytes(&wrong).unwrap();
+    let right = ClusterKey::from_bytes(&key_bytes()).unwrap(); // what the key file holds in hex
     for (who, key) in [("host1", wrong), ("intruder", right)] {
         let r = Connection::connect(target, "host0", &ConnConfig::new(who, key));
         assert!(r.is_err(), "{who} was let in");

@@ -50,6 +50,7 @@ fn args(format: Format) -> ExportArgs {
         max_bytes: 4 << 20,
         gamma_ns_per_byte: 0.2,
         cores: 0,
+        margin: 0.1,
         loggopsim_unit: "ns".into(),
     }
 }
@@ -164,18 +165,22 @@ fn parse_ompi(text: &str) -> Result<Vec<Rule>, String> {
 fn ompi_rules_follow_the_4_1_reader_grammar() {
     let text = export::render(&args(Format::OmpiRules), &entry(), &[]).unwrap();
     let rules = parse_ompi(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    // 3 collectives × 4 communicator sizes.
-    assert_eq!(rules.len(), 12);
+    // 6 collectives × 4 communicator sizes.
+    assert_eq!(rules.len(), 24);
+    // Algorithm 0: coll/tuned's own fixed decision.
     let valid = |coll: i64| -> &'static [i64] {
         match coll {
-            7 => &[2, 3, 6, 8, 9],
-            2 => &[3, 4, 6],
-            6 => &[4, 6],
+            7 => &[0, 2, 3, 6, 8, 9],
+            2 => &[0, 3, 4, 6],
+            6 => &[0, 4, 6],
+            11 => &[0, 5, 7],
+            0 => &[0, 3, 4],
+            3 => &[0, 1, 2],
             _ => &[],
         }
     };
     for r in &rules {
-        assert!([2, 6, 7].contains(&r.coll));
+        assert!([0, 2, 3, 6, 7, 11].contains(&r.coll));
         assert!([2, 4, 8, 64].contains(&r.comm_size));
         // Thresholds strictly increase (the reader takes the last rule whose
         // size is ≤ the message).
@@ -188,16 +193,45 @@ fn ompi_rules_follow_the_4_1_reader_grammar() {
                 assert_eq!(m.2, 1, "pipeline is a chain of fan-out 1");
                 assert!(m.3 > 0, "pipeline needs a segment size");
             }
+            if m.1 == 0 {
+                assert_eq!((m.2, m.3), (0, 0), "{r:?}");
+            }
         }
     }
-    // Small broadcasts use the binomial tree, large ones a bandwidth-bound
-    // algorithm.
-    let b64 = rules
+}
+
+#[test]
+fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
+    // A margin nothing can beat: every rule is coll/tuned's own decision.
+    let mut a = args(Format::OmpiRules);
+    a.margin = 0.99;
+    let text = export::render(&a, &entry(), &[]).unwrap();
+    let rules = parse_ompi(&text).unwrap();
+    for r in &rules {
+        assert_eq!(r.msgs.len(), 1, "{r:?}");
+        assert_eq!(r.msgs[0], (0, 0, 0, 0), "{r:?}");
+    }
+    // No margin: where one of ours is predicted faster at all it is taken,
+    // somewhere (the library's unsegmented chain for large broadcasts on
+    // 4–7 ranks is beaten by a segmented one).
+    a.margin = 0.0;
+    let text = export::render(&a, &entry(), &[]).unwrap();
+    let rules = parse_ompi(&text).unwrap();
+    let b4 = rules
         .iter()
-        .find(|r| r.coll == 7 && r.comm_size == 64)
+        .find(|r| r.coll == 7 && r.comm_size == 4)
         .unwrap();
-    assert_eq!(b64.msgs[0].1, 6);
-    assert_ne!(b64.msgs.last().unwrap().1, 6);
+    assert!(b4.msgs.iter().any(|m| m.1 != 0), "{b4:?}");
+    // MPICH: the whole tree names MPICH algorithms, its defaults where
+    // ours is not clearly faster.
+    let mut a = args(Format::MpichJson);
+    a.margin = 0.99;
+    let text = export::render(&a, &entry(), &[]).unwrap();
+    assert!(text.contains("MPIR_Bcast_intra_binomial"), "{text}");
+    assert!(
+        text.contains("MPIR_Allreduce_intra_recursive_doubling"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -213,31 +247,72 @@ fn mpich_json_is_a_selection_tree() {
     let text = export::render(&args(Format::MpichJson), &entry(), &[]).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let root = v.as_object().unwrap();
+    // A leaf: exactly one "algorithm=MPIR_…" key with an empty object.
+    fn leaf(v: &serde_json::Value) {
+        let o = v.as_object().unwrap();
+        assert_eq!(o.len(), 1, "{v}");
+        let (alg, params) = o.iter().next().unwrap();
+        assert!(alg.starts_with("algorithm=MPIR_"), "{alg}");
+        assert!(params.as_object().unwrap().is_empty());
+    }
+    // The message-size level: "<key><=N" / "<key>=any", each a leaf.
+    fn by_msg(v: &serde_json::Value) {
+        let o = v.as_object().unwrap();
+        if o.keys().any(|k| k.starts_with("algorithm=")) {
+            return leaf(v);
+        }
+        let mut bounds = Vec::new();
+        for (k, sub) in o {
+            let k = k
+                .strip_prefix("avg_msg_size")
+                .or_else(|| k.strip_prefix("total_msg_size"))
+                .unwrap_or_else(|| panic!("{k}"));
+            assert!(k == "=any" || k["<=".len()..].parse::<u64>().is_ok(), "{k}");
+            bounds.push(
+                k.strip_prefix("<=")
+                    .map_or(u64::MAX, |n| n.parse().unwrap()),
+            );
+            leaf(sub);
+        }
+        ascending(&bounds);
+    }
+    // MPICH takes the first sibling that matches: the bounds of a level
+    // must stand in the file in increasing order, "any" last.
+    fn ascending(bounds: &[u64]) {
+        assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+        assert_eq!(bounds.last(), Some(&u64::MAX), "{bounds:?}");
+    }
     for coll in [
         "collective=bcast",
         "collective=allreduce",
         "collective=barrier",
+        "collective=reduce",
+        "collective=allgather",
+        "collective=alltoall",
     ] {
+        leaf(&root[coll]["comm_type=inter"]);
         let intra = root[coll]["comm_type=intra"].as_object().unwrap();
         let keys: Vec<&String> = intra.keys().collect();
         assert_eq!(keys.last().unwrap().as_str(), "comm_size=any");
+        let sizes: Vec<u64> = keys
+            .iter()
+            .map(|k| {
+                k.strip_prefix("comm_size<=")
+                    .map_or(u64::MAX, |n| n.parse().unwrap())
+            })
+            .collect();
+        ascending(&sizes);
         for (k, sub) in intra {
             assert!(k == "comm_size=any" || k.starts_with("comm_size<="));
             let sub = sub.as_object().unwrap();
-            for (mk, leaf) in sub {
-                let alg_obj = if mk.starts_with("algorithm=") {
-                    sub.clone()
-                } else {
-                    assert!(
-                        mk == "avg_msg_size=any"
-                            || mk["avg_msg_size<=".len()..].parse::<u64>().is_ok()
-                    );
-                    leaf.as_object().unwrap().clone()
-                };
-                assert_eq!(alg_obj.len(), 1);
-                let (alg, params) = alg_obj.iter().next().unwrap();
-                assert!(alg.starts_with("algorithm=MPIR_"), "{alg}");
-                assert!(params.as_object().unwrap().is_empty());
+            // Reductions split on commutativity, alltoall on MPI_IN_PLACE.
+            let guard = ["is_commutative=", "is_sendbuf_inplace="];
+            if sub.keys().all(|k| guard.iter().any(|g| k.starts_with(g))) {
+                for v in sub.values() {
+                    by_msg(v);
+                }
+            } else {
+                by_msg(&serde_json::Value::Object(sub.clone()));
             }
         }
     }

@@ -5,7 +5,7 @@
  *   ./lookup [SEGMENT|-] [PEER] [TRANSPORT] [BYTES]
  *
  * SEGMENT "-" (or absent) means the default ($NETGAUGE_SEGMENT or
- * /dev/shm/netgauged). A peer without an entry of its own is answered from
+ * /run/netgauged/segment). A peer without an entry of its own is answered from
  * its coverage class (ABI 1.1), and the statuses say whether the values
  * used are identified.
  */

@@ -2,8 +2,9 @@
  * netgauge.h — read the LogGP / LogGPS / LogfP parameters that netgauged
  * publishes in shared memory (C11).
  *
- * The daemon keeps one segment file (default /dev/shm/netgauged). ng_open()
- * opens and maps it once (open, fstat, mmap, close); after that every lookup
+ * The daemon keeps one segment file (default /run/netgauged/segment, in a
+ * directory only the daemon may write). ng_open() opens and maps it once
+ * (open, fstat, pread, mmap, close); after that every lookup
  * is a handful of atomic loads: no system call, no lock, no allocation,
  * safe to call from any number of threads and processes while the daemon
  * rewrites the segment. All lookups live in the library (libnetgauge.so /
@@ -67,8 +68,13 @@ extern "C" {
 #define NG_ABI_MINOR 1
 
 /** Default segment path; overridden by $NETGAUGE_SEGMENT when ng_open(NULL). */
-#define NG_DEFAULT_PATH "/dev/shm/netgauged"
+#define NG_DEFAULT_PATH "/run/netgauged/segment"
 #define NG_PATH_ENV "NETGAUGE_SEGMENT"
+/**
+ * Owners ng_open trusts besides root, the "netgauged" user and the caller:
+ * a user name or uid, or "any" (tests, unprivileged set-ups).
+ */
+#define NG_OWNER_ENV "NETGAUGE_SEGMENT_OWNER"
 /** Default heartbeat threshold: 5 s (the daemon beats every second). */
 #define NG_DEFAULT_STALE_AFTER_NS 5000000000ULL
 /** Snapshot attempts before -EAGAIN. */
@@ -177,9 +183,15 @@ NG_STATIC_ASSERT(sizeof(ng_info) == 248, "ng_info ABI");
 /**
  * Opens and maps the segment at path (NULL: $NETGAUGE_SEGMENT if set, else
  * NG_DEFAULT_PATH) and validates its header (magic, ABI major, sizes,
- * capability bits). Returns NULL and sets errno on failure: the open(2)
- * error (ENOENT, EACCES, ...) or EINVAL for a file that is not a valid
- * segment. The only function that makes system calls, with ng_close.
+ * capability bits) before mapping it. Never follows a symbolic link at the
+ * last component and never blocks (a FIFO or device is refused at once).
+ * The file must be a regular file owned by root, the "netgauged" user, the
+ * caller or an owner $NETGAUGE_SEGMENT_OWNER names, and writable by its
+ * owner only. Returns NULL and sets errno on failure: the open(2) error
+ * (ENOENT, EACCES, ...), ELOOP for a symbolic link, EPERM for an untrusted
+ * owner or a file others may write, or EINVAL for anything that is not a
+ * regular file holding a valid segment. The only function that makes
+ * system calls, with ng_close.
  */
 ng_reader *ng_open(const char *path);
 

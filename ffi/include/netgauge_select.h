@@ -1,5 +1,5 @@
 /* netgauge_select.h: model-based choice of MPI collective algorithms from
- * the parameters netgauged publishes (LogGP(S), LogfP). See ffi/src/select.rs
+ * the parameters netgauged publishes (LogGP(S), LogfP). See ffi/src/select/
  * for the cost formulas. Link with -lnetgauge. */
 #ifndef NETGAUGE_SELECT_H
 #define NETGAUGE_SELECT_H
@@ -16,6 +16,9 @@ extern "C" {
 #define NG_COLL_BCAST 0u
 #define NG_COLL_ALLREDUCE 1u
 #define NG_COLL_BARRIER 2u
+#define NG_COLL_REDUCE 3u
+#define NG_COLL_ALLGATHER 4u /* msg_bytes: the block of one rank */
+#define NG_COLL_ALLTOALL 5u  /* msg_bytes: the block one rank sends each rank */
 
 /* Algorithms. */
 #define NG_ALG_BCAST_BINOMIAL 0u
@@ -27,6 +30,12 @@ extern "C" {
 #define NG_ALG_ALLREDUCE_RING 12u
 #define NG_ALG_BARRIER_DISSEMINATION 20u
 #define NG_ALG_BARRIER_TREE 21u
+#define NG_ALG_REDUCE_BINOMIAL 30u
+#define NG_ALG_REDUCE_RABENSEIFNER 31u /* reduce-scatter + binomial gather */
+#define NG_ALG_ALLGATHER_RECURSIVE_DOUBLING 40u
+#define NG_ALG_ALLGATHER_RING 41u
+#define NG_ALG_ALLTOALL_PAIRWISE 50u
+#define NG_ALG_ALLTOALL_LINEAR 51u
 
 /* Default cost of combining one byte in a reduction, ns. */
 #define NG_DEFAULT_GAMMA_NS_PER_BYTE 0.2
@@ -40,11 +49,14 @@ typedef struct ng_choice {
 
 /* Predict every candidate of `collective` for `ranks` processes and
  * `msg_bytes` bytes, from `n_ranges` parameter sets (one per protocol range,
- * or a single ng_lookup result). `best` gets the fastest; `all` (capacity
+ * or a single ng_lookup result), for one call every rank enters at once
+ * (until the last rank returns). `best` gets the fastest; `all` (capacity
  * `all_cap`) every candidate, `*n_all` their number (up to 4). Pointers may
  * be NULL. A negative or NaN gamma selects the default. Returns 0, or
  * -EINVAL (bad collective, ranks == 0, no ranges). No allocation, no system
- * call. */
+ * call. (What a caller sees besides — each rank's own return, calls back to
+ * back — and the comparison with the MPI library's own choice are priced
+ * by the Rust API, netgauge::select::choose, which libngcoll uses.) */
 int ng_select(const ng_params *ranges, size_t n_ranges, uint32_t collective,
               uint32_t ranks, uint64_t msg_bytes, double gamma_ns_per_byte,
               ng_choice *best, ng_choice *all, size_t all_cap, size_t *n_all);

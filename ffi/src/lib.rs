@@ -17,6 +17,7 @@
 
 pub mod capi;
 pub mod ext;
+pub mod files;
 pub mod layout;
 pub mod reader;
 pub mod select;

@@ -42,18 +42,19 @@
 //! CLOCK_REALTIME_COARSE, which glibc reads from the vDSO data page: no
 //! system call and no TSC read.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 
 use crate::ext::{EntryExt, ParamsStatus, TransportExt};
+use crate::files::{self, Owners};
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
 use crate::view::{self, Seg};
 
-/// The default segment path.
-pub const DEFAULT_PATH: &str = "/dev/shm/netgauged";
+/// The default segment path: in the daemon's runtime directory (systemd
+/// `RuntimeDirectory=netgauged`), which only the daemon may write.
+pub const DEFAULT_PATH: &str = "/run/netgauged/segment";
 /// Environment variable that overrides the default path (only consulted
 /// when no path is given).
 pub const PATH_ENV: &str = "NETGAUGE_SEGMENT";
@@ -122,15 +123,46 @@ impl std::fmt::Debug for Reader {
 }
 
 impl Reader {
-    /// Opens and validates the segment at `path` (open O_RDONLY, fstat,
-    /// mmap PROT_READ; the file is closed again, the mapping stays).
+    /// Opens and validates the segment at `path`, trusting the owners of
+    /// [`Owners::from_env`] (root, the daemon's user, this user, and
+    /// `$NETGAUGE_SEGMENT_OWNER`). See [`Reader::open_with`].
     pub fn open(path: impl AsRef<Path>) -> Result<Reader, ReaderError> {
-        let file = File::open(path.as_ref())?;
-        let len = file.metadata()?.len();
-        let len = usize::try_from(len).map_err(|_| ReaderError::Invalid("file too large"))?;
-        if len < core::mem::size_of::<HeaderRaw>() {
+        Self::open_with(path, &Owners::from_env())
+    }
+
+    /// Opens and validates the segment at `path`: `open(O_RDONLY |
+    /// O_NOFOLLOW | O_NONBLOCK)` (never follows a symbolic link, never
+    /// blocks on a FIFO or device), fstat (a regular file owned by one of
+    /// `owners`, writable by its owner only, as long as the header says),
+    /// the header read with pread and checked against the file's size, and
+    /// only then `mmap(PROT_READ)` of exactly the declared size and the
+    /// full validation; the file is closed again, the mapping stays. Every
+    /// failure is an error, never a signal: the mapped length never exceeds
+    /// the file, and the writer never shrinks a segment.
+    pub fn open_with(path: impl AsRef<Path>, owners: &Owners) -> Result<Reader, ReaderError> {
+        let path = path.as_ref();
+        let (file, st) = files::open_trusted(path, owners).map_err(|e| match e {
+            files::TrustError::Io(e) => ReaderError::Io(e),
+            files::TrustError::Refused { errno, why } => ReaderError::Refused { errno, why },
+        })?;
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        let header = core::mem::size_of::<HeaderRaw>() as u64;
+        if size < header {
             return Err(ReaderError::Invalid("file shorter than the header"));
         }
+        if sys::read_u64_at(&file, 0)? != MAGIC {
+            return Err(ReaderError::Invalid("bad magic"));
+        }
+        let total = sys::read_u64_at(&file, core::mem::offset_of!(HeaderRaw, total_bytes) as u64)?;
+        if total < header {
+            return Err(ReaderError::Invalid(
+                "declared size shorter than the header",
+            ));
+        }
+        if total > size {
+            return Err(ReaderError::Invalid("file shorter than its declared size"));
+        }
+        let len = usize::try_from(total).map_err(|_| ReaderError::Invalid("file too large"))?;
         let map = Mapping::map(&file, len, false)?;
         let seg = Seg::new(map).map_err(ReaderError::Invalid)?;
         Ok(Reader {

@@ -1,4 +1,5 @@
-//! The few system interfaces the crate needs: mmap, clocks, randomness, flock.
+//! The few system interfaces the crate needs: mmap, pread, clocks,
+//! randomness, flock.
 
 use std::fs::File;
 use std::io;
@@ -125,6 +126,15 @@ pub(crate) fn lock_exclusive(file: &File) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The native-endian u64 at `offset` of `file`, as the writer's atomics
+/// store it (pread: no mapping yet).
+pub(crate) fn read_u64_at(file: &File, offset: u64) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 8];
+    file.read_exact_at(&mut b, offset)?;
+    Ok(u64::from_ne_bytes(b))
 }
 
 /// Sets the file's mode regardless of the umask.

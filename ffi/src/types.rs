@@ -251,6 +251,10 @@ pub enum ReaderError {
     Io(io::Error),
     /// The file is not a usable segment (the reason says which check failed).
     Invalid(&'static str),
+    /// The file is not one a reader may trust: a symbolic link, not a
+    /// regular file, an untrusted owner, writable by others (`why`; `errno`
+    /// for C: ELOOP, EINVAL or EPERM).
+    Refused { errno: i32, why: String },
 }
 
 impl ReaderError {
@@ -259,6 +263,7 @@ impl ReaderError {
         match self {
             ReaderError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
             ReaderError::Invalid(_) => libc::EINVAL,
+            ReaderError::Refused { errno, .. } => *errno,
         }
     }
 }
@@ -268,6 +273,7 @@ impl fmt::Display for ReaderError {
         match self {
             ReaderError::Io(e) => write!(f, "cannot map segment: {e}"),
             ReaderError::Invalid(why) => write!(f, "invalid segment: {why}"),
+            ReaderError::Refused { why, .. } => write!(f, "segment refused: {why}"),
         }
     }
 }
@@ -276,7 +282,7 @@ impl std::error::Error for ReaderError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ReaderError::Io(e) => Some(e),
-            ReaderError::Invalid(_) => None,
+            ReaderError::Invalid(_) | ReaderError::Refused { .. } => None,
         }
     }
 }

@@ -1,14 +1,17 @@
 //! The writer (daemon and `ngctl probe --publish`): one per segment, enforced
-//! with an advisory `flock`. See reader.rs for the latch protocol.
+//! with an advisory `flock` on a private lock file beside it. See reader.rs
+//! for the latch protocol, files.rs for how the files are opened.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 
 use crate::ext::TransportExt;
+use crate::files::{Dir, DirPolicy, Found};
 use crate::layout::*;
 use crate::sys::{self, Mapping};
 use crate::types::*;
@@ -102,6 +105,11 @@ struct Slot {
 pub struct SegmentWriter {
     seg: Seg,
     _file: File,
+    /// The single-writer lock (`<segment>.lock`, mode 0600), held for the
+    /// writer's life.
+    _lock: File,
+    /// Why an existing file at the segment's name was replaced, if one was.
+    replaced: Option<String>,
     path: PathBuf,
     entries: Vec<Slot>,
     by_key: HashMap<(String, String), usize>,
@@ -136,273 +144,11 @@ impl std::fmt::Debug for SegmentWriter {
     }
 }
 
-fn invalid_input(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg.to_string())
-}
+pub use open::lock_name;
+
+mod open;
 
 impl SegmentWriter {
-    /// Creates the segment at `path` (mode 0644, via a temporary file and
-    /// rename), or re-opens an existing compatible one (same ABI, same
-    /// capacity) in place, keeping its inode and its entries, so that
-    /// running readers keep a valid mapping. Either way a new random
-    /// generation is set and the writer holds an exclusive `flock` on the
-    /// file (a second writer gets `WouldBlock`). An existing file that is
-    /// incompatible or corrupt is replaced (readers of the old inode see the
-    /// heartbeat stop and go stale). Class and map capacities are those of
-    /// [`SegmentOptions::new`].
-    pub fn create_or_open(
-        path: impl AsRef<Path>,
-        capacity_entries: usize,
-        node_name: &str,
-        clock_desc: &str,
-    ) -> io::Result<SegmentWriter> {
-        Self::create_or_open_with(
-            path,
-            &SegmentOptions::new(capacity_entries),
-            node_name,
-            clock_desc,
-        )
-    }
-
-    /// [`SegmentWriter::create_or_open`] with explicit sizes. A segment
-    /// re-opened in place must have exactly these sizes.
-    pub fn create_or_open_with(
-        path: impl AsRef<Path>,
-        options: &SegmentOptions,
-        node_name: &str,
-        clock_desc: &str,
-    ) -> io::Result<SegmentWriter> {
-        let path = path.as_ref();
-        let layout = options.layout().ok_or_else(|| {
-            invalid_input(
-                "capacity must be 1..=65536 entries, classes 1..=1024, mapped peers 1..=8192",
-            )
-        })?;
-        if pack_name::<8>(node_name.as_bytes()).is_none() {
-            return Err(invalid_input("node name longer than 63 bytes or has NUL"));
-        }
-        if pack_name::<16>(clock_desc.as_bytes()).is_none() {
-            return Err(invalid_input(
-                "clock description longer than 127 bytes or has NUL",
-            ));
-        }
-        match OpenOptions::new().read(true).write(true).open(path) {
-            Ok(file) => {
-                sys::lock_exclusive(&file)?;
-                if let Some(w) = Self::reopen(file, path, layout, node_name, clock_desc)? {
-                    return Ok(w);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        Self::create(path, layout, node_name, clock_desc)
-    }
-
-    fn blank(
-        seg: Seg,
-        file: File,
-        path: &Path,
-        node_name: &str,
-        clock_desc: &str,
-    ) -> SegmentWriter {
-        let l = *seg.layout();
-        SegmentWriter {
-            seg,
-            _file: file,
-            path: path.to_path_buf(),
-            entries: Vec::new(),
-            by_key: HashMap::new(),
-            table: vec![0; l.hash_slots],
-            dirty: [Dirty::everything(), Dirty::everything()],
-            transports: Vec::new(),
-            classes: Vec::new(),
-            class_ids: HashMap::new(),
-            map: Vec::new(),
-            map_ids: HashMap::new(),
-            map_table: vec![0; l.ext.map_or(0, |x| x.map_slots)],
-            node_name: node_name.to_string(),
-            clock_desc: clock_desc.to_string(),
-            generation: sys::random_u64(),
-            pid: u64::from(std::process::id()),
-            seq: 0,
-        }
-    }
-
-    /// Re-opens an existing file; Ok(None) when it must be replaced.
-    fn reopen(
-        file: File,
-        path: &Path,
-        layout: Layout,
-        node_name: &str,
-        clock_desc: &str,
-    ) -> io::Result<Option<SegmentWriter>> {
-        let len = usize::try_from(file.metadata()?.len()).unwrap_or(0);
-        if len != layout.total_bytes {
-            return Ok(None);
-        }
-        let map = Mapping::map(&file, len, true)?;
-        let seg = match Seg::new(map) {
-            Ok(s) if *s.layout() == layout => s,
-            _ => return Ok(None),
-        };
-        let h = seg.header();
-        if h.abi_minor.load(Ordering::Relaxed) != ABI_MINOR {
-            return Ok(None);
-        }
-        // Read the published copy. We hold the lock: no other writer runs,
-        // so a plain read of copy[seq & 1] is consistent.
-        let seq = h.seq.load(Ordering::Acquire);
-        let c = (seq & 1) as usize;
-        let n = seg.meta(c).entry_count.load(Ordering::Relaxed);
-        if n > layout.capacity as u64 {
-            return Ok(None);
-        }
-        let mut data = Vec::with_capacity(n as usize);
-        for i in 0..n as usize {
-            let Some(e) = seg.entry(c, i) else {
-                return Ok(None);
-            };
-            match view::decode_entry(e, seg.entry_ext(c, i)) {
-                Ok(d) => data.push(d),
-                Err(_) => return Ok(None),
-            }
-        }
-        let Ok((transports, classes, map)) = read_back_ext(&seg, c) else {
-            return Ok(None);
-        };
-        let mut w = Self::blank(seg, file, path, node_name, clock_desc);
-        w.seq = seq;
-        for d in data {
-            if w.insert_slot(d).is_err() {
-                return Ok(None);
-            }
-        }
-        for (name, t) in transports {
-            if w.insert_transport(&name, &t).is_err() {
-                return Ok(None);
-            }
-        }
-        for name in classes {
-            if w.intern_class(&name).is_err() {
-                return Ok(None);
-            }
-        }
-        for (peer, class) in map {
-            if w.map_peer(&peer, class).is_err() {
-                return Ok(None);
-            }
-        }
-        // Both copies get fully rewritten: the unpublished one may hold a
-        // half-written update from a writer that died.
-        w.dirty = [Dirty::everything(), Dirty::everything()];
-        let h = w.seg.header();
-        h.generation.store(w.generation, Ordering::Relaxed);
-        h.writer_pid.store(w.pid, Ordering::Relaxed);
-        w.heartbeat();
-        w.publish();
-        Ok(Some(w))
-    }
-
-    fn create(
-        path: &Path,
-        layout: Layout,
-        node_name: &str,
-        clock_desc: &str,
-    ) -> io::Result<SegmentWriter> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .ok_or_else(|| invalid_input("segment path has no file name"))?;
-        let tmp = dir.join(format!(
-            ".{}.{}.{:x}.tmp",
-            name.to_string_lossy(),
-            std::process::id(),
-            sys::random_u64()
-        ));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        let result = (|| {
-            sys::fchmod(&file, 0o644)?;
-            sys::lock_exclusive(&file)?;
-            file.set_len(layout.total_bytes as u64)?;
-            let map = Mapping::map(&file, layout.total_bytes, true)?;
-            // Plain initialisation through atomics: the file is not visible
-            // to readers until the rename below.
-            let h = header_ptr(&map);
-            h.abi_major.store(ABI_MAJOR, Ordering::Relaxed);
-            h.abi_minor.store(ABI_MINOR, Ordering::Relaxed);
-            h.header_bytes
-                .store(layout.header_bytes as u32, Ordering::Relaxed);
-            h.meta_bytes
-                .store(layout.meta_bytes as u32, Ordering::Relaxed);
-            h.entry_bytes
-                .store(layout.entry_bytes as u32, Ordering::Relaxed);
-            h.capacity_entries
-                .store(layout.capacity as u32, Ordering::Relaxed);
-            h.hash_slots
-                .store(layout.hash_slots as u32, Ordering::Relaxed);
-            h.max_ranges.store(MAX_RANGES as u32, Ordering::Relaxed);
-            h.max_curve.store(MAX_CURVE as u32, Ordering::Relaxed);
-            h.max_ci.store(MAX_CI as u32, Ordering::Relaxed);
-            h.total_bytes
-                .store(layout.total_bytes as u64, Ordering::Relaxed);
-            h.copy_bytes
-                .store(layout.copy_bytes as u64, Ordering::Relaxed);
-            h.copy_offset[0].store(layout.copy_offset[0] as u64, Ordering::Relaxed);
-            h.copy_offset[1].store(layout.copy_offset[1] as u64, Ordering::Relaxed);
-            h.capabilities.store(CAPABILITIES, Ordering::Relaxed);
-            if let Some(x) = layout.ext {
-                let hx = header_ext_ptr(&map);
-                hx.class_capacity
-                    .store(x.class_capacity as u32, Ordering::Relaxed);
-                hx.map_capacity
-                    .store(x.map_capacity as u32, Ordering::Relaxed);
-                hx.map_slots.store(x.map_slots as u32, Ordering::Relaxed);
-                hx.transport_records
-                    .store(TRANSPORT_RECORDS as u32, Ordering::Relaxed);
-                hx.max_latency.store(MAX_LATENCY as u32, Ordering::Relaxed);
-                hx.max_k.store(MAX_K as u32, Ordering::Relaxed);
-                hx.schemes.store(SCHEMES as u32, Ordering::Relaxed);
-            }
-            h.created_unix_ns
-                .store(sys::realtime_ns(), Ordering::Relaxed);
-            h.seq.store(0, Ordering::Relaxed);
-            h.magic.store(MAGIC, Ordering::Release);
-            let seg = Seg::new(map)
-                .map_err(|e| io::Error::other(format!("fresh segment invalid: {e}")))?;
-            Ok::<Seg, io::Error>(seg)
-        })();
-        let seg = match result {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
-            }
-        };
-        let mut w = Self::blank(seg, file, path, node_name, clock_desc);
-        let h = w.seg.header();
-        h.generation.store(w.generation, Ordering::Relaxed);
-        h.writer_pid.store(w.pid, Ordering::Relaxed);
-        // Copy 0 (published as seq 0) and copy 1 both start empty with this
-        // identity.
-        w.write_copy(0);
-        w.write_copy(1);
-        w.heartbeat();
-        if let Err(e) = std::fs::rename(&tmp, path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        Ok(w)
-    }
-
     fn insert_slot(&mut self, d: EntryData) -> Result<usize, SegmentError> {
         let (fl, peer, transport) = view::check_entry(&d).map_err(SegmentError::BadEntry)?;
         let hash = key_hash(&peer, d.peer.len(), &transport, d.transport.len());

@@ -2,11 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use clap::Parser;
-use netgauged::daemon::{self, config::Config};
+use netgauged::daemon::{self, config::Config, Shutdown};
 
 #[derive(Parser)]
 #[command(
@@ -27,9 +25,15 @@ struct Cli {
     /// Override `udp_port`.
     #[arg(long)]
     udp_port: Option<u16>,
+    /// Override `runtime_dir` (segment, lock, status file).
+    #[arg(long)]
+    runtime_dir: Option<PathBuf>,
     /// Override `shm` (segment path).
     #[arg(long)]
     shm: Option<PathBuf>,
+    /// Override `state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
     /// Override `key_file`.
     #[arg(long)]
     key_file: Option<PathBuf>,
@@ -48,6 +52,10 @@ struct Cli {
     /// Override `fanout_interval_s`.
     #[arg(long)]
     fanout_interval_s: Option<f64>,
+    /// Tests of the systemd watchdog only: the publisher stalls this many
+    /// seconds after the start (no heartbeat, no watchdog ping).
+    #[arg(long, hide = true)]
+    test_stall_publisher_after_s: Option<f64>,
 }
 
 fn main() -> ExitCode {
@@ -74,26 +82,30 @@ fn main() -> ExitCode {
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = cli.$f { cfg.$f = v; } )* };
     }
+    macro_rules! set_some {
+        ($($f:ident),*) => { $( if cli.$f.is_some() { cfg.$f = cli.$f; } )* };
+    }
     set!(
-        listen,
         udp_port,
-        shm,
         key_file,
-        state_file,
         budget_bytes_per_s,
         recheck_interval_s,
         max_size_bytes,
         fanout_interval_s
     );
-    if cli.node.is_some() {
-        cfg.node = cli.node;
-    }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(sig, shutdown.clone()) {
-            tracing::error!("cannot handle signal {sig}: {e}");
-            return ExitCode::FAILURE;
-        }
+    set_some!(
+        node,
+        listen,
+        runtime_dir,
+        shm,
+        state_dir,
+        state_file,
+        test_stall_publisher_after_s
+    );
+    let shutdown = Shutdown::new();
+    if let Err(e) = daemon::spawn_signal_thread(shutdown.clone()) {
+        tracing::error!("cannot handle SIGTERM/SIGINT: {e}");
+        return ExitCode::FAILURE;
     }
     match daemon::run(cfg, shutdown) {
         Ok(()) => ExitCode::SUCCESS,

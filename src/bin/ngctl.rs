@@ -94,8 +94,7 @@ enum Cmd {
     },
     /// Answer probes (the mirror server).
     Serve(ServeFlags),
-    /// Re-fit a saved probe: the raw samples of `ngctl probe --json --raw`
-    /// through this version's estimator (LogGP(S), intervals, LogfP).
+    /// Re-fit the raw samples of a saved `ngctl probe --json --raw` with this estimator.
     Fit(FitFlags),
     /// Measure once, like Netgauge, without the daemon.
     Probe(ProbeFlags),
@@ -165,7 +164,7 @@ struct FitFlags {
     /// Write the re-fitted entry into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     /// Peer and transport names of the published entry.
@@ -191,12 +190,14 @@ struct ServeFlags {
     max_size: u64,
     #[command(flatten)]
     raw: RawArgs,
+    #[arg(long, help = "Pin the responder to a CPU (off the prober's)")]
+    cpu: Option<usize>,
 }
 
 impl ServeFlags {
     fn args(self, choice: ClockChoice) -> ServeArgs {
         let f = self;
-        options!(f => ServeArgs { listen; kind: f.transport, clock: choice, verbs: f.verbs.into(),
+        options!(f => ServeArgs { listen, cpu; kind: f.transport, clock: choice, verbs: f.verbs.into(),
             idle_exit: (f.idle_exit_s > 0).then(|| Duration::from_secs(f.idle_exit_s)),
             max_size_bytes: f.max_size, interface: f.raw.interface, raw_rx: f.raw.raw_rx })
     }
@@ -206,8 +207,7 @@ impl ServeFlags {
 struct ProbeFlags {
     #[arg(long, value_parser = kind_parser())]
     transport: Kind,
-    /// HOST:PORT of an `ngctl serve` (udp); rdma/msg: one or several,
-    /// comma-separated (for --fanout-peers).
+    /// HOST:PORT of an `ngctl serve` (udp); rdma/msg: one or several, comma-separated.
     #[arg(long)]
     peer: Option<String>,
     /// MAC of the `ngctl serve --transport raw` interface (raw).
@@ -222,9 +222,8 @@ struct ProbeFlags {
     max_size: u64,
     #[arg(long, default_value_t = 1)]
     min_size: u64,
-    /// LogfP 1:P−P:1 up to this many peers (sim: default 16; udp: 0;
-    /// rdma/msg: P queue pairs, spread round robin over the servers of
-    /// --peer, default one per server).
+    /// LogfP 1:P−P:1 up to this many peers (sim: default 16; udp: 0; rdma/msg: P queue
+    /// pairs, spread round robin over the servers of --peer, default one per server).
     #[arg(long)]
     fanout_peers: Option<usize>,
     /// Deadline of every wait for an answer, in ms.
@@ -244,7 +243,7 @@ struct ProbeFlags {
     /// Write the result into the shared-memory segment.
     #[arg(long)]
     publish: bool,
-    /// Segment path (default /dev/shm/netgauged, or $NETGAUGE_SEGMENT).
+    /// Segment path (default /run/netgauged/segment, or $NETGAUGE_SEGMENT).
     #[arg(long)]
     shm: Option<String>,
     #[command(flatten)]
@@ -252,18 +251,19 @@ struct ProbeFlags {
     /// Most repetitions per size (fewer: a quicker, rougher sweep).
     #[arg(long)]
     max_reps: Option<u32>,
-    /// Fewest repetitions per size, also for large sizes that the byte
-    /// budget would cut (more: a steadier fit where traffic is free,
-    /// e.g. MPI over shared memory).
+    /// Fewest repetitions per size, also for large sizes that the byte budget would cut
+    /// (more: a steadier fit where traffic is free, e.g. MPI over shared memory).
     #[arg(long)]
     min_reps: Option<u32>,
+    #[arg(long, help = "Pin the probe to a CPU (off the responder's)")]
+    cpu: Option<usize>,
 }
 
 impl ProbeFlags {
     fn args(self, choice: ClockChoice) -> Result<ProbeArgs> {
         let f = self;
         Ok(
-            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps;
+            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps, cpu;
             kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,
@@ -287,15 +287,15 @@ struct PredictFlags {
     peer: Option<String>,
     #[arg(long, default_value = "mpi")]
     transport: String,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Cost of combining one byte in a reduction.
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     gamma_ns_per_byte: f64,
-    /// Cores the ranks share on a node (0: at least one core per rank).
-    /// With fewer cores than ranks, steps in which more ranks move bytes
-    /// than there are cores take proportionally longer per byte.
+    /// Cores the ranks share on a node (0: at least one core per rank). With fewer cores
+    /// than ranks, steps in which more ranks move bytes than there are cores take
+    /// proportionally longer per byte.
     #[arg(long, default_value_t = 0)]
     cores: usize,
     #[arg(long)]
@@ -306,7 +306,7 @@ struct PredictFlags {
 struct ExportFlags {
     #[arg(long, value_parser = PossibleValuesParser::new(Format::ALL.map(Format::name)).try_map(|s| s.parse::<Format>()))]
     format: Format,
-    /// Segment file (default $NETGAUGE_SEGMENT or /dev/shm/netgauged).
+    /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
     shm: Option<PathBuf>,
     /// Peer of the entry (default: the first of the transport).
@@ -322,10 +322,12 @@ struct ExportFlags {
     max_bytes: u64,
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     gamma_ns_per_byte: f64,
-    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
-    /// rank). The rule tables then assume this many cores per communicator.
+    /// Cores the ranks share on a node (0: one per rank), as for `ngctl predict`.
     #[arg(long, default_value_t = 0)]
     cores: usize,
+    /// ompi-rules / mpich-json: the lead over the library's own choice ours need.
+    #[arg(long, default_value_t = 0.1)]
+    margin: f64,
     /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
     #[arg(long, default_value = "ns")]
     loggopsim_unit: String,
@@ -391,7 +393,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", report::matrix(&ops::matrix(&a)?, &f.format)?);
         }
         Cmd::Export(f) => {
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, loggopsim_unit; });
+            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
             print!("{}", export::run(&a)?);
         }
     }

@@ -18,8 +18,14 @@ use super::{ClusterKey, ControlError, Msg, RejectCounters, MAX_NODE_NAME_BYTES};
 /// Deadlines of a connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
-    /// The whole handshake (connect, both hellos).
+    /// Connecting side: the TCP connect.
+    pub connect: Duration,
+    /// The whole handshake after the connect (client hello, server hello,
+    /// client proof). The accepting side counts it from the accept.
     pub handshake: Duration,
+    /// Accepting side: the client hello's first byte must arrive within
+    /// this of the accept.
+    pub first_byte: Duration,
     /// One frame, from its first byte to its last (reading), or the whole
     /// frame (writing).
     pub frame: Duration,
@@ -31,7 +37,9 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
-            handshake: Duration::from_secs(2),
+            connect: Duration::from_secs(2),
+            handshake: Duration::from_secs(1),
+            first_byte: Duration::from_millis(200),
             frame: Duration::from_secs(2),
             max_clock_skew: None,
         }
@@ -198,14 +206,130 @@ fn count(counters: &Option<Arc<RejectCounters>>, err: ControlError) -> ControlEr
     err
 }
 
+/// The accepting side of the handshake as steps over whole frames, so the
+/// control server can run many handshakes from one thread without
+/// blocking (`server.rs`): check the client hello, write the server hello,
+/// check the client's proof. Nothing is committed to a connection before
+/// the proof: it shows the client holds the key *for this connection*
+/// (it is tagged with the session key, which depends on the server's fresh
+/// nonce), so a replayed client hello gets no further than a server hello.
+pub(crate) struct ServerHandshake<'a> {
+    cfg: &'a ConnConfig,
+    allowed: Option<&'a [String]>,
+}
+
+/// A client hello that passed every check.
+pub(crate) struct HelloSeen {
+    pub peer: String,
+    pub client_nonce: [u8; NONCE_BYTES],
+}
+
+impl<'a> ServerHandshake<'a> {
+    pub fn new(cfg: &'a ConnConfig, allowed: Option<&'a [String]>) -> Self {
+        ServerHandshake { cfg, allowed }
+    }
+
+    /// Check a client hello (counted if rejected).
+    pub fn client_hello(
+        &self,
+        prefix: [u8; PREFIX_BYTES],
+        body: &[u8],
+    ) -> Result<HelloSeen, ControlError> {
+        let cfg = self.cfg;
+        Opener::new(
+            handshake_mac(&cfg.key),
+            FrameKind::ClientHello,
+            &cfg.node,
+            None,
+        )
+        .open_hello(prefix, body)
+        .and_then(|h| {
+            if h.hello.to != cfg.node {
+                return Err(ControlError::UnknownPeer(h.hello.to));
+            }
+            if self.allowed.is_some_and(|list| !list.contains(&h.sender)) {
+                return Err(ControlError::UnknownPeer(h.sender));
+            }
+            Ok(HelloSeen {
+                peer: h.sender,
+                client_nonce: h.hello.nonce,
+            })
+        })
+        .map_err(|e| count(&cfg.counters, e))
+    }
+
+    /// The server hello for `seen` with a fresh nonce: (frame, nonce).
+    pub fn server_hello(
+        &self,
+        seen: &HelloSeen,
+    ) -> Result<(Vec<u8>, [u8; NONCE_BYTES]), ControlError> {
+        check_name(&self.cfg.node)?;
+        let r_s = fresh_nonce();
+        let hello = encode(&HelloPayload {
+            to: seen.peer.clone(),
+            nonce: r_s,
+        })?;
+        let frame = Sealer::new(
+            handshake_mac(&self.cfg.key),
+            FrameKind::ServerHello,
+            &self.cfg.node,
+        )
+        .seal_payload(&hello, unix_now_ns())?;
+        Ok((frame, r_s))
+    }
+
+    /// Check the client's proof; on success the connection is established
+    /// over `stream` (which the caller has made blocking again).
+    pub fn proof(
+        &self,
+        prefix: [u8; PREFIX_BYTES],
+        body: &[u8],
+        seen: HelloSeen,
+        server_nonce: &[u8; NONCE_BYTES],
+        stream: TcpStream,
+    ) -> Result<Connection, (ControlError, TcpStream)> {
+        let cfg = self.cfg;
+        let (c2s, s2c) = session_macs(
+            &cfg.key,
+            &seen.peer,
+            &cfg.node,
+            &seen.client_nonce,
+            server_nonce,
+        );
+        if let Err(e) = Opener::new(
+            c2s.clone(),
+            FrameKind::ClientProof,
+            &cfg.node,
+            Some(&seen.peer),
+        )
+        .open_proof(prefix, body)
+        {
+            return Err((count(&cfg.counters, e), stream));
+        }
+        Ok(Connection {
+            stream,
+            sealer: Sealer::new(s2c, FrameKind::Data, &cfg.node),
+            opener: Opener::new(c2s, FrameKind::Data, &cfg.node, Some(&seen.peer))
+                .with_max_skew(cfg.timeouts.max_clock_skew),
+            peer: seen.peer,
+            buf: Vec::new(),
+            timeouts: cfg.timeouts,
+            counters: cfg.counters.clone(),
+            poisoned: false,
+        })
+    }
+}
+
 impl Connection {
     /// Connect to `addr`, which must be node `peer`, and authenticate.
     pub fn connect(addr: SocketAddr, peer: &str, cfg: &ConnConfig) -> Result<Self, ControlError> {
-        let stream = TcpStream::connect_timeout(&addr, cfg.timeouts.handshake)?;
+        let stream = TcpStream::connect_timeout(&addr, cfg.timeouts.connect)?;
         Self::client(stream, peer, cfg)
     }
 
-    /// Authenticate as the connecting side over an established stream.
+    /// Authenticate as the connecting side over an established stream:
+    /// client hello, server hello, then the proof that this side holds the
+    /// key for this connection (see [`super`]).
     pub fn client(
         mut stream: TcpStream,
         peer: &str,
@@ -244,68 +368,15 @@ impl Connection {
             })
             .map_err(|e| count(&cfg.counters, e))?;
         let (c2s, s2c) = session_macs(&cfg.key, &cfg.node, peer, &r_c, &reply.hello.nonce);
+        let proof = Sealer::new(c2s.clone(), FrameKind::ClientProof, &cfg.node)
+            .seal_payload(&[], unix_now_ns())?;
+        write_by(&mut stream, &proof, deadline)?;
         Ok(Connection {
             stream,
             peer: peer.to_owned(),
             sealer: Sealer::new(c2s, FrameKind::Data, &cfg.node),
             opener: Opener::new(s2c, FrameKind::Data, &cfg.node, Some(peer))
                 .with_max_skew(cfg.timeouts.max_clock_skew),
-            buf,
-            timeouts: cfg.timeouts,
-            counters: cfg.counters.clone(),
-            poisoned: false,
-        })
-    }
-
-    /// Authenticate as the accepting side. `allowed`, if given, lists the
-    /// peers that may connect. On error the caller should
-    /// [`abort`](Self::abort_stream) the stream (the server does).
-    pub fn server(
-        mut stream: TcpStream,
-        cfg: &ConnConfig,
-        allowed: Option<&[String]>,
-    ) -> Result<Self, ControlError> {
-        check_name(&cfg.node)?;
-        stream.set_nodelay(true)?;
-        let deadline = Instant::now() + cfg.timeouts.handshake;
-        let hs = handshake_mac(&cfg.key);
-        let mut buf = Vec::new();
-        let opened = read_frame(&mut stream, &mut buf, deadline, cfg.timeouts.handshake)
-            .map_err(|e| match e {
-                ControlError::Idle => ControlError::Timeout,
-                ControlError::Closed => ControlError::Malformed("closed during handshake"),
-                e => e,
-            })
-            .and_then(|prefix| {
-                Opener::new(hs.clone(), FrameKind::ClientHello, &cfg.node, None)
-                    .open_hello(prefix, &buf)
-            })
-            .and_then(|h| {
-                if h.hello.to != cfg.node {
-                    return Err(ControlError::UnknownPeer(h.hello.to));
-                }
-                if allowed.is_some_and(|list| !list.contains(&h.sender)) {
-                    return Err(ControlError::UnknownPeer(h.sender));
-                }
-                Ok(h)
-            })
-            .map_err(|e| count(&cfg.counters, e))?;
-        let peer = opened.sender;
-        let r_s = fresh_nonce();
-        let hello = encode(&HelloPayload {
-            to: peer.clone(),
-            nonce: r_s,
-        })?;
-        let frame = Sealer::new(hs, FrameKind::ServerHello, &cfg.node)
-            .seal_payload(&hello, unix_now_ns())?;
-        write_by(&mut stream, &frame, deadline)?;
-        let (c2s, s2c) = session_macs(&cfg.key, &peer, &cfg.node, &opened.hello.nonce, &r_s);
-        Ok(Connection {
-            stream,
-            sealer: Sealer::new(s2c, FrameKind::Data, &cfg.node),
-            opener: Opener::new(c2s, FrameKind::Data, &cfg.node, Some(&peer))
-                .with_max_skew(cfg.timeouts.max_clock_skew),
-            peer,
             buf,
             timeouts: cfg.timeouts,
             counters: cfg.counters.clone(),

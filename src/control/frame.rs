@@ -5,7 +5,8 @@
 //!                                    anything is allocated)
 //! body (L bytes):
 //!   u16 LE   protocol version       (PROTOCOL_VERSION)
-//!   u8       frame kind             (1 client hello, 2 server hello, 3 data)
+//!   u8       frame kind             (1 client hello, 2 server hello, 3 data,
+//!                                    4 client proof)
 //!   u8       n = sender name length (1..=MAX_NODE_NAME_BYTES)
 //!   n bytes  sender node name       (UTF-8)
 //!   u64 LE   counter                (0 in hellos; 1, 2, 3, ... per direction)
@@ -31,9 +32,11 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Version written into (and required in) every frame.
 /// 2: `Msg::ProbeAlive` (a node speaking 1 could not decode it).
-/// 3: the cluster schedule's `Msg::RoundRequest` / `RoundReply` /
-/// `RoundDone`, `Msg::Entries` / `EntriesReply`, the reject reasons
-/// `Quiet`, `Budget` and `NotExpected`.
+/// 3: the client proves the key for the connection (`ClientProof`) before
+/// the server admits it; `ProbeRequest` carries the driver's MAC; the
+/// cluster schedule's `Msg::RoundRequest` / `RoundReply` / `RoundDone`,
+/// `Msg::Entries` / `EntriesReply`, the reject reasons `Quiet`, `Budget`
+/// and `NotExpected`.
 pub const PROTOCOL_VERSION: u16 = 3;
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
@@ -43,6 +46,10 @@ pub const PREFIX_BYTES: usize = 4;
 const FIXED_BYTES: usize = 2 + 1 + 1 + 8 + 8 + TAG_BYTES;
 /// Shortest body that can be well formed (one-byte name, empty payload).
 pub const MIN_BODY_BYTES: usize = FIXED_BYTES + 1;
+
+/// Largest handshake frame body (hellos, proof): far below
+/// `MAX_FRAME_BYTES`, so a stranger's first frame costs little memory.
+pub const MAX_HANDSHAKE_BYTES: usize = 512;
 
 /// Bytes of a per-connection nonce.
 pub const NONCE_BYTES: usize = 32;
@@ -54,6 +61,9 @@ pub enum FrameKind {
     ClientHello = 1,
     ServerHello = 2,
     Data = 3,
+    /// The client's first frame under its session key (empty payload): it
+    /// holds the cluster key for this very connection.
+    ClientProof = 4,
 }
 
 /// Payload of both hello frames: whom the sender means to talk to and the
@@ -188,8 +198,13 @@ struct Parsed<'a> {
 
 /// Check the length prefix alone, before any body byte is read or stored.
 pub fn check_prefix(prefix: [u8; PREFIX_BYTES]) -> Result<usize, ControlError> {
+    check_prefix_max(prefix, MAX_FRAME_BYTES)
+}
+
+/// [`check_prefix`] against a smaller limit (handshake frames).
+pub fn check_prefix_max(prefix: [u8; PREFIX_BYTES], max: usize) -> Result<usize, ControlError> {
     let len = u32::from_le_bytes(prefix) as usize;
-    if len > MAX_FRAME_BYTES {
+    if len > max {
         return Err(ControlError::Oversize { len_bytes: len });
     }
     if len < MIN_BODY_BYTES {
@@ -336,6 +351,20 @@ impl Opener {
             sender: p.sender.to_owned(),
             hello,
         })
+    }
+
+    /// Open a client proof: authentic under this direction's session key,
+    /// from the expected peer, counter 0, empty payload.
+    pub fn open_proof(
+        &mut self,
+        prefix: [u8; PREFIX_BYTES],
+        body: &[u8],
+    ) -> Result<(), ControlError> {
+        let p = self.check(prefix, body)?;
+        if !p.payload.is_empty() {
+            return Err(ControlError::Malformed("client proof with a payload"));
+        }
+        Ok(())
     }
 
     /// Open a whole frame held in one buffer (prefix included); for tests

@@ -19,7 +19,12 @@
 //!    the sender is an allowed peer, not itself) and answers with a *server
 //!    hello* carrying its own fresh nonce `r_s`. Both hellos are tagged with
 //!    a handshake key `HMAC(K, "netgauged v1 handshake")`, so a stranger
-//!    without the key gets no answer at all.
+//!    without the key gets no answer at all. The client then sends a
+//!    *client proof*, an empty frame tagged with its session key (below),
+//!    which depends on `r_s`: only now does the server admit the
+//!    connection. A captured client hello, replayed, earns a server hello
+//!    with a new `r_s` and nothing more: without the key there is no
+//!    proof, and the server drops it at the handshake deadline (1 s).
 //! 2. **Session keys.** Each side then derives two keys from the cluster key
 //!    and the transcript (client name, server name, `r_c`, `r_s`): one for
 //!    client→server frames and one for server→client frames. Every later
@@ -46,7 +51,12 @@
 //!   anything that does not parse or decode, or breaks a bound
 //!   ([`RejectKind::Malformed`]); other protocol versions
 //!   ([`RejectKind::WrongVersion`]); peers that stall mid-frame or in the
-//!   handshake ([`RejectKind::Timeout`]).
+//!   handshake, or send nothing within 200 ms of connecting
+//!   ([`RejectKind::Timeout`]);
+//! - strangers that hold connections open: handshakes run on one thread
+//!   with a bounded table, and a new connection evicts the oldest pending
+//!   one of its source (or of all) rather than being refused
+//!   ([`RejectKind::Evicted`]; see [`server`]).
 //!
 //! Optionally ([`Timeouts::max_clock_skew`], off by default) frames whose
 //! timestamp is too far from the local clock are rejected too; the
@@ -144,8 +154,11 @@ pub enum RejectKind {
     Timeout,
     /// Hello naming another receiver, a sender not allowed, or this node.
     UnknownPeer,
-    /// Connection refused because the server was at its connection limit.
+    /// Authenticated connection refused: every worker busy, queue full.
     Refused,
+    /// Unauthenticated connection reset to make room for a newer one (its
+    /// source, or the pre-authentication table, was at its limit).
+    Evicted,
 }
 
 impl ControlError {
@@ -181,6 +194,7 @@ pub struct RejectCounters {
     timeout: AtomicU64,
     unknown_peer: AtomicU64,
     refused: AtomicU64,
+    evicted: AtomicU64,
 }
 
 /// A copy of [`RejectCounters`] at one moment.
@@ -194,10 +208,13 @@ pub struct RejectSnapshot {
     pub timeout: u64,
     pub unknown_peer: u64,
     pub refused: u64,
+    #[serde(default)]
+    pub evicted: u64,
 }
 
 impl RejectSnapshot {
-    /// Sum of all rejected messages (connection refusals not included).
+    /// Sum of all rejected messages (refused and evicted connections not
+    /// included).
     pub fn rejected_messages(&self) -> u64 {
         self.malformed
             + self.oversize
@@ -224,6 +241,7 @@ impl RejectCounters {
             RejectKind::Timeout => &self.timeout,
             RejectKind::UnknownPeer => &self.unknown_peer,
             RejectKind::Refused => &self.refused,
+            RejectKind::Evicted => &self.evicted,
         }
     }
 
@@ -251,6 +269,7 @@ impl RejectCounters {
             timeout: g(&self.timeout),
             unknown_peer: g(&self.unknown_peer),
             refused: g(&self.refused),
+            evicted: g(&self.evicted),
         }
     }
 }

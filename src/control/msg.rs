@@ -209,6 +209,10 @@ pub struct ProbeRequest {
     /// The node that drives the session: always the requester (a request
     /// naming another node is refused as `WrongDriver`).
     pub driver: String,
+    /// raw Ethernet: the MAC the driver sends from. The responder's gate
+    /// admits the session's frames from it alone (with the nonce); for UDP
+    /// the gate takes the address this control connection came from.
+    pub driver_mac: Option<[u8; 6]>,
 }
 
 /// See [`Msg::ProbeAccept`].

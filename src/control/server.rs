@@ -1,20 +1,47 @@
-//! A small control-plane server: one accept thread and a fixed pool of
-//! connection workers.
+//! The control-plane server: one pre-authentication thread for every
+//! stranger, a fixed pool of workers for authenticated peers only.
 //!
-//! The accept thread hands each new connection to an idle worker through a
-//! bounded queue; when every worker is busy and the queue is full, the
-//! connection is reset at once and counted as [`RejectKind::Refused`]. Each
-//! worker authenticates its connection within the handshake deadline, then
-//! reads messages, each frame within the frame deadline, and closes the
-//! connection after `idle` without a message, on [`Msg::Bye`], or on the
-//! first rejected input (with a reset). A slow or malicious client thus holds
-//! one worker for at most one deadline and never blocks the others.
+//! **Pre-authentication** (`ctl-preauth`): one thread owns the listener
+//! and a bounded table of connections that have not proven the key. It
+//! sleeps in poll(2) on the listener, those connections and a wake pipe,
+//! and runs every handshake as non-blocking steps over whole frames
+//! (`conn::ServerHandshake`): the client hello's first byte within
+//! [`Timeouts::first_byte`] (200 ms) of the accept, the whole handshake —
+//! client hello, server hello, client proof — within
+//! [`Timeouts::handshake`] (1 s), each handshake frame at most
+//! `MAX_HANDSHAKE_BYTES`. Nothing a legitimate peer needs is committed
+//! before the proof: a stranger holds at most one table slot, a little
+//! memory and no thread, and a replayed client hello, which earns a server
+//! hello with a fresh nonce, cannot produce the proof. When a new
+//! connection finds its source at [`ServerConfig::max_pending_per_source`]
+//! or the table full ([`ServerConfig::max_pending`]), the *oldest* pending
+//! connection (of that source, else of all) is reset and counted as
+//! evicted, never the new one: a real peer's handshake takes a round trip
+//! or two, so it is the newest and survives any rate of connections an
+//! attacker can open, while an attacker's idle connections age out first.
+//! The listener's backlog is raised and drained on every wake-up, so the
+//! kernel's accept queue does not drop a real peer's connection either.
+//!
+//! **Workers**: an authenticated connection goes to one of
+//! [`ServerConfig::max_connections`] workers through a queue as long; if
+//! every worker is busy and the queue is full, it is reset and counted as
+//! refused (only key holders get this far). A worker reads messages, each
+//! frame within the frame deadline, and closes the connection after
+//! `idle` without a message, on [`Msg::Bye`], or on the first rejected
+//! input (with a reset).
 //!
 //! Each authenticated connection has a [`ConnId`], passed with its messages
-//! to [`Handler::handle_on`] and, whatever ends it, to [`Handler::closed`]:
-//! state a connection set up (a probe session) can end with it.
+//! and its peer's socket address to [`Handler::handle_from`] and, whatever
+//! ends it, to [`Handler::closed`]: state a connection set up (a probe
+//! session) can end with it.
+//!
+//! **Liveness**: the pre-authentication thread wakes at least every
+//! [`ServerConfig::beat`] and records the time; [`ControlServer::alive_within`]
+//! tells the daemon's watchdog whether it still turns.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,7 +49,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
-use super::conn::abort_stream;
+use super::conn::{abort_stream, HelloSeen, ServerHandshake};
+use super::frame::{check_prefix_max, MAX_HANDSHAKE_BYTES, NONCE_BYTES, PREFIX_BYTES};
 use super::{
     ClusterKey, ConnConfig, Connection, ControlError, Msg, RejectCounters, RejectKind, Timeouts,
 };
@@ -34,11 +62,20 @@ pub struct ServerConfig {
     pub key: ClusterKey,
     /// Peers allowed to connect; `None` admits any holder of the key.
     pub allowed_peers: Option<Vec<String>>,
-    /// Connections served at once (= worker threads); also the queue length.
+    /// Authenticated connections served at once (= worker threads); also
+    /// the length of the queue to them.
     pub max_connections: usize,
+    /// Connections in the pre-authentication table at once.
+    pub max_pending: usize,
+    /// Pre-authentication connections from one source address at once.
+    pub max_pending_per_source: usize,
     pub timeouts: Timeouts,
     /// Close a connection after this long without a message.
     pub idle: Duration,
+    /// The pre-authentication thread wakes at least this often when
+    /// nothing happens, to show it is alive (and workers look at the stop
+    /// flag this often while waiting for a message).
+    pub beat: Duration,
 }
 
 impl ServerConfig {
@@ -48,8 +85,11 @@ impl ServerConfig {
             key,
             allowed_peers: None,
             max_connections: 8,
+            max_pending: 1024,
+            max_pending_per_source: 64,
             timeouts: Timeouts::default(),
             idle: Duration::from_secs(30),
+            beat: Duration::from_secs(5),
         }
     }
 }
@@ -66,6 +106,12 @@ pub trait Handler: Send + Sync + 'static {
     /// [`Handler::handle`], told which connection the message came on.
     fn handle_on(&self, _conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
         self.handle(peer, msg)
+    }
+
+    /// [`Handler::handle_on`], told the socket address the authenticated
+    /// peer connected from as well (what the server calls).
+    fn handle_from(&self, conn: ConnId, _addr: SocketAddr, peer: &str, msg: Msg) -> Option<Msg> {
+        self.handle_on(conn, peer, msg)
     }
 
     /// Connection `conn` from `peer` has ended (closed by the peer, `Bye`,
@@ -117,47 +163,450 @@ impl Handler for ChannelHandler {
     }
 }
 
+/// A pipe whose read end wakes a poll(2) (the pre-authentication thread)
+/// when a byte is written to it.
+struct WakePipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl WakePipe {
+    fn new() -> std::io::Result<WakePipe> {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 returned two fresh descriptors owned by nobody else.
+        Ok(unsafe {
+            WakePipe {
+                read: OwnedFd::from_raw_fd(fds[0]),
+                write: OwnedFd::from_raw_fd(fds[1]),
+            }
+        })
+    }
+
+    fn wake(&self) {
+        // SAFETY: writes one byte from a valid buffer to our own pipe; a
+        // full pipe (EAGAIN) already holds a wake-up.
+        unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    }
+
+    fn drain(&self) {
+        let mut b = [0u8; 64];
+        // SAFETY: reads into a valid buffer of its length from our own
+        // non-blocking pipe.
+        while unsafe { libc::read(self.read.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
+    }
+}
+
+/// Milliseconds since `base`, for an atomic "last seen alive".
+fn ms_since(base: Instant) -> u64 {
+    base.elapsed().as_millis().min(u128::from(u64::MAX)) as u64
+}
+
 /// A running control-plane server. Dropping it stops it.
 pub struct ControlServer {
     addr: SocketAddr,
     counters: Arc<RejectCounters>,
     stop: Arc<AtomicBool>,
-    accept: Option<JoinHandle<()>>,
+    wake: Arc<WakePipe>,
+    base: Instant,
+    alive_ms: Arc<AtomicU64>,
+    preauth: Option<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
 }
 
-/// Longest a worker waits before looking at the stop flag.
-const STOP_POLL: Duration = Duration::from_millis(100);
+/// Where a pending connection is in its handshake.
+enum Stage {
+    /// Reading the client hello.
+    Hello,
+    /// Writing the server hello (`out[sent..]` left).
+    ServerHello {
+        seen: HelloSeen,
+        nonce: [u8; NONCE_BYTES],
+        out: Vec<u8>,
+        sent: usize,
+    },
+    /// Reading the client's proof.
+    Proof {
+        seen: HelloSeen,
+        nonce: [u8; NONCE_BYTES],
+    },
+}
 
-fn serve(
+/// A connection that has not proven the key yet.
+struct Pending {
     stream: TcpStream,
-    cfg: &ConnConfig,
-    server: &ServerConfig,
-    handler: &dyn Handler,
-    stop: &AtomicBool,
-    id: ConnId,
-) {
-    let probe = match stream.try_clone() {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    let conn = match Connection::server(stream, cfg, server.allowed_peers.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::debug!(error = %e, "control handshake failed");
-            abort_stream(probe);
-            return;
+    addr: SocketAddr,
+    accepted: Instant,
+    /// Bytes of the frame being read (prefix included) and how many it has.
+    frame: [u8; PREFIX_BYTES + MAX_HANDSHAKE_BYTES],
+    have: usize,
+    stage: Stage,
+}
+
+/// What one step of a pending connection came to.
+enum Step {
+    /// Waiting for the socket (readable or writable).
+    Wait,
+    /// Authenticated: hand it to a worker.
+    Done(Box<Connection>),
+    /// Failed: reset it (already counted).
+    Drop,
+}
+
+impl Pending {
+    fn wants_write(&self) -> bool {
+        matches!(self.stage, Stage::ServerHello { .. })
+    }
+
+    /// A whole frame in `frame[..have]`, or what it still needs; Err: the
+    /// peer is gone or sent a bad length.
+    fn read_frame(&mut self) -> Result<Option<([u8; PREFIX_BYTES], usize)>, ControlError> {
+        loop {
+            let want = if self.have < PREFIX_BYTES {
+                PREFIX_BYTES
+            } else {
+                let mut p = [0u8; PREFIX_BYTES];
+                p.copy_from_slice(&self.frame[..PREFIX_BYTES]);
+                PREFIX_BYTES + check_prefix_max(p, MAX_HANDSHAKE_BYTES)?
+            };
+            if self.have == want && want > PREFIX_BYTES {
+                let mut p = [0u8; PREFIX_BYTES];
+                p.copy_from_slice(&self.frame[..PREFIX_BYTES]);
+                self.have = 0;
+                return Ok(Some((p, want - PREFIX_BYTES)));
+            }
+            // Exactly the bytes of this frame: what follows (the first
+            // message after the proof) stays in the socket for the worker.
+            match self.stream.read(&mut self.frame[self.have..want]) {
+                Ok(0) => return Err(ControlError::Malformed("closed during handshake")),
+                Ok(n) => self.have += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(ControlError::Io(e)),
+            }
         }
+    }
+
+    /// The next whole frame, or the step to take without one: `Wait` until
+    /// it is in, `Drop` (counted) when it breaks a bound or the socket fails.
+    fn whole_frame(
+        &mut self,
+        counters: &RejectCounters,
+    ) -> Result<([u8; PREFIX_BYTES], usize), Step> {
+        match self.read_frame() {
+            Ok(Some(f)) => Ok(f),
+            Ok(None) => Err(Step::Wait),
+            Err(e) => {
+                counters.record_error(&e);
+                Err(Step::Drop)
+            }
+        }
+    }
+
+    /// Advance the handshake as far as the socket allows.
+    fn step(&mut self, hs: &ServerHandshake<'_>, counters: &RejectCounters) -> Step {
+        loop {
+            match &mut self.stage {
+                Stage::Hello => {
+                    let (prefix, len) = match self.whole_frame(counters) {
+                        Ok(f) => f,
+                        Err(step) => return step,
+                    };
+                    let body = &self.frame[PREFIX_BYTES..PREFIX_BYTES + len];
+                    let Ok(seen) = hs.client_hello(prefix, body) else {
+                        return Step::Drop;
+                    };
+                    let Ok((out, nonce)) = hs.server_hello(&seen) else {
+                        return Step::Drop;
+                    };
+                    self.stage = Stage::ServerHello {
+                        seen,
+                        nonce,
+                        out,
+                        sent: 0,
+                    };
+                }
+                Stage::ServerHello { out, sent, .. } => {
+                    while *sent < out.len() {
+                        match self.stream.write(&out[*sent..]) {
+                            Ok(0) => return Step::Drop,
+                            Ok(n) => *sent += n,
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                            Err(_) => return Step::Drop,
+                        }
+                    }
+                    let Stage::ServerHello { seen, nonce, .. } =
+                        std::mem::replace(&mut self.stage, Stage::Hello)
+                    else {
+                        return Step::Drop;
+                    };
+                    self.stage = Stage::Proof { seen, nonce };
+                }
+                Stage::Proof { .. } => {
+                    let (prefix, len) = match self.whole_frame(counters) {
+                        Ok(f) => f,
+                        Err(step) => return step,
+                    };
+                    let Stage::Proof { seen, nonce } =
+                        std::mem::replace(&mut self.stage, Stage::Hello)
+                    else {
+                        return Step::Drop;
+                    };
+                    let Ok(stream) = self.stream.try_clone() else {
+                        return Step::Drop;
+                    };
+                    if stream.set_nonblocking(false).is_err() {
+                        return Step::Drop;
+                    }
+                    let body = &self.frame[PREFIX_BYTES..PREFIX_BYTES + len];
+                    return match hs.proof(prefix, body, seen, &nonce, stream) {
+                        Ok(c) => Step::Done(Box::new(c)),
+                        Err(_) => Step::Drop,
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// What the pre-authentication thread needs.
+struct Preauth {
+    listener: TcpListener,
+    conn_cfg: ConnConfig,
+    cfg: Arc<ServerConfig>,
+    counters: Arc<RejectCounters>,
+    stop: Arc<AtomicBool>,
+    wake: Arc<WakePipe>,
+    base: Instant,
+    alive_ms: Arc<AtomicU64>,
+    to_workers: Sender<(SocketAddr, Connection)>,
+}
+
+/// Connections accepted per wake-up before the pending ones get a turn.
+const ACCEPT_BATCH: usize = 256;
+
+impl Preauth {
+    fn run(self) {
+        let cfg = &self.cfg;
+        let hs = ServerHandshake::new(&self.conn_cfg, cfg.allowed_peers.as_deref());
+        let cap = cfg.max_pending.max(1);
+        let per_source = cfg.max_pending_per_source.clamp(1, cap);
+        let mut table: Vec<Pending> = Vec::with_capacity(cap);
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(cap + 2);
+        let (t_first, t_all) = (cfg.timeouts.first_byte, cfg.timeouts.handshake);
+        while !self.stop.load(Ordering::Relaxed) {
+            // Sleep until something happens, the next handshake deadline,
+            // or the beat.
+            let now = Instant::now();
+            let next = table
+                .iter()
+                .map(|p| {
+                    p.accepted
+                        + if matches!(p.stage, Stage::Hello) && p.have == 0 {
+                            t_first
+                        } else {
+                            t_all
+                        }
+                })
+                .min()
+                .map_or(cfg.beat, |d| d.saturating_duration_since(now));
+            let timeout_ms = next.min(cfg.beat).as_millis().clamp(0, i32::MAX as u128) as i32;
+            fds.clear();
+            for fd in [self.wake.read.as_raw_fd(), self.listener.as_raw_fd()] {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            for p in &table {
+                let events = if p.wants_write() {
+                    libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                };
+                fds.push(libc::pollfd {
+                    fd: p.stream.as_raw_fd(),
+                    events,
+                    revents: 0,
+                });
+            }
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs
+            // that outlives the call.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
+            if rc < 0 {
+                // EINTR; anything else would repeat at once: pause.
+                if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
+            if fds[0].revents != 0 {
+                self.wake.drain();
+            }
+            // Pending connections first (the table's order is the fds'),
+            // then new ones, so an accepted burst does not delay them.
+            let mut i = 0;
+            let mut k = 2;
+            while i < table.len() {
+                let ready = fds.get(k).is_some_and(|f| f.revents != 0);
+                k += 1;
+                let step = if ready {
+                    table[i].step(&hs, &self.counters)
+                } else {
+                    Step::Wait
+                };
+                let now = Instant::now();
+                let p = &table[i];
+                let limit = if matches!(p.stage, Stage::Hello) && p.have == 0 {
+                    t_first
+                } else {
+                    t_all
+                };
+                match step {
+                    Step::Wait if now < p.accepted + limit => i += 1,
+                    Step::Wait => {
+                        self.counters.record(RejectKind::Timeout);
+                        abort_stream(table.swap_remove(i).stream);
+                        // The last one moves to `i`, its pollfd to `k - 1`:
+                        // it is looked at next, with its own events.
+                        fds.swap_remove(k - 1);
+                        k -= 1;
+                    }
+                    Step::Drop => {
+                        abort_stream(table.swap_remove(i).stream);
+                        fds.swap_remove(k - 1);
+                        k -= 1;
+                    }
+                    Step::Done(conn) => {
+                        let p = table.swap_remove(i);
+                        fds.swap_remove(k - 1);
+                        k -= 1;
+                        // `conn` holds its own descriptor of the socket.
+                        drop(p.stream);
+                        match self.to_workers.try_send((p.addr, *conn)) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full((_, c)))
+                            | Err(TrySendError::Disconnected((_, c))) => {
+                                self.counters.record(RejectKind::Refused);
+                                c.abort();
+                            }
+                        }
+                    }
+                }
+            }
+            if fds[1].revents != 0 {
+                self.accept_some(&mut table, cap, per_source);
+            }
+        }
+        for p in table {
+            abort_stream(p.stream);
+        }
+    }
+
+    /// Accept what the listener holds (up to a batch), evicting the oldest
+    /// pending connection of the same source, or of all, to make room.
+    fn accept_some(&self, table: &mut Vec<Pending>, cap: usize, per_source: usize) {
+        for _ in 0..ACCEPT_BATCH {
+            let (stream, addr) = match accept_nonblocking(&self.listener) {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // Out of descriptors and the like: leave the rest queued.
+                Err(e) => {
+                    tracing::warn!(error = %e, "control accept failed");
+                    return;
+                }
+            };
+            let src = addr.ip();
+            let same = table.iter().filter(|p| p.addr.ip() == src).count();
+            let victim = if same >= per_source {
+                oldest(table, |p| p.addr.ip() == src)
+            } else if table.len() >= cap {
+                oldest(table, |_| true)
+            } else {
+                None
+            };
+            if let Some(v) = victim {
+                self.counters.record(RejectKind::Evicted);
+                abort_stream(table.swap_remove(v).stream);
+            }
+            table.push(Pending {
+                stream,
+                addr,
+                accepted: Instant::now(),
+                frame: [0; PREFIX_BYTES + MAX_HANDSHAKE_BYTES],
+                have: 0,
+                stage: Stage::Hello,
+            });
+        }
+    }
+}
+
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC: one system call per
+/// connection (an attacker's connection costs the thread little).
+fn accept_nonblocking(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `ss` and `len` are valid and writable, `len` holds its size.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
     };
-    drop(probe);
-    let peer = conn.peer().to_owned();
-    serve_authenticated(conn, server, handler, stop, id);
-    handler.closed(id, &peer);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a fresh descriptor owned by nobody else.
+    let stream = TcpStream::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let addr = sockaddr_of(&ss)
+        .or_else(|| stream.peer_addr().ok())
+        .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
+    Ok((stream, addr))
+}
+
+fn sockaddr_of(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which
+            // is smaller than sockaddr_storage and suitably aligned.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::new(IpAddr::V4(ip), u16::from_be(a.sin_port)))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::new(IpAddr::V6(ip), u16::from_be(a.sin6_port)))
+        }
+        _ => None,
+    }
+}
+
+fn oldest(table: &[Pending], which: impl Fn(&Pending) -> bool) -> Option<usize> {
+    table
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| which(p))
+        .min_by_key(|(_, p)| p.accepted)
+        .map(|(i, _)| i)
 }
 
 /// The message loop of one authenticated connection; returns when it ends.
 fn serve_authenticated(
     mut conn: Connection,
+    addr: SocketAddr,
     server: &ServerConfig,
     handler: &dyn Handler,
     stop: &AtomicBool,
@@ -175,11 +624,11 @@ fn serve_authenticated(
             conn.close();
             return;
         }
-        match conn.recv((now + STOP_POLL).min(idle_end)) {
+        match conn.recv((now + server.beat.min(STOP_POLL)).min(idle_end)) {
             Ok(Msg::Bye) | Err(ControlError::Closed) => return,
             Ok(msg) => {
                 last = Instant::now();
-                if let Some(reply) = handler.handle_on(id, conn.peer(), msg) {
+                if let Some(reply) = handler.handle_from(id, addr, conn.peer(), msg) {
                     if conn.send(&reply).is_err() {
                         conn.abort();
                         return;
@@ -195,6 +644,13 @@ fn serve_authenticated(
         }
     }
 }
+
+/// Longest a worker waits for a message before looking at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(500);
+
+/// Backlog of the listening socket: the pre-authentication thread drains
+/// it on every wake-up; a long queue rides out a burst of connections.
+const LISTEN_BACKLOG: i32 = 1024;
 
 impl ControlServer {
     /// Bind `addr` and serve with `handler`.
@@ -226,10 +682,17 @@ impl ControlServer {
         handler: impl Handler,
     ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        // A second listen(2) on a listening socket sets its backlog.
+        // SAFETY: listen on a valid socket descriptor; no memory effects.
+        unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
         let counters = Arc::new(RejectCounters::new());
         let stop = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(WakePipe::new()?);
+        let base = Instant::now();
+        let alive_ms = Arc::new(AtomicU64::new(0));
         let n = cfg.max_connections.max(1);
-        let (tx, rx) = bounded::<TcpStream>(n);
+        let (tx, rx) = bounded::<(SocketAddr, Connection)>(n);
         let conn_cfg = ConnConfig {
             node: cfg.node.clone(),
             key: cfg.key.clone(),
@@ -241,10 +704,9 @@ impl ControlServer {
         let next_id = Arc::new(AtomicU64::new(1));
         let mut workers = Vec::with_capacity(n);
         for i in 0..n {
-            let (rx, cfg, conn_cfg, handler, stop, next_id) = (
+            let (rx, cfg, handler, stop, next_id) = (
                 rx.clone(),
                 cfg.clone(),
-                conn_cfg.clone(),
                 handler.clone(),
                 stop.clone(),
                 next_id.clone(),
@@ -253,43 +715,37 @@ impl ControlServer {
                 std::thread::Builder::new()
                     .name(format!("ctl-worker-{i}"))
                     .spawn(move || {
-                        for stream in rx.iter() {
+                        for (addr, conn) in rx.iter() {
                             let id = ConnId(next_id.fetch_add(1, Ordering::Relaxed));
-                            serve(stream, &conn_cfg, &cfg, handler.as_ref(), &stop, id);
+                            let peer = conn.peer().to_owned();
+                            serve_authenticated(conn, addr, &cfg, handler.as_ref(), &stop, id);
+                            handler.closed(id, &peer);
                         }
                     })?,
             );
         }
-        let (c, s) = (counters.clone(), stop.clone());
-        let accept = std::thread::Builder::new()
-            .name("ctl-accept".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if s.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    match stream {
-                        Ok(stream) => match tx.try_send(stream) {
-                            Ok(()) => {}
-                            Err(TrySendError::Full(stream)) => {
-                                c.record(RejectKind::Refused);
-                                abort_stream(stream);
-                            }
-                            Err(TrySendError::Disconnected(_)) => break,
-                        },
-                        // Out of descriptors and the like: back off briefly.
-                        Err(e) => {
-                            tracing::warn!(error = %e, "control accept failed");
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                    }
-                }
-            })?;
+        let pre = Preauth {
+            listener,
+            conn_cfg,
+            cfg,
+            counters: counters.clone(),
+            stop: stop.clone(),
+            wake: wake.clone(),
+            base,
+            alive_ms: alive_ms.clone(),
+            to_workers: tx,
+        };
+        let preauth = std::thread::Builder::new()
+            .name("ctl-preauth".into())
+            .spawn(move || pre.run())?;
         Ok(ControlServer {
             addr,
             counters,
             stop,
-            accept: Some(accept),
+            wake,
+            base,
+            alive_ms,
+            preauth: Some(preauth),
             workers,
         })
     }
@@ -304,6 +760,13 @@ impl ControlServer {
         self.counters.clone()
     }
 
+    /// Whether the pre-authentication thread has turned within `d` (it
+    /// wakes at least every [`ServerConfig::beat`]).
+    pub fn alive_within(&self, d: Duration) -> bool {
+        ms_since(self.base).saturating_sub(self.alive_ms.load(Ordering::Relaxed))
+            <= d.as_millis().min(u128::from(u64::MAX)) as u64
+    }
+
     /// Stop accepting, close all connections, join the threads.
     pub fn shutdown(mut self) {
         self.stop_now();
@@ -311,17 +774,9 @@ impl ControlServer {
 
     fn stop_now(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(accept) = self.accept.take() {
-            // Wake the blocking accept with a connection of our own.
-            let mut wake = self.addr;
-            if wake.ip().is_unspecified() {
-                wake.set_ip(match wake.ip() {
-                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-                });
-            }
-            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-            let _ = accept.join();
+        self.wake.wake();
+        if let Some(p) = self.preauth.take() {
+            let _ = p.join();
         }
         for w in self.workers.drain(..) {
             let _ = w.join();

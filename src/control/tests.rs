@@ -29,7 +29,7 @@ impl Handler for Arc<Recorder> {
 }
 
 fn key() -> ClusterKey {
-    ClusterKey::from_bytes(&[7u8; 32]).unwrap()
+    ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap()
 }
 
 fn hello(node: &str) -> Msg {

@@ -10,12 +10,13 @@
 //! control handler on `RoundRequest`): the schedule, not the order of
 //! arrival, decides whom a node serves.
 
-use std::sync::atomic::Ordering;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::job::JobError;
 use super::{Shared, SESSION_TTL};
 use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason};
+use crate::transport::dgram::GateSource;
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::Kind;
 
@@ -109,7 +110,7 @@ impl Shared {
             return false;
         }
         a.serving = Session::default();
-        self.gate.store(0, Ordering::Release);
+        self.gate.close();
         true
     }
 
@@ -141,8 +142,17 @@ impl Shared {
 }
 
 /// One session at a time per node, and none while this node drives its own
-/// (see [`Activity`]): two daemons never measure through each other.
-pub(super) fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &ProbeRequest) -> Msg {
+/// (see [`Activity`]): two daemons never measure through each other. The
+/// responders' gate then admits the session's nonce from the driver alone:
+/// from the IP address its authenticated control connection came from
+/// (udp), or from the MAC its authenticated request named (raw).
+pub(super) fn accept_session(
+    shared: &Shared,
+    conn: ConnId,
+    from: SocketAddr,
+    peer: &str,
+    req: &ProbeRequest,
+) -> Msg {
     let reject = |reason| {
         Msg::ProbeReject(ProbeReject {
             session_nonce: req.session_nonce,
@@ -155,6 +165,16 @@ pub(super) fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &Pr
     if !shared.serves(req.transport, peer) {
         return reject(RejectReason::Transport);
     }
+    let source = match req.transport.descriptor().endpoint {
+        PeerEndpoint::Port => GateSource::Ip(from.ip()),
+        PeerEndpoint::MacOnLink => match req.driver_mac {
+            Some(m) => GateSource::Mac(m),
+            None => return reject(RejectReason::Other("raw: the request names no MAC".into())),
+        },
+        // Queue pairs are bound to the endpoints exchanged on this
+        // authenticated connection; the gate's nonce ends the session.
+        PeerEndpoint::QueuePair { .. } | PeerEndpoint::None => GateSource::Any,
+    };
     let mut a = shared.activity();
     if !a
         .round
@@ -180,7 +200,12 @@ pub(super) fn accept_session(shared: &Shared, conn: ConnId, peer: &str, req: &Pr
         until: Some(now + SESSION_TTL),
         transport: Some(req.transport),
     };
-    shared.gate.store(req.session_nonce, Ordering::Release);
+    shared.gate.open(req.session_nonce, source);
+    tracing::debug!(
+        "serving a {} session for {peer} (nonce {:016x}, from {source:?})",
+        req.transport,
+        req.session_nonce
+    );
     Msg::ProbeAccept(ProbeAccept {
         session_nonce: req.session_nonce,
     })

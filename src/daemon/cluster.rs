@@ -13,12 +13,12 @@
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::{Config, PeerConfig};
-use super::FALLBACK;
+use super::{Shutdown, FALLBACK};
 use crate::cluster::peers::{ExplicitPeer, PeerSet, PeerSources};
 use crate::cluster::rounds::{ClassId, Membership, ALL_GROUP, UNPLACED_GROUP};
 use crate::cluster::topology::Topology;
@@ -286,7 +286,7 @@ pub(super) fn resolver_loop(
     addresses: &Addresses,
     timeout: Duration,
     retry: Duration,
-    shutdown: &AtomicBool,
+    shutdown: &Shutdown,
 ) {
     let stuck = Arc::new(AtomicUsize::new(0));
     let mut failed_once = vec![false; peers.len()];
@@ -298,7 +298,7 @@ pub(super) fn resolver_loop(
         }
         let mut resolved = 0;
         for i in missing {
-            if shutdown.load(Ordering::Relaxed) {
+            if shutdown.is_set() {
                 return;
             }
             let p = &peers[i];
@@ -323,12 +323,9 @@ pub(super) fn resolver_loop(
         if resolved > 0 {
             tracing::debug!("{resolved} peer address(es) resolved");
         }
-        let until = Instant::now() + retry;
-        while Instant::now() < until {
-            if shutdown.load(Ordering::Relaxed) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200).min(retry));
+        // Asleep until the next try, or the shutdown.
+        if shutdown.wait(retry) {
+            return;
         }
     }
 }
@@ -419,7 +416,7 @@ mod tests {
         }];
         let addrs = Addresses::new(&peers);
         assert_eq!(addrs.get(0), None);
-        let stop = AtomicBool::new(false);
+        let stop = Shutdown::new();
         resolver_loop(&peers, 9, &addrs, d, d, &stop);
         assert_eq!(addrs.get(0), Some("127.0.0.1:9".parse().unwrap()));
     }

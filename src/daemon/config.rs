@@ -27,20 +27,37 @@ pub struct Config {
     /// This node's name (as peers know it). Default: the host name.
     #[serde(default)]
     pub node: Option<String>,
-    /// Control plane address (TCP). Default 0.0.0.0:7470.
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
+    /// Control plane address (TCP), also the UDP responder's address.
+    /// Default: this node's address on the cluster network — the local
+    /// address the kernel routes the first peer's address from — at port
+    /// 7470; never every interface unless asked for (0.0.0.0).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
     /// UDP port the probe responder answers on. Default 7471.
     #[serde(default = "default_udp_port")]
     pub udp_port: u16,
-    /// The segment. Default /dev/shm/netgauged.
-    #[serde(default = "default_shm")]
-    pub shm: PathBuf,
+    /// Where the segment, its lock and the status file live: a directory
+    /// owned by the daemon's user that nobody else may write. Default
+    /// `$RUNTIME_DIRECTORY` (systemd `RuntimeDirectory=netgauged`), else
+    /// /run/netgauged.
+    #[serde(default)]
+    pub runtime_dir: Option<PathBuf>,
+    /// The segment. Default `<runtime_dir>/segment`; its directory must be
+    /// the daemon's own, as for `runtime_dir`.
+    #[serde(default)]
+    pub shm: Option<PathBuf>,
     /// Pre-shared cluster key (≥ 32 bytes), readable only by the daemon's user.
     pub key_file: PathBuf,
+    /// Where the state file lives (the daemon's own directory, as for
+    /// `runtime_dir`). Default `$STATE_DIRECTORY` (systemd
+    /// `StateDirectory=netgauged`), else /var/lib/netgauged.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
     /// Last good parameters, written by atomic rename, loaded at start.
-    #[serde(default = "default_state")]
-    pub state_file: PathBuf,
+    /// Default `<state_dir>/<node>.json`; locked while the daemon runs, so
+    /// two daemons never share one.
+    #[serde(default)]
+    pub state_file: Option<PathBuf>,
     /// Probe traffic budget of this node, payload bytes per second, driving
     /// and serving together.
     #[serde(default = "default_budget")]
@@ -113,6 +130,11 @@ pub struct Config {
     pub schedule: ScheduleSection,
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
+    /// Tests of the systemd watchdog only (`netgauged`'s hidden flag
+    /// `--test-stall-publisher-after-s`, never read from the file): the
+    /// publisher stalls this many seconds after the start.
+    #[serde(skip)]
+    pub test_stall_publisher_after_s: Option<f64>,
 }
 
 /// `[schedule]`: the rounds every node derives alone. `round_s`,
@@ -209,21 +231,44 @@ impl PeerConfig {
     }
 }
 
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([0, 0, 0, 0], 7470))
+/// The control plane's port when `listen` is not given.
+pub const DEFAULT_CONTROL_PORT: u16 = 7470;
+/// Default runtime directory (systemd `RuntimeDirectory=netgauged`).
+pub const DEFAULT_RUNTIME_DIR: &str = "/run/netgauged";
+/// Default state directory (systemd `StateDirectory=netgauged`).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/netgauged";
+/// File name of the segment in the runtime directory.
+pub const SEGMENT_NAME: &str = "segment";
+
+/// Bounds of the configuration values (each one checked in `validate`).
+pub mod limits {
+    /// Peers of one daemon: each takes up to 4 entries of a segment of at
+    /// most 65 536.
+    pub const MAX_PEERS: usize = 8192;
+    /// Largest message size of a full sweep: 64 MiB.
+    pub const MAX_SIZE_BYTES: u64 = 64 << 20;
+    /// Most repetitions per size.
+    pub const MAX_REPS: u32 = 10_000;
+    /// Longest re-check interval: a day.
+    pub const MAX_RECHECK_INTERVAL_S: f64 = 86_400.0;
+    /// Longest fan-out interval: a week.
+    pub const MAX_FANOUT_INTERVAL_S: f64 = 604_800.0;
+    /// Largest traffic budget: 100 GB/s.
+    pub const MAX_BUDGET_BYTES_PER_S: u64 = 100_000_000_000;
+    /// Largest inline write and eager message of the verbs transports.
+    pub const MAX_INLINE_BYTES: u32 = 1 << 20;
+    pub const MAX_EAGER_BYTES: u64 = 1 << 30;
 }
+
 fn default_udp_port() -> u16 {
     7471
 }
-fn default_shm() -> PathBuf {
-    PathBuf::from(netgauge::DEFAULT_PATH)
-}
-fn default_state() -> PathBuf {
-    PathBuf::from("/var/lib/netgauged/state.json")
-}
 fn default_budget() -> u64 {
-    // 2 MB/s: well under 0.1 % of a 25 Gbit/s link.
-    2_000_000
+    // 4 MB/s: 0.13 % of a 25 Gbit/s link, and enough that a new peer's
+    // first sweeps over udp and raw Ethernet (up to about 170 MB each on a
+    // 1 Gbit/s link, `sweep::cost::plan`) both publish within a minute
+    // (tests/sweep_cost.rs).
+    4_000_000
 }
 fn default_interval() -> f64 {
     ScheduleConfig::default().pair_recheck_s
@@ -281,19 +326,28 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        use limits::*;
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if self.budget_bytes_per_s == 0 {
-            return bad("budget_bytes_per_s must be positive".into());
+        if self.budget_bytes_per_s == 0 || self.budget_bytes_per_s > MAX_BUDGET_BYTES_PER_S {
+            return bad(format!(
+                "budget_bytes_per_s must be 1 to {MAX_BUDGET_BYTES_PER_S}"
+            ));
         }
-        if self.recheck_interval_s.is_nan() || self.recheck_interval_s < 0.0 {
-            return bad("recheck_interval_s must not be negative".into());
+        if !(self.recheck_interval_s.is_finite()
+            && self.recheck_interval_s > 0.0
+            && self.recheck_interval_s <= MAX_RECHECK_INTERVAL_S)
+        {
+            return bad(format!(
+                "recheck_interval_s must be positive and at most {MAX_RECHECK_INTERVAL_S}"
+            ));
         }
-        if !(self.resolve_timeout_s > 0.0 && self.resolve_retry_s > 0.0) {
+        if !(self.resolve_timeout_s.is_finite()
+            && self.resolve_timeout_s > 0.0
+            && self.resolve_retry_s.is_finite()
+            && self.resolve_retry_s > 0.0)
+        {
             return bad("resolve_timeout_s and resolve_retry_s must be positive".into());
         }
-        self.schedule_config()
-            .validate()
-            .or_else(|e| bad(e.to_string()))?;
         if self.hostlist.is_none() && self.peers_file.is_none() && self.peers.is_empty() {
             return bad(
                 "no peers: set peers = \"HOSTLIST\", peers_file or [[peer]] entries".into(),
@@ -310,27 +364,117 @@ impl Config {
         if self.node.as_deref() == Some(OPERATOR_NAME) {
             return bad(format!("node: {OPERATOR_NAME:?} is the operator's name"));
         }
-        if self.max_size_bytes == 0 {
-            return bad("max_size_bytes must be positive".into());
+        if !(self.fanout_interval_s.is_finite()
+            && self.fanout_interval_s >= 0.0
+            && self.fanout_interval_s <= MAX_FANOUT_INTERVAL_S)
+        {
+            return bad(format!(
+                "fanout_interval_s must be 0 (never) to {MAX_FANOUT_INTERVAL_S}"
+            ));
         }
-        if self.max_reps == Some(0) {
-            return bad("max_reps must be positive".into());
+        if self.max_size_bytes == 0 || self.max_size_bytes > MAX_SIZE_BYTES {
+            return bad(format!("max_size_bytes must be 1 to {MAX_SIZE_BYTES}"));
         }
+        if self.max_reps.is_some_and(|r| r == 0 || r > MAX_REPS) {
+            return bad(format!("max_reps must be 1 to {MAX_REPS}"));
+        }
+        if self.udp_port == 0 {
+            return bad("udp_port must not be 0 (peers are told this port)".into());
+        }
+        if self.listen.is_some_and(|a| a.port() == 0) {
+            return bad("listen needs a port (peers connect to it)".into());
+        }
+        if self
+            .sched_fifo_priority
+            .is_some_and(|p| !(1..=99).contains(&p))
+        {
+            return bad("sched_fifo_priority must be 1 to 99".into());
+        }
+        if self
+            .probe_cpu
+            .is_some_and(|c| c >= libc::CPU_SETSIZE as usize)
+        {
+            return bad(format!("probe_cpu must be below {}", libc::CPU_SETSIZE));
+        }
+        if let Some(n) = &self.node {
+            if !name_ok(n) {
+                return bad(format!(
+                    "node {n:?}: 1 to {} bytes without control characters",
+                    netgauge::layout::PEER_MAX_BYTES
+                ));
+            }
+        }
+        for (what, p) in [
+            ("runtime_dir", &self.runtime_dir),
+            ("shm", &self.shm),
+            ("state_dir", &self.state_dir),
+            ("state_file", &self.state_file),
+        ] {
+            if p.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return bad(format!("{what} must not be empty"));
+            }
+        }
+        // After the scalar bounds above, which name their own setting.
+        self.schedule_config()
+            .validate()
+            .or_else(|e| bad(e.to_string()))?;
         if let Some(v) = &self.verbs {
-            if v.device.is_empty() || v.port == 0 {
-                return bad("[verbs]: device must be named and port is 1-based".into());
+            if v.device.is_empty() || v.device.len() > 64 || v.port == 0 {
+                return bad(
+                    "[verbs]: device must be named (≤ 64 bytes) and port is 1-based".into(),
+                );
             }
-            if v.eager_max_bytes == 0 || v.eager_max_bytes > u64::from(u32::MAX) {
-                return bad("[verbs]: eager_max_bytes out of range".into());
+            if v.eager_max_bytes == 0 || v.eager_max_bytes > MAX_EAGER_BYTES {
+                return bad(format!(
+                    "[verbs]: eager_max_bytes must be 1 to {MAX_EAGER_BYTES}"
+                ));
             }
+            if v.inline_max_bytes.is_some_and(|b| b > MAX_INLINE_BYTES) {
+                return bad(format!(
+                    "[verbs]: inline_max_bytes must be at most {MAX_INLINE_BYTES}"
+                ));
+            }
+            if v.gid_index.is_some_and(|g| g > 255) {
+                return bad("[verbs]: gid_index must be at most 255".into());
+            }
+        }
+        if self.peers.len() > MAX_PEERS {
+            return bad(format!(
+                "{} peers: at most {MAX_PEERS} per daemon",
+                self.peers.len()
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for p in &self.peers {
-            if p.name.is_empty() || p.name.len() > netgauge::layout::PEER_MAX_BYTES {
-                return bad(format!("peer name {:?}: 1 to 63 bytes", p.name));
+            if !name_ok(&p.name) {
+                return bad(format!(
+                    "peer name {:?}: 1 to 63 bytes without control characters",
+                    p.name
+                ));
             }
             if !names.insert(&p.name) {
                 return bad(format!("peer {:?} is listed twice", p.name));
+            }
+            if p.address.port() == 0 || p.address.ip().is_unspecified() {
+                return bad(format!(
+                    "peer {}: address {} is not one a connection can reach",
+                    p.name, p.address
+                ));
+            }
+            if p.interface
+                .as_ref()
+                .is_some_and(|i| i.is_empty() || i.len() > 15)
+            {
+                return bad(format!(
+                    "peer {}: interface names are 1 to 15 bytes",
+                    p.name
+                ));
+            }
+            if p.transports
+                .as_ref()
+                .is_some_and(|t| t.is_empty() || t.len() > 16)
+            {
+                return bad(format!("peer {}: transports lists 1 to 16 names", p.name));
             }
             for t in p.transports.iter().flatten() {
                 if !t.parse::<Kind>().is_ok_and(|k| k.descriptor().daemon) {
@@ -366,7 +510,8 @@ impl Config {
 
     /// The control port of listed members.
     pub fn peer_port(&self) -> u16 {
-        self.peer_port.unwrap_or(self.listen.port())
+        self.peer_port
+            .unwrap_or(self.listen.map_or(DEFAULT_CONTROL_PORT, |a| a.port()))
     }
 
     /// This node's name: the configured one or the host name.
@@ -378,6 +523,123 @@ impl Config {
                 .unwrap_or_else(|| "localhost".into())
         })
     }
+
+    /// The runtime directory: `runtime_dir`, the segment's directory when
+    /// only `shm` is given, `$RUNTIME_DIRECTORY`, or /run/netgauged.
+    pub fn runtime_dir(&self) -> PathBuf {
+        if let Some(d) = &self.runtime_dir {
+            return d.clone();
+        }
+        if let Some(parent) = self.shm.as_ref().and_then(|s| s.parent()) {
+            return parent.to_path_buf();
+        }
+        systemd_dir("RUNTIME_DIRECTORY").unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME_DIR))
+    }
+
+    /// The segment path: `shm`, else `<runtime_dir>/segment`.
+    pub fn shm_path(&self) -> PathBuf {
+        self.shm
+            .clone()
+            .unwrap_or_else(|| self.runtime_dir().join(SEGMENT_NAME))
+    }
+
+    /// The state file: `state_file`, else `<state_dir>/<node>.json`.
+    pub fn state_path(&self, node: &str) -> PathBuf {
+        if let Some(f) = &self.state_file {
+            return f.clone();
+        }
+        let dir = self.state_dir.clone().unwrap_or_else(|| {
+            systemd_dir("STATE_DIRECTORY").unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
+        });
+        let safe: String = node
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        dir.join(format!("{}.json", safe.trim_start_matches('.')))
+    }
+
+    /// The control plane's address: `listen`, else this node's address
+    /// toward its first peer (the route the kernel picks) at port 7470.
+    /// Logs a warning when the peers are reached from several addresses
+    /// or `listen` is every interface.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        if let Some(a) = self.listen {
+            if a.ip().is_unspecified() {
+                tracing::warn!(
+                    "listen = {a}: the control plane answers on every interface; \
+                     name the cluster address to keep it off other networks"
+                );
+            }
+            return Ok(a);
+        }
+        let Some(first) = self.peers.first() else {
+            return Err(ConfigError::Invalid(
+                "listen is not set and there is no peer to find the cluster address by: \
+                 set listen = \"ADDR:PORT\""
+                    .into(),
+            ));
+        };
+        let local = |to: SocketAddr| -> Result<std::net::IpAddr, ConfigError> {
+            route_source(to).map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "listen is not set and no local address routes to peer address {to} ({e}): \
+                     set listen = \"ADDR:PORT\""
+                ))
+            })
+        };
+        let ip = local(first.address)?;
+        let others: Vec<String> = self
+            .peers
+            .iter()
+            .filter_map(|p| {
+                local(p.address)
+                    .ok()
+                    .filter(|&l| l != ip)
+                    .map(|l| format!("{} via {l}", p.name))
+            })
+            .collect();
+        if !others.is_empty() {
+            tracing::warn!(
+                "the control plane listens on {ip} (the route to {}); peers reached from other \
+                 addresses: {} — set listen to choose",
+                first.name,
+                others.join(", ")
+            );
+        }
+        Ok(SocketAddr::new(ip, DEFAULT_CONTROL_PORT))
+    }
+}
+
+/// The local address the kernel would send from to reach `to` (a UDP
+/// socket's connect makes no traffic).
+fn route_source(to: SocketAddr) -> std::io::Result<std::net::IpAddr> {
+    let bind: SocketAddr = if to.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let s = std::net::UdpSocket::bind(bind)?;
+    s.connect(to)?;
+    Ok(s.local_addr()?.ip())
+}
+
+/// The first directory of a systemd `*_DIRECTORY` variable, if set.
+fn systemd_dir(var: &str) -> Option<PathBuf> {
+    let v = std::env::var_os(var)?;
+    let first = std::path::Path::new(&v)
+        .to_str()
+        .map(|s| s.split(':').next().unwrap_or("").to_string())?;
+    (!first.is_empty()).then(|| PathBuf::from(first))
+}
+
+fn name_ok(n: &str) -> bool {
+    !n.is_empty() && n.len() <= netgauge::layout::PEER_MAX_BYTES && !n.chars().any(char::is_control)
 }
 
 #[cfg(test)]

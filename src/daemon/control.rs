@@ -3,6 +3,7 @@
 //! settled, sessions granted and ended, the queue pair of an accepted
 //! verbs session, and the node's published view (`ngctl matrix`).
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -19,12 +20,21 @@ use crate::transport::kind::PeerEndpoint;
 /// The control plane's answers.
 pub(super) struct ControlHandler(pub std::sync::Arc<Shared>);
 
+/// The address a message came from when the server does not say.
+const NO_ADDR: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    0,
+));
+
 impl control::Handler for ControlHandler {
     fn handle(&self, peer: &str, msg: Msg) -> Option<Msg> {
-        handle_control(&self.0, ConnId::default(), peer, msg)
+        handle_control(&self.0, ConnId::default(), NO_ADDR, peer, msg)
     }
     fn handle_on(&self, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
-        handle_control(&self.0, conn, peer, msg)
+        handle_control(&self.0, conn, NO_ADDR, peer, msg)
+    }
+    fn handle_from(&self, conn: ConnId, addr: SocketAddr, peer: &str, msg: Msg) -> Option<Msg> {
+        handle_control(&self.0, conn, addr, peer, msg)
     }
     /// The connection a session was granted on ended: so did the session
     /// (its driver finished, or is gone).
@@ -131,11 +141,18 @@ fn entries_page(shared: &Shared, offset: u32, max: u32) -> Msg {
     })
 }
 
-pub(super) fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg) -> Option<Msg> {
+pub(super) fn handle_control(
+    shared: &Shared,
+    conn: ConnId,
+    from: SocketAddr,
+    peer: &str,
+    msg: Msg,
+) -> Option<Msg> {
     // The operator reads; it does not take part in rounds.
     if peer == OPERATOR_NAME {
         return match msg {
             Msg::Entries(r) => Some(entries_page(shared, r.offset, r.max)),
+            Msg::Status => Some(Msg::StatusReply(daemon_status(shared))),
             _ => None,
         };
     }
@@ -179,7 +196,7 @@ pub(super) fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg
                 verbs: None,
             }))
         }
-        Msg::ProbeRequest(req) => Some(accept_session(shared, conn, peer, &req)),
+        Msg::ProbeRequest(req) => Some(accept_session(shared, conn, from, peer, &req)),
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
             shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
             None
@@ -192,7 +209,53 @@ pub(super) fn handle_control(shared: &Shared, conn: ConnId, peer: &str, msg: Msg
             }
             None
         }
+        Msg::Status => Some(Msg::StatusReply(daemon_status(shared))),
         _ => None,
+    }
+}
+
+/// Peers a `StatusReply` lists at most: their encoding stays well inside
+/// one frame (a peer takes at most about 100 bytes).
+const STATUS_REPLY_PEERS: usize = 512;
+
+/// What `Msg::Status` answers: the status file's content, bounded.
+fn daemon_status(shared: &Shared) -> control::DaemonStatus {
+    use super::sched::PeerPhase;
+    let peers = shared
+        .status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .take(STATUS_REPLY_PEERS)
+        .map(|p| control::PeerStatus {
+            name: p.name.clone(),
+            state: match p.phase {
+                PeerPhase::New => control::PeerState::New,
+                PeerPhase::Known => control::PeerState::Current,
+                PeerPhase::Suspect => control::PeerState::Stale,
+                PeerPhase::Failing => control::PeerState::Down,
+            },
+            last_probe_unix_ns: p.last_probe_unix_ns,
+            last_transport: p.transport.parse().ok(),
+            failures: p.failures,
+        })
+        .collect();
+    let uptime = shared.started.elapsed();
+    let spent = shared
+        .spent_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    control::DaemonStatus {
+        node: shared.node.clone(),
+        generation: shared.generation,
+        uptime_ns: uptime.as_nanos().min(u128::from(u64::MAX)) as u64,
+        peers,
+        budget_bytes_per_s: shared.budget_bytes_per_s,
+        budget_used_bytes_per_s: (spent as f64 / uptime.as_secs_f64().max(1.0)) as u64,
+        rejects: shared
+            .rejects
+            .get()
+            .map(|r| r.snapshot())
+            .unwrap_or_default(),
     }
 }
 

@@ -185,6 +185,16 @@ pub(super) fn connect(ctx: &JobCtx<'_>, peer: usize) -> Result<Meeting, JobError
 }
 
 impl Meeting {
+    /// The control address the partner was met at.
+    pub fn address(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The MAC the partner announced for raw Ethernet, if it serves raw.
+    pub fn announced_mac(&self) -> Option<[u8; 6]> {
+        self.ep.raw_ok.then_some(self.ep.mac)
+    }
+
     /// Ask the partner to admit `job` in `round`: None when it does, else
     /// why not.
     pub fn ask(
@@ -245,6 +255,11 @@ impl Meeting {
         if kind.descriptor().endpoint == PeerEndpoint::MacOnLink && !self.ep.raw_ok {
             return Err(JobError::Refused(name, RejectReason::Transport));
         }
+        // raw: the MAC this node sends from toward the peer, which the
+        // peer's gate then admits (with the nonce) and nothing else.
+        let driver_mac = (kind.descriptor().endpoint == PeerEndpoint::MacOnLink)
+            .then(|| ctx.shared.raw_toward.get(&name).map(|r| r.1))
+            .flatten();
         let nonce = loop {
             let n: u64 = rand::random();
             if n != 0 {
@@ -256,6 +271,7 @@ impl Meeting {
             transport: kind,
             sizes: plan,
             driver: ctx.shared.node.clone(),
+            driver_mac,
         };
         match self
             .conn
@@ -320,9 +336,9 @@ fn bytes_since<T: Transport>(link: &T, before: crate::transport::Counters) -> u6
     (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes)
 }
 
-/// The full sweep's options from the configuration.
-pub(super) fn sweep_options(cfg: &Config) -> ProbeOptions {
-    let mut opts = ProbeOptions::default();
+/// The full sweep's options over `kind` from the configuration.
+pub(super) fn sweep_options(cfg: &Config, kind: Kind) -> ProbeOptions {
+    let mut opts = ProbeOptions::for_kind(kind);
     opts.sweep.max_size_bytes = cfg.max_size_bytes;
     if let Some(r) = cfg.max_reps {
         opts.sweep.max_reps = r;
@@ -335,9 +351,16 @@ pub(super) fn sweep_options(cfg: &Config) -> ProbeOptions {
 pub(super) fn full_sweep<T: Transport>(
     link: &mut T,
     cfg: &Config,
+    kind: Kind,
     clock: HostClock,
 ) -> Result<probe::ProbeResult, JobError> {
-    Ok(probe::run(link, &clock, 0, &sweep_options(cfg), &mut ())?)
+    Ok(probe::run(
+        link,
+        &clock,
+        0,
+        &sweep_options(cfg, kind),
+        &mut (),
+    )?)
 }
 
 /// A cheap re-check over `link`: its samples and the bytes it sent.
@@ -347,7 +370,7 @@ pub(super) fn recheck<T: Transport>(
     clock: HostClock,
 ) -> Result<(Vec<SizeSamples>, u64), JobError> {
     let plan = recheck_plan();
-    let sc = plan.sweep_config(&sweep_options(cfg).sweep);
+    let sc = plan.sweep_config(&sweep_options(cfg, FALLBACK).sweep);
     let before = link.counters();
     let samples = sweep::measure_sizes(link, &clock, 0, &plan.sizes_bytes, &sc)?;
     Ok((samples, bytes_since(link, before)))
@@ -366,7 +389,7 @@ pub(super) fn fanout(
     ctx: &JobCtx<'_>,
     kind: Kind,
     meetings: &mut [Meeting],
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     if !kind.descriptor().daemon_fanout || meetings.len() < 2 {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
@@ -385,7 +408,7 @@ pub(super) fn fanout(
             session_nonce: nonce,
         }));
     }
-    if let Ok((_, bytes)) = &result {
+    if let Ok(Fanned { bytes, .. }) = &result {
         let share = bytes / meetings.len() as u64;
         for m in meetings.iter_mut() {
             m.bytes += share;
@@ -394,11 +417,21 @@ pub(super) fn fanout(
     result
 }
 
+/// A fan-out's fit, its intervals and the payload bytes it sent.
+pub(super) struct Fanned {
+    pub fit: LogfpFit,
+    pub ci95: std::collections::BTreeMap<String, model::Interval>,
+    pub bytes: u64,
+}
+
+/// Bootstrap resamples of a fan-out's intervals (as for a sweep's).
+const FANOUT_RESAMPLES: usize = 200;
+
 fn fanout_run<T: Transport>(
     multi: &mut Multi<T>,
     clock: HostClock,
     max_reps: Option<u32>,
-) -> Result<(LogfpFit, u64), JobError> {
+) -> Result<Fanned, JobError> {
     let mut sc = SweepConfig::default();
     if let Some(r) = max_reps {
         sc.max_reps = r;
@@ -408,5 +441,9 @@ fn fanout_run<T: Transport>(
     let before = multi.counters();
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
     let bytes = bytes_since(multi, before);
-    Ok((model::logfp::fit_logfp(&samples), bytes))
+    Ok(Fanned {
+        fit: model::logfp::fit_logfp(&samples),
+        ci95: model::logfp::ci95_logfp(&samples, FANOUT_RESAMPLES, rand::random()),
+        bytes,
+    })
 }

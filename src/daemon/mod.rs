@@ -2,27 +2,37 @@
 //! rounds of the cluster schedule (`cluster::schedule`).
 //!
 //! Threads (docs/ARCHITECTURE.md, "The daemon"):
-//! - **control** (`control::ControlServer`, answers in [`control`]):
-//!   authenticated TCP; answers `Hello`, `Endpoints`, `RoundRequest` (the
-//!   schedule admits a partner's job of a round, or declines: quiet,
-//!   budget, not expected, busy), `RoundDone`,
+//! - **control** (`control::ControlServer`, answers in [`control`]): one
+//!   pre-authentication thread for every stranger, workers for
+//!   authenticated peers only; answers `Hello`, `Endpoints`,
+//!   `RoundRequest` (the schedule admits a partner's job of a round, or
+//!   declines: quiet, budget, not expected, busy), `RoundDone`,
 //!   `ProbeRequest`/`ProbeAlive`/`ProbeDone` (one session at a time, only
-//!   within an admitted round, see [`admission`]; the responders only
-//!   admit the nonce of the accepted session), `Entries` (the node's
-//!   published view, for `ngctl matrix`) and `Status`;
+//!   within an admitted round, see [`admission`]; the responders admit
+//!   only the nonce of the accepted session, from the address or MAC the
+//!   control plane authenticated), `Entries` (the node's published view,
+//!   for `ngctl matrix`) and `Status`;
 //! - **responders** ([`responders`], [`verbs`]): the link layer's PRTT
 //!   responder on the UDP port, on each raw Ethernet interface a peer wants
 //!   raw on, and with a `[verbs]` device one rdma or msg session at a time;
 //!   all pinned with the probe thread to `probe_cpu` (`sys::spawn_busy`);
+//!   idle, they sleep in poll(2) until a frame arrives;
 //! - **probe** ([`probe_thread`], jobs in [`job`]): optionally SCHED_FIFO;
-//!   plans each round with the schedule, drives its meetings, sends
-//!   results over a crossbeam channel; the only thread that sends systemd
-//!   watchdog keep-alives;
+//!   sleeps until its next round starts (or the shutdown wakes it), plans
+//!   the round with the schedule, drives its meetings, sends results over
+//!   a crossbeam channel;
 //! - **resolver** ([`cluster`]): turns peer names into control addresses,
 //!   each lookup with a deadline, failures retried;
 //! - **publisher** (the main thread, [`publisher`]): owns the segment
-//!   writer, beats the heartbeat, watches the [`quiet`] file, writes the
-//!   state and [`status`] files.
+//!   writer, beats the heartbeat every second, watches the [`quiet`] file
+//!   on the same beat, writes the state file on change and the [`status`]
+//!   file on change (and every 30 s), and feeds the systemd watchdog only
+//!   while the control plane and the probe thread keep their liveness
+//!   promises ([`lifecycle`]);
+//! - **signals** ([`lifecycle::spawn_signal_thread`]): SIGTERM wakes every
+//!   sleeping thread at once, and the process is gone within 2 s.
+//!
+//! Every file lives in a directory the daemon owns ([`paths`]).
 //!
 //! This module wires them together.
 
@@ -31,6 +41,8 @@ mod cluster;
 pub mod config;
 mod control;
 mod job;
+pub mod lifecycle;
+mod paths;
 mod probe_thread;
 mod publisher;
 pub mod quiet;
@@ -41,24 +53,29 @@ pub mod status;
 pub mod sys;
 mod verbs;
 
+pub use lifecycle::{spawn_signal_thread, Shutdown};
 pub use status::{status_path, PeerStatus, StatusFile};
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::HostClock;
 use crate::cluster::matrix::EntrySummary;
 use crate::cluster::schedule::{CostTable, RecheckPlan, Schedule, ScheduleStatus};
-use crate::control::{ControlServer, ServerConfig};
+use crate::control::{ControlServer, RejectCounters, ServerConfig};
 use crate::link::{Kind, OpenError};
+use crate::transport::dgram::SessionGate;
 use admission::Activity;
 use cluster::{Addresses, ClusterPeers, Peer};
 use config::Config;
 use control::ControlHandler;
+use lifecycle::Liveness;
+use paths::DaemonFiles;
 use probe_thread::{probe_loop, PeerClass, ProbeCtx};
 use publisher::{open_segment, publish_loop, Outcome};
 
@@ -72,7 +89,6 @@ const SESSION_TTL: Duration = Duration::from_secs(120);
 const KEEP_ALIVE: Duration = Duration::from_secs(30);
 /// Deadline of every control request.
 const CONTROL_DEADLINE: Duration = Duration::from_secs(3);
-
 /// The cheap re-check every node runs (a few sizes, under 1 MB).
 fn recheck_plan() -> RecheckPlan {
     RecheckPlan::default()
@@ -84,6 +100,13 @@ fn unix_now_s() -> f64 {
     crate::publish::unix_now_ns() as f64 * 1e-9
 }
 
+/// The control plane's pre-authentication thread checks in at least this
+/// often (its liveness for the watchdog).
+const CONTROL_BEAT: Duration = Duration::from_secs(5);
+/// How long the stop waits for a thread after the shutdown before it
+/// leaves it behind (the process exits anyway).
+const JOIN_WAIT: Duration = Duration::from_millis(1000);
+
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("{0}")]
@@ -92,6 +115,12 @@ pub enum DaemonError {
     Key(#[from] crate::control::KeyError),
     #[error("segment {path}: {source}")]
     Segment {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what} {path}: {source}")]
+    Files {
+        what: &'static str,
         path: PathBuf,
         source: std::io::Error,
     },
@@ -123,16 +152,21 @@ struct Shared {
     generation: u64,
     started: Instant,
     udp_port: u16,
-    /// The nonce the responders admit (0: none).
-    gate: Arc<AtomicU64>,
+    /// This node's control-plane address (where its entries are measured
+    /// from, for the state file).
+    local_ip: IpAddr,
+    /// The session the responders admit: nonce and authenticated source.
+    gate: Arc<SessionGate>,
     activity: Mutex<Activity>,
     status: Mutex<Vec<PeerStatus>>,
+    /// Bumped whenever `status` changes: the status file is rewritten then.
+    status_version: AtomicU64,
     /// Per peer name: the local interface toward it and its MAC, when a raw
     /// responder runs there (what `Endpoints` tells that peer).
     raw_toward: HashMap<String, (String, [u8; 6])>,
     spent_bytes: AtomicU64,
     budget_bytes_per_s: u64,
-    shutdown: Arc<AtomicBool>,
+    shutdown: Arc<Shutdown>,
     /// The verbs responder, when this node's `[verbs]` device opened.
     verbs: OnceLock<verbs::Serving>,
     /// Every member but this node, sorted by name, and their addresses.
@@ -149,6 +183,10 @@ struct Shared {
     /// What a reader of this node's segment gets per peer and transport,
     /// for `Entries` requests (rebuilt by the publisher on change).
     view: Mutex<Arc<Vec<EntrySummary>>>,
+    /// The control server's rejection counters (for `Msg::Status`).
+    rejects: OnceLock<Arc<RejectCounters>>,
+    /// The probe thread's promise to check in (the watchdog's view).
+    probe_alive: Liveness,
 }
 
 impl Shared {
@@ -163,11 +201,36 @@ impl Shared {
     }
 }
 
-/// Run until `shutdown` is set (SIGTERM/SIGINT). Returns after a clean stop.
-pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
+/// Wait for `h` until `deadline`; a thread still busy then is left behind
+/// (it ends with the process), with one line saying so.
+fn join_by<T>(h: JoinHandle<T>, deadline: Instant, name: &str) -> Option<T> {
+    while !h.is_finished() {
+        if Instant::now() >= deadline {
+            tracing::warn!("{name} thread still busy at shutdown; not waiting for it");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.join().ok()
+}
+
+/// Run until `shutdown` is triggered (SIGTERM/SIGINT through
+/// [`spawn_signal_thread`]). Returns after a clean stop.
+pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     cfg.validate()?;
-    let key = crate::control::load_key(&cfg.key_file)?;
     let node = cfg.node_name();
+    if node.is_empty()
+        || node.len() > netgauge::layout::PEER_MAX_BYTES
+        || node.chars().any(char::is_control)
+    {
+        return Err(config::ConfigError::Invalid(format!(
+            "node name {node:?} (from the host name): set node = \"…\", 1 to 63 bytes"
+        ))
+        .into());
+    }
+    let listen = cfg.listen_addr()?;
+    let key = crate::control::load_key(&cfg.key_file)?;
+    let files = DaemonFiles::open(&cfg, &node)?;
     let cluster = ClusterPeers::load(&cfg, &node)?;
     let me = cluster
         .membership
@@ -187,14 +250,20 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         })
         .collect();
 
-    // The segment first: readers get values from the state file at once.
+    // The segment first: readers get values from the state file at once
+    // (flagged RESTORED until a re-check agrees).
     let clock = HostClock::choose(cfg.clock).map_err(DaemonError::Clock)?;
     let clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
-    let (mut writer, mut entries) =
-        open_segment(&cfg, &node, &clock_desc, &cluster.peers, &classes)?;
-    let restored: Vec<netgauge::EntryData> = entries.values().cloned().collect();
+    let (mut writer, mut entries) = open_segment(
+        &files,
+        &node,
+        &clock_desc,
+        &cluster.peers,
+        &classes,
+        listen.ip(),
+    )?;
 
-    let gate = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(SessionGate::new());
     let raw = responders::start_raw(&cluster.peers, clock, &gate, &shutdown, cfg.probe_cpu)?;
     let verbs_node = open_verbs(&cfg, &cluster.peers, clock);
     let targets = job::make_targets(&cluster.peers, &raw.toward, verbs_node.is_some());
@@ -213,9 +282,11 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         generation: writer.generation(),
         started: Instant::now(),
         udp_port: cfg.udp_port,
+        local_ip: listen.ip(),
         gate,
         activity: Mutex::new(Activity::default()),
         status: Mutex::new(Vec::new()),
+        status_version: AtomicU64::new(0),
         raw_toward: raw.toward,
         spent_bytes: AtomicU64::new(0),
         budget_bytes_per_s: cfg.budget_bytes_per_s,
@@ -228,6 +299,8 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         quiet_status: Mutex::new(quiet::QuietStatus::default()),
         sched_status: Mutex::new(None),
         view: Mutex::new(Arc::new(Vec::new())),
+        rejects: OnceLock::new(),
+        probe_alive: Liveness::new(),
     });
 
     // Names to addresses, in the background.
@@ -275,13 +348,13 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         })
         .transpose()?;
 
-    // The UDP responder.
-    let udp_addr = SocketAddr::new(cfg.listen.ip(), cfg.udp_port);
+    // The UDP responder, on the control plane's address.
+    let udp_addr = SocketAddr::new(listen.ip(), cfg.udp_port);
     let udp = responders::start_udp(&cfg, udp_addr, clock, &shared.gate, &shutdown)?;
 
     // The control plane.
-    let listener = TcpListener::bind(cfg.listen).map_err(|source| DaemonError::Listen {
-        addr: cfg.listen.to_string(),
+    let listener = TcpListener::bind(listen).map_err(|source| DaemonError::Listen {
+        addr: listen.to_string(),
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
@@ -292,16 +365,23 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.
     scfg.idle = SESSION_TTL;
+    scfg.beat = CONTROL_BEAT;
     let server =
         ControlServer::spawn(listener, scfg, ControlHandler(shared.clone())).map_err(|source| {
             DaemonError::Listen {
-                addr: cfg.listen.to_string(),
+                addr: listen.to_string(),
                 source,
             }
         })?;
+    let _ = shared.rejects.set(server.counters());
 
     // The probe thread.
     let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
+    let restored: HashMap<(String, String), state::Stored> = entries
+        .iter()
+        .filter(|(_, s)| s.entry.flags & netgauge::flags::RESTORED != 0)
+        .map(|(k, s)| (k.clone(), s.clone()))
+        .collect();
     let probe_thread = {
         let cfg = cfg.clone();
         let shared = shared.clone();
@@ -314,7 +394,7 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 clock,
                 verbs: verbs_node.as_deref(),
             };
-            probe_loop(&ctx, key, &targets, &classes, restored, &tx)
+            probe_loop(&ctx, key, &targets, &classes, &restored, &tx)
         })
         .map_err(thread_error("probe"))?
     };
@@ -324,8 +404,8 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let sched = shared.schedule();
         let r = sched.rounds();
         tracing::info!(
-            "netgauged {node} up: control {}, udp {udp_addr}; {} members in {} group(s), rounds of {} s, a cycle {:.0} s",
-            cfg.listen,
+            "netgauged {node} up: control {listen}, udp {udp_addr}, segment {}; {} members in {} group(s), rounds of {} s, a cycle {:.0} s",
+            cfg.shm_path().display(),
             sched.membership().len(),
             sched.membership().groups().len(),
             r.round_s(),
@@ -333,21 +413,36 @@ pub fn run(cfg: Config, shutdown: Arc<AtomicBool>) -> Result<(), DaemonError> {
         );
     }
 
-    publish_loop(&cfg, &shared, &mut writer, &mut entries, &rx, &server);
+    publish_loop(
+        &cfg,
+        &files,
+        &shared,
+        &mut writer,
+        &mut entries,
+        &rx,
+        &server,
+    );
 
+    // Readers learn at once that the daemon is gone (heartbeat 0), then
+    // every thread is woken and given a bounded time to end.
+    writer.shutdown();
+    shutdown.trigger();
     sys::notify(&[sd_notify::NotifyState::Stopping]);
-    let _ = probe_thread.join();
-    let _ = resolver.join();
-    let sessions = udp.join().unwrap_or(0);
+    let deadline = Instant::now() + JOIN_WAIT;
+    drop(server);
+    tracing::debug!("stopping: control plane closed");
+    let _ = join_by(probe_thread, deadline, "probe");
+    tracing::debug!("stopping: probe thread done");
+    let _ = join_by(resolver, deadline, "resolver");
+    let sessions = join_by(udp, deadline, "UDP responder").unwrap_or(0);
+    tracing::debug!("stopping: UDP responder done");
     for t in raw.threads {
-        let _ = t.join();
+        let _ = join_by(t, deadline, "raw responder");
     }
     if let Some(t) = verbs_thread {
-        let _ = t.join();
+        let _ = join_by(t, deadline, "verbs responder");
     }
-    drop(server);
     tracing::info!("netgauged stopped ({sessions} responder sessions served)");
-    writer.shutdown();
     Ok(())
 }
 

@@ -3,9 +3,12 @@
 //! a fan-out, serve, or sit out), runs a meeting through [`super::job`],
 //! reports each job's outcome back to the schedule (which may continue
 //! the meeting with a confirming re-check or a repair sweep), hands what
-//! is to be published to the publisher, and keeps the status current. It
-//! is the only thread that sends systemd watchdog keep-alives, so a wedged
-//! probe loop gets the daemon restarted.
+//! is to be published to the publisher, and keeps the status current.
+//!
+//! Between rounds it sleeps until the next one starts (or the shutdown
+//! wakes it), promising the watchdog ([`super::lifecycle::Liveness`]) to
+//! be back by then; a round's work promises to end within [`MAX_JOB`]
+//! (every wait in it has a deadline).
 //!
 //! What a job publishes:
 //! - a full sweep whose data are not disturbed (`cluster::recheck::
@@ -13,8 +16,12 @@
 //!   class sweep the class's entry (`@class`) too; a disturbed one nothing,
 //!   and the pair is met again at its next round;
 //! - a re-check that agrees with the pair's own entry: the entry's
-//!   `checked_unix_ns` (and the end of RESTORED);
+//!   `checked_unix_ns` (and the end of RESTORED; a restored entry is held
+//!   to the plain tolerance, without the re-check's noise allowance);
 //! - an unreachable or failed partner: its entries marked stale;
+//! - a partner now at another address, or (raw) announcing another MAC,
+//!   than where its restored or published entries were measured: those
+//!   entries dropped before anything is measured;
 //! - a fan-out: the LogfP fit on the entries of its peers.
 
 use std::collections::{HashMap, VecDeque};
@@ -22,7 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use netgauge::EntryData;
+use netgauge::{flags, EntryData};
 
 use super::config::Config;
 use super::job::{
@@ -31,6 +38,7 @@ use super::job::{
 };
 use super::publisher::Outcome as Publish;
 use super::sched::PeerPhase;
+use super::state::{Provenance, Stored};
 use super::status::PeerStatus;
 use super::{recheck_plan, sys, unix_now_s, verbs, Shared};
 use crate::clock::HostClock;
@@ -42,6 +50,15 @@ use crate::cluster::schedule::{
 use crate::control::{ClusterKey, ConnConfig, SizePlan};
 use crate::link::Kind;
 use crate::model::fit::size_points;
+use crate::transport::kind::PeerEndpoint;
+
+/// A job ends within this (its waits all have deadlines; this bounds how
+/// long the watchdog trusts a thread it does not hear from).
+pub(super) const MAX_JOB: Duration = Duration::from_secs(30 * 60);
+/// Slack of a sleeping thread's promise.
+const SLACK: Duration = Duration::from_secs(5);
+/// Longest single sleep between rounds.
+const MAX_SLEEP: Duration = Duration::from_secs(3600);
 
 /// What the probe thread starts with.
 pub(super) struct ProbeCtx<'a> {
@@ -92,7 +109,7 @@ struct Costs {
 impl Costs {
     fn new(cfg: &Config, kinds: usize) -> Costs {
         let burst = cfg.schedule.burst_s * cfg.budget_bytes_per_s as f64;
-        let sweep = job::sweep_options(cfg).sweep;
+        let sweep = job::sweep_options(cfg, super::FALLBACK).sweep;
         let plan = recheck_plan();
         let cap = |b: f64| b.min(burst).max(1.0) as u64;
         // Its time is not known before a first sweep: half a round.
@@ -186,6 +203,8 @@ struct State<'a> {
     classes: &'a [PeerClass],
     /// What is published (own and class entries), to re-check against.
     known: HashMap<(String, Kind), EntryData>,
+    /// Where each of them was measured (restored or published).
+    provenance: HashMap<(String, Kind), Provenance>,
     per_target: Vec<TargetState>,
     costs: Costs,
     /// A full sweep was found to outlast a round (said once).
@@ -203,9 +222,24 @@ impl State<'_> {
             .collect()
     }
 
-    fn publish(&mut self, e: EntryData, kind: Kind) {
-        self.known.insert((e.peer.clone(), kind), e.clone());
-        let _ = self.tx.send(Publish::Publish(Box::new(e)));
+    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance) {
+        let key = (e.peer.clone(), kind);
+        self.known.insert(key.clone(), e.clone());
+        self.provenance.insert(key, provenance.clone());
+        let _ = self.tx.send(Publish::Publish(Box::new(e), provenance));
+    }
+
+    /// Forget the entries of `peer` over `kind` (its own, not its class's):
+    /// they no longer describe the link; the publisher drops them.
+    fn drop_entry(&mut self, peer: &str, kind: Kind, why: String) {
+        let key = (peer.to_string(), kind);
+        self.known.remove(&key);
+        self.provenance.remove(&key);
+        let _ = self.tx.send(Publish::Dropped {
+            peer: peer.to_string(),
+            transport: kind.name().to_string(),
+            why,
+        });
     }
 }
 
@@ -214,7 +248,7 @@ pub(super) fn probe_loop(
     key: ClusterKey,
     targets: &[Target],
     classes: &[PeerClass],
-    restored: Vec<EntryData>,
+    restored: &HashMap<(String, String), Stored>,
     tx: &Sender<Publish>,
 ) {
     let ProbeCtx {
@@ -223,6 +257,8 @@ pub(super) fn probe_loop(
         clock,
         verbs: verbs_node,
     } = *pctx;
+    let alive = &shared.probe_alive;
+    alive.promise(MAX_JOB);
     if cfg.lock_memory {
         if let Err(e) = sys::lock_memory() {
             tracing::warn!(
@@ -235,8 +271,6 @@ pub(super) fn probe_loop(
             tracing::warn!("probe thread not SCHED_FIFO {prio}: {e} (needs CAP_SYS_NICE)");
         }
     }
-    let watchdog = sys::watchdog_interval().map(|d| d / 2);
-    let mut last_keepalive = Instant::now();
     let cc = ConnConfig::new(&shared.node, key);
     let max_kinds = (0..shared.peers.len())
         .map(|p| targets.iter().filter(|t| t.peer == p).count())
@@ -246,6 +280,7 @@ pub(super) fn probe_loop(
         targets,
         classes,
         known: HashMap::new(),
+        provenance: HashMap::new(),
         per_target: targets
             .iter()
             .map(|_| TargetState {
@@ -268,14 +303,8 @@ pub(super) fn probe_loop(
         shared,
         verbs: verbs_node,
     };
-    let mut last_status = Instant::now() - Duration::from_secs(1);
-    while !shared.shutdown.load(Ordering::Relaxed) {
-        if let Some(w) = watchdog {
-            if last_keepalive.elapsed() >= w {
-                sys::notify(&[sd_notify::NotifyState::Watchdog]);
-                last_keepalive = Instant::now();
-            }
-        }
+    while !shared.shutdown.is_set() {
+        alive.promise(MAX_JOB);
         let now = unix_now_s();
         let quiet = shared.quiet.load(Ordering::Relaxed);
         let (slot, plan) = {
@@ -299,23 +328,28 @@ pub(super) fn probe_loop(
                 }
             }
         }
-        if last_status.elapsed() >= Duration::from_secs(1) {
-            last_status = Instant::now();
-            publish_status(shared, &st, quiet);
-        }
-        // Until the next round starts, looking at shutdown and quiet every
-        // 200 ms.
+        publish_status(shared, &st, quiet);
+        // Asleep until the next round starts (or the shutdown wakes it),
+        // promising the watchdog to be back by then.
         let next = shared.schedule().rounds().slot(slot.round + 1).start_s;
-        let wait = (next - unix_now_s()).clamp(0.001, 0.2);
-        std::thread::sleep(Duration::from_secs_f64(wait));
+        let wait =
+            Duration::from_secs_f64((next - unix_now_s()).clamp(0.001, MAX_SLEEP.as_secs_f64()));
+        alive.promise(wait + SLACK);
+        shared.shutdown.wait(wait);
     }
 }
 
 /// Entries restored from the state file are the references of re-checks
-/// and tell the schedule which pairs and classes are measured.
-fn learn_restored(shared: &Shared, st: &mut State<'_>, restored: Vec<EntryData>) {
+/// and tell the schedule which pairs and classes are measured; where they
+/// were measured is checked when their peer is next met.
+fn learn_restored(
+    shared: &Shared,
+    st: &mut State<'_>,
+    restored: &HashMap<(String, String), Stored>,
+) {
     let mut sched = shared.schedule();
-    for e in restored {
+    for s in restored.values() {
+        let e = &s.entry;
         let Ok(kind) = e.transport.parse::<Kind>() else {
             continue;
         };
@@ -335,7 +369,9 @@ fn learn_restored(shared: &Shared, st: &mut State<'_>, restored: Vec<EntryData>)
                 }
             }
         }
-        st.known.insert((e.peer.clone(), kind), e);
+        st.known.insert((e.peer.clone(), kind), e.clone());
+        st.provenance
+            .insert((e.peer.clone(), kind), s.provenance.clone());
     }
 }
 
@@ -365,6 +401,7 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
             return;
         }
     };
+    moved_away(ctx, st, &m);
     let claim = match super::admission::DriveClaim::take(shared) {
         Ok(c) => c,
         Err(e) => {
@@ -425,6 +462,38 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
     m.done(round);
 }
 
+/// Entries of the partner measured at another address, or (raw) toward
+/// another MAC, than the partner is now met at or announces: they no
+/// longer describe the link and are dropped (then measured again) before
+/// anything is measured.
+fn moved_away(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &Meeting) {
+    let name = ctx.shared.peers[m.peer].name.clone();
+    for (_, kind) in st.kinds_of(m.peer) {
+        let Some(p) = st.provenance.get(&(name.clone(), kind)) else {
+            continue;
+        };
+        let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+        let why = if p.peer_address.ip() != m.address().ip() {
+            format!(
+                "{name} is now at {}, the values were measured toward {}",
+                m.address().ip(),
+                p.peer_address.ip()
+            )
+        } else {
+            match (raw, p.peer_mac, m.announced_mac()) {
+                (true, Some(want), Some(now)) if want != now => format!(
+                    "{name} now announces MAC {}, the values were measured toward {}",
+                    crate::transport::raw_eth::format_mac(&now),
+                    crate::transport::raw_eth::format_mac(&want)
+                ),
+                _ => continue,
+            }
+        };
+        tracing::info!("{why}; measuring again");
+        st.drop_entry(&name, kind, why);
+    }
+}
+
 /// The partner could not be reached: the schedule backs off, its entries
 /// go stale.
 fn unreachable(ctx: &JobCtx<'_>, st: &mut State<'_>, peer: usize, e: &JobError) {
@@ -469,7 +538,7 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
     for (i, kind) in st.kinds_of(peer) {
         let started = Instant::now();
         let r = m.session(ctx, kind, SizePlan::Full, |l| {
-            full_sweep(l, ctx.cfg, ctx.clock)
+            full_sweep(l, ctx.cfg, kind, ctx.clock)
         });
         match r {
             Ok(r) => {
@@ -485,12 +554,13 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
                 let now_ns = crate::publish::unix_now_ns();
                 let mut e = crate::publish::entry_from_probe(&name, kind.name(), &r);
                 if purpose == Purpose::Repair {
-                    e.flags |= netgauge::flags::CHANGED;
+                    e.flags |= flags::CHANGED;
                     e.ext.changed_unix_ns = now_ns;
                 }
                 tracing::info!(
-                    "{name} over {kind} ({}): EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    "{name} over {kind} ({}): large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
                     Job::FullSweep(purpose).name(),
+                    crate::report::bandwidth_line(&r.bandwidth),
                     r.fit.eel_ns,
                     e.ranges.first().map_or(f64::NAN, |x| x.g_ns),
                     e.ranges.last().map_or(f64::NAN, |x| x.G_ns_per_byte),
@@ -498,13 +568,20 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
                     r.probe_bytes,
                     started.elapsed().as_secs_f64()
                 );
+                let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+                let provenance = Provenance {
+                    local: ctx.shared.local_ip,
+                    peer_address: m.address(),
+                    interface: ctx.shared.peers[peer].interface.clone().filter(|_| raw),
+                    peer_mac: m.announced_mac().filter(|_| raw),
+                };
                 if purpose == Purpose::Class {
                     let mut c = e.clone();
                     c.peer = class.name.clone();
-                    c.flags &= !netgauge::flags::CHANGED;
-                    st.publish(c, kind);
+                    c.flags &= !flags::CHANGED;
+                    st.publish(c, kind, provenance.clone());
                 }
-                st.publish(e, kind);
+                st.publish(e, kind, provenance);
                 let t = &mut st.per_target[i];
                 t.phase = PeerPhase::Known;
                 t.failures = 0;
@@ -566,7 +643,7 @@ fn recheck_job(
         let Some(entry) = against else {
             continue;
         };
-        let v = compare(&size_points(&samples), entry, &RecheckPolicy::default());
+        let v = compare(&size_points(&samples), entry, &recheck_policy(entry));
         let now_ns = crate::publish::unix_now_ns();
         let t = &mut st.per_target[i];
         t.last_probe_unix_ns = Some(now_ns);
@@ -577,7 +654,7 @@ fn recheck_job(
                 t.phase = PeerPhase::Known;
             }
             if reference == Reference::Pair {
-                let _ = st.tx.send(Publish::Checked {
+                let _ = st.tx.send(Publish::Confirmed {
                     peer: name.clone(),
                     transport: kind.name().to_string(),
                     at_unix_ns: now_ns,
@@ -613,6 +690,20 @@ fn recheck_job(
     Outcome::Rechecked {
         agrees,
         bytes: m.bytes - start_bytes,
+    }
+}
+
+/// How a re-check is compared with `entry`. A restored entry is held to
+/// the plain tolerance: a re-check too noisy to tell does not make it
+/// current.
+pub(super) fn recheck_policy(entry: &EntryData) -> RecheckPolicy {
+    if entry.flags & flags::RESTORED != 0 {
+        RecheckPolicy {
+            k_hw: 0.0,
+            ..RecheckPolicy::default()
+        }
+    } else {
+        RecheckPolicy::default()
     }
 }
 
@@ -670,7 +761,11 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             Ok(_claim) => {
                 for kind in kinds {
                     match job::fanout(ctx, kind, &mut meetings) {
-                        Ok((fit, b)) => {
+                        Ok(job::Fanned {
+                            fit,
+                            ci95,
+                            bytes: b,
+                        }) => {
                             bytes += b;
                             let names = peers
                                 .iter()
@@ -680,6 +775,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
                                 peers: names,
                                 transport: kind.name().to_string(),
                                 fit,
+                                ci95,
                             });
                         }
                         Err(e) => tracing::warn!(
@@ -712,7 +808,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
 
 /// The targets' and the schedule's status as the status file shows them.
 fn publish_status(shared: &Shared, st: &State<'_>, quiet: bool) {
-    let peers = st
+    let peers: Vec<PeerStatus> = st
         .targets
         .iter()
         .zip(&st.per_target)
@@ -725,13 +821,23 @@ fn publish_status(shared: &Shared, st: &State<'_>, quiet: bool) {
             last_error: s.last_error.clone(),
         })
         .collect();
-    *shared.status.lock().unwrap_or_else(|e| e.into_inner()) = peers;
+    {
+        let mut held = shared.status.lock().unwrap_or_else(|e| e.into_inner());
+        if *held != peers {
+            *held = peers;
+            shared.status_version.fetch_add(1, Ordering::Relaxed);
+        }
+    }
     let sched = shared.schedule().status(unix_now_s(), quiet);
     shared
         .spent_bytes
         .store(sched.stats.bytes, Ordering::Relaxed);
-    *shared
+    let mut held = shared
         .sched_status
         .lock()
-        .unwrap_or_else(|e| e.into_inner()) = Some(sched);
+        .unwrap_or_else(|e| e.into_inner());
+    if held.as_ref() != Some(&sched) {
+        *held = Some(sched);
+        shared.status_version.fetch_add(1, Ordering::Relaxed);
+    }
 }

@@ -2,11 +2,14 @@
 //! port and on each raw Ethernet interface a peer wants raw on, each on a
 //! busy-polling thread of its own that opens its link, reports what it
 //! tells peers (its MAC), and serves until shutdown. Sessions are admitted
-//! through the shared gate (the nonce of the session this node accepted).
+//! through the shared gate: the nonce of the session this node accepted,
+//! from the address (udp) or MAC (raw) the control plane authenticated.
+//! Idle, a responder sleeps in poll(2) on its socket and wakes once per
+//! [`POLL`] to look at the shutdown flag.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,14 +18,17 @@ use crossbeam_channel::bounded;
 
 use super::cluster::Peer;
 use super::config::Config;
-use super::{sys, thread_error, DaemonError};
+use super::{sys, thread_error, DaemonError, Shutdown};
 use crate::clock::HostClock;
 use crate::link::{self, Kind, LinkSpec, Local, NoRendezvous, OpenError, ServePolicy};
+use crate::transport::dgram::SessionGate;
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::raw_eth;
 
-/// Granularity of the responders' look at the shutdown flag.
-const POLL: Duration = Duration::from_millis(200);
+/// Granularity of the responders' look at the shutdown flag: an idle
+/// responder wakes this often (a few microseconds each time), and a
+/// SIGTERM ends it within this.
+const POLL: Duration = Duration::from_millis(250);
 /// How long the main thread waits for a responder thread to open its link.
 const OPEN_WAIT: Duration = Duration::from_secs(10);
 
@@ -67,7 +73,7 @@ fn start(
     })
 }
 
-fn spec(kind: Kind, clock: HostClock, gate: &Arc<AtomicU64>) -> LinkSpec {
+fn spec(kind: Kind, clock: HostClock, gate: &Arc<SessionGate>) -> LinkSpec {
     let mut s = LinkSpec::new(kind);
     s.options.clock = clock;
     s.options.gate = Some(gate.clone());
@@ -79,13 +85,13 @@ pub(super) fn start_udp(
     cfg: &Config,
     addr: SocketAddr,
     clock: HostClock,
-    gate: &Arc<AtomicU64>,
-    shutdown: &Arc<AtomicBool>,
+    gate: &Arc<SessionGate>,
+    shutdown: &Arc<Shutdown>,
 ) -> Result<JoinHandle<u64>, DaemonError> {
     let mut s = spec(super::FALLBACK, clock, gate);
     s.options.listen = Some(addr);
-    let (_, h) =
-        start(s, "ng-responder", cfg.probe_cpu, shutdown)?.map_err(DaemonError::Responder)?;
+    let (_, h) = start(s, "ng-responder", cfg.probe_cpu, shutdown.flag())?
+        .map_err(DaemonError::Responder)?;
     Ok(h)
 }
 
@@ -101,8 +107,8 @@ pub(super) struct Raw {
 pub(super) fn start_raw(
     peers: &[Peer],
     clock: HostClock,
-    gate: &Arc<AtomicU64>,
-    shutdown: &Arc<AtomicBool>,
+    gate: &Arc<SessionGate>,
+    shutdown: &Arc<Shutdown>,
     cpu: Option<usize>,
 ) -> Result<Raw, DaemonError> {
     let mut raw = Raw {
@@ -130,7 +136,7 @@ pub(super) fn start_raw(
         }
         let mut s = spec(kind, clock, gate);
         s.device = Some(ifname.to_string());
-        match start(s, "ng-raw-responder", cpu, shutdown)? {
+        match start(s, "ng-raw-responder", cpu, shutdown.flag())? {
             Ok((Local::Mac { mac, .. }, h)) => {
                 ifaces.insert(ifname.to_string(), mac);
                 raw.toward.insert(p.name.clone(), (ifname.to_string(), mac));

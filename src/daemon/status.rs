@@ -1,8 +1,12 @@
-//! The status file `ngctl status` reads (`<shm>.status`, replaced
-//! atomically every second): what the daemon is doing, per peer and
+//! The status file `ngctl status` reads (`<shm>.status`, beside the
+//! segment in the daemon's runtime directory, replaced atomically when it
+//! changes and at least every 30 s): what the daemon is doing, per peer and
 //! transport, without a control-plane request.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+
+use netgauge::files::{self, Dir, Owners};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,22 +57,30 @@ pub fn status_path(shm: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Replace the status file of `shm` with `st` (write, then rename).
-pub fn write(shm: &Path, st: &StatusFile) -> std::io::Result<()> {
-    let path = status_path(shm);
-    let tmp = {
-        let mut s = path.as_os_str().to_owned();
-        s.push(".tmp");
-        PathBuf::from(s)
-    };
-    let bytes = serde_json::to_vec_pretty(st).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, &path)
+/// Largest status file a reader accepts.
+pub const MAX_STATUS_BYTES: u64 = 16 << 20;
+
+/// The status file's name beside the segment `segment_name`.
+pub fn status_name(segment_name: &OsStr) -> OsString {
+    let mut s = segment_name.to_os_string();
+    s.push(".status");
+    s
 }
 
-/// The status file of `shm`, if there is a readable one.
+/// Replace the status file `name` in the runtime directory `dir` with
+/// `st`: written under an unpredictable temporary name, then renamed over
+/// whatever is at the name (never written through a link).
+pub fn write(dir: &Dir, name: &OsStr, st: &StatusFile) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(st).map_err(std::io::Error::other)?;
+    dir.replace(name, &bytes, 0o644, false)
+}
+
+/// The status file of `shm`, if there is one a reader may trust (a
+/// regular file of a trusted owner, writable by it alone; opened without
+/// following links or blocking: `netgauge::files::open_trusted`).
 pub fn read(shm: &Path) -> Option<StatusFile> {
-    let bytes = std::fs::read(status_path(shm)).ok()?;
+    let bytes =
+        files::read_trusted(&status_path(shm), &Owners::from_env(), MAX_STATUS_BYTES).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -112,7 +124,8 @@ mod tests {
             }),
         };
         assert!(read(&shm).is_none());
-        write(&shm, &st).unwrap();
+        let d = Dir::open(&dir, netgauge::files::DirPolicy::Private, false).unwrap();
+        write(&d, &status_name(OsStr::new("seg")), &st).unwrap();
         assert_eq!(read(&shm), Some(st));
         let text = std::fs::read_to_string(status_path(&shm)).unwrap();
         assert!(text.contains("\"phase\": \"failing\""), "{text}");

@@ -31,9 +31,7 @@ pub fn spawn_busy<T: Send + 'static>(
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(io::Error::from)?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
+    crate::probe::cpu::pin(cpu)
 }
 
 /// Lock current and future memory (no page faults in probe loops).

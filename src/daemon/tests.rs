@@ -17,6 +17,7 @@ use crate::control::{
     self, ClusterKey, ConnConfig, ConnId, EntriesRequest, Msg, ProbeAccept, ProbeDone,
     ProbeRequest, RejectReason, RoundDone, RoundRequest, SizePlan,
 };
+use crate::transport::dgram::SessionGate;
 use crate::transport::Kind;
 
 fn cfg(peers: &str) -> Config {
@@ -110,13 +111,15 @@ fn shared_at(node: &str, addr: &str) -> Shared {
         generation: 1,
         started: Instant::now(),
         udp_port: 0,
-        gate: Arc::new(AtomicU64::new(0)),
+        local_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+        gate: Arc::new(SessionGate::new()),
         activity: Mutex::new(Activity::default()),
         status: Mutex::new(Vec::new()),
+        status_version: AtomicU64::new(0),
         raw_toward: HashMap::new(),
         spent_bytes: AtomicU64::new(0),
         budget_bytes_per_s: 0,
-        shutdown: Arc::new(AtomicBool::new(false)),
+        shutdown: super::Shutdown::new(),
         verbs: OnceLock::new(),
         addresses: Addresses::new(&cl.peers),
         peers: cl.peers,
@@ -125,6 +128,8 @@ fn shared_at(node: &str, addr: &str) -> Shared {
         quiet_status: Mutex::new(quiet::QuietStatus::default()),
         sched_status: Mutex::new(None),
         view: Mutex::new(Arc::new(Vec::new())),
+        rejects: OnceLock::new(),
+        probe_alive: super::lifecycle::Liveness::new(),
     }
 }
 
@@ -132,12 +137,19 @@ fn shared(node: &str) -> Shared {
     shared_at(node, "10.0.0.9:7470")
 }
 
+/// The address the tests' control connections come from.
+const FROM: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::new(10, 0, 0, 9),
+    40000,
+));
+
 fn request(from: &str, nonce: u64) -> ProbeRequest {
     ProbeRequest {
         session_nonce: nonce,
         transport: Kind::Udp,
         sizes: SizePlan::Full,
         driver: from.into(),
+        driver_mac: None,
     }
 }
 
@@ -151,7 +163,7 @@ fn admitted(s: &Shared, conn: u64, from: &str) {
 }
 
 fn accept(s: &Shared, conn: u64, from: &str, nonce: u64) -> Msg {
-    accept_session(s, ConnId(conn), from, &request(from, nonce))
+    accept_session(s, ConnId(conn), FROM, from, &request(from, nonce))
 }
 
 fn rejected(m: Msg) -> RejectReason {
@@ -185,7 +197,7 @@ fn a_node_drives_or_serves_never_both() {
         admitted(&s, 1, from);
         assert_eq!(rejected(accept(&s, 1, from, 7)), RejectReason::Busy);
     }
-    assert_eq!(s.gate.load(Ordering::Acquire), 0);
+    assert_eq!(s.gate.nonce(), 0);
     drop(claim);
     // Free again: a request is accepted and opens the gate ...
     admitted(&s, 2, "a");
@@ -193,7 +205,7 @@ fn a_node_drives_or_serves_never_both() {
         accept(&s, 2, "a", 9),
         Msg::ProbeAccept(ProbeAccept { session_nonce: 9 })
     ));
-    assert_eq!(s.gate.load(Ordering::Acquire), 9);
+    assert_eq!(s.gate.nonce(), 9);
     // ... and while it is served this node neither drives nor serves
     // another.
     assert!(matches!(DriveClaim::take(&s), Err(JobError::Occupied(d)) if d == "a"));
@@ -205,8 +217,8 @@ fn a_node_drives_or_serves_never_both() {
     assert!(matches!(accept(&s, 3, "c", 11), Msg::ProbeReject(_)));
     // The driver's ProbeDone frees it.
     let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
-    assert!(handle_control(&s, ConnId(2), "a", done).is_none());
-    assert_eq!(s.gate.load(Ordering::Acquire), 0);
+    assert!(handle_control(&s, ConnId(2), FROM, "a", done).is_none());
+    assert_eq!(s.gate.nonce(), 0);
     assert!(DriveClaim::take(&s).is_ok());
 }
 
@@ -218,13 +230,13 @@ fn a_session_ends_with_the_connection_that_asked_for_it() {
     assert!(matches!(accept(&h.0, 4, "a", 9), Msg::ProbeAccept(_)));
     // Another connection of the same driver ending changes nothing ...
     h.closed(ConnId(3), "a");
-    assert_eq!(h.0.gate.load(Ordering::Acquire), 9);
+    assert_eq!(h.0.gate.nonce(), 9);
     assert!(DriveClaim::take(&h.0).is_err());
     // ... its own ending (a killed driver's kernel closes it) frees the
     // node at once instead of after the session's TTL, and the round with
     // it.
     h.closed(ConnId(4), "a");
-    assert_eq!(h.0.gate.load(Ordering::Acquire), 0);
+    assert_eq!(h.0.gate.nonce(), 0);
     assert!(h.0.activity().round.is_none());
     assert!(DriveClaim::take(&h.0).is_ok());
     admitted(&h.0, 5, "c");
@@ -242,7 +254,7 @@ fn only_the_sessions_own_connection_extends_it() {
         let m = Msg::ProbeAlive(ProbeDone {
             session_nonce: nonce,
         });
-        assert!(handle_control(&s, ConnId(conn), from, m).is_none());
+        assert!(handle_control(&s, ConnId(conn), FROM, from, m).is_none());
     };
     // Another connection, another driver or another nonce: no effect.
     alive(3, "a", 9);
@@ -255,7 +267,7 @@ fn only_the_sessions_own_connection_extends_it() {
     assert!(until(&s) > granted);
     // Nothing to extend once it is over.
     let done = Msg::ProbeDone(ProbeDone { session_nonce: 9 });
-    assert!(handle_control(&s, ConnId(4), "a", done).is_none());
+    assert!(handle_control(&s, ConnId(4), FROM, "a", done).is_none());
     assert!(!s.extend_serving(ConnId(4), "a", 9));
     assert!(s.activity().serving.until.is_none());
 }
@@ -312,9 +324,9 @@ fn the_schedule_admits_the_rounds_partner_and_declines_the_rest() {
     assert_eq!(ask("a", 2, round, job), None);
     assert!(matches!(accept(s, 2, "a", 5), Msg::ProbeAccept(_)));
     let done = Msg::ProbeDone(ProbeDone { session_nonce: 5 });
-    assert!(handle_control(s, ConnId(2), "a", done).is_none());
+    assert!(handle_control(s, ConnId(2), FROM, "a", done).is_none());
     let rd = Msg::RoundDone(RoundDone { round, bytes: 1234 });
-    assert!(handle_control(s, ConnId(2), "a", rd).is_none());
+    assert!(handle_control(s, ConnId(2), FROM, "a", rd).is_none());
     assert!(s.activity().round.is_none());
     let st = s.schedule().status(at, false);
     assert_eq!(st.stats.serves, 1);
@@ -342,6 +354,7 @@ fn the_view_is_served_in_pages_and_the_operator_only_reads() {
     let page = |from: &str, offset, max| match handle_control(
         &s,
         ConnId(1),
+        FROM,
         from,
         Msg::Entries(EntriesRequest { offset, max }),
     ) {
@@ -358,10 +371,11 @@ fn the_view_is_served_in_pages_and_the_operator_only_reads() {
         round: 1,
         job: Job::Fanout,
     };
-    assert!(handle_control(&s, ConnId(1), "ngctl", Msg::RoundRequest(r)).is_none());
+    assert!(handle_control(&s, ConnId(1), FROM, "ngctl", Msg::RoundRequest(r)).is_none());
     assert!(handle_control(
         &s,
         ConnId(1),
+        FROM,
         "ngctl",
         Msg::ProbeRequest(request("ngctl", 1))
     )
@@ -386,7 +400,10 @@ fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let s = shared_at("b", &silent.local_addr().unwrap().to_string());
     let c = cfg("peers = \"a,b,c\"\n");
-    let cc = ConnConfig::new("b", ClusterKey::from_bytes(&[7u8; 32]).unwrap());
+    let cc = ConnConfig::new(
+        "b",
+        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
+    );
     let ctx = job_ctx(&c, &cc, &s);
     std::thread::scope(|scope| {
         let job = scope.spawn(|| connect(&ctx, 0).map(|_| ()));
@@ -399,7 +416,7 @@ fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
         assert!(matches!(r, Err(JobError::Control(_))), "{:?}", r.err());
     });
     // The served session is untouched by the failed meeting.
-    assert_eq!(s.gate.load(Ordering::Acquire), 5);
+    assert_eq!(s.gate.nonce(), 5);
     // A peer whose name never resolved: no address, no connection.
     assert!(matches!(connect(&ctx, 1), Err(JobError::NoAddress(n)) if n == "c"));
 }
@@ -414,4 +431,55 @@ fn reject_text_is_bounded_on_a_char_boundary() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A re-check 35 % off the published gap, noisy enough that its own 95 %
+/// interval covers the difference: it does not send a current entry to a
+/// full sweep, but it does not make a restored entry current either.
+#[test]
+fn a_noisy_recheck_confirms_no_restored_entry() {
+    use super::probe_thread::recheck_policy;
+    use crate::cluster::recheck::compare;
+    use crate::model::SizeSamples;
+    let agrees_with = |samples: &[SizeSamples], published: &netgauge::EntryData| {
+        let points = crate::model::fit::size_points(samples);
+        compare(&points, published, &recheck_policy(published)).agrees
+    };
+    let mut published = netgauge::EntryData {
+        eel_ns: 20_000.0,
+        ..Default::default()
+    };
+    published.ranges = vec![netgauge::RangeData {
+        from_bytes: 1,
+        to_bytes: 1 << 20,
+        g_ns: 8_900.0,
+        ..Default::default()
+    }];
+    // PRTT(1,0,s) 40 µs flat (EEL agrees); PRTT(5,0,s) around 40 + 4 × 12
+    // µs, spread over ± 24 µs.
+    let samples: Vec<SizeSamples> = [1u64, 1024, 16384]
+        .iter()
+        .map(|&size_bytes| SizeSamples {
+            size_bytes,
+            n: 5,
+            d_ns: 0.0,
+            prtt1_ns: vec![40_000.0; 12],
+            prttn_ns: (-6..6).map(|k| 90_000.0 + 4_000.0 * f64::from(k)).collect(),
+            prttd_ns: vec![90_000.0; 12],
+            o_r_ns: Vec::new(),
+        })
+        .collect();
+    let points = crate::model::fit::size_points(&samples);
+    assert!(
+        points
+            .iter()
+            .all(|p| (p.gap_ns - 12_000.0).abs() < 1.0 && p.gap_hw_ns > 1100.0),
+        "{points:?}"
+    );
+    assert!(agrees_with(&samples, &published), "within its noise");
+    published.flags |= netgauge::flags::RESTORED;
+    assert!(
+        !agrees_with(&samples, &published),
+        "restored: plain tolerance"
+    );
 }

@@ -26,7 +26,7 @@
 //! through the link layer; a build without the `verbs` feature has no
 //! device to open and says so in that line.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use crate::transport::dgram::SessionGate;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -288,8 +288,8 @@ pub fn answer(
 /// Pinned to `cpu` like the daemon's other busy-polling threads.
 pub fn spawn_responder(
     node: Arc<Node>,
-    gate: Arc<AtomicU64>,
-    shutdown: Arc<AtomicBool>,
+    gate: Arc<SessionGate>,
+    shutdown: Arc<super::Shutdown>,
     cpu: Option<usize>,
     ended: impl Fn(u64) + Send + 'static,
 ) -> std::io::Result<(Serving, JoinHandle<()>)> {
@@ -304,18 +304,20 @@ pub fn spawn_responder(
 fn responder(
     node: &Node,
     rx: &Receiver<SetupRequest>,
-    gate: &AtomicU64,
-    shutdown: &AtomicBool,
+    gate: &SessionGate,
+    shutdown: &super::Shutdown,
     ended: &dyn Fn(u64),
 ) {
-    use std::sync::atomic::Ordering;
-    while !shutdown.load(Ordering::Relaxed) {
-        let req = match rx.recv_timeout(SERVE_IDLE) {
-            Ok(r) => r,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+    while !shutdown.is_set() {
+        // Asleep between sessions until a request or the shutdown.
+        let req = crossbeam_channel::select! {
+            recv(rx) -> r => match r {
+                Ok(r) => r,
+                Err(_) => return,
+            },
+            recv(shutdown.receiver()) -> _ => return,
         };
-        if gate.load(Ordering::Acquire) != req.nonce {
+        if gate.nonce() != req.nonce {
             let _ = req
                 .reply
                 .send(Err("the session is no longer active".into()));
@@ -346,8 +348,8 @@ fn responder(
             }
         };
         let mut policy = ServePolicy::new(SERVE_IDLE);
-        policy.stop = Some(shutdown);
-        policy.gate = Some((gate, req.nonce));
+        policy.stop = Some(shutdown.flag());
+        policy.gate = Some((gate.nonce_word(), req.nonce));
         policy.until_session_end = true;
         policy.idle_exit = Some(QUIET_END);
         let served = link::serve(&mut link, policy);

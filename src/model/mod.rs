@@ -4,8 +4,10 @@
 //! Inputs are the raw samples the patterns collected (nanoseconds); outputs
 //! are LogGP/LogGPS/LogfP parameter sets with 95 % intervals.
 
+pub mod bandwidth;
 pub mod exchange;
 pub mod fit;
+pub mod ident;
 pub mod logfp;
 pub mod lsq;
 pub mod segment;
@@ -32,6 +34,25 @@ pub struct SizeSamples {
     pub o_r_ns: Vec<f64>,
 }
 
+impl SizeSamples {
+    /// Timed repetitions (each one PRTT(1,0,s), PRTT(n,0,s), PRTT(n,d,s)).
+    pub fn rounds(&self) -> u32 {
+        self.prtt1_ns.len() as u32
+    }
+}
+
+/// Context switches of the driving thread over some rounds of a sweep: a
+/// driver that busy-polls on a core of its own keeps it through a round
+/// trip; one that shares its core with the responder (or another busy
+/// process) gives it away in most of them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuShare {
+    /// Round trips measured (timed, warm-up and settle rounds).
+    pub round_trips: u32,
+    /// Voluntary and involuntary context switches over them.
+    pub switches: u64,
+}
+
 /// Per-size derived values (robust point estimates from [`SizeSamples`]).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SizePoint {
@@ -52,6 +73,58 @@ pub struct SizePoint {
     /// Half-width of the 95 % interval of `half_rtt_ns` (same conventions).
     #[serde(default)]
     pub half_rtt_hw_ns: f64,
+    /// n of the PRTT(n, 0, s) bursts the gap was measured with (0 when not
+    /// known: points saved before it was recorded).
+    #[serde(default)]
+    pub n: u32,
+}
+
+/// The rounds of the long-burst stage at one size: PRTT(n, 0, s) for
+/// several burst lengths n, from which the sustained rate is fitted
+/// ([`bandwidth`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BurstSamples {
+    pub size_bytes: u64,
+    /// Burst lengths, increasing n.
+    pub lengths: Vec<BurstLength>,
+    /// Why the stage stopped before its rate settled (a loss, the
+    /// transport's limit), if it did.
+    #[serde(default)]
+    pub stopped: Option<String>,
+}
+
+/// PRTT(n, 0, s) samples of one burst length.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BurstLength {
+    pub n: u32,
+    pub prtt_ns: Vec<f64>,
+}
+
+/// What the fit may assume of the transport a sweep ran over (from its
+/// kind's descriptor); the default assumes every protocol feature, which is
+/// how a sweep of an unknown transport has always been fitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkTraits {
+    /// The transport may switch to a rendezvous protocol (LogGPS S).
+    pub rendezvous: bool,
+    /// The receiver's overhead o_r is measured.
+    pub recv_overhead: bool,
+    /// One-sided: the target's CPU takes no part (o_r does not exist).
+    pub one_sided: bool,
+    /// Credit-based flow control: a window of messages passes at once, the
+    /// rest as credits return.
+    pub credit: bool,
+}
+
+impl Default for LinkTraits {
+    fn default() -> Self {
+        Self {
+            rendezvous: true,
+            recv_overhead: true,
+            one_sided: false,
+            credit: false,
+        }
+    }
 }
 
 /// Which protocol-change detector produced a segmentation.

@@ -83,6 +83,12 @@ pub enum OpsError {
         #[source]
         source: crate::sweep::SweepError,
     },
+    #[error("cannot pin to CPU {cpu}")]
+    Pin {
+        cpu: usize,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("`serve` answers real transports; {0} needs no server")]
     NoServer(Kind),
     #[error("cannot listen on {addr}")]
@@ -131,6 +137,8 @@ pub enum OpsError {
     },
     #[error("{file} has no raw samples (save the probe with `ngctl probe --json --raw`)")]
     NoRawSamples { file: String },
+    #[error("{file} holds no samples to fit ({what})")]
+    NothingToFit { file: String, what: &'static str },
     #[error("the daemon writing {path} is not running")]
     NotRunning { path: String },
     #[error("no entry for peer {peer} over {transport} in {path}")]

@@ -24,6 +24,15 @@ use crate::transport::sim::SimParams;
 const DEFAULT_MODEL: &str = "L=1100,o=300,g=450,G=0.08";
 /// Peers the sim transport simulates for LogfP unless told otherwise.
 const SIM_FANOUT_PEERS: usize = 16;
+/// Largest message size of a probe (1 GiB).
+pub const MAX_SIZE_LIMIT_BYTES: u64 = 1 << 30;
+/// Most peers of a LogfP fan-out.
+pub const MAX_FANOUT_PEERS: usize = 1024;
+/// Longest wait for an answer.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most bootstrap resamples and repetitions per size.
+pub const MAX_RESAMPLES: usize = 100_000;
+pub const MAX_REPS_LIMIT: u32 = 100_000;
 
 /// Sizes and repetitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +81,56 @@ pub struct ProbeArgs {
     pub min_reps: Option<u32>,
     /// Write the result into this segment.
     pub publish: Option<String>,
+    /// Pin the probing thread to this CPU.
+    pub cpu: Option<usize>,
+}
+
+impl ProbeArgs {
+    /// Every bound, checked before anything runs: each value out of range
+    /// is one clear line (a size or a count without a bound would make a
+    /// loop or an allocation without one).
+    pub fn check(&self) -> Result<(), OpsError> {
+        if !(1..=MAX_SIZE_LIMIT_BYTES).contains(&self.max_size_bytes) {
+            return Err(usage(format!(
+                "--max-size {} is out of range: 1 to {MAX_SIZE_LIMIT_BYTES} bytes",
+                self.max_size_bytes
+            )));
+        }
+        if !(1..=self.max_size_bytes).contains(&self.min_size_bytes) {
+            return Err(usage(format!(
+                "--min-size {} is out of range: 1 to --max-size ({})",
+                self.min_size_bytes, self.max_size_bytes
+            )));
+        }
+        if self.fanout_peers.is_some_and(|p| p > MAX_FANOUT_PEERS) {
+            return Err(usage(format!(
+                "--fanout-peers {} is out of range: at most {MAX_FANOUT_PEERS}",
+                self.fanout_peers.unwrap_or(0)
+            )));
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(usage(format!(
+                "--timeout-ms {} is out of range: 1 to {}",
+                self.timeout.as_millis(),
+                MAX_TIMEOUT.as_millis()
+            )));
+        }
+        if self.resamples > MAX_RESAMPLES {
+            return Err(usage(format!(
+                "--resamples {} is out of range: at most {MAX_RESAMPLES}",
+                self.resamples
+            )));
+        }
+        for (flag, v) in [("--max-reps", self.max_reps), ("--min-reps", self.min_reps)] {
+            if v.is_some_and(|r| r == 0 || r > MAX_REPS_LIMIT) {
+                return Err(usage(format!(
+                    "{flag} {} is out of range: 1 to {MAX_REPS_LIMIT}",
+                    v.unwrap_or(0)
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What one probe produced.
@@ -100,6 +159,7 @@ fn sweep_config(a: &ProbeArgs) -> SweepConfig {
     }
     if let Some(r) = a.min_reps {
         sweep.min_reps = r.max(1);
+        sweep.large_min_reps = sweep.min_reps;
         sweep.max_reps = sweep.max_reps.max(sweep.min_reps);
     }
     sweep
@@ -118,10 +178,19 @@ pub fn probe(
     progress: &mut dyn Progress,
     note: &mut dyn FnMut(Note),
 ) -> Result<Option<ProbeOutput>, OpsError> {
+    a.check()?;
+    if let Some(cpu) = a.cpu {
+        probe::cpu::pin(cpu).map_err(|source| OpsError::Pin { cpu, source })?;
+    }
+    let base = ProbeOptions::for_kind(a.kind);
     let mut opts = ProbeOptions {
-        sweep: sweep_config(a),
+        sweep: SweepConfig {
+            traits: base.sweep.traits,
+            switches: base.sweep.switches,
+            ..sweep_config(a)
+        },
         resamples: a.resamples,
-        ..ProbeOptions::default()
+        ..base
     };
     let d = a.kind.descriptor();
     let measured = if d.mpirun {
@@ -137,11 +206,12 @@ pub fn probe(
         over_network(a, &mut opts, progress, note)?
     };
     let Measured {
-        result,
+        mut result,
         peer,
         clock_desc,
         exchange_raw,
     } = measured;
+    result.transport = Some(a.kind.name().to_string());
     let exchange = exchange_raw
         .as_ref()
         .and_then(|x| fit_exchange(x.ranks, &x.sizes));

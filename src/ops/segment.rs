@@ -72,9 +72,8 @@ pub struct FitArgs {
 /// The raw part of `ngctl probe --json --raw`.
 #[derive(serde::Deserialize)]
 struct SavedRaw {
-    sizes: Vec<crate::model::SizeSamples>,
-    #[serde(default)]
-    fanout: Vec<crate::model::FanoutSamples>,
+    #[serde(flatten)]
+    probe: probe::Raw,
     #[serde(default)]
     exchange: Option<ExchangeRaw>,
 }
@@ -82,6 +81,9 @@ struct SavedRaw {
 #[derive(serde::Deserialize)]
 struct SavedProbe {
     raw: Option<SavedRaw>,
+    /// The transport it ran over (older files: none, fitted as any).
+    #[serde(default)]
+    transport: Option<String>,
 }
 
 /// Re-fit a saved probe's raw samples with this version's estimator.
@@ -110,8 +112,27 @@ pub fn refit(
     let raw = saved
         .raw
         .ok_or_else(|| OpsError::NoRawSamples { file: file.clone() })?;
-    let n = raw.sizes.len();
-    let result = probe::fit(raw.sizes, raw.fanout, &ProbeOptions::default());
+    let n = raw.probe.sizes.len();
+    let nothing = |what| OpsError::NothingToFit {
+        file: file.clone(),
+        what,
+    };
+    if n == 0 {
+        return Err(nothing("no sizes"));
+    }
+    if raw.probe.sizes.iter().all(|s| s.prtt1_ns.is_empty()) {
+        return Err(nothing("every size has no round trips"));
+    }
+    let opts = match saved
+        .transport
+        .as_deref()
+        .map(str::parse::<crate::link::Kind>)
+    {
+        Some(Ok(kind)) => ProbeOptions::for_kind(kind),
+        _ => ProbeOptions::default(),
+    };
+    let mut result = probe::fit(raw.probe, &opts);
+    result.transport = saved.transport.clone();
     let exchange = raw
         .exchange
         .as_ref()
@@ -185,7 +206,9 @@ pub fn dump(path: &str) -> Result<DumpData, OpsError> {
 pub struct StatusData {
     pub path: String,
     pub info: SegmentInfo,
-    pub heartbeat_age_s: f64,
+    /// Seconds since the last heartbeat; None after a clean stop (the
+    /// writer zeroes the heartbeat when it shuts down).
+    pub heartbeat_age_s: Option<f64>,
     pub alive: bool,
     /// The daemon's status file, if it has one.
     pub daemon: Option<StatusFile>,
@@ -211,7 +234,8 @@ pub fn status(path: &str) -> Result<StatusData, OpsError> {
     let now = unix_now_ns();
     Ok(StatusData {
         path: path.into(),
-        heartbeat_age_s: now.saturating_sub(info.heartbeat_unix_ns) as f64 / 1e9,
+        heartbeat_age_s: (info.heartbeat_unix_ns != 0)
+            .then(|| now.saturating_sub(info.heartbeat_unix_ns) as f64 / 1e9),
         alive: alive(&info, now),
         daemon: crate::daemon::status::read(Path::new(path)),
         info,

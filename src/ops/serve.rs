@@ -30,6 +30,8 @@ pub struct ServeArgs {
     /// raw: the interface and how it receives.
     pub interface: Option<String>,
     pub raw_rx: RxMode,
+    /// Pin the responder (and the threads it starts) to this CPU.
+    pub cpu: Option<usize>,
 }
 
 /// Answer probes until the idle limit.
@@ -40,6 +42,9 @@ pub fn serve(a: &ServeArgs, note: &mut dyn FnMut(Note)) -> Result<(), OpsError> 
         return Err(OpsError::NoServer(kind));
     }
     kind.check_built()?;
+    if let Some(cpu) = a.cpu {
+        crate::probe::cpu::pin(cpu).map_err(|source| OpsError::Pin { cpu, source })?;
+    }
     let needs = |flag: &str| {
         usage(format!(
             "{flag} is required for {}",

@@ -10,149 +10,23 @@ mod progress;
 pub use cluster::{matrix, quiet_file};
 pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use netgauge::{flags, EntryData, RangeData};
+use netgauge::{flags, EntryData};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::clock::ClockInfo;
 use crate::link::SessionEvent;
-use crate::model::{self, exchange::ExchangeFit, Interval};
+use crate::model::exchange::ExchangeFit;
 use crate::ops::{DumpData, Note, ProbeOutput, StatusData};
 use crate::predict::PredictJson;
 use crate::probe::ProbeResult;
 
-/// The LogfP part of `ngctl probe --json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct LogfpJson {
-    pub f: Option<u32>,
-    pub f_paper: Option<u32>,
-    pub o_min_ns: f64,
-    pub o_max_ns: f64,
-    pub g_ns: f64,
-    pub curve: Vec<model::FanoutPoint>,
-}
-
-/// Protocol-change detection as reported: both detectors, and which was used.
-#[derive(Clone, Debug, Serialize)]
-pub struct SegmentationJson {
-    pub used: Option<model::Segmenter>,
-    pub lookahead: Vec<u64>,
-    pub optimal_bic: Vec<u64>,
-}
-
-/// The object `ngctl probe --json` prints (field names are part of the CLI
-/// contract and reused by `ngctl dump --json`).
-#[allow(non_snake_case)]
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeJson {
-    pub eel_ns: f64,
-    pub L_ns: f64,
-    pub L_negative: bool,
-    pub o_s_ns: f64,
-    pub o_r_ns: f64,
-    pub g_ns: f64,
-    pub G_ns_per_byte: f64,
-    pub S_bytes: Option<u64>,
-    pub ranges: Vec<RangeData>,
-    pub logfp: Option<LogfpJson>,
-    pub ci95: BTreeMap<String, Interval>,
-    pub probe_bytes: u64,
-    pub probe_messages: u64,
-    pub elapsed_ns: f64,
-    pub lost_rounds: u32,
-    pub segmentation: SegmentationJson,
-    pub sizes: usize,
-    pub points: Vec<model::SizePoint>,
-}
-
-/// A probe's result in the shape of `ngctl probe --json`.
-pub fn probe_json(r: &ProbeResult) -> ProbeJson {
-    let first = r.fit.ranges.first().cloned().unwrap_or_default();
-    ProbeJson {
-        eel_ns: r.fit.eel_ns,
-        L_ns: r.fit.L_ns,
-        L_negative: r.fit.L_negative,
-        o_s_ns: first.o_s_ns,
-        o_r_ns: first.o_r_ns,
-        g_ns: first.g_ns,
-        G_ns_per_byte: first.G_ns_per_byte,
-        S_bytes: r.fit.S_bytes,
-        ranges: r.fit.ranges.clone(),
-        logfp: r.logfp.as_ref().map(|l| LogfpJson {
-            f: l.f,
-            f_paper: l.f_paper,
-            o_min_ns: l.o_min_ns,
-            o_max_ns: l.o_max_ns,
-            g_ns: l.g_ns,
-            curve: l.points.clone(),
-        }),
-        ci95: r.ci95.clone(),
-        probe_bytes: r.probe_bytes,
-        probe_messages: r.probe_messages,
-        elapsed_ns: r.elapsed_ns,
-        lost_rounds: r.lost_rounds,
-        segmentation: SegmentationJson {
-            used: r.fit.segmenter,
-            lookahead: r.fit.changes_lookahead.clone(),
-            optimal_bic: r.fit.changes_optimal.clone(),
-        },
-        sizes: r.samples.len(),
-        points: r.fit.points.clone(),
-    }
-}
-
-/// A segment entry as a [`ProbeJson`] (fields a segment does not keep are
-/// empty), for the human table.
-pub fn entry_probe_json(e: &EntryData) -> ProbeJson {
-    let first = e.ranges.first().cloned().unwrap_or_default();
-    ProbeJson {
-        eel_ns: e.eel_ns,
-        L_ns: e.L_ns,
-        L_negative: e.flags & flags::L_NEGATIVE != 0,
-        o_s_ns: first.o_s_ns,
-        o_r_ns: first.o_r_ns,
-        g_ns: first.g_ns,
-        G_ns_per_byte: first.G_ns_per_byte,
-        S_bytes: e.S_bytes,
-        ranges: e.ranges.clone(),
-        logfp: (e.flags & flags::HAS_LOGFP != 0 || !e.curve.is_empty()).then(|| LogfpJson {
-            f: e.f,
-            f_paper: None,
-            o_min_ns: e.o_min_ns,
-            o_max_ns: e.o_max_ns,
-            g_ns: e.g_f_ns,
-            curve: e
-                .curve
-                .iter()
-                .map(|&(peers, o_ns, rtt_ns)| model::FanoutPoint {
-                    peers,
-                    o_ns,
-                    rtt_ns,
-                    recv_ns: 0.0,
-                })
-                .collect(),
-        }),
-        ci95: e
-            .ci95
-            .iter()
-            .map(|(k, lo, hi)| (k.clone(), (*lo, *hi)))
-            .collect(),
-        probe_bytes: e.probe_bytes,
-        probe_messages: 0,
-        elapsed_ns: f64::NAN,
-        lost_rounds: 0,
-        segmentation: SegmentationJson {
-            used: None,
-            lookahead: Vec::new(),
-            optimal_bic: Vec::new(),
-        },
-        sizes: 0,
-        points: Vec::new(),
-    }
-}
+mod probe_json;
+mod table;
+pub use probe_json::*;
+pub use table::*;
 
 /// Flag names, for humans and JSON.
 pub fn flag_names(bits: u32) -> Vec<&'static str> {
@@ -164,6 +38,12 @@ pub fn flag_names(bits: u32) -> Vec<&'static str> {
         (flags::HAS_LOGFP, "logfp"),
         (flags::HAS_S, "S"),
         (flags::HAS_LOGGPS, "loggps"),
+        (flags::RESTORED, "restored"),
+        (flags::CLASS, "class"),
+        (flags::CHANGED, "changed"),
+        (flags::UNSTABLE, "unstable"),
+        (flags::UNIDENTIFIED, "unidentified"),
+        (flags::SHAPED, "shaped"),
     ]
     .into_iter()
     .filter(|(b, _)| bits & b != 0)
@@ -242,113 +122,6 @@ pub fn fmt_bytes(b: f64) -> String {
     }
 }
 
-fn with_ci(p: &ProbeJson, key: &str, value: f64, fmt: impl Fn(f64) -> String) -> String {
-    match p.ci95.get(key) {
-        Some(&(lo, hi)) if lo.is_finite() && hi.is_finite() => {
-            format!("{}  [{} … {}]", fmt(value), fmt(lo), fmt(hi))
-        }
-        _ => fmt(value),
-    }
-}
-
-/// The per-range parameter table with intervals.
-pub fn probe_table(p: &ProbeJson) -> String {
-    let mut s = String::new();
-    let ns = |v: f64| fmt_ns(v);
-    let per_byte = |v: f64| format!("{v:.5} ns/B");
-    let _ = writeln!(s, "  EEL   {}", with_ci(p, "eel_ns", p.eel_ns, ns));
-    let neg = if p.L_negative {
-        "   (negative: o and L overlap on this network)"
-    } else {
-        ""
-    };
-    let _ = writeln!(s, "  L     {}{neg}", with_ci(p, "L_ns", p.L_ns, ns));
-    let _ = writeln!(s, "  o_s   {}", with_ci(p, "o_s_ns", p.o_s_ns, ns));
-    let _ = writeln!(s, "  o_r   {}", with_ci(p, "o_r_ns", p.o_r_ns, ns));
-    let _ = writeln!(s, "  g     {}", with_ci(p, "g_ns", p.g_ns, ns));
-    let _ = writeln!(
-        s,
-        "  G     {}",
-        with_ci(p, "G_ns_per_byte", p.G_ns_per_byte, per_byte)
-    );
-    match p.S_bytes {
-        Some(b) => {
-            let _ = writeln!(s, "  S     {b} B (rendezvous above)");
-        }
-        None => {
-            let _ = writeln!(s, "  S     none found");
-        }
-    }
-    let _ = writeln!(
-        s,
-        "  {:>21}  {:>12} {:>13} {:>12} {:>12} {:>12} {:>12}",
-        "range (bytes)", "g", "G", "o_s", "o_r", "O_s", "O_r"
-    );
-    for (i, r) in p.ranges.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "  {:>10}..{:<10} {:>12} {:>9.5}ns/B {:>12} {:>12} {:>8.5}ns/B {:>8.5}ns/B",
-            r.from_bytes,
-            r.to_bytes,
-            fmt_ns(r.g_ns),
-            r.G_ns_per_byte,
-            fmt_ns(r.o_s_ns),
-            fmt_ns(r.o_r_ns),
-            r.O_s_ns_per_byte,
-            r.O_r_ns_per_byte
-        );
-        for key in ["g_ns", "G_ns_per_byte"] {
-            if let Some(&(lo, hi)) = p.ci95.get(&format!("ranges[{i}].{key}")) {
-                let (l, h) = if key == "g_ns" {
-                    (fmt_ns(lo), fmt_ns(hi))
-                } else {
-                    (format!("{lo:.5}"), format!("{hi:.5}"))
-                };
-                let _ = writeln!(s, "  {:>23}{key} 95 %: [{l} … {h}]", "");
-            }
-        }
-    }
-    if let Some(l) = &p.logfp {
-        let f = l.f.map_or("none".to_string(), |f| f.to_string());
-        let fp = l.f_paper.map_or("none".to_string(), |f| f.to_string());
-        let _ = writeln!(
-            s,
-            "  LogfP f = {f} (RTT(P)/P minimum: {fp}), o_min {}, o_max {}, g {}",
-            fmt_ns(l.o_min_ns),
-            fmt_ns(l.o_max_ns),
-            fmt_ns(l.g_ns)
-        );
-    }
-    if p.sizes == 0 {
-        // A segment entry: no sweep details are kept.
-        let _ = writeln!(
-            s,
-            "  probe cost: {} payload",
-            fmt_bytes(p.probe_bytes as f64)
-        );
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "  protocol changes: lookahead {:?}, optimal/BIC {:?}; used {}",
-        p.segmentation.lookahead,
-        p.segmentation.optimal_bic,
-        p.segmentation
-            .used
-            .map_or("none".to_string(), |u| format!("{u:?}"))
-    );
-    let _ = writeln!(
-        s,
-        "  probe cost: {} payload in {} messages over {} sizes, {} ({} lost rounds)",
-        fmt_bytes(p.probe_bytes as f64),
-        p.probe_messages,
-        p.sizes,
-        fmt_ns(p.elapsed_ns),
-        p.lost_rounds
-    );
-    s
-}
-
 /// The all-ranks exchange ranges (`ngctl probe --transport mpi`, `ngctl fit`).
 pub fn exchange_table(x: &ExchangeFit) -> String {
     let mut s = String::new();
@@ -382,7 +155,7 @@ fn result(
     raw: Option<Value>,
     title: &str,
 ) -> Result<String, serde_json::Error> {
-    let out = probe_json(r);
+    let out = probe_json(r, r.transport.as_deref());
     if json {
         let mut v = serde_json::to_value(&out)?;
         if let Some(x) = exchange {
@@ -404,11 +177,9 @@ fn result(
 /// `ngctl probe`'s output (`raw`: with the raw samples in the JSON).
 pub fn probe(o: &ProbeOutput, json: bool, raw: bool) -> Result<String, serde_json::Error> {
     let raw = raw.then(|| {
-        json!({
-            "sizes": o.result.samples,
-            "fanout": o.result.fanout,
-            "exchange": o.exchange_raw,
-        })
+        let mut v = serde_json::to_value(o.result.raw()).unwrap_or(Value::Null);
+        v["exchange"] = json!(o.exchange_raw);
+        v
     });
     let title = format!(
         "probe over {:?} ({} sizes, {} … {} B):",
@@ -486,6 +257,7 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
         let v = json!({
             "alive": st.alive,
             "heartbeat_age_s": st.heartbeat_age_s,
+            "stopped_cleanly": st.heartbeat_age_s.is_none(),
             "generation": format!("{:016x}", info.generation),
             "node": info.node_name,
             "writer_pid": info.writer_pid,
@@ -494,14 +266,17 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
         return pretty(&v);
     }
     let mut s = String::new();
+    let beat = match st.heartbeat_age_s {
+        Some(age) => format!("heartbeat {age:.1} s ago"),
+        None => "stopped cleanly".to_string(),
+    };
     let _ = writeln!(
         s,
-        "netgauged on {}: {} (pid {}, generation {:016x}, heartbeat {:.1} s ago)",
+        "netgauged on {}: {} (pid {}, generation {:016x}, {beat})",
         info.node_name,
         if st.alive { "alive" } else { "NOT RUNNING" },
         info.writer_pid,
         info.generation,
-        st.heartbeat_age_s
     );
     if let Some(d) = &st.daemon {
         let _ = writeln!(

@@ -26,9 +26,9 @@ macro_rules! with_kinds {
             Udp udp::UdpTransport = kind("udp", "UDP datagrams (unprivileged)").endpoint(Port).daemon().daemon_fanout();
             Raw raw_eth::RawEthTransport = kind("raw", "Raw Ethernet (AF_PACKET, needs CAP_NET_RAW)").privilege("CAP_NET_RAW").endpoint(MacOnLink).daemon().daemon_fanout();
             Rdma rdma_write::RdmaWriteTransport ["verbs"] = kind("rdma", "One-sided RDMA write (verbs; needs --device)").one_sided().device().endpoint(QueuePair { record: 1 }).daemon().daemon_fanout();
-            Msg verbs_msg::VerbsMsgTransport ["verbs"] = kind("msg", "Two-sided \"Myrinet-style\" verbs messages with eager/rendezvous").device().endpoint(QueuePair { record: 2 }).daemon();
-            Mpi mpi::MpiTransport ["mpi"] = kind("mpi", "MPI point-to-point (build with `--features mpi`, run under mpirun)").mpirun();
-            Sim sim::SimTransport = kind("sim", "The LogGP(S)/LogfP model in virtual time, for ground truth (--model)");
+            Msg verbs_msg::VerbsMsgTransport ["verbs"] = kind("msg", "Two-sided \"Myrinet-style\" verbs messages with eager/rendezvous").device().endpoint(QueuePair { record: 2 }).daemon().rendezvous().credit();
+            Mpi mpi::MpiTransport ["mpi"] = kind("mpi", "MPI point-to-point (build with `--features mpi`, run under mpirun)").mpirun().rendezvous();
+            Sim sim::SimTransport = kind("sim", "The LogGP(S)/LogfP model in virtual time, for ground truth (--model)").rendezvous();
         }
     };
 }
@@ -77,6 +77,11 @@ pub struct Descriptor {
     pub daemon_fanout: bool,
     /// What a peer must tell a driver.
     pub endpoint: PeerEndpoint,
+    /// It may switch to a rendezvous protocol above some size (LogGPS S).
+    pub rendezvous: bool,
+    /// Credit-based flow control: a window of messages passes at once, the
+    /// rest as credits return.
+    pub credit: bool,
 }
 
 /// The descriptor every list line starts from: two-sided, with a receive
@@ -94,6 +99,8 @@ pub const fn kind(name: &'static str, summary: &'static str) -> Descriptor {
         daemon: false,
         daemon_fanout: false,
         endpoint: PeerEndpoint::None,
+        rendezvous: false,
+        credit: false,
     }
 }
 
@@ -119,7 +126,7 @@ impl Descriptor {
         self.privilege = Some(capability);
         self
     }
-    set_flags!(device, mpirun, daemon, daemon_fanout);
+    set_flags!(device, mpirun, daemon, daemon_fanout, rendezvous, credit);
     pub const fn endpoint(mut self, e: PeerEndpoint) -> Self {
         self.endpoint = e;
         self

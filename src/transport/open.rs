@@ -6,10 +6,10 @@
 //! of `ngctl`, which bring their own rendezvous.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::dgram::session::SessionGate;
 use super::kind::{Kind, NotBuilt};
 use super::raw_eth::RxMode;
 use super::sim::SimParams;
@@ -75,8 +75,9 @@ pub struct LinkOptions {
     pub clock: HostClock,
     /// Driver: the session nonce agreed on the control plane (None: random).
     pub session_nonce: Option<u64>,
-    /// Responder: admit only the session whose nonce this holds (0: none).
-    pub gate: Option<Arc<AtomicU64>>,
+    /// Responder: admit only the session this gate holds (its nonce, and
+    /// the source the control plane authenticated; nonce 0: none).
+    pub gate: Option<Arc<SessionGate>>,
     /// The largest message the link must carry (None: the transport's
     /// default). Datagram transports keep at least their default.
     pub max_msg_bytes: Option<usize>,

@@ -438,7 +438,7 @@ mod open {
         fn responder(spec: &LinkSpec, _: &mut dyn Rendezvous) -> Result<Self, OpenError> {
             let mut t = RawEthTransport::listen(spec.device()?, options(spec))?;
             if let Some(gate) = &spec.options.gate {
-                t.gate_hellos(gate.clone());
+                t.gate_hellos_with(gate.clone());
             }
             Ok(t)
         }

@@ -283,7 +283,7 @@ mod open {
             })?;
             let mut t = UdpTransport::listen(addr, options(spec))?;
             if let Some(gate) = &spec.options.gate {
-                t.gate_hellos(gate.clone());
+                t.gate_hellos_with(gate.clone());
             }
             Ok(t)
         }

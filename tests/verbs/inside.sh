@@ -174,7 +174,7 @@ fi
 PHASE_S=${PHASE_S:-600}
 if part daemon && [ -n "$NETGAUGED" ]; then
 D=$(mktemp -d /tmp/ngvd.XXXXXX)
-printf 'cd%.0s' $(seq 32) >$D/key
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >$D/key
 chmod 600 $D/key
 daemon_cfg() { # name port device max_size peers...
     local name=$1 port=$2 dev=$3 max=$4; shift 4

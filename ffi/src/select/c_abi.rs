@@ -155,15 +155,20 @@ pub unsafe extern "C" fn ng_select_lookup(
 #[no_mangle]
 pub extern "C" fn ng_algorithm_name(algorithm: u32) -> *const libc::c_char {
     let s: &'static [u8] = match Algorithm::from_u32(algorithm) {
-        Some(Algorithm::BcastBinomial) => b"binomial\0",
+        Some(Algorithm::BcastBinomial) | Some(Algorithm::ReduceBinomial) => b"binomial\0",
         Some(Algorithm::BcastScatterRdAllgather) => b"scatter_rd_allgather\0",
         Some(Algorithm::BcastScatterRingAllgather) => b"scatter_ring_allgather\0",
         Some(Algorithm::BcastChain) => b"pipelined_chain\0",
-        Some(Algorithm::AllreduceRecursiveDoubling) => b"recursive_doubling\0",
-        Some(Algorithm::AllreduceRabenseifner) => b"rabenseifner\0",
-        Some(Algorithm::AllreduceRing) => b"ring\0",
+        Some(Algorithm::AllreduceRecursiveDoubling)
+        | Some(Algorithm::AllgatherRecursiveDoubling) => b"recursive_doubling\0",
+        Some(Algorithm::AllreduceRabenseifner) | Some(Algorithm::ReduceRabenseifner) => {
+            b"rabenseifner\0"
+        }
+        Some(Algorithm::AllreduceRing) | Some(Algorithm::AllgatherRing) => b"ring\0",
         Some(Algorithm::BarrierDissemination) => b"dissemination\0",
         Some(Algorithm::BarrierTree) => b"tree\0",
+        Some(Algorithm::AlltoallPairwise) => b"pairwise\0",
+        Some(Algorithm::AlltoallLinear) => b"linear\0",
         None => return std::ptr::null(),
     };
     s.as_ptr() as *const libc::c_char

@@ -92,17 +92,28 @@
 //! - `bcast`, `allreduce`, `barrier`: each collective's candidates;
 //! - `c_abi`: `ng_select`, `ng_select_lookup`, `ng_algorithm_name`.
 
+mod allgather;
 mod allreduce;
+mod alltoall;
 mod barrier;
 mod bcast;
 mod c_abi;
 mod cost;
+mod library;
 mod network;
+mod reduce;
+pub mod schedule;
+mod sim;
 mod tree;
+pub mod view;
 
 pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
+pub use library::Library;
 pub use network::{exchange_transport, Measured, Network, ReaderNetwork};
+pub use schedule::{Op, Schedule};
+pub use sim::SimError;
+pub use view::{choose, view, Decision, Priced, View, ViewOptions};
 
 use crate::types::LookupError;
 
@@ -121,6 +132,11 @@ pub enum Collective {
     Bcast = 0,
     Allreduce = 1,
     Barrier = 2,
+    Reduce = 3,
+    /// msg_bytes: the block one rank contributes.
+    Allgather = 4,
+    /// msg_bytes: the block one rank sends to each rank.
+    Alltoall = 5,
 }
 
 impl Collective {
@@ -129,6 +145,9 @@ impl Collective {
             0 => Some(Collective::Bcast),
             1 => Some(Collective::Allreduce),
             2 => Some(Collective::Barrier),
+            3 => Some(Collective::Reduce),
+            4 => Some(Collective::Allgather),
+            5 => Some(Collective::Alltoall),
             _ => None,
         }
     }
@@ -138,8 +157,21 @@ impl Collective {
             Collective::Bcast => "bcast",
             Collective::Allreduce => "allreduce",
             Collective::Barrier => "barrier",
+            Collective::Reduce => "reduce",
+            Collective::Allgather => "allgather",
+            Collective::Alltoall => "alltoall",
         }
     }
+
+    /// Every collective, in C ABI order.
+    pub const ALL: [Collective; 6] = [
+        Collective::Bcast,
+        Collective::Allreduce,
+        Collective::Barrier,
+        Collective::Reduce,
+        Collective::Allgather,
+        Collective::Alltoall,
+    ];
 
     /// The candidate algorithms of this collective.
     pub fn algorithms(self) -> &'static [Algorithm] {
@@ -156,6 +188,12 @@ impl Collective {
                 Algorithm::AllreduceRing,
             ],
             Collective::Barrier => &[Algorithm::BarrierDissemination, Algorithm::BarrierTree],
+            Collective::Reduce => &[Algorithm::ReduceBinomial, Algorithm::ReduceRabenseifner],
+            Collective::Allgather => &[
+                Algorithm::AllgatherRecursiveDoubling,
+                Algorithm::AllgatherRing,
+            ],
+            Collective::Alltoall => &[Algorithm::AlltoallPairwise, Algorithm::AlltoallLinear],
         }
     }
 }
@@ -167,8 +205,11 @@ impl std::str::FromStr for Collective {
             "bcast" => Ok(Collective::Bcast),
             "allreduce" => Ok(Collective::Allreduce),
             "barrier" => Ok(Collective::Barrier),
+            "reduce" => Ok(Collective::Reduce),
+            "allgather" => Ok(Collective::Allgather),
+            "alltoall" => Ok(Collective::Alltoall),
             _ => Err(format!(
-                "unknown collective {s:?} (bcast, allreduce, barrier)"
+                "unknown collective {s:?} (bcast, allreduce, barrier, reduce, allgather, alltoall)"
             )),
         }
     }
@@ -187,10 +228,19 @@ pub enum Algorithm {
     AllreduceRing = 12,
     BarrierDissemination = 20,
     BarrierTree = 21,
+    ReduceBinomial = 30,
+    /// Reduce-scatter by recursive halving, then a binomial gather.
+    ReduceRabenseifner = 31,
+    /// Power-of-two sizes only.
+    AllgatherRecursiveDoubling = 40,
+    AllgatherRing = 41,
+    AlltoallPairwise = 50,
+    /// Every exchange posted at once.
+    AlltoallLinear = 51,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 9] = [
+    pub const ALL: [Algorithm; 15] = [
         Algorithm::BcastBinomial,
         Algorithm::BcastScatterRdAllgather,
         Algorithm::BcastScatterRingAllgather,
@@ -200,6 +250,12 @@ impl Algorithm {
         Algorithm::AllreduceRing,
         Algorithm::BarrierDissemination,
         Algorithm::BarrierTree,
+        Algorithm::ReduceBinomial,
+        Algorithm::ReduceRabenseifner,
+        Algorithm::AllgatherRecursiveDoubling,
+        Algorithm::AllgatherRing,
+        Algorithm::AlltoallPairwise,
+        Algorithm::AlltoallLinear,
     ];
 
     pub fn from_u32(v: u32) -> Option<Algorithm> {
@@ -217,6 +273,12 @@ impl Algorithm {
             Algorithm::AllreduceRing => "ring",
             Algorithm::BarrierDissemination => "dissemination",
             Algorithm::BarrierTree => "tree",
+            Algorithm::ReduceBinomial => "binomial",
+            Algorithm::ReduceRabenseifner => "rabenseifner",
+            Algorithm::AllgatherRecursiveDoubling => "recursive_doubling",
+            Algorithm::AllgatherRing => "ring",
+            Algorithm::AlltoallPairwise => "pairwise",
+            Algorithm::AlltoallLinear => "linear",
         }
     }
 
@@ -224,7 +286,10 @@ impl Algorithm {
         match self as u32 {
             0..=9 => Collective::Bcast,
             10..=19 => Collective::Allreduce,
-            _ => Collective::Barrier,
+            20..=29 => Collective::Barrier,
+            30..=39 => Collective::Reduce,
+            40..=49 => Collective::Allgather,
+            _ => Collective::Alltoall,
         }
     }
 }
@@ -374,8 +439,11 @@ impl From<LookupError> for SelectError {
     }
 }
 
-/// `msg_bytes` (ignored for the barrier). No allocation, no system call
-/// beyond the network's lookups.
+/// Every candidate of `coll` for `ranks` ranks and `msg_bytes` (ignored
+/// for the barrier; for allgather and alltoall the block of one rank, per
+/// peer), priced for one synchronized call (every rank starts at once; the
+/// time until the last rank is done). No allocation, no system call beyond
+/// the network's lookups. [`view`] prices what a caller sees besides.
 pub fn candidates<N: Network + ?Sized>(
     net: &N,
     coll: Collective,
@@ -386,16 +454,14 @@ pub fn candidates<N: Network + ?Sized>(
     if ranks == 0 {
         return Err(SelectError::NoRanks);
     }
+    let (sharing, gamma) = (Sharing::new(opts.cores), opts.gamma_ns_per_byte);
     Ok(match coll {
-        Collective::Bcast => bcast::bcast(net, ranks, msg_bytes, Sharing::new(opts.cores))?,
-        Collective::Allreduce => allreduce::allreduce(
-            net,
-            ranks,
-            msg_bytes,
-            opts.gamma_ns_per_byte,
-            Sharing::new(opts.cores),
-        )?,
-        Collective::Barrier => barrier::barrier(net, ranks, Sharing::new(opts.cores))?,
+        Collective::Bcast => bcast::bcast(net, ranks, msg_bytes, sharing)?,
+        Collective::Allreduce => allreduce::allreduce(net, ranks, msg_bytes, gamma, sharing)?,
+        Collective::Barrier => barrier::barrier(net, ranks, sharing)?,
+        Collective::Reduce => reduce::reduce(net, ranks, msg_bytes, gamma, sharing)?,
+        Collective::Allgather => allgather::allgather(net, ranks, msg_bytes, sharing)?,
+        Collective::Alltoall => alltoall::alltoall(net, ranks, msg_bytes, sharing)?,
     })
 }
 

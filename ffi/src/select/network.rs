@@ -51,10 +51,31 @@ pub fn exchange_transport<'b>(
     std::str::from_utf8(&buf[..len]).ok()
 }
 
-/// An exchange entry's step time at `bytes`: its range's line
-/// g + (s − 1)·G (see `model::exchange` of the daemon crate).
-fn exchange_line(p: &Params, bytes: u64) -> f64 {
-    p.gap_ns(bytes).max(0.0)
+/// The exchange step at `bytes`: its range's line g + (s − 1)·G (see
+/// `model::exchange` of the daemon crate), lowered where the range
+/// starts more than `handshake_ns` above the range below it (that range's
+/// line, so lowered, at the threshold): crossing a protocol threshold costs
+/// a handshake, not a multiple of the step. A range is fitted on few sizes,
+/// and one step disturbed by another job can lift a range's intercept
+/// several times over the range below. Each range keeps its own slope.
+/// `ranges` in increasing order of their first size.
+fn exchange_envelope<'a>(
+    ranges: impl Iterator<Item = &'a Params>,
+    bytes: u64,
+    handshake_ns: f64,
+) -> Option<f64> {
+    let at = bytes.max(1);
+    // The range containing `at` and how far its line is lowered.
+    let mut cur: Option<(&Params, f64)> = None;
+    for p in ranges.take_while(|p| p.range_from_bytes <= at) {
+        let drop = cur.map_or(0.0, |(q, q_drop)| {
+            let start = p.range_from_bytes;
+            let cap = q.gap_ns(start) - q_drop + handshake_ns.max(0.0);
+            (p.gap_ns(start) - cap).max(0.0)
+        });
+        cur = Some((p, drop));
+    }
+    cur.map(|(p, drop)| (p.gap_ns(bytes) - drop).max(0.0))
 }
 
 impl Network for Params {
@@ -98,8 +119,25 @@ impl Network for ReaderNetwork<'_> {
     fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
         let mut buf = [0u8; TRANSPORT_MAX_BYTES];
         let name = exchange_transport(self.transport, ranks, &mut buf)?;
-        let p = self.reader.lookup(self.peer, name, msg_bytes).ok()?;
-        Some(exchange_line(&p, msg_bytes))
+        // The ranges at and below msg_bytes, each found by a lookup just
+        // below the previous one's start (at most the entry's ranges).
+        let mut lines = [Params::default(); crate::layout::MAX_RANGES];
+        let mut n = 0;
+        let mut at = msg_bytes;
+        while n < lines.len() {
+            let Ok(p) = self.reader.lookup(self.peer, name, at) else {
+                break;
+            };
+            lines[n] = p;
+            n += 1;
+            if p.range_from_bytes <= 1 || p.range_from_bytes > at {
+                break;
+            }
+            at = p.range_from_bytes - 1;
+        }
+        let handshake = self.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
+        // Found from the top down; the envelope walks up.
+        exchange_envelope(lines[..n].iter().rev(), msg_bytes, handshake)
     }
 }
 
@@ -121,7 +159,7 @@ impl Network for Measured<'_> {
         if ranks != self.exchange_ranks || self.exchange.is_empty() {
             return None;
         }
-        let p = self.exchange.at(msg_bytes).ok()?;
-        Some(exchange_line(&p, msg_bytes))
+        let handshake = self.pair.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
+        exchange_envelope(self.exchange.iter(), msg_bytes, handshake)
     }
 }

@@ -3,6 +3,7 @@
 use super::bcast::{bcast, chain_time};
 use super::cost::{msg, one_message_on};
 use super::tree::{binomial_children, binomial_tree};
+use super::Schedule;
 use super::*;
 use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::Params;
@@ -169,7 +170,7 @@ fn exchange_ranges() -> Vec<Params> {
     let rdv = Params {
         range_from_bytes: 4096,
         range_to_bytes: 4 << 20,
-        g_ns: 10_000.0,
+        g_ns: 8_000.0,
         G_ns_per_byte: 0.25,
         ..Params::default()
     };
@@ -185,6 +186,18 @@ fn measured_exchange_prices_the_all_ranks_steps() {
         p.gap_ns(s)
     };
     assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
+    // A rendezvous line starting more than a handshake (2·EEL = 2800 ns)
+    // above the eager one is lowered by the excess, slope kept.
+    let mut high = x.clone();
+    high[1].g_ns = 10_000.0;
+    let excess = (10_000.0 + 1023.75) - (3000.0 + 4095.0 + 2800.0);
+    let lowered = measured_with_4(&pair, &high);
+    assert_eq!(lowered.exchange_ns(4, 4096), Some(3000.0 + 4095.0 + 2800.0));
+    let mb = 1u64 << 20;
+    assert_eq!(
+        lowered.exchange_ns(4, mb),
+        Some(high[1].gap_ns(mb) - excess)
+    );
     assert_eq!(
         measured.exchange_ns(8, 4096),
         None,
@@ -209,6 +222,34 @@ fn measured_exchange_prices_the_all_ranks_steps() {
     let p8 = candidates(&measured, Collective::Allreduce, 8, m, &opts).unwrap();
     let p8_pair = candidates(&pair[..], Collective::Allreduce, 8, m, &opts).unwrap();
     assert_eq!(p8.as_slice(), p8_pair.as_slice());
+}
+
+#[test]
+fn a_disturbed_top_exchange_range_is_bounded_by_the_range_below() {
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let mut x = exchange_ranges();
+    x[1].range_to_bytes = (2 << 20) - 1;
+    // One slow size lifted the top range's intercept to ~1 ms.
+    x.push(Params {
+        range_from_bytes: 2 << 20,
+        range_to_bytes: 4 << 20,
+        g_ns: 1e6,
+        G_ns_per_byte: 0.36,
+        ..Params::default()
+    });
+    let measured = measured_with_4(&pair, &x);
+    let m = 2u64 << 20;
+    let mid = x[1].gap_ns(m);
+    assert_eq!(measured.exchange_ns(4, m), Some(mid + 2800.0));
+    // Above the threshold the top range keeps its own slope.
+    let top = x[2].gap_ns(4 << 20) - (x[2].gap_ns(m) - mid - 2800.0);
+    let got = measured.exchange_ns(4, 4 << 20).unwrap();
+    assert!((got - top).abs() < 1e-6, "{got} vs {top}");
+    // A top range below the extension of the one below stands.
+    x[2].g_ns = 0.0;
+    x[2].G_ns_per_byte = 0.2;
+    let measured = measured_with_4(&pair, &x);
+    assert_eq!(measured.exchange_ns(4, m), Some(x[2].gap_ns(m)));
 }
 
 #[test]
@@ -517,4 +558,468 @@ fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
         assert_eq!(allreduce(bad), default, "gamma {bad}");
     }
     assert!(allreduce(0.0).predicted_ns < default.predicted_ns);
+}
+
+/// Every schedule the model knows, for the simulation tests.
+fn all_schedules(m: u64) -> Vec<Schedule> {
+    use Schedule::*;
+    vec![
+        BcastBinomial,
+        BcastScatterRd,
+        BcastScatterRing,
+        BcastChain {
+            seg: (m / 4).max(1),
+        },
+        BcastChain { seg: m.max(1) },
+        BcastLinear,
+        BcastBinary,
+        BcastKnomial { radix: 4 },
+        BcastShm,
+        ReduceBinomial,
+        ReduceRabenseifner,
+        ReduceLinear,
+        ReduceBinary,
+        ReduceChain {
+            seg: (m / 3).max(1),
+        },
+        ReduceShm,
+        AllreduceRecursiveDoubling,
+        AllreduceRabenseifner,
+        AllreduceRing,
+        AllreduceReduceBcast,
+        AllreduceShm,
+        AllgatherRecursiveDoubling,
+        AllgatherRing,
+        AllgatherBruck,
+        AllgatherNeighbor,
+        AlltoallPairwise,
+        AlltoallLinear,
+        AlltoallBruck,
+        BarrierDissemination,
+        BarrierTree,
+        BarrierLinear,
+        BarrierRecursiveDoubling,
+        BarrierShm,
+    ]
+}
+
+#[test]
+fn every_schedule_runs_without_deadlock_on_1_to_9_ranks() {
+    let mut p_net = net(1000.0, 300.0, 400.0, 0.1);
+    p_net.S_bytes = 4096;
+    for p in 1..=9usize {
+        for m in [0u64, 1, 100, 5000, 1 << 20] {
+            for s in all_schedules(m) {
+                for issue in [
+                    sim::Issue::BackToBack {
+                        calls: 1,
+                        rotate: false,
+                    },
+                    sim::Issue::BackToBack {
+                        calls: 5,
+                        rotate: true,
+                    },
+                ] {
+                    let r = sim::run(&p_net, s, p, m, 0.2, issue);
+                    assert!(r.is_ok(), "{s:?} p={p} m={m} {issue:?}: {r:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn header_names_every_collective_and_algorithm_with_its_value() {
+    let h = include_str!("../../include/netgauge_select.h");
+    let value = |name: &str| -> u32 {
+        let line = h
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from netgauge_select.h"));
+        let v = line.split_whitespace().nth(2).unwrap();
+        v.trim_end_matches('u').parse().unwrap()
+    };
+    for c in Collective::ALL {
+        assert_eq!(
+            value(&format!("NG_COLL_{}", c.name().to_uppercase())),
+            c as u32
+        );
+    }
+    for a in Algorithm::ALL {
+        let name = format!(
+            "NG_ALG_{}_{}",
+            a.collective().name().to_uppercase(),
+            match a {
+                Algorithm::BcastScatterRdAllgather => "SCATTER_RD_ALLGATHER".into(),
+                Algorithm::BcastScatterRingAllgather => "SCATTER_RING_ALLGATHER".into(),
+                Algorithm::BcastChain => "CHAIN".into(),
+                _ => a.name().to_uppercase(),
+            }
+        );
+        assert_eq!(value(&name), a as u32, "{name}");
+        let c = ng_algorithm_name(a as u32);
+        assert!(!c.is_null());
+    }
+}
+
+#[test]
+fn c_abi_selects_the_new_collectives() {
+    let p = net(1000.0, 200.0, 300.0, 0.1);
+    for (coll, first) in [
+        (Collective::Reduce, Algorithm::ReduceBinomial),
+        (Collective::Allgather, Algorithm::AllgatherRecursiveDoubling),
+        (Collective::Alltoall, Algorithm::AlltoallPairwise),
+    ] {
+        let mut best = Choice {
+            algorithm: 99,
+            reserved: 0,
+            predicted_ns: 0.0,
+            segment_bytes: 0,
+        };
+        let mut all = [best; 4];
+        let mut n = 0usize;
+        // SAFETY: valid pointers to locals.
+        let rc = unsafe {
+            ng_select(
+                &p,
+                1,
+                coll as u32,
+                8,
+                4096,
+                0.2,
+                &mut best,
+                all.as_mut_ptr(),
+                4,
+                &mut n,
+            )
+        };
+        assert_eq!(rc, 0);
+        assert_eq!(n, 2);
+        assert_eq!(all[0].algorithm, first as u32);
+        assert!(all[..n].iter().all(|c| c.predicted_ns > 0.0));
+        assert_eq!(
+            Algorithm::from_u32(best.algorithm).unwrap().collective(),
+            coll
+        );
+    }
+}
+
+#[test]
+fn simulated_synchronized_binomial_is_the_closed_form_tree() {
+    // One synchronized call of the same schedule, no sharing: the
+    // simulation and the tree evaluation of `candidates` are one model.
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    for p in [2usize, 3, 4, 7, 8, 13] {
+        for m in [1u64, 100, 10_000] {
+            let v = view(
+                &p_net,
+                Schedule::BcastBinomial,
+                p,
+                m,
+                &ViewOptions::default(),
+                false,
+                false,
+            )
+            .unwrap();
+            let closed = binomial_tree(&p_net, p, m, 0, Sharing::new(0)).unwrap();
+            assert!(
+                (v.sync_ns - closed).abs() < 1e-6,
+                "p={p} m={m}: {} vs {closed}",
+                v.sync_ns
+            );
+        }
+    }
+}
+
+#[test]
+fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    let v = view(
+        &p_net,
+        Schedule::BcastBinomial,
+        8,
+        64,
+        &ViewOptions::default(),
+        false,
+        false,
+    )
+    .unwrap();
+    // The root and inner ranks return before the leaves: the mean over
+    // ranks is below the last rank's return.
+    assert!(v.rank_avg_ns < 0.9 * v.sync_ns, "{v:?}");
+    // Back to back, the next call's sends leave while the leaves still
+    // receive the previous one: a call costs the busiest rank's sends.
+    assert!(v.back_to_back_ns < 0.6 * v.sync_ns, "{v:?}");
+    // An unsegmented chain of a large message waits hop after hop: its
+    // back-to-back time is no better than the synchronized call's by much.
+    let big = 1u64 << 20;
+    let c = view(
+        &p_net,
+        Schedule::BcastChain { seg: big },
+        8,
+        big,
+        &ViewOptions::default(),
+        false,
+        false,
+    )
+    .unwrap();
+    let s = view(
+        &p_net,
+        Schedule::BcastChain { seg: big / 16 },
+        8,
+        big,
+        &ViewOptions::default(),
+        false,
+        false,
+    )
+    .unwrap();
+    assert!(
+        s.sync_ns < 0.5 * c.sync_ns,
+        "segmenting pipelines the hops: {s:?} vs {c:?}"
+    );
+}
+
+#[test]
+fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    let free = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &ViewOptions::default(),
+        false,
+        false,
+    )
+    .unwrap();
+    let shared = ViewOptions {
+        cores: 2,
+        ..ViewOptions::default()
+    };
+    let two = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &shared,
+        false,
+        false,
+    )
+    .unwrap();
+    for (a, b) in two.prices().iter().zip(free.prices()) {
+        assert!(*a >= b - 1e-6, "{two:?} vs {free:?}");
+    }
+    assert!(
+        two.back_to_back_ns > 1.5 * free.back_to_back_ns,
+        "{two:?} vs {free:?}"
+    );
+    // A library whose waits spin pays a share of the scheduler's slice per
+    // blocking wait; one that yields does not.
+    let slice = ViewOptions {
+        cores: 2,
+        spin_slice_ns: 1e6,
+        ..ViewOptions::default()
+    };
+    let spin = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &slice,
+        true,
+        false,
+    )
+    .unwrap();
+    let polite = view(
+        &p_net,
+        Schedule::AllreduceRing,
+        8,
+        1 << 20,
+        &slice,
+        false,
+        false,
+    )
+    .unwrap();
+    assert!(
+        spin.sync_ns > polite.sync_ns + 1e6,
+        "{spin:?} vs {polite:?}"
+    );
+    // MPICH's shared-memory broadcast root runs ahead of its readers while
+    // a message fits a cell: calls back to back from one root pay no slice,
+    // a rotating root still does.
+    let mpich = Library::Mpich40;
+    assert!(mpich.root_runs_ahead(Schedule::BcastShm, 8192));
+    assert!(!mpich.root_runs_ahead(Schedule::BcastShm, 8193));
+    assert!(!Library::OpenMpi41.root_runs_ahead(Schedule::BcastShm, 64));
+    let ahead = view(&p_net, Schedule::BcastShm, 4, 64, &slice, true, true).unwrap();
+    let held = view(&p_net, Schedule::BcastShm, 4, 64, &slice, true, false).unwrap();
+    assert!(
+        ahead.back_to_back_ns + 1e5 < held.back_to_back_ns,
+        "{ahead:?} vs {held:?}"
+    );
+    assert_eq!(ahead.rotating_ns, held.rotating_ns);
+    assert_eq!(ahead.sync_ns, held.sync_ns);
+}
+
+#[test]
+fn library_decisions_follow_the_published_rules() {
+    use Schedule::*;
+    let o = Library::OpenMpi41;
+    assert_eq!(o.schedule(Collective::Bcast, 4, 32, true), BcastBinary);
+    assert_eq!(o.schedule(Collective::Bcast, 4, 100, true), BcastBinomial);
+    assert_eq!(o.schedule(Collective::Bcast, 4, 16384, true), BcastLinear);
+    assert_eq!(
+        o.schedule(Collective::Bcast, 4, 2 << 20, true),
+        BcastChain { seg: 2 << 20 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Bcast, 8, 1000, true),
+        BcastKnomial { radix: 4 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 65536, true),
+        AllreduceRabenseifner
+    );
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 1024, true),
+        AllreduceRecursiveDoubling
+    );
+    // Ring for < 16 B, but fewer elements than ranks: recursive doubling.
+    assert_eq!(
+        o.schedule(Collective::Allreduce, 4, 8, true),
+        AllreduceRecursiveDoubling
+    );
+    assert_eq!(o.schedule(Collective::Reduce, 4, 100, true), ReduceBinary);
+    assert_eq!(
+        o.schedule(Collective::Reduce, 4, 8192, true),
+        ReduceChain { seg: 8192 }
+    );
+    assert_eq!(
+        o.schedule(Collective::Allgather, 4, 100, true),
+        AllgatherRecursiveDoubling
+    );
+    assert_eq!(
+        o.schedule(Collective::Allgather, 6, 100, true),
+        AllgatherBruck
+    );
+    assert_eq!(
+        o.schedule(Collective::Alltoall, 4, 100, true),
+        AlltoallLinear
+    );
+    assert_eq!(
+        o.schedule(Collective::Alltoall, 4, 600_000, true),
+        AlltoallPairwise
+    );
+    assert_eq!(o.schedule(Collective::Barrier, 4, 0, true), BarrierLinear);
+    assert_eq!(
+        o.schedule(Collective::Barrier, 8, 0, true),
+        BarrierRecursiveDoubling
+    );
+    let m = Library::Mpich40;
+    assert_eq!(m.schedule(Collective::Bcast, 4, 100, true), BcastShm);
+    assert_eq!(
+        m.schedule(Collective::Allreduce, 4, 100, true),
+        AllreduceShm
+    );
+    assert_eq!(
+        m.schedule(Collective::Bcast, 16, 1 << 20, false),
+        BcastScatterRing
+    );
+    assert_eq!(
+        m.schedule(Collective::Bcast, 16, 100_000, false),
+        BcastScatterRd
+    );
+    assert_eq!(
+        m.schedule(Collective::Allgather, 6, 100, true),
+        AllgatherBruck
+    );
+    assert_eq!(
+        m.schedule(Collective::Alltoall, 4, 100, true),
+        AlltoallLinear
+    );
+    assert_eq!(
+        m.schedule(Collective::Alltoall, 16, 100, true),
+        AlltoallBruck
+    );
+    assert!(m.spins() && !o.spins());
+}
+
+#[test]
+fn choose_keeps_the_librarys_choice_within_the_margin() {
+    let mut p_net = net(1000.0, 300.0, 450.0, 0.1);
+    p_net.S_bytes = 4096;
+    let opts = ViewOptions::default();
+    let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    // Open MPI's allreduce of 1 KiB on 4 ranks is recursive doubling: ours
+    // is the same schedule, never more than the margin faster.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Allreduce,
+        4,
+        1024,
+        true,
+        &all,
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    assert_eq!(d.library, Schedule::AllreduceRecursiveDoubling);
+    assert!(d.ours.is_none(), "{d:?}");
+    // Its unsegmented chain for 2 MiB on 4 ranks loses to a segmented one
+    // in every view.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &all,
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    let ours = d
+        .ours
+        .expect("a segmented chain or a tree beats the unsegmented chain");
+    let ratios: Vec<f64> = ours
+        .view
+        .prices()
+        .iter()
+        .zip(d.library_view.prices())
+        .map(|(o, l)| o / l)
+        .collect();
+    let gmean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / 4.0).exp();
+    assert!(gmean <= 0.9, "{d:?}");
+    assert!(ratios.iter().all(|&r| r <= 1.05), "{d:?}");
+    // A margin nothing clears: the library's own, always.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &all,
+        &opts,
+        0.99,
+    )
+    .unwrap();
+    assert!(d.ours.is_none());
+    assert!(d.best_ours.is_some());
+    // Only the algorithms offered are candidates.
+    let d = choose(
+        &p_net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        4,
+        2 << 20,
+        true,
+        &[],
+        &opts,
+        0.1,
+    )
+    .unwrap();
+    assert!(d.ours.is_none() && d.best_ours.is_none());
 }

@@ -85,6 +85,10 @@ impl TmpPath {
 impl Drop for TmpPath {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        // The writer's lock file beside it.
+        let mut lock = self.0.clone().into_os_string();
+        lock.push(".lock");
+        let _ = std::fs::remove_file(lock);
     }
 }
 

@@ -6,7 +6,7 @@ use super::points::{point, size_points, usable};
 use super::ranges::{eel_and_L, fit_ranges};
 use super::segment_points;
 use crate::model::stats::{self, Rng};
-use crate::model::{Interval, Range, SizeSamples};
+use crate::model::{Interval, LinkTraits, Range, SizeSamples};
 
 /// The keys of the top-level parameters: EEL, L and the first range's
 /// o_s, o_r, g and G, as `ngctl probe --json` names them (and their
@@ -22,17 +22,21 @@ pub const FIRST_RANGE_KEYS: [&str; 6] = [
 
 /// [`FIRST_RANGE_KEYS`], then `ranges[i].{g_ns, G_ns_per_byte, o_s_ns,
 /// o_r_ns, O_s_ns_per_byte, O_r_ns_per_byte}` for every range.
+/// The keys of a range's parameters, as `ranges[i].<key>` names them (in
+/// the segment's `RangeField` order).
+pub const RANGE_KEYS: [&str; 6] = [
+    "g_ns",
+    "G_ns_per_byte",
+    "o_s_ns",
+    "o_r_ns",
+    "O_s_ns_per_byte",
+    "O_r_ns_per_byte",
+];
+
 fn param_keys(n_ranges: usize) -> Vec<String> {
     let mut k: Vec<String> = FIRST_RANGE_KEYS.iter().map(|s| s.to_string()).collect();
     for i in 0..n_ranges {
-        for f in [
-            "g_ns",
-            "G_ns_per_byte",
-            "o_s_ns",
-            "o_r_ns",
-            "O_s_ns_per_byte",
-            "O_r_ns_per_byte",
-        ] {
+        for f in RANGE_KEYS {
             k.push(format!("ranges[{i}].{f}"));
         }
     }
@@ -46,15 +50,20 @@ fn param_values(eel: f64, L: f64, ranges: &[Range], out: &mut Vec<f64>) {
     let r0 = &ranges[0];
     out.extend([eel, L, r0.o_s_ns, r0.o_r_ns, r0.g_ns, r0.G_ns_per_byte]);
     for r in ranges {
-        out.extend([
-            r.g_ns,
-            r.G_ns_per_byte,
-            r.o_s_ns,
-            r.o_r_ns,
-            r.O_s_ns_per_byte,
-            r.O_r_ns_per_byte,
-        ]);
+        out.extend(range_values(r));
     }
+}
+
+/// A range's values in the order of [`RANGE_KEYS`].
+pub fn range_values(r: &Range) -> [f64; 6] {
+    [
+        r.g_ns,
+        r.G_ns_per_byte,
+        r.o_s_ns,
+        r.o_r_ns,
+        r.O_s_ns_per_byte,
+        r.O_r_ns_per_byte,
+    ]
 }
 
 /// Bootstrap percentile 95 % intervals of every reported parameter.
@@ -73,13 +82,24 @@ pub fn ci95_loggp(
     resamples: usize,
     seed: u64,
 ) -> BTreeMap<String, Interval> {
+    ci95_loggp_with(samples, resamples, seed, &LinkTraits::default())
+}
+
+/// [`ci95_loggp`] with the ranges [`super::fit_loggp_with`] fits for a
+/// transport with `traits`.
+pub fn ci95_loggp_with(
+    samples: &[SizeSamples],
+    resamples: usize,
+    seed: u64,
+    traits: &LinkTraits,
+) -> BTreeMap<String, Interval> {
     let mut out = BTreeMap::new();
     let sizes = usable(samples);
     if resamples == 0 || sizes.is_empty() {
         return out;
     }
     let points = size_points(samples);
-    let changes = segment_points(&points).changes;
+    let changes = segment_points(&points, traits.rendezvous).changes;
     let n_ranges = fit_ranges(&points, &changes).len();
     let keys = param_keys(n_ranges);
     let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); keys.len()];

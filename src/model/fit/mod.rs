@@ -42,7 +42,8 @@ mod points;
 mod ranges;
 mod rendezvous;
 
-pub use bootstrap::{ci95_loggp, FIRST_RANGE_KEYS};
+pub use bootstrap::range_values;
+pub use bootstrap::{ci95_loggp, ci95_loggp_with, FIRST_RANGE_KEYS, RANGE_KEYS};
 pub(crate) use lines::{line_or_mean, non_negative, rel_weights};
 pub use points::size_points;
 pub use rendezvous::{
@@ -54,7 +55,7 @@ use ranges::{eel_and_L, fit_ranges};
 use rendezvous::rendezvous_index;
 
 use super::segment;
-use super::{LogGpFit, Segmenter, SizePoint, SizeSamples};
+use super::{LinkTraits, LogGpFit, Segmenter, SizePoint, SizeSamples};
 
 /// Look-ahead x of the paper's detector.
 pub const LOOKAHEAD_X: usize = 3;
@@ -95,7 +96,11 @@ struct Segmentation {
 /// Both detectors on the gaps, thinned to ≥ MIN_RANGE_POINTS per range, the
 /// better one, its insignificant changes merged; then the rendezvous
 /// boundary, which starts a range whether or not the gap alone split there.
-fn segment_points(points: &[SizePoint]) -> Segmentation {
+/// A transport without a rendezvous protocol (`rendezvous` false: UDP,
+/// raw Ethernet, RDMA write) has no S, and a step that looks like one
+/// (a busy host slowing both the gap and the round trip from some size
+/// on) is only what the gap's segmentation makes of it.
+fn segment_points(points: &[SizePoint], rendezvous: bool) -> Segmentation {
     let xs: Vec<f64> = points.iter().map(|p| x_of(p.size_bytes)).collect();
     let ys: Vec<f64> = points.iter().map(|p| p.gap_ns).collect();
     let n = points.len();
@@ -105,7 +110,11 @@ fn segment_points(points: &[SizePoint]) -> Segmentation {
     let opt_ok = segment::enforce_min_points(&optimal, n, MIN_RANGE_POINTS);
     let (segmenter, chosen) = segment::choose(&xs, &ys, &la_ok, &opt_ok);
     let merged = merge_insignificant(points, &chosen);
-    let rendezvous = rendezvous_index(points);
+    let rendezvous = if rendezvous {
+        rendezvous_index(points)
+    } else {
+        None
+    };
     let changes = match rendezvous {
         Some(at) => with_change_at(&merged, at),
         None => merged,
@@ -129,10 +138,21 @@ pub fn fit_loggp(samples: &[SizeSamples]) -> LogGpFit {
     fit_points(size_points(samples))
 }
 
+/// [`fit_loggp`] for a transport with `traits` (no S where it has no
+/// rendezvous protocol).
+pub fn fit_loggp_with(samples: &[SizeSamples], traits: &LinkTraits) -> LogGpFit {
+    fit_points_with(size_points(samples), traits)
+}
+
 /// [`fit_loggp`] from the per-size points (sorted by size, as
 /// [`size_points`] makes them).
-#[allow(non_snake_case)]
 pub fn fit_points(points: Vec<SizePoint>) -> LogGpFit {
+    fit_points_with(points, &LinkTraits::default())
+}
+
+/// [`fit_points`] for a transport with `traits`.
+#[allow(non_snake_case)]
+pub fn fit_points_with(points: Vec<SizePoint>, traits: &LinkTraits) -> LogGpFit {
     if points.is_empty() {
         return LogGpFit {
             eel_ns: f64::NAN,
@@ -140,7 +160,7 @@ pub fn fit_points(points: Vec<SizePoint>) -> LogGpFit {
             ..LogGpFit::default()
         };
     }
-    let seg = segment_points(&points);
+    let seg = segment_points(&points, traits.rendezvous);
     let ranges = fit_ranges(&points, &seg.changes);
     let (eel_ns, L_ns) = eel_and_L(&points, &ranges);
     let to_sizes = |c: &[usize]| c.iter().map(|&i| points[i].size_bytes).collect();

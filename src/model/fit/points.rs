@@ -34,6 +34,7 @@ pub(super) fn point(s: &SizeSamples, m1: f64, mn: f64, md: f64, o_r: f64) -> Siz
         half_rtt_ns: m1 / 2.0,
         gap_hw_ns: 0.0,
         half_rtt_hw_ns: 0.0,
+        n: s.n,
     }
 }
 

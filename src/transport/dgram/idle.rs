@@ -9,8 +9,10 @@
 //! round trip, so it does not touch latency measurements. After
 //! [`IdlePolicy::sleep_after`] it sleeps in poll(2) until a frame arrives,
 //! at most [`SLEEP_SLICE`] at a time and never past the caller's deadline:
-//! an idle responder costs no CPU, and a probe in progress never waits this
-//! long. "Without traffic" counts from the last frame sent or received; a
+//! an idle responder wakes once per deadline of its caller (the daemon's
+//! look at its shutdown flag), not many times a second, and a probe in
+//! progress never waits this long (poll returns as soon as a frame is
+//! readable). "Without traffic" counts from the last frame sent or received; a
 //! client (a prober) counts at least from the start of each wait, so it
 //! spins whenever it waits for an answer.
 
@@ -19,7 +21,9 @@ use std::time::Duration;
 use crate::clock::Clock;
 
 /// Longest single sleep: the caller's deadline is checked between sleeps.
-pub const SLEEP_SLICE: Duration = Duration::from_millis(10);
+/// Long enough that an idle responder's wake-ups are its caller's, not the
+/// slice's (an idle daemon's CPU budget is 0.1 % of a core).
+pub const SLEEP_SLICE: Duration = Duration::from_secs(1);
 
 /// When a wait stops spinning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

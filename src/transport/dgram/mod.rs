@@ -34,7 +34,7 @@ pub(crate) use endpoint::{default_options, endpoint_config};
 pub use endpoint::{Endpoint, EndpointConfig};
 pub use idle::IdlePolicy;
 pub use phy::{Phy, Route, RxFrame};
-pub use session::{HelloGate, Role};
+pub use session::{GateSource, HelloGate, Role, SessionGate};
 
 /// Smallest fragment payload accepted from a peer; bounds the reassembly
 /// bitmap (`max_msg_bytes / MIN_FRAG_BYTES` bits).

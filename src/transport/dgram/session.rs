@@ -13,6 +13,7 @@
 //! [`classify`] is that decision for one received frame, a pure function of
 //! the role, the session and the gate; the endpoint acts on its verdict.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::phy::{Route, RxFrame};
@@ -51,6 +52,129 @@ impl<A> HelloGate<A> for AtomicU64 {
     fn admits(&self, nonce: u64, _src: &A) -> bool {
         let allowed = self.load(Ordering::Acquire);
         allowed != 0 && allowed == nonce
+    }
+}
+
+/// Who may open the gated session besides knowing its nonce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateSource {
+    /// Anyone with the nonce (a tool's own responder, tests).
+    Any,
+    /// Datagrams from this IP address only (UDP: the address the control
+    /// connection was authenticated from; the port may differ).
+    Ip(IpAddr),
+    /// Frames from this MAC only (raw Ethernet: the MAC the driver named
+    /// inside its authenticated request).
+    Mac([u8; 6]),
+}
+
+/// The data plane's admission, as the control plane decided it: the nonce
+/// of the one session it accepted *and* the source it authenticated. The
+/// nonce travels in clear in every frame, so a nonce alone admits whoever
+/// sniffs it; bound to the source, a stranger needs the authenticated
+/// peer's address (UDP) or MAC (raw) as well. Lock-free: the control plane
+/// writes it, the responder reads it on each Hello (never per message).
+#[derive(Debug, Default)]
+pub struct SessionGate {
+    /// The admitted nonce; 0: none. Written last on open, first on close.
+    nonce: AtomicU64,
+    /// 0: any source; 1: an IP address (`ip`); 2: a MAC (`mac`).
+    what: AtomicU64,
+    /// The IP address as IPv6 (IPv4 mapped), high and low 64 bits.
+    ip: [AtomicU64; 2],
+    mac: AtomicU64,
+}
+
+impl SessionGate {
+    pub fn new() -> SessionGate {
+        SessionGate::default()
+    }
+
+    /// Admit session `nonce` (not 0) from `source` only.
+    pub fn open(&self, nonce: u64, source: GateSource) {
+        // Closed while the source changes: a Hello checked meanwhile sees 0.
+        self.nonce.store(0, Ordering::Release);
+        let (what, ip, mac) = match source {
+            GateSource::Any => (0, 0u128, 0),
+            GateSource::Ip(a) => (1, ipv6_bits(a), 0),
+            GateSource::Mac(m) => (2, 0, mac_bits(m)),
+        };
+        self.what.store(what, Ordering::Relaxed);
+        self.ip[0].store((ip >> 64) as u64, Ordering::Relaxed);
+        self.ip[1].store(ip as u64, Ordering::Relaxed);
+        self.mac.store(mac, Ordering::Relaxed);
+        self.nonce.store(nonce, Ordering::Release);
+    }
+
+    /// Admit nothing.
+    pub fn close(&self) {
+        self.nonce.store(0, Ordering::Release);
+    }
+
+    /// The admitted nonce (0: none).
+    pub fn nonce(&self) -> u64 {
+        self.nonce.load(Ordering::Acquire)
+    }
+
+    /// The nonce word itself (a responder's policy watches it).
+    pub fn nonce_word(&self) -> &AtomicU64 {
+        &self.nonce
+    }
+
+    /// Whether a Hello with `nonce` from `src` opens the session: the
+    /// nonce matches, and so does the source, read between two loads of
+    /// the nonce that agree (a gate re-opened meanwhile admits nothing).
+    fn admits_with(&self, nonce: u64, src: impl FnOnce(u64, u128, u64) -> bool) -> bool {
+        let n1 = self.nonce.load(Ordering::Acquire);
+        if n1 == 0 || n1 != nonce {
+            return false;
+        }
+        let what = self.what.load(Ordering::Relaxed);
+        let ip = (u128::from(self.ip[0].load(Ordering::Relaxed)) << 64)
+            | u128::from(self.ip[1].load(Ordering::Relaxed));
+        let mac = self.mac.load(Ordering::Relaxed);
+        let ok = src(what, ip, mac);
+        std::sync::atomic::fence(Ordering::Acquire);
+        ok && self.nonce.load(Ordering::Relaxed) == n1
+    }
+}
+
+fn ipv6_bits(a: IpAddr) -> u128 {
+    let v6 = match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    u128::from(v6)
+}
+
+/// A MAC as a word with a marker bit, so no MAC reads as "none".
+fn mac_bits(m: [u8; 6]) -> u64 {
+    (1u64 << 48) | m.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+/// UDP: the nonce, and the source IP when the gate names one.
+impl HelloGate<SocketAddr> for SessionGate {
+    fn admits(&self, nonce: u64, src: &SocketAddr) -> bool {
+        let from = ipv6_bits(src.ip());
+        self.admits_with(nonce, |what, ip, _| match what {
+            0 => true,
+            // Both sides IPv6, IPv4 as mapped: a dual-stack socket's
+            // ::ffff:a.b.c.d and a.b.c.d compare equal.
+            1 => ip == from,
+            _ => false,
+        })
+    }
+}
+
+/// Raw Ethernet: the nonce, and the source MAC when the gate names one.
+impl HelloGate<[u8; 6]> for SessionGate {
+    fn admits(&self, nonce: u64, src: &[u8; 6]) -> bool {
+        let from = mac_bits(*src);
+        self.admits_with(nonce, |what, _, mac| match what {
+            0 => true,
+            2 => mac == from,
+            _ => false,
+        })
     }
 }
 

@@ -68,9 +68,22 @@ pub enum SimParamError {
         value: String,
         reason: &'static str,
     },
+    /// A message of the model takes (almost) no time: virtual time would
+    /// barely advance, and loops timed in it would run for ever.
+    #[error("the sim model takes no time: L + 2o + g must be at least 1 ns (e.g. L=1100,o=300,g=450,G=0.08)")]
+    NoTime,
 }
 
-fn parse_nonneg_f64(key: &str, value: &str) -> Result<f64, SimParamError> {
+/// Largest time parameter (L, o, g, omin, omax), ns: 1000 s. Beyond it
+/// the picosecond virtual clock would overflow within a sweep.
+pub const MAX_TIME_NS: f64 = 1e12;
+/// Largest per-byte parameter (G, O), ns per byte.
+pub const MAX_PER_BYTE_NS: f64 = 1e6;
+/// Smallest L + 2o + g: a round trip of the model takes at least this
+/// (ns), so loops timed in virtual time end in a bounded number of rounds.
+pub const MIN_ROUND_NS: f64 = 1.0;
+
+fn parse_bounded(key: &str, value: &str, max: f64) -> Result<f64, SimParamError> {
     let bad = |reason| SimParamError::BadValue {
         key: key.to_string(),
         value: value.to_string(),
@@ -82,6 +95,11 @@ fn parse_nonneg_f64(key: &str, value: &str) -> Result<f64, SimParamError> {
     }
     if v < 0.0 {
         return Err(bad("must not be negative"));
+    }
+    if v > max {
+        return Err(bad(
+            "too large (times ≤ 1e12 ns, per-byte costs ≤ 1e6 ns/B, jitter ≤ 10)",
+        ));
     }
     Ok(v)
 }
@@ -121,14 +139,14 @@ impl FromStr for SimParams {
                 });
             }
             match key {
-                "L" => p.L_ns = parse_nonneg_f64(key, value)?,
-                "o" => p.o_ns = parse_nonneg_f64(key, value)?,
-                "g" => p.g_ns = parse_nonneg_f64(key, value)?,
-                "G" => p.G_ns_per_byte = parse_nonneg_f64(key, value)?,
-                "O" => p.O_ns_per_byte = parse_nonneg_f64(key, value)?,
-                "omin" => p.o_min_ns = Some(parse_nonneg_f64(key, value)?),
-                "omax" => p.o_max_ns = Some(parse_nonneg_f64(key, value)?),
-                "jitter" => p.jitter = parse_nonneg_f64(key, value)?,
+                "L" => p.L_ns = parse_bounded(key, value, MAX_TIME_NS)?,
+                "o" => p.o_ns = parse_bounded(key, value, MAX_TIME_NS)?,
+                "g" => p.g_ns = parse_bounded(key, value, MAX_TIME_NS)?,
+                "G" => p.G_ns_per_byte = parse_bounded(key, value, MAX_PER_BYTE_NS)?,
+                "O" => p.O_ns_per_byte = parse_bounded(key, value, MAX_PER_BYTE_NS)?,
+                "omin" => p.o_min_ns = Some(parse_bounded(key, value, MAX_TIME_NS)?),
+                "omax" => p.o_max_ns = Some(parse_bounded(key, value, MAX_TIME_NS)?),
+                "jitter" => p.jitter = parse_bounded(key, value, 10.0)?,
                 "S" => p.S_bytes = Some(parse_int(key, value)?),
                 "f" => {
                     let f: u32 = parse_int(key, value)?;
@@ -144,6 +162,9 @@ impl FromStr for SimParams {
                 "seed" => p.seed = parse_int(key, value)?,
                 _ => unreachable!("every key of KEYS is matched"),
             }
+        }
+        if p.L_ns + 2.0 * p.o_ns + p.g_ns < MIN_ROUND_NS {
+            return Err(SimParamError::NoTime);
         }
         Ok(p)
     }

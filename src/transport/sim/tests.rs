@@ -432,8 +432,14 @@ fn model_strings_parse_and_round_trip() {
     assert_eq!(p.to_string(), text);
     assert_eq!(p.to_string().parse::<SimParams>().unwrap(), p);
     // Absent keys keep their defaults.
-    let d: SimParams = "".parse().unwrap();
-    assert_eq!(d, SimParams::default());
+    let d: SimParams = "L=1".parse().unwrap();
+    assert_eq!(
+        d,
+        SimParams {
+            L_ns: 1.0,
+            ..SimParams::default()
+        }
+    );
     assert_eq!(d.seed, 1);
     let q: SimParams = " L = 5 , ".parse().unwrap();
     assert_eq!(q.L_ns, 5.0);
@@ -457,11 +463,19 @@ fn bad_model_strings_name_the_key() {
         ("f=0", "f"),
         ("seed=x", "seed"),
         ("jitter=-0.1", "jitter"),
+        ("L=1e13", "L"),
+        ("G=2e6", "G"),
+        ("jitter=11", "jitter"),
     ] {
         match err(text) {
             SimParamError::BadValue { key: k, .. } => assert_eq!(k, key, "{text}"),
             other => panic!("{text}: {other:?}"),
         }
         assert!(err(text).to_string().contains(&format!("`{key}`")));
+    }
+    // A model without time (empty, all zero, only per-byte costs): virtual
+    // time would not advance and the probe would never end.
+    for text in ["", "L=0,o=0,g=0,G=0", "G=0.08,O=0.01", "L=0.5"] {
+        assert_eq!(err(text), SimParamError::NoTime, "{text:?}");
     }
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# libngcoll against the MPI library's own collectives, end to end, as
+# bench/ngcoll.md reports it. For each MPI (Open MPI, MPICH) and rank count:
+#   1. probe the MPI library in the job's placement and publish (ngctl is
+#      built against Open MPI: its probe measures Open MPI's point to point);
+#   2. preloaded: bench/ngcoll_bench.c with libngcoll preloaded times
+#      MPI_X (ours) and PMPI_X (the library's own) interleaved;
+#   3. exported rules (Open MPI rules file, MPICH JSON): the same bench,
+#      MPI_X only, with and without the export, runs alternated.
+# Usage: bench/ngcoll_run.sh OUT_DIR
+#   RANKS="4 8"  MPIS="openmpi mpich"  EXPORT=1  BENCH_ARGS="--reps 7"
+#   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11 --step 4":
+#   MPICH's own waits spin when ranks outnumber cores, and its calls, the
+#   harness's barriers included, take milliseconds: every 4th power of two)
+# Binaries: cargo build --release -p ngcoll-openmpi -p ngcoll-mpich;
+#           cargo build --release --features mpi --bin ngctl
+# Waits (up to IDLE_WAIT_S, default 1800 s) for the machine to be ≥ IDLE_PCT
+# (default 85) % idle before each measurement, then measures anyway, and
+# holds /tmp/measure.lock while it measures; repeats a run the sampler saw
+# disturbed (at most ATTEMPTS, default 3). Leaves the mpi/mpirun
+# alternatives as it found them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: bench/ngcoll_run.sh OUT_DIR}
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+T="${CARGO_TARGET_DIR:-target}/release"
+RANKS=${RANKS:-"4 8"}
+MPIS=${MPIS:-"openmpi mpich"}
+EXPORT=${EXPORT:-1}
+BENCH_ARGS=${BENCH_ARGS:-}
+MPICH_BENCH_ARGS=${MPICH_BENCH_ARGS:-"--reps 3 --target-ms 100 --sync-calls 11 --step 4"}
+IDLE_PCT=${IDLE_PCT:-85}
+IDLE_WAIT_S=${IDLE_WAIT_S:-1800}
+ATTEMPTS=${ATTEMPTS:-3}
+alt_before=$(update-alternatives --query mpi | grep '^Value:')
+
+mpicc.openmpi -O2 bench/ngcoll_bench.c -o "$OUT/bench_openmpi" -ldl -lm
+mpicc.mpich -O2 bench/ngcoll_bench.c -o "$OUT/bench_mpich" -ldl -lm
+
+idle_pct() { # whole-machine idle share over 2 s
+    local a b c d e f g h busy1 idle1
+    read -r _ a b c d e f g h _ < /proc/stat; busy1=$((a+b+c+f+g+h)); idle1=$((d+e))
+    sleep 2
+    read -r _ a b c d e f g h _ < /proc/stat
+    echo $(( 100 * (d+e-idle1) / (d+e-idle1 + a+b+c+f+g+h-busy1 + 1) ))
+}
+wait_idle() {
+    local t0=$SECONDS
+    until [ "$(idle_pct)" -ge "$IDLE_PCT" ]; do
+        [ $((SECONDS - t0)) -lt "$IDLE_WAIT_S" ] || { echo "machine busy for $IDLE_WAIT_S s; measuring anyway" >&2; return; }
+    done
+}
+# Runs "$@" under the measure lock with a runnable-process sampler; repeats
+# (at most ATTEMPTS) if the mean runnable count exceeded ranks + 1.5.
+measured() {
+    local ranks=$1 tag=$2; shift 2
+    for attempt in $(seq "$ATTEMPTS"); do
+        wait_idle
+        ( while :; do awk '/^procs_running/ {print $2}' /proc/stat; sleep 0.1; done ) > "$OUT/$tag.runnable" &
+        local sampler=$!
+        flock /tmp/measure.lock "$@" > "$OUT/$tag.txt" 2> "$OUT/$tag.log"
+        kill "$sampler"; wait "$sampler" 2>/dev/null || true
+        local mean
+        mean=$(awk '{ s += $1; n++ } END { printf "%.1f", (n ? s / n : 0) }' "$OUT/$tag.runnable")
+        if awk -v r="$ranks" -v m="$mean" 'BEGIN { exit !(m <= r + 1.5) }'; then
+            echo "$tag: attempt $attempt undisturbed (mean runnable $mean)"; rm -f "$OUT/$tag.DISTURBED"; return
+        fi
+        echo "$tag: attempt $attempt disturbed (mean runnable $mean)" | tee "$OUT/$tag.DISTURBED"
+    done
+}
+
+for P in $RANKS; do
+    SEG="$OUT/seg-$P"
+    if [ ! -s "$SEG" ]; then
+        wait_idle
+        flock /tmp/measure.lock mpirun.openmpi --oversubscribe -np "$P" "$T/ngctl" probe --transport mpi \
+            --max-size 4194304 --min-reps 20 --resamples 0 --publish --shm "$SEG" --json > "$OUT/probe-$P.json"
+    fi
+    "$T/ngctl" export --format ompi-rules --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/rules-$P.txt"
+    "$T/ngctl" export --format mpich-json --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/mpich-$P.json"
+    for mpi in $MPIS; do
+        if [ "$mpi" = openmpi ]; then
+            lib="$T/libngcoll_ompi.so"
+            launch=(mpirun.openmpi --oversubscribe -np "$P")
+            export_args=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename "$OUT/rules-$P.txt")
+            export_env=()
+        else
+            lib="$T/libngcoll_mpich.so"
+            launch=(mpirun.mpich -np "$P")
+            export_args=()
+            export_env=(MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE="$(realpath "$OUT/mpich-$P.json")")
+        fi
+        args=$BENCH_ARGS; [ "$mpi" = mpich ] && args=$MPICH_BENCH_ARGS
+        # shellcheck disable=SC2086
+        measured "$P" "$mpi-$P-preload" env NETGAUGE_SHM="$SEG" NETGAUGE_COLL_STALE_S=0 NETGAUGE_COLL=log \
+            LD_PRELOAD="$(realpath "$lib")" "${launch[@]}" "$OUT/bench_$mpi" $args
+        if [ "$EXPORT" = 1 ]; then
+            for round in a b; do
+                # shellcheck disable=SC2086
+                measured "$P" "$mpi-$P-own-$round" "${launch[@]}" "$OUT/bench_$mpi" --no-pmpi $args
+                # shellcheck disable=SC2086
+                measured "$P" "$mpi-$P-rules-$round" env "${export_env[@]}" "${launch[@]}" "${export_args[@]}" \
+                    "$OUT/bench_$mpi" --no-pmpi $args
+            done
+        fi
+    done
+done
+alt_after=$(update-alternatives --query mpi | grep '^Value:')
+[ "$alt_before" = "$alt_after" ] || echo "WARNING: the mpi alternative changed: $alt_before -> $alt_after" >&2
+python3 bench/ngcoll_summary.py "$OUT" | tee "$OUT/summary.md"

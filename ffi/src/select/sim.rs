@@ -1,0 +1,393 @@
+//! Runs schedules on the LogGP(S) network of a [`Network`], rank by rank,
+//! for one call or for calls issued back to back, and returns when every
+//! rank finished every call.
+//!
+//! The model of one message of s bytes is that of the module
+//! documentation: the sender posts it no earlier than gap(s) after its
+//! previous send and is busy o_s(s); an eager message (s ≤ S) is at the
+//! receiver T(s) after it was posted, whenever the receiver posts its
+//! receive; a rendezvous message (s > S) moves only once both sides have
+//! posted: max(post, receive posted) + T(s), T including the handshake,
+//! and the sender's request completes then. A send of an all-ranks step
+//! costs the measured exchange step X(s) instead of T(s) when the network
+//! has it.
+//!
+//! Back to back, a rank starts its next call as soon as it returned from
+//! the previous one. A real library throttles a sender that runs ahead
+//! (eager credits, bounded shared-memory queues); the model allows at most
+//! [`EAGER_CREDITS`] unconsumed messages per pair, and a send beyond them
+//! waits until the receiver has taken the oldest.
+//!
+//! Every rank also counts its busy CPU time (overheads, combining,
+//! copies), which bounds the time of ranks that share cores (see
+//! `view`).
+
+use super::cost::{msg, Msg};
+use super::schedule::{Op, Schedule};
+use super::Network;
+use crate::types::{LookupError, Params};
+
+/// Unconsumed messages a sender may have in flight to one receiver.
+pub const EAGER_CREDITS: usize = 8;
+
+/// The costs of one message size, looked up once per simulation.
+#[derive(Clone, Copy, Debug)]
+struct Cost {
+    t_ns: f64,
+    x_ns: f64,
+    gap_ns: f64,
+    o_s_ns: f64,
+    /// Busy CPU of the two ends: the smallest message's send and receive
+    /// overheads (a call's own work) and the bytes' one copy at the gap's
+    /// per-byte rate G, split between sender and receiver. Not o_s(s) and
+    /// o_r(s) of the message's range: a burst's time per message holds the
+    /// waits of a sender whose receiver was not running, which is no work
+    /// a shared core does.
+    cpu_send_ns: f64,
+    cpu_recv_ns: f64,
+    copy_ns: f64,
+    eager: bool,
+}
+
+/// Cost lookups by size (a simulation uses a handful of sizes).
+struct Costs<'a, N: Network + ?Sized> {
+    net: &'a N,
+    p: usize,
+    cache: Vec<(u64, Cost)>,
+}
+
+impl<N: Network + ?Sized> Costs<'_, N> {
+    fn get(&mut self, bytes: u64) -> Result<Cost, LookupError> {
+        if let Some((_, c)) = self.cache.iter().find(|(b, _)| *b == bytes) {
+            return Ok(*c);
+        }
+        let m: Msg = msg(self.net, bytes)?;
+        let p: Params = self.net.at(bytes)?;
+        let k = bytes.saturating_sub(1) as f64;
+        let o_s = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+        let small = self.net.at(1)?;
+        let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
+        let c = Cost {
+            t_ns: m.t_ns,
+            x_ns: self.net.exchange_ns(self.p, bytes).unwrap_or(m.t_ns),
+            gap_ns: m.gap_ns,
+            o_s_ns: o_s,
+            cpu_send_ns: small.o_s_ns.max(0.0) + copy,
+            cpu_recv_ns: small.o_r_ns.max(0.0) + copy,
+            // A memory copy runs at about the per-byte gap of shared memory.
+            copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
+            eager: p.S_bytes == u64::MAX || bytes <= p.S_bytes,
+        };
+        self.cache.push((bytes, c));
+        Ok(c)
+    }
+}
+
+/// One message on a pair: when it was posted (sent) and when its receive
+/// was posted, once known.
+#[derive(Clone, Copy, Debug, Default)]
+struct MsgState {
+    sent: Option<(f64, u64, bool)>,
+    recv_posted: Option<f64>,
+}
+
+/// What one rank is doing.
+#[derive(Debug, Default)]
+struct Rank {
+    t: f64,
+    next_send: f64,
+    ops: Vec<Op>,
+    pc: usize,
+    call: usize,
+    /// Posted and not yet waited for: (pair, message index), sends and
+    /// receives apart (a pipeline waits for its receives only, while its
+    /// sends pile up).
+    sends: Vec<(usize, usize)>,
+    recvs: Vec<(usize, usize)>,
+    /// When the rank returned from each call.
+    finish: Vec<f64>,
+    cpu_ns: f64,
+    /// Waits that had to wait for another rank.
+    blocked: u32,
+}
+
+/// When every rank finished every call, and each rank's busy CPU time.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// finish[call][rank], ns from the first call's start.
+    pub finish: Vec<Vec<f64>>,
+    /// Busy CPU time of each rank over all calls, ns.
+    pub cpu_ns: Vec<f64>,
+    /// Waits of each rank over all calls that waited for another rank.
+    pub blocked: Vec<u32>,
+}
+
+/// How the calls are issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Issue {
+    /// `calls` calls, each rank starting the next as soon as it returned;
+    /// the root is `root` every time, or rotates (call k: root k mod P).
+    BackToBack { calls: usize, rotate: bool },
+}
+
+/// Simulates `sched` over `p` ranks with message size `m`.
+pub fn run<N: Network + ?Sized>(
+    net: &N,
+    sched: Schedule,
+    p: usize,
+    m: u64,
+    gamma_ns_per_byte: f64,
+    issue: Issue,
+) -> Result<Run, SimError> {
+    let Issue::BackToBack { calls, rotate } = issue;
+    let mut costs = Costs {
+        net,
+        p,
+        cache: Vec::new(),
+    };
+    let pairs = p * p;
+    // Messages per directed pair (src * p + dst), in posting order.
+    let mut chan: Vec<Vec<MsgState>> = vec![Vec::new(); pairs];
+    // Sends and receives posted per pair (index of the next one).
+    let mut send_next: Vec<usize> = vec![0; pairs];
+    let mut recv_next: Vec<usize> = vec![0; pairs];
+    let mut ranks: Vec<Rank> = (0..p).map(|_| Rank::default()).collect();
+    let root_of = |call: usize| if rotate { call % p } else { 0 };
+    for (r, st) in ranks.iter_mut().enumerate() {
+        sched.emit(p, r, root_of(0), m, &mut st.ops);
+    }
+    let mut done = 0;
+    // Each pass advances every rank as far as it can; a pass without
+    // progress means the schedule deadlocks (a bug in a schedule).
+    let mut guard = 0usize;
+    while done < p {
+        let mut progress = false;
+        // The rank index also names its channels; the rank is borrowed
+        // anew around every call that needs the channels.
+        #[allow(clippy::needless_range_loop)]
+        for r in 0..p {
+            loop {
+                let st = &mut ranks[r];
+                if st.call >= calls {
+                    break;
+                }
+                if st.pc == st.ops.len() {
+                    // End of a call: an implicit wait for everything.
+                    if !try_wait(&mut ranks[r], &chan, &mut costs, true)? {
+                        break;
+                    }
+                    let st = &mut ranks[r];
+                    st.finish.push(st.t);
+                    st.call += 1;
+                    st.pc = 0;
+                    st.ops.clear();
+                    progress = true;
+                    if st.call < calls {
+                        let root = root_of(st.call);
+                        sched.emit(p, r, root, m, &mut st.ops);
+                    } else {
+                        done += 1;
+                    }
+                    continue;
+                }
+                let op = st.ops[st.pc];
+                let advanced = match op {
+                    Op::Send {
+                        to,
+                        bytes,
+                        exchange,
+                    } => {
+                        let pair = r * p + to;
+                        let idx = send_next[pair];
+                        // Credits: the receiver must have posted the
+                        // receive of the message EAGER_CREDITS back and
+                        // that message must have arrived.
+                        let mut ready = st.t.max(st.next_send);
+                        let mut ok = true;
+                        if idx >= EAGER_CREDITS {
+                            match consumed_at(&chan[pair][idx - EAGER_CREDITS], &mut costs)? {
+                                Some(t) => ready = ready.max(t),
+                                None => ok = false,
+                            }
+                        }
+                        if ok {
+                            let c = costs.get(bytes)?;
+                            let st = &mut ranks[r];
+                            st.next_send = ready + c.gap_ns;
+                            st.t = ready + c.o_s_ns;
+                            st.cpu_ns += c.cpu_send_ns;
+                            send_next[pair] += 1;
+                            if chan[pair].len() <= idx {
+                                chan[pair].resize(idx + 1, MsgState::default());
+                            }
+                            chan[pair][idx].sent = Some((ready, bytes, exchange));
+                            st.sends.push((pair, idx));
+                            st.pc += 1;
+                        }
+                        ok
+                    }
+                    Op::Recv { from, bytes } => {
+                        let pair = from * p + r;
+                        let idx = recv_next[pair];
+                        recv_next[pair] += 1;
+                        if chan[pair].len() <= idx {
+                            chan[pair].resize(idx + 1, MsgState::default());
+                        }
+                        chan[pair][idx].recv_posted = Some(st.t);
+                        let c = costs.get(bytes)?;
+                        let st = &mut ranks[r];
+                        st.cpu_ns += c.cpu_recv_ns;
+                        st.recvs.push((pair, idx));
+                        st.pc += 1;
+                        true
+                    }
+                    Op::Wait | Op::WaitRecvs => {
+                        let all = matches!(op, Op::Wait);
+                        if try_wait(&mut ranks[r], &chan, &mut costs, all)? {
+                            ranks[r].pc += 1;
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    Op::Reduce { bytes } => {
+                        let w = gamma_ns_per_byte * bytes as f64;
+                        st.t += w;
+                        st.cpu_ns += w;
+                        st.pc += 1;
+                        true
+                    }
+                    Op::Copy { bytes } => {
+                        let w = if bytes == 0 {
+                            0.0
+                        } else {
+                            costs.get(bytes)?.copy_ns
+                        };
+                        let st = &mut ranks[r];
+                        st.t += w;
+                        st.cpu_ns += w;
+                        st.pc += 1;
+                        true
+                    }
+                };
+                if !advanced {
+                    break;
+                }
+                progress = true;
+            }
+        }
+        if !progress {
+            return Err(SimError::Deadlock);
+        }
+        guard += 1;
+        if guard > 1_000_000 {
+            return Err(SimError::Deadlock);
+        }
+    }
+    let mut finish = vec![vec![0.0; p]; calls];
+    for (r, st) in ranks.iter().enumerate() {
+        for (c, &t) in st.finish.iter().enumerate() {
+            finish[c][r] = t;
+        }
+    }
+    Ok(Run {
+        finish,
+        cpu_ns: ranks.iter().map(|r| r.cpu_ns).collect(),
+        blocked: ranks.iter().map(|r| r.blocked).collect(),
+    })
+}
+
+/// When the message's data is in the receiver's buffer, if both ends have
+/// posted (None otherwise).
+fn arrival<N: Network + ?Sized>(
+    m: &MsgState,
+    costs: &mut Costs<N>,
+) -> Result<Option<f64>, LookupError> {
+    let (Some((sent, bytes, exchange)), Some(posted)) = (m.sent, m.recv_posted) else {
+        // An eager message arrives whenever its receive is posted: its
+        // arrival needs the receive too (for when the wait completes).
+        return Ok(None);
+    };
+    let c = costs.get(bytes)?;
+    let t = if exchange { c.x_ns } else { c.t_ns };
+    Ok(Some(if c.eager {
+        (sent + t).max(posted)
+    } else {
+        sent.max(posted) + t
+    }))
+}
+
+/// When the receiver has consumed the message (for the sender's credits).
+fn consumed_at<N: Network + ?Sized>(
+    m: &MsgState,
+    costs: &mut Costs<N>,
+) -> Result<Option<f64>, SimError> {
+    Ok(arrival(m, costs)?)
+}
+
+/// Completes the rank's pending requests (all, or only the receives) if
+/// every one of them can be resolved now; false if one needs the other end
+/// to get further first.
+fn try_wait<N: Network + ?Sized>(
+    st: &mut Rank,
+    chan: &[Vec<MsgState>],
+    costs: &mut Costs<N>,
+    all: bool,
+) -> Result<bool, SimError> {
+    let mut t = st.t;
+    for &(pair, idx) in &st.recvs {
+        match arrival(&chan[pair][idx], costs)? {
+            Some(a) => t = t.max(a),
+            None => return Ok(false),
+        }
+    }
+    if all {
+        for &(pair, idx) in &st.sends {
+            let m = &chan[pair][idx];
+            let (sent, bytes, _) = m.sent.expect("a posted send has its time");
+            let c = costs.get(bytes)?;
+            if c.eager {
+                t = t.max(sent + c.o_s_ns);
+            } else {
+                match arrival(m, costs)? {
+                    Some(a) => t = t.max(a),
+                    None => return Ok(false),
+                }
+            }
+        }
+    }
+    if t > st.t + 1e-9 {
+        st.blocked += 1;
+    }
+    st.t = t;
+    st.recvs.clear();
+    if all {
+        st.sends.clear();
+    }
+    Ok(true)
+}
+
+/// Why a simulation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimError {
+    Lookup(LookupError),
+    /// The schedule waits for a message no rank sends.
+    Deadlock,
+}
+
+impl From<LookupError> for SimError {
+    fn from(e: LookupError) -> Self {
+        SimError::Lookup(e)
+    }
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Lookup(e) => write!(f, "parameter lookup failed: {e}"),
+            SimError::Deadlock => f.write_str("schedule deadlocks"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}

@@ -1,0 +1,282 @@
+/* ngcoll_shim.c: the MPI-typed half of libngcoll, compiled once per MPI
+ * ABI (Open MPI and MPICH handles differ: pointers against ints) by the
+ * build script of ngcoll/openmpi and ngcoll/mpich with that MPI's mpicc.
+ *
+ * Everything here is a thin wrapper over one PMPI_ call that trades the
+ * ABI's handle types for uintptr_t, so the algorithms, the choice and the
+ * state (Rust, crate ngcoll) are written once. Requests travel as uint64_t
+ * slots (an MPI_Request fits in 8 bytes in both ABIs); arrays of them are
+ * converted here, because MPICH's MPI_Request is 4 bytes wide.
+ *
+ * No function here allocates; every one returns the MPI error code. */
+#include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+
+#define COMM(h) ((MPI_Comm)(h))
+#define TYPE(h) ((MPI_Datatype)(h))
+#define OP(h) ((MPI_Op)(h))
+#define BITS(x) ((uintptr_t)(x))
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(uint64_t), "MPI_Request wider than 8 bytes");
+_Static_assert(sizeof(MPI_Comm) <= sizeof(uintptr_t), "MPI_Comm wider than a pointer");
+
+/* Which MPI this shim was compiled against: 1 Open MPI, 2 MPICH, 0 other. */
+int ngc_abi(void)
+{
+#if defined(OPEN_MPI)
+    return 1;
+#elif defined(MPICH_VERSION) || defined(MPICH)
+    return 2;
+#else
+    return 0;
+#endif
+}
+
+uintptr_t ngc_comm_world(void) { return BITS(MPI_COMM_WORLD); }
+uintptr_t ngc_comm_null(void) { return BITS(MPI_COMM_NULL); }
+uintptr_t ngc_type_byte(void) { return BITS(MPI_BYTE); }
+uintptr_t ngc_type_int(void) { return BITS(MPI_INT); }
+uintptr_t ngc_in_place(void) { return BITS(MPI_IN_PLACE); }
+uintptr_t ngc_op_min(void) { return BITS(MPI_MIN); }
+
+int ngc_library_version(char *out, int cap)
+{
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    int rc = PMPI_Get_library_version(v, &len);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, v, (size_t)len);
+    out[len] = 0;
+    return MPI_SUCCESS;
+}
+
+int ngc_initialized(void)
+{
+    int flag = 0;
+    PMPI_Initialized(&flag);
+    return flag;
+}
+
+/* ---- communicators ---- */
+
+int ngc_comm_size(uintptr_t comm, int *size) { return PMPI_Comm_size(COMM(comm), size); }
+int ngc_comm_rank(uintptr_t comm, int *rank) { return PMPI_Comm_rank(COMM(comm), rank); }
+int ngc_comm_test_inter(uintptr_t comm, int *flag) { return PMPI_Comm_test_inter(COMM(comm), flag); }
+
+int ngc_comm_dup(uintptr_t comm, uintptr_t *out)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = PMPI_Comm_dup(COMM(comm), &c);
+    *out = BITS(c);
+    return rc;
+}
+
+int ngc_comm_free(uintptr_t comm)
+{
+    MPI_Comm c = COMM(comm);
+    return PMPI_Comm_free(&c);
+}
+
+/* World ranks of ranks 0..n-1 of `comm` into out[0..n). */
+int ngc_world_ranks(uintptr_t comm, int n, int *out)
+{
+    MPI_Group g, w;
+    int rc = PMPI_Comm_group(COMM(comm), &g);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Comm_group(MPI_COMM_WORLD, &w);
+    if (rc != MPI_SUCCESS) {
+        PMPI_Group_free(&g);
+        return rc;
+    }
+    /* Translate in chunks: the ranks array lives on the stack. */
+    int in[256];
+    for (int base = 0; base < n && rc == MPI_SUCCESS; base += 256) {
+        int k = n - base < 256 ? n - base : 256;
+        for (int i = 0; i < k; i++)
+            in[i] = base + i;
+        rc = PMPI_Group_translate_ranks(g, k, in, w, out + base);
+    }
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&w);
+    return rc;
+}
+
+/* ---- attribute caching (the per-communicator state) ---- */
+
+typedef void (*ngc_free_fn)(void *);
+
+static int ngc_delete_attr(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    /* extra_state carries the Rust function that releases the state. */
+    if (extra != NULL && attr != NULL)
+        ((ngc_free_fn)extra)(attr);
+    return MPI_SUCCESS;
+}
+
+int ngc_keyval_create(void (*free_fn)(void *), int *keyval)
+{
+    return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ngc_delete_attr, keyval,
+                                   (void *)free_fn);
+}
+
+int ngc_keyval_free(int keyval)
+{
+    int k = keyval;
+    return PMPI_Comm_free_keyval(&k);
+}
+
+int ngc_attr_get(uintptr_t comm, int keyval, void **val, int *flag)
+{
+    return PMPI_Comm_get_attr(COMM(comm), keyval, (void *)val, flag);
+}
+
+int ngc_attr_set(uintptr_t comm, int keyval, void *val)
+{
+    return PMPI_Comm_set_attr(COMM(comm), keyval, val);
+}
+
+/* ---- datatypes and operations ---- */
+
+/* size: bytes of data in one element; extent: its stride; contiguous: one
+ * element is `size` bytes at the element's address and elements follow
+ * each other without gaps (so count elements are one byte range);
+ * predefined: a named (basic) type. */
+int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int *contiguous, int *predefined)
+{
+    MPI_Aint lb, ext, tlb, text;
+    MPI_Count sz;
+    int rc = PMPI_Type_size_x(TYPE(type), &sz);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Type_get_extent(TYPE(type), &lb, &ext);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Type_get_true_extent(TYPE(type), &tlb, &text);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int ni, na, nd, combiner;
+    rc = PMPI_Type_get_envelope(TYPE(type), &ni, &na, &nd, &combiner);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    *size = (int64_t)sz;
+    *extent = (int64_t)ext;
+    *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz);
+    *predefined = (combiner == MPI_COMBINER_NAMED);
+    return MPI_SUCCESS;
+}
+
+/* 0: not a predefined reduction operation (user-defined, MPI_REPLACE,
+ * MPI_NO_OP), else 1 + its index in this list. All of them commute. */
+int ngc_op_kind(uintptr_t op)
+{
+    MPI_Op o = OP(op);
+    const MPI_Op known[] = {MPI_SUM,  MPI_PROD, MPI_MAX,  MPI_MIN,    MPI_LAND,   MPI_LOR,
+                            MPI_LXOR, MPI_BAND, MPI_BOR,  MPI_BXOR,   MPI_MAXLOC, MPI_MINLOC};
+    for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+        if (o == known[i])
+            return i + 1;
+    return 0;
+}
+
+int ngc_reduce_local(const void *in, void *inout, int count, uintptr_t type, uintptr_t op)
+{
+    return PMPI_Reduce_local(in, inout, count, TYPE(type), OP(op));
+}
+
+int ngc_pack(const void *in, int count, uintptr_t type, void *out, int64_t out_bytes,
+             int64_t *position, uintptr_t comm)
+{
+    int pos = 0;
+    if (out_bytes > INT32_MAX)
+        return MPI_ERR_COUNT;
+    int rc = PMPI_Pack(in, count, TYPE(type), out, (int)out_bytes, &pos, COMM(comm));
+    *position = pos;
+    return rc;
+}
+
+int ngc_unpack(const void *in, int64_t in_bytes, void *out, int count, uintptr_t type,
+               uintptr_t comm)
+{
+    int pos = 0;
+    if (in_bytes > INT32_MAX)
+        return MPI_ERR_COUNT;
+    return PMPI_Unpack(in, (int)in_bytes, &pos, out, count, TYPE(type), COMM(comm));
+}
+
+/* ---- point to point (on ngcoll's shadow communicators) ---- */
+
+int ngc_isend(const void *buf, int count, uintptr_t type, int dest, int tag, uintptr_t comm,
+              uint64_t *slot)
+{
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = PMPI_Isend(buf, count, TYPE(type), dest, tag, COMM(comm), &r);
+    memset(slot, 0, sizeof *slot);
+    memcpy(slot, &r, sizeof r);
+    return rc;
+}
+
+int ngc_irecv(void *buf, int count, uintptr_t type, int src, int tag, uintptr_t comm,
+              uint64_t *slot)
+{
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = PMPI_Irecv(buf, count, TYPE(type), src, tag, COMM(comm), &r);
+    memset(slot, 0, sizeof *slot);
+    memcpy(slot, &r, sizeof r);
+    return rc;
+}
+
+/* Completes n requests. polite != 0: poll with PMPI_Testall and give the
+ * core away (sched_yield) between polls, for ranks that share cores: a
+ * waiter that spins keeps the rank it waits for off the core. */
+int ngc_waitall(uint64_t *slots, int n, int polite)
+{
+    enum { CHUNK = 64 };
+    MPI_Request reqs[CHUNK];
+    for (int base = 0; base < n; base += CHUNK) {
+        int k = n - base < CHUNK ? n - base : CHUNK;
+        for (int i = 0; i < k; i++)
+            memcpy(&reqs[i], &slots[base + i], sizeof reqs[i]);
+        int rc;
+        if (polite) {
+            int done = 0;
+            for (;;) {
+                rc = PMPI_Testall(k, reqs, &done, MPI_STATUSES_IGNORE);
+                if (rc != MPI_SUCCESS || done)
+                    break;
+                sched_yield();
+            }
+        } else {
+            rc = PMPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+        }
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---- the few collectives libngcoll itself needs (setup only) ---- */
+
+int ngc_allgather_bytes(const void *send, int n, void *recv, uintptr_t comm)
+{
+    return PMPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, COMM(comm));
+}
+
+int ngc_allreduce_min_int(int in, int *out, uintptr_t comm)
+{
+    return PMPI_Allreduce(&in, out, 1, MPI_INT, MPI_MIN, COMM(comm));
+}
+
+int ngc_bcast_bytes(void *buf, int n, int root, uintptr_t comm)
+{
+    return PMPI_Bcast(buf, n, MPI_BYTE, root, COMM(comm));
+}
+
+double ngc_wtime(void) { return PMPI_Wtime(); }

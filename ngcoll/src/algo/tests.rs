@@ -1,0 +1,276 @@
+//! Every algorithm on 1–9 ranks (threads over `fake`), against the
+//! sequential result: odd sizes, roots other than 0, sizes that leave blocks
+//! empty, one-byte and zero-byte messages.
+
+use super::*;
+use crate::fake::{self, Fake, BAND, BYTE, F64, I32, MAX, SUM};
+
+fn cx(m: &Fake) -> Cx<'_, Fake> {
+    Cx {
+        m,
+        comm: 7,
+        rank: m.rank,
+        size: m.size,
+        polite: false,
+    }
+}
+
+fn pattern(n: usize, seed: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i * 31 + seed * 7 + 3) % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn broadcasts_deliver_the_roots_bytes() {
+    type Bcast = unsafe fn(&Cx<Fake>, *mut u8, usize, usize) -> Result<(), MpiError>;
+    let algs: [(&str, Bcast); 3] = [
+        ("binomial", bcast::binomial::<Fake>),
+        ("scatter_ring", bcast::scatter_ring::<Fake>),
+        ("scatter_rd", bcast::scatter_rd::<Fake>),
+    ];
+    for p in 1..=9usize {
+        for n in [0usize, 1, 5, 64, 1000, 4099] {
+            for root in [0, p - 1, p / 2] {
+                for (name, f) in algs {
+                    let out = fake::run(p, move |m| {
+                        let mut buf = if m.rank == root {
+                            pattern(n, 1)
+                        } else {
+                            vec![0u8; n]
+                        };
+                        // SAFETY: buf holds n bytes.
+                        unsafe { f(&cx(m), buf.as_mut_ptr(), n, root) }.unwrap();
+                        buf
+                    });
+                    for (r, b) in out.iter().enumerate() {
+                        assert_eq!(*b, pattern(n, 1), "{name} p={p} n={n} root={root} rank {r}");
+                    }
+                }
+                for seg in [1usize, 7, 64, n.max(1)] {
+                    let out = fake::run(p, move |m| {
+                        let mut buf = if m.rank == root {
+                            pattern(n, 2)
+                        } else {
+                            vec![0u8; n]
+                        };
+                        // SAFETY: buf holds n bytes.
+                        unsafe { bcast::chain(&cx(m), buf.as_mut_ptr(), n, root, seg) }.unwrap();
+                        buf
+                    });
+                    for (r, b) in out.iter().enumerate() {
+                        assert_eq!(
+                            *b,
+                            pattern(n, 2),
+                            "chain seg {seg} p={p} n={n} root={root} rank {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn ints(count: usize, rank: usize) -> Vec<i32> {
+    (0..count)
+        .map(|i| ((i * 7919 + rank * 104_729) % 65_521) as i32 - 30_000)
+        .collect()
+}
+
+fn reference(p: usize, count: usize, op: Raw) -> Vec<i32> {
+    let mut acc = ints(count, 0);
+    for r in 1..p {
+        for (a, b) in acc.iter_mut().zip(ints(count, r)) {
+            *a = match op {
+                SUM => a.wrapping_add(b),
+                MAX => (*a).max(b),
+                _ => *a & b,
+            };
+        }
+    }
+    acc
+}
+
+fn elems(v: &mut [i32]) -> Elems {
+    Elems {
+        base: v.as_mut_ptr() as *mut u8,
+        extent: 4,
+        dt: I32,
+    }
+}
+
+#[test]
+fn reductions_to_a_root_combine_everything_once() {
+    type Reduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw, usize) -> Result<(), MpiError>;
+    // The binomial tree reads its contribution from a separate buffer (the
+    // entry point's send buffer) and never copies it first.
+    unsafe fn binomial(
+        cx: &Cx<Fake>,
+        acc: Elems,
+        tmp: Elems,
+        count: usize,
+        op: Raw,
+        root: usize,
+    ) -> Result<(), MpiError> {
+        // SAFETY: acc holds count ints (the caller's).
+        let own: Vec<u8> = unsafe { std::slice::from_raw_parts(acc.base, count * 4) }.to_vec();
+        // SAFETY: own holds count ints; acc and tmp count ints each.
+        unsafe { reduce::binomial(cx, own.as_ptr(), false, acc, tmp, count, op, root) }
+    }
+    let algs: [(&str, Reduce); 2] = [
+        ("binomial", binomial),
+        ("rabenseifner", reduce::rabenseifner::<Fake>),
+    ];
+    for p in 1..=9usize {
+        for count in [1usize, 3, 17, 1000] {
+            for op in [SUM, MAX, BAND] {
+                for root in [0, p - 1, p / 2] {
+                    for (name, f) in algs {
+                        let out = fake::run(p, move |m| {
+                            let mut acc = ints(count, m.rank);
+                            let mut tmp = vec![0i32; count];
+                            // SAFETY: both hold count ints.
+                            unsafe { f(&cx(m), elems(&mut acc), elems(&mut tmp), count, op, root) }
+                                .unwrap();
+                            acc
+                        });
+                        assert_eq!(
+                            out[root],
+                            reference(p, count, op),
+                            "{name} p={p} count={count} op={op} root={root}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn allreductions_give_every_rank_the_same_result() {
+    type Allreduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw) -> Result<(), MpiError>;
+    let algs: [(&str, Allreduce); 3] = [
+        ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
+        ("rabenseifner", allreduce::rabenseifner::<Fake>),
+        ("ring", allreduce::ring::<Fake>),
+    ];
+    for p in 1..=9usize {
+        for count in [1usize, 3, 17, 1000] {
+            for op in [SUM, MAX, BAND] {
+                for (name, f) in algs {
+                    let out = fake::run(p, move |m| {
+                        let mut acc = ints(count, m.rank);
+                        let mut tmp = vec![0i32; count];
+                        // SAFETY: both hold count ints.
+                        unsafe { f(&cx(m), elems(&mut acc), elems(&mut tmp), count, op) }.unwrap();
+                        acc
+                    });
+                    let want = reference(p, count, op);
+                    for (r, got) in out.iter().enumerate() {
+                        assert_eq!(*got, want, "{name} p={p} count={count} op={op} rank {r}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
+    // Values whose sums round: the result may depend on the order of
+    // combining, but every rank must end with the same bits.
+    type Allreduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw) -> Result<(), MpiError>;
+    let algs: [(&str, Allreduce); 3] = [
+        ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
+        ("rabenseifner", allreduce::rabenseifner::<Fake>),
+        ("ring", allreduce::ring::<Fake>),
+    ];
+    for p in 2..=9usize {
+        for (name, f) in algs {
+            let count = 101;
+            let out = fake::run(p, move |m| {
+                let mut acc: Vec<f64> = (0..count)
+                    .map(|i| 0.1 * (i + 1) as f64 / (m.rank + 3) as f64)
+                    .collect();
+                let mut tmp = vec![0f64; count];
+                let e = |v: &mut [f64]| Elems {
+                    base: v.as_mut_ptr() as *mut u8,
+                    extent: 8,
+                    dt: F64,
+                };
+                // SAFETY: both hold count doubles.
+                unsafe { f(&cx(m), e(&mut acc), e(&mut tmp), count, SUM) }.unwrap();
+                acc.iter().map(|x| x.to_bits()).collect::<Vec<u64>>()
+            });
+            for r in 1..p {
+                assert_eq!(out[r], out[0], "{name} p={p}: rank {r} differs from rank 0");
+            }
+        }
+    }
+}
+
+#[test]
+fn allgathers_collect_every_block() {
+    for p in 1..=9usize {
+        for c in [1usize, 13, 100] {
+            for (name, rd) in [("ring", false), ("recursive_doubling", true)] {
+                let out = fake::run(p, move |m| {
+                    let mut buf = vec![0u8; p * c];
+                    buf[m.rank * c..(m.rank + 1) * c].copy_from_slice(&pattern(c, m.rank));
+                    // SAFETY: buf holds p·c bytes.
+                    unsafe {
+                        if rd {
+                            allgather::recursive_doubling(&cx(m), buf.as_mut_ptr(), c)
+                        } else {
+                            allgather::ring(&cx(m), buf.as_mut_ptr(), c)
+                        }
+                    }
+                    .unwrap();
+                    buf
+                });
+                let want: Vec<u8> = (0..p).flat_map(|r| pattern(c, r)).collect();
+                for (r, got) in out.iter().enumerate() {
+                    assert_eq!(*got, want, "{name} p={p} c={c} rank {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn alltoalls_transpose_the_blocks() {
+    for p in 1..=9usize {
+        for c in [1usize, 13, 100] {
+            for (name, linear) in [("pairwise", false), ("linear", true)] {
+                let out = fake::run(p, move |m| {
+                    // Block j of rank r: pattern(c, r * 16 + j).
+                    let send: Vec<u8> = (0..p).flat_map(|j| pattern(c, m.rank * 16 + j)).collect();
+                    let mut recv = vec![0u8; p * c];
+                    // SAFETY: both hold p·c bytes.
+                    unsafe {
+                        if linear {
+                            alltoall::linear(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
+                        } else {
+                            alltoall::pairwise(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
+                        }
+                    }
+                    .unwrap();
+                    recv
+                });
+                for (r, got) in out.iter().enumerate() {
+                    let want: Vec<u8> = (0..p).flat_map(|i| pattern(c, i * 16 + r)).collect();
+                    assert_eq!(*got, want, "{name} p={p} c={c} rank {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn barriers_complete() {
+    for p in 1..=9usize {
+        fake::run(p, |m| barrier::dissemination(&cx(m)).unwrap());
+        fake::run(p, |m| barrier::tree(&cx(m)).unwrap());
+    }
+    let _ = BYTE;
+}

@@ -1,0 +1,626 @@
+//! [`export_mpi!`](crate::export_mpi): everything an ABI crate
+//! (`ngcoll/openmpi`, `ngcoll/mpich`) consists of.
+//!
+//! It expands, in the ABI crate, to
+//! - the declarations of the C shim's functions (`shim/ngcoll_shim.c`,
+//!   which the ABI crate's build script compiles with that MPI's `mpicc`),
+//! - `Shim`, the [`Mpi`](crate::mpi::Mpi) implementation over them,
+//! - the interposed entry points `MPI_Init`, `MPI_Init_thread`,
+//!   `MPI_Finalize`, `MPI_Comm_free`, `MPI_Bcast`, `MPI_Reduce`,
+//!   `MPI_Allreduce`, `MPI_Allgather`, `MPI_Alltoall` and `MPI_Barrier`,
+//!   with the ABI's handle type, each calling its `PMPI_` twin for the
+//!   library's own collective,
+//! - `ngcoll_decide`, the per-call selection alone (the overhead bench and
+//!   the zero-system-call proof call it).
+//!
+//! The entry points must be Rust functions: a `cdylib` exports only the
+//! `#[no_mangle]` items of its Rust code, not C symbols linked into it.
+
+/// An MPI handle type of one ABI, as bits.
+pub trait Handle: Copy {
+    fn bits(self) -> usize;
+}
+
+impl Handle for *mut std::ffi::c_void {
+    #[inline]
+    fn bits(self) -> usize {
+        self as usize
+    }
+}
+
+impl Handle for std::ffi::c_int {
+    #[inline]
+    fn bits(self) -> usize {
+        self as u32 as usize
+    }
+}
+
+/// Generates an ABI crate's contents (see the module documentation).
+/// `abi`: "openmpi" or "mpich"; `handle`: the C type of that ABI's
+/// MPI_Comm, MPI_Datatype and MPI_Op (a pointer, or `c_int`).
+#[macro_export]
+macro_rules! export_mpi {
+    (abi = $abi:literal, handle = $h:ty) => {
+        use std::ffi::{c_char, c_int, c_void};
+        use $crate::export::Handle as _;
+        use $crate::mpi::{check, count_i32, MpiError, Raw, Slot, TypeInfo};
+
+        #[allow(dead_code)]
+        extern "C" {
+            fn ngc_abi() -> c_int;
+            fn ngc_comm_world() -> usize;
+            fn ngc_type_byte() -> usize;
+            fn ngc_in_place() -> usize;
+            fn ngc_library_version(out: *mut c_char, cap: c_int) -> c_int;
+            fn ngc_comm_size(comm: usize, size: *mut c_int) -> c_int;
+            fn ngc_comm_rank(comm: usize, rank: *mut c_int) -> c_int;
+            fn ngc_comm_test_inter(comm: usize, flag: *mut c_int) -> c_int;
+            fn ngc_comm_dup(comm: usize, out: *mut usize) -> c_int;
+            fn ngc_comm_free(comm: usize) -> c_int;
+            fn ngc_world_ranks(comm: usize, n: c_int, out: *mut c_int) -> c_int;
+            fn ngc_keyval_create(free: extern "C" fn(*mut c_void), keyval: *mut c_int) -> c_int;
+            fn ngc_attr_get(
+                comm: usize,
+                keyval: c_int,
+                val: *mut *mut c_void,
+                flag: *mut c_int,
+            ) -> c_int;
+            fn ngc_attr_set(comm: usize, keyval: c_int, val: *mut c_void) -> c_int;
+            fn ngc_type_info(
+                t: usize,
+                size: *mut i64,
+                extent: *mut i64,
+                contiguous: *mut c_int,
+                predefined: *mut c_int,
+            ) -> c_int;
+            fn ngc_op_kind(op: usize) -> c_int;
+            fn ngc_reduce_local(
+                inbuf: *const c_void,
+                inout: *mut c_void,
+                count: c_int,
+                t: usize,
+                op: usize,
+            ) -> c_int;
+            fn ngc_pack(
+                inbuf: *const c_void,
+                count: c_int,
+                t: usize,
+                out: *mut c_void,
+                out_bytes: i64,
+                pos: *mut i64,
+                comm: usize,
+            ) -> c_int;
+            fn ngc_unpack(
+                inbuf: *const c_void,
+                in_bytes: i64,
+                out: *mut c_void,
+                count: c_int,
+                t: usize,
+                comm: usize,
+            ) -> c_int;
+            fn ngc_isend(
+                buf: *const c_void,
+                count: c_int,
+                t: usize,
+                dest: c_int,
+                tag: c_int,
+                comm: usize,
+                slot: *mut u64,
+            ) -> c_int;
+            fn ngc_irecv(
+                buf: *mut c_void,
+                count: c_int,
+                t: usize,
+                src: c_int,
+                tag: c_int,
+                comm: usize,
+                slot: *mut u64,
+            ) -> c_int;
+            fn ngc_waitall(slots: *mut u64, n: c_int, polite: c_int) -> c_int;
+            fn ngc_allgather_bytes(
+                send: *const c_void,
+                n: c_int,
+                recv: *mut c_void,
+                comm: usize,
+            ) -> c_int;
+            fn ngc_allreduce_min_int(v: c_int, out: *mut c_int, comm: usize) -> c_int;
+            fn ngc_bcast_bytes(buf: *mut c_void, n: c_int, root: c_int, comm: usize) -> c_int;
+
+            fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int;
+            fn PMPI_Init_thread(
+                argc: *mut c_int,
+                argv: *mut *mut *mut c_char,
+                required: c_int,
+                provided: *mut c_int,
+            ) -> c_int;
+            fn PMPI_Finalize() -> c_int;
+            fn PMPI_Comm_free(comm: *mut $h) -> c_int;
+            fn PMPI_Bcast(
+                buf: *mut c_void,
+                count: c_int,
+                datatype: $h,
+                root: c_int,
+                comm: $h,
+            ) -> c_int;
+            fn PMPI_Reduce(
+                sbuf: *const c_void,
+                rbuf: *mut c_void,
+                count: c_int,
+                datatype: $h,
+                op: $h,
+                root: c_int,
+                comm: $h,
+            ) -> c_int;
+            fn PMPI_Allreduce(
+                sbuf: *const c_void,
+                rbuf: *mut c_void,
+                count: c_int,
+                datatype: $h,
+                op: $h,
+                comm: $h,
+            ) -> c_int;
+            fn PMPI_Allgather(
+                sbuf: *const c_void,
+                scount: c_int,
+                stype: $h,
+                rbuf: *mut c_void,
+                rcount: c_int,
+                rtype: $h,
+                comm: $h,
+            ) -> c_int;
+            fn PMPI_Alltoall(
+                sbuf: *const c_void,
+                scount: c_int,
+                stype: $h,
+                rbuf: *mut c_void,
+                rcount: c_int,
+                rtype: $h,
+                comm: $h,
+            ) -> c_int;
+            fn PMPI_Barrier(comm: $h) -> c_int;
+        }
+
+        /// The MPI library this crate was built against, through the shim.
+        pub struct Shim;
+
+        // SAFETY (for every `unsafe` call below): each shim function is one
+        // PMPI_ call with the same contract; the pointers passed are valid
+        // for the lengths passed (slices, or the callers' guarantees of the
+        // `unsafe` trait methods).
+        impl $crate::mpi::Mpi for Shim {
+            fn comm_world(&self) -> Raw {
+                // SAFETY: no arguments.
+                unsafe { ngc_comm_world() }
+            }
+            fn type_byte(&self) -> Raw {
+                // SAFETY: no arguments.
+                unsafe { ngc_type_byte() }
+            }
+            fn in_place(&self) -> usize {
+                // SAFETY: no arguments.
+                unsafe { ngc_in_place() }
+            }
+            fn comm_size(&self, comm: Raw) -> Result<usize, MpiError> {
+                let mut n = 0;
+                // SAFETY: n is a valid out-pointer.
+                check(unsafe { ngc_comm_size(comm, &mut n) })?;
+                Ok(n.max(0) as usize)
+            }
+            fn comm_rank(&self, comm: Raw) -> Result<usize, MpiError> {
+                let mut n = 0;
+                // SAFETY: n is a valid out-pointer.
+                check(unsafe { ngc_comm_rank(comm, &mut n) })?;
+                Ok(n.max(0) as usize)
+            }
+            fn comm_is_inter(&self, comm: Raw) -> Result<bool, MpiError> {
+                let mut f = 0;
+                // SAFETY: f is a valid out-pointer.
+                check(unsafe { ngc_comm_test_inter(comm, &mut f) })?;
+                Ok(f != 0)
+            }
+            fn comm_dup(&self, comm: Raw) -> Result<Raw, MpiError> {
+                let mut out = 0usize;
+                // SAFETY: out is a valid out-pointer.
+                check(unsafe { ngc_comm_dup(comm, &mut out) })?;
+                Ok(out)
+            }
+            fn comm_free(&self, comm: Raw) -> Result<(), MpiError> {
+                // SAFETY: a communicator handle of ours.
+                check(unsafe { ngc_comm_free(comm) })
+            }
+            fn world_ranks(&self, comm: Raw, out: &mut [i32]) -> Result<(), MpiError> {
+                let n = count_i32(out.len())?;
+                // SAFETY: out holds n ints.
+                check(unsafe { ngc_world_ranks(comm, n, out.as_mut_ptr()) })
+            }
+            fn keyval_create(&self, free: extern "C" fn(*mut c_void)) -> Result<i32, MpiError> {
+                let mut k = 0;
+                // SAFETY: k is a valid out-pointer; free lives forever.
+                check(unsafe { ngc_keyval_create(free, &mut k) })?;
+                Ok(k)
+            }
+            fn attr_get(&self, comm: Raw, keyval: i32) -> Result<Option<*mut c_void>, MpiError> {
+                let mut v: *mut c_void = std::ptr::null_mut();
+                let mut f = 0;
+                // SAFETY: valid out-pointers.
+                check(unsafe { ngc_attr_get(comm, keyval, &mut v, &mut f) })?;
+                Ok((f != 0).then_some(v))
+            }
+            // The pointer is stored by MPI as the attribute's value, never
+            // dereferenced.
+            #[allow(clippy::not_unsafe_ptr_arg_deref)]
+            fn attr_set(&self, comm: Raw, keyval: i32, val: *mut c_void) -> Result<(), MpiError> {
+                // SAFETY: MPI stores the pointer; it owns no memory.
+                check(unsafe { ngc_attr_set(comm, keyval, val) })
+            }
+            fn type_info(&self, t: Raw) -> Result<TypeInfo, MpiError> {
+                let (mut size, mut extent, mut contiguous, mut predefined) = (0i64, 0i64, 0, 0);
+                // SAFETY: valid out-pointers.
+                check(unsafe {
+                    ngc_type_info(t, &mut size, &mut extent, &mut contiguous, &mut predefined)
+                })?;
+                Ok(TypeInfo {
+                    size: size.max(0) as usize,
+                    extent: extent.max(0) as usize,
+                    contiguous: contiguous != 0,
+                    predefined: predefined != 0,
+                })
+            }
+            fn op_kind(&self, op: Raw) -> u32 {
+                // SAFETY: compares handles only.
+                unsafe { ngc_op_kind(op) }.max(0) as u32
+            }
+            unsafe fn reduce_local(
+                &self,
+                inbuf: *const u8,
+                inout: *mut u8,
+                count: usize,
+                t: Raw,
+                op: Raw,
+            ) -> Result<(), MpiError> {
+                let n = count_i32(count)?;
+                // SAFETY: the caller's guarantee.
+                check(unsafe { ngc_reduce_local(inbuf.cast(), inout.cast(), n, t, op) })
+            }
+            unsafe fn pack(
+                &self,
+                inbuf: *const u8,
+                count: usize,
+                t: Raw,
+                out: *mut u8,
+                out_len: usize,
+                comm: Raw,
+            ) -> Result<usize, MpiError> {
+                let n = count_i32(count)?;
+                let mut pos = 0i64;
+                // SAFETY: the caller's guarantee.
+                check(unsafe {
+                    ngc_pack(
+                        inbuf.cast(),
+                        n,
+                        t,
+                        out.cast(),
+                        out_len as i64,
+                        &mut pos,
+                        comm,
+                    )
+                })?;
+                Ok(pos.max(0) as usize)
+            }
+            unsafe fn unpack(
+                &self,
+                inbuf: *const u8,
+                in_len: usize,
+                out: *mut u8,
+                count: usize,
+                t: Raw,
+                comm: Raw,
+            ) -> Result<(), MpiError> {
+                let n = count_i32(count)?;
+                // SAFETY: the caller's guarantee.
+                check(unsafe { ngc_unpack(inbuf.cast(), in_len as i64, out.cast(), n, t, comm) })
+            }
+            unsafe fn isend(
+                &self,
+                buf: *const u8,
+                count: usize,
+                t: Raw,
+                dest: usize,
+                tag: i32,
+                comm: Raw,
+                slot: &mut Slot,
+            ) -> Result<(), MpiError> {
+                let n = count_i32(count)?;
+                let d = count_i32(dest)?;
+                // SAFETY: the caller's guarantee; slot is a valid u64.
+                check(unsafe { ngc_isend(buf.cast(), n, t, d, tag, comm, slot) })
+            }
+            unsafe fn irecv(
+                &self,
+                buf: *mut u8,
+                count: usize,
+                t: Raw,
+                src: usize,
+                tag: i32,
+                comm: Raw,
+                slot: &mut Slot,
+            ) -> Result<(), MpiError> {
+                let n = count_i32(count)?;
+                let s = count_i32(src)?;
+                // SAFETY: the caller's guarantee; slot is a valid u64.
+                check(unsafe { ngc_irecv(buf.cast(), n, t, s, tag, comm, slot) })
+            }
+            fn waitall(&self, slots: &mut [Slot], polite: bool) -> Result<(), MpiError> {
+                let n = count_i32(slots.len())?;
+                // SAFETY: slots holds n requests posted by isend/irecv.
+                check(unsafe { ngc_waitall(slots.as_mut_ptr(), n, c_int::from(polite)) })
+            }
+            fn allgather_bytes(
+                &self,
+                send: &[u8],
+                recv: &mut [u8],
+                comm: Raw,
+            ) -> Result<(), MpiError> {
+                let n = count_i32(send.len())?;
+                // SAFETY: recv holds size × n bytes (the caller sizes it).
+                check(unsafe {
+                    ngc_allgather_bytes(send.as_ptr().cast(), n, recv.as_mut_ptr().cast(), comm)
+                })
+            }
+            fn allreduce_min(&self, v: i32, comm: Raw) -> Result<i32, MpiError> {
+                let mut out = 0;
+                // SAFETY: out is a valid out-pointer.
+                check(unsafe { ngc_allreduce_min_int(v, &mut out, comm) })?;
+                Ok(out)
+            }
+            fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError> {
+                let n = count_i32(buf.len())?;
+                let r = count_i32(root)?;
+                // SAFETY: buf holds n bytes.
+                check(unsafe { ngc_bcast_bytes(buf.as_mut_ptr().cast(), n, r, comm) })
+            }
+            fn library_version(&self) -> String {
+                let mut buf = [0 as c_char; 8192];
+                // SAFETY: buf holds 8192 bytes; the shim NUL-terminates.
+                if unsafe { ngc_library_version(buf.as_mut_ptr(), buf.len() as c_int) } != 0 {
+                    return String::new();
+                }
+                // SAFETY: NUL-terminated by the shim.
+                unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned()
+            }
+            fn abi_name(&self) -> &'static str {
+                $abi
+            }
+        }
+
+        /// MPI_Init: the library's, then libngcoll's setup.
+        ///
+        /// # Safety
+        /// As MPI_Init.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+            // SAFETY: the caller's arguments, unchanged.
+            let rc = unsafe { PMPI_Init(argc, argv) };
+            if rc == 0 {
+                $crate::runtime::init(&Shim);
+            }
+            rc
+        }
+
+        /// MPI_Init_thread: the library's, then libngcoll's setup.
+        ///
+        /// # Safety
+        /// As MPI_Init_thread.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Init_thread(
+            argc: *mut c_int,
+            argv: *mut *mut *mut c_char,
+            required: c_int,
+            provided: *mut c_int,
+        ) -> c_int {
+            // SAFETY: the caller's arguments, unchanged.
+            let rc = unsafe { PMPI_Init_thread(argc, argv, required, provided) };
+            if rc == 0 {
+                $crate::runtime::init(&Shim);
+            }
+            rc
+        }
+
+        /// MPI_Finalize: libngcoll's log and cleanup, then the library's.
+        ///
+        /// # Safety
+        /// As MPI_Finalize.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+            $crate::runtime::finalize(&Shim);
+            // SAFETY: no arguments.
+            unsafe { PMPI_Finalize() }
+        }
+
+        /// MPI_Comm_free: the communicator's shadow first.
+        ///
+        /// # Safety
+        /// As MPI_Comm_free.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Comm_free(comm: *mut $h) -> c_int {
+            if !comm.is_null() {
+                // SAFETY: a valid pointer to the caller's handle.
+                $crate::runtime::comm_free(&Shim, unsafe { *comm }.bits());
+            }
+            // SAFETY: the caller's argument, unchanged.
+            unsafe { PMPI_Comm_free(comm) }
+        }
+
+        /// # Safety
+        /// As MPI_Bcast.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Bcast(
+            buf: *mut c_void,
+            count: c_int,
+            datatype: $h,
+            root: c_int,
+            comm: $h,
+        ) -> c_int {
+            // SAFETY: the caller's arguments; the closure is the library's
+            // own call with them.
+            unsafe {
+                $crate::entry::bcast(
+                    &Shim,
+                    buf,
+                    count,
+                    datatype.bits(),
+                    root,
+                    comm.bits(),
+                    || PMPI_Bcast(buf, count, datatype, root, comm),
+                )
+            }
+        }
+
+        /// # Safety
+        /// As MPI_Reduce.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Reduce(
+            sbuf: *const c_void,
+            rbuf: *mut c_void,
+            count: c_int,
+            datatype: $h,
+            op: $h,
+            root: c_int,
+            comm: $h,
+        ) -> c_int {
+            // SAFETY: as for MPI_Bcast.
+            unsafe {
+                $crate::entry::reduce(
+                    &Shim,
+                    sbuf,
+                    rbuf,
+                    count,
+                    datatype.bits(),
+                    op.bits(),
+                    root,
+                    comm.bits(),
+                    || PMPI_Reduce(sbuf, rbuf, count, datatype, op, root, comm),
+                )
+            }
+        }
+
+        /// # Safety
+        /// As MPI_Allreduce.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Allreduce(
+            sbuf: *const c_void,
+            rbuf: *mut c_void,
+            count: c_int,
+            datatype: $h,
+            op: $h,
+            comm: $h,
+        ) -> c_int {
+            // SAFETY: as for MPI_Bcast.
+            unsafe {
+                $crate::entry::allreduce(
+                    &Shim,
+                    sbuf,
+                    rbuf,
+                    count,
+                    datatype.bits(),
+                    op.bits(),
+                    comm.bits(),
+                    || PMPI_Allreduce(sbuf, rbuf, count, datatype, op, comm),
+                )
+            }
+        }
+
+        /// # Safety
+        /// As MPI_Allgather.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Allgather(
+            sbuf: *const c_void,
+            scount: c_int,
+            stype: $h,
+            rbuf: *mut c_void,
+            rcount: c_int,
+            rtype: $h,
+            comm: $h,
+        ) -> c_int {
+            // SAFETY: as for MPI_Bcast.
+            unsafe {
+                $crate::entry::allgather(
+                    &Shim,
+                    sbuf,
+                    scount,
+                    stype.bits(),
+                    rbuf,
+                    rcount,
+                    rtype.bits(),
+                    comm.bits(),
+                    || PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm),
+                )
+            }
+        }
+
+        /// # Safety
+        /// As MPI_Alltoall.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Alltoall(
+            sbuf: *const c_void,
+            scount: c_int,
+            stype: $h,
+            rbuf: *mut c_void,
+            rcount: c_int,
+            rtype: $h,
+            comm: $h,
+        ) -> c_int {
+            // SAFETY: as for MPI_Bcast.
+            unsafe {
+                $crate::entry::alltoall(
+                    &Shim,
+                    sbuf,
+                    scount,
+                    stype.bits(),
+                    rbuf,
+                    rcount,
+                    rtype.bits(),
+                    comm.bits(),
+                    || PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm),
+                )
+            }
+        }
+
+        /// # Safety
+        /// As MPI_Barrier.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Barrier(comm: $h) -> c_int {
+            // SAFETY: the library's own call with the caller's argument.
+            $crate::entry::barrier(&Shim, comm.bits(), || unsafe { PMPI_Barrier(comm) })
+        }
+
+        /// The decision an MPI collective `coll` (`NG_COLL_*`) of `count` ×
+        /// `datatype` on `comm` would take, without running it: an
+        /// `NG_ALG_*` value, or -1 for the library's own. The first call on
+        /// a communicator sets it up (collective, as its first collective).
+        ///
+        /// # Safety
+        /// Valid handles.
+        #[no_mangle]
+        pub unsafe extern "C" fn ngcoll_decide(
+            coll: u32,
+            count: c_int,
+            datatype: $h,
+            comm: $h,
+        ) -> i64 {
+            match $crate::netgauge::select::Collective::from_u32(coll) {
+                Some(c) => $crate::entry::decide(&Shim, c, count, datatype.bits(), comm.bits()),
+                None => -1,
+            }
+        }
+
+        /// Which MPI this library was built for: 1 Open MPI, 2 MPICH.
+        #[no_mangle]
+        pub extern "C" fn ngcoll_abi() -> c_int {
+            // SAFETY: no arguments.
+            unsafe { ngc_abi() }
+        }
+    };
+}

@@ -1,0 +1,320 @@
+//! An in-process [`Mpi`] over threads, for the algorithms' unit tests: one
+//! thread per rank, messages through shared mailboxes, a few datatypes and
+//! operations.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::mpi::{Mpi, MpiError, Raw, Slot, TypeInfo};
+
+pub const BYTE: Raw = 1;
+pub const I32: Raw = 2;
+pub const I64: Raw = 3;
+pub const F64: Raw = 4;
+
+pub const SUM: Raw = 1;
+pub const MAX: Raw = 2;
+pub const MIN: Raw = 3;
+pub const BAND: Raw = 4;
+
+fn size_of(t: Raw) -> usize {
+    match t {
+        BYTE => 1,
+        I32 => 4,
+        _ => 8,
+    }
+}
+
+/// (communicator, source, destination, tag).
+type Key = (Raw, usize, usize, i32);
+
+/// Messages in flight: payloads in order per key.
+#[derive(Default)]
+pub struct World {
+    boxes: Mutex<HashMap<Key, VecDeque<Vec<u8>>>>,
+    cv: Condvar,
+}
+
+struct Pending {
+    buf: *mut u8,
+    cap: usize,
+    key: Key,
+}
+
+/// One rank.
+pub struct Fake {
+    pub world: Arc<World>,
+    pub rank: usize,
+    pub size: usize,
+    pending: Mutex<Vec<Option<Pending>>>,
+}
+
+// SAFETY: the raw pointers in `pending` belong to the rank's own thread
+// (the one that posted the receive and waits for it).
+unsafe impl Sync for Fake {}
+
+impl Fake {
+    pub fn new(world: Arc<World>, rank: usize, size: usize) -> Fake {
+        Fake {
+            world,
+            rank,
+            size,
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+fn combine<T: Copy>(a: &mut [T], b: &[T], f: impl Fn(T, T) -> T) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = f(*y, *x);
+    }
+}
+
+impl Mpi for Fake {
+    fn comm_world(&self) -> Raw {
+        1
+    }
+    fn type_byte(&self) -> Raw {
+        BYTE
+    }
+    fn in_place(&self) -> usize {
+        1
+    }
+    fn comm_size(&self, _: Raw) -> Result<usize, MpiError> {
+        Ok(self.size)
+    }
+    fn comm_rank(&self, _: Raw) -> Result<usize, MpiError> {
+        Ok(self.rank)
+    }
+    fn comm_is_inter(&self, _: Raw) -> Result<bool, MpiError> {
+        Ok(false)
+    }
+    fn comm_dup(&self, c: Raw) -> Result<Raw, MpiError> {
+        Ok(c + 1000)
+    }
+    fn comm_free(&self, _: Raw) -> Result<(), MpiError> {
+        Ok(())
+    }
+    fn world_ranks(&self, _: Raw, out: &mut [i32]) -> Result<(), MpiError> {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = i as i32;
+        }
+        Ok(())
+    }
+    fn keyval_create(&self, _: extern "C" fn(*mut c_void)) -> Result<i32, MpiError> {
+        Ok(1)
+    }
+    fn attr_get(&self, _: Raw, _: i32) -> Result<Option<*mut c_void>, MpiError> {
+        Ok(None)
+    }
+    fn attr_set(&self, _: Raw, _: i32, _: *mut c_void) -> Result<(), MpiError> {
+        Ok(())
+    }
+    fn type_info(&self, t: Raw) -> Result<TypeInfo, MpiError> {
+        let s = size_of(t);
+        Ok(TypeInfo {
+            size: s,
+            extent: s,
+            contiguous: true,
+            predefined: true,
+        })
+    }
+    fn op_kind(&self, op: Raw) -> u32 {
+        if (SUM..=BAND).contains(&op) {
+            op as u32
+        } else {
+            0
+        }
+    }
+    unsafe fn reduce_local(
+        &self,
+        inbuf: *const u8,
+        inout: *mut u8,
+        count: usize,
+        t: Raw,
+        op: Raw,
+    ) -> Result<(), MpiError> {
+        macro_rules! go {
+            ($ty:ty) => {{
+                // SAFETY: the caller's guarantee: count elements each.
+                let (a, b) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(inout as *mut $ty, count),
+                        std::slice::from_raw_parts(inbuf as *const $ty, count),
+                    )
+                };
+                match op {
+                    SUM => combine(a, b, |x, y| x + y),
+                    MAX => combine(a, b, |x, y| if x > y { x } else { y }),
+                    MIN => combine(a, b, |x, y| if x < y { x } else { y }),
+                    _ => return Err(MpiError(99)),
+                }
+            }};
+        }
+        match t {
+            I32 => {
+                // SAFETY: as above.
+                let (a, b) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(inout as *mut i32, count),
+                        std::slice::from_raw_parts(inbuf as *const i32, count),
+                    )
+                };
+                match op {
+                    SUM => combine(a, b, |x, y| x.wrapping_add(y)),
+                    MAX => combine(a, b, |x, y| x.max(y)),
+                    MIN => combine(a, b, |x, y| x.min(y)),
+                    BAND => combine(a, b, |x, y| x & y),
+                    _ => return Err(MpiError(99)),
+                }
+            }
+            I64 => go!(i64),
+            F64 => go!(f64),
+            _ => return Err(MpiError(98)),
+        }
+        Ok(())
+    }
+    unsafe fn pack(
+        &self,
+        inbuf: *const u8,
+        count: usize,
+        t: Raw,
+        out: *mut u8,
+        out_len: usize,
+        _: Raw,
+    ) -> Result<usize, MpiError> {
+        let n = count * size_of(t);
+        assert!(n <= out_len);
+        // SAFETY: the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping(inbuf, out, n) };
+        Ok(n)
+    }
+    unsafe fn unpack(
+        &self,
+        inbuf: *const u8,
+        in_len: usize,
+        out: *mut u8,
+        count: usize,
+        t: Raw,
+        _: Raw,
+    ) -> Result<(), MpiError> {
+        let n = count * size_of(t);
+        assert!(n <= in_len);
+        // SAFETY: the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping(inbuf, out, n) };
+        Ok(())
+    }
+    unsafe fn isend(
+        &self,
+        buf: *const u8,
+        count: usize,
+        t: Raw,
+        dest: usize,
+        tag: i32,
+        comm: Raw,
+        slot: &mut Slot,
+    ) -> Result<(), MpiError> {
+        assert!(dest < self.size, "send to {dest} of {}", self.size);
+        let n = count * size_of(t);
+        // SAFETY: the caller's guarantee: n readable bytes.
+        let data = unsafe { std::slice::from_raw_parts(buf, n) }.to_vec();
+        let mut boxes = self.world.boxes.lock().unwrap();
+        boxes
+            .entry((comm, self.rank, dest, tag))
+            .or_default()
+            .push_back(data);
+        self.world.cv.notify_all();
+        *slot = 0;
+        Ok(())
+    }
+    unsafe fn irecv(
+        &self,
+        buf: *mut u8,
+        count: usize,
+        t: Raw,
+        src: usize,
+        tag: i32,
+        comm: Raw,
+        slot: &mut Slot,
+    ) -> Result<(), MpiError> {
+        assert!(src < self.size, "receive from {src} of {}", self.size);
+        let mut p = self.pending.lock().unwrap();
+        p.push(Some(Pending {
+            buf,
+            cap: count * size_of(t),
+            key: (comm, src, self.rank, tag),
+        }));
+        *slot = p.len() as u64;
+        Ok(())
+    }
+    fn waitall(&self, slots: &mut [Slot], _polite: bool) -> Result<(), MpiError> {
+        // Receives complete in posting order per key (MPI's matching).
+        let mut order: Vec<u64> = slots.iter().copied().filter(|&s| s != 0).collect();
+        order.sort_unstable();
+        for s in order {
+            let pend = self.pending.lock().unwrap()[s as usize - 1]
+                .take()
+                .expect("waited twice");
+            let mut boxes = self.world.boxes.lock().unwrap();
+            let data = loop {
+                if let Some(d) = boxes.get_mut(&pend.key).and_then(|q| q.pop_front()) {
+                    break d;
+                }
+                let (b, timeout) = self
+                    .world
+                    .cv
+                    .wait_timeout(boxes, std::time::Duration::from_secs(20))
+                    .unwrap();
+                boxes = b;
+                assert!(
+                    !timeout.timed_out(),
+                    "rank {} waits forever for {:?}",
+                    self.rank,
+                    pend.key
+                );
+            };
+            assert!(
+                data.len() <= pend.cap,
+                "message of {} bytes into {}",
+                data.len(),
+                pend.cap
+            );
+            // SAFETY: the receive buffer holds cap ≥ len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pend.buf, data.len()) };
+        }
+        Ok(())
+    }
+    fn allgather_bytes(&self, _: &[u8], _: &mut [u8], _: Raw) -> Result<(), MpiError> {
+        unimplemented!("not used by the algorithms")
+    }
+    fn allreduce_min(&self, v: i32, _: Raw) -> Result<i32, MpiError> {
+        Ok(v)
+    }
+    fn bcast_bytes(&self, _: &mut [u8], _: usize, _: Raw) -> Result<(), MpiError> {
+        unimplemented!("not used by the algorithms")
+    }
+    fn library_version(&self) -> String {
+        "fake".into()
+    }
+    fn abi_name(&self) -> &'static str {
+        "fake"
+    }
+}
+
+/// Runs `f(rank's MPI, rank)` on `p` threads and returns their results.
+pub fn run<T: Send + 'static>(p: usize, f: impl Fn(&Fake) -> T + Send + Sync + 'static) -> Vec<T> {
+    let world = Arc::new(World::default());
+    let f = Arc::new(f);
+    let handles: Vec<_> = (0..p)
+        .map(|r| {
+            let world = world.clone();
+            let f = f.clone();
+            std::thread::spawn(move || f(&Fake::new(world, r, p)))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("rank panicked"))
+        .collect()
+}

@@ -1,0 +1,40 @@
+//! libngcoll: MPI collectives chosen at run time from the parameters
+//! netgauged publishes, for unmodified MPI programs (`LD_PRELOAD`, or
+//! linking), through the PMPI profiling interface.
+//!
+//! At MPI_Init the library opens the segment once and learns which ranks
+//! share a node; at a communicator's first collective its rank 0 prices,
+//! for every collective and message-size class, our algorithms and the MPI
+//! library's own choice with the model of `netgauge::select` (what a caller
+//! sees: one synchronized call, each rank's own completion, calls back to
+//! back from one root and with the root rotating) and takes ours only where
+//! it is predicted faster by more than a margin (and slower in no view by
+//! more than half of it); the plan is
+//! broadcast so every rank runs the same algorithm. A call then costs one
+//! table lookup and runs the chosen algorithm on PMPI point-to-point calls
+//! over a duplicate of the communicator, or the library's own collective.
+//!
+//! - [`mpi`]: what the algorithms need from MPI ([`mpi::Mpi`]), written
+//!   once for every ABI;
+//! - [`algo`]: the algorithms; [`plan`]: the per-communicator decisions;
+//! - [`runtime`]: the state set at MPI_Init and per communicator;
+//! - [`entry`]: the interposed collectives; [`export_mpi!`]: what an ABI
+//!   crate (`ngcoll/openmpi` → `libngcoll_ompi.so`, `ngcoll/mpich` →
+//!   `libngcoll_mpich.so`) expands to, over the C shim
+//!   `shim/ngcoll_shim.c` compiled with that MPI's `mpicc`;
+//! - [`config`]: the environment variables (`NETGAUGE_COLL=off|on|log`, …).
+
+pub mod algo;
+pub mod config;
+pub mod entry;
+pub mod export;
+mod host;
+mod log;
+pub mod mpi;
+pub mod plan;
+pub mod runtime;
+
+#[cfg(test)]
+mod fake;
+
+pub use netgauge;

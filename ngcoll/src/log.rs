@@ -1,0 +1,90 @@
+//! The `NETGAUGE_COLL=log` summary printed at MPI_Finalize: one line per
+//! (collective, size class, communicator) with the choice and its
+//! prediction.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use netgauge::select::{Algorithm, Collective, Library};
+
+use crate::plan::{self, class_bounds, CLASSES};
+use crate::runtime::CommState;
+
+fn fmt_bytes(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b % 1024 == 0 {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn fmt_ns(ns: f32) -> String {
+    let ns = f64::from(ns);
+    if !ns.is_finite() {
+        "-".into()
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// The log lines of one communicator (one per collective and size class
+/// it was called with).
+pub fn lines(st: &CommState, lib: Library) -> String {
+    let mut out = String::new();
+    for coll in Collective::ALL {
+        for c in 0..CLASSES {
+            let n = st
+                .calls
+                .get(coll as usize * CLASSES + c)
+                .map_or(0, |x| x.load(Ordering::Relaxed));
+            if n == 0 {
+                continue;
+            }
+            let s = st.plan.slot(coll, c);
+            let (lo, hi) = class_bounds(c);
+            let size = if coll == Collective::Barrier {
+                String::new()
+            } else if lo == hi {
+                format!(" {}", fmt_bytes(lo))
+            } else {
+                format!(" {}–{}", fmt_bytes(lo), fmt_bytes(hi))
+            };
+            let libname = plan::lib_sched_name(s.lib_sched);
+            let ours = Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
+            let choice = match s.algorithm() {
+                Some(a) if a == Algorithm::BcastChain => {
+                    format!("ours {} ({} B segments)", a.name(), s.seg_bytes)
+                }
+                Some(a) => format!("ours {}", a.name()),
+                None => format!("{} {libname}", lib.name()),
+            };
+            let _ = writeln!(
+                out,
+                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} call{}",
+                st.id,
+                st.size,
+                st.nodes,
+                if st.nodes == 1 { "" } else { "s" },
+                coll.name(),
+                size,
+                choice,
+                ours,
+                fmt_ns(s.ours_b2b_ns),
+                lib.name(),
+                libname,
+                fmt_ns(s.lib_b2b_ns),
+                fmt_ns(s.ours_sync_ns),
+                fmt_ns(s.lib_sync_ns),
+                n,
+                if n == 1 { "" } else { "s" }
+            );
+        }
+    }
+    out
+}

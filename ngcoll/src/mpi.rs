@@ -1,0 +1,175 @@
+//! What libngcoll needs from an MPI library, independent of its ABI.
+//!
+//! The per-ABI crates (`ngcoll/openmpi`, `ngcoll/mpich`) implement [`Mpi`]
+//! over the C shim (`shim/ngcoll_shim.c`), which they compile with that
+//! MPI's `mpicc`; the unit tests implement it over threads
+//! (`fake.rs`). Handles travel as [`Raw`]: the bits of an Open MPI pointer
+//! or of an MPICH integer.
+
+use std::ffi::c_void;
+
+/// The bits of an MPI handle (communicator, datatype, operation).
+pub type Raw = usize;
+
+/// One MPI_Request, opaque (both ABIs' requests fit in 8 bytes).
+pub type Slot = u64;
+
+/// An MPI error code returned by a PMPI_ call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("MPI error code {0}")]
+pub struct MpiError(pub i32);
+
+/// MPI_SUCCESS in both ABIs.
+pub const MPI_SUCCESS: i32 = 0;
+/// MPI_ERR_COUNT's class in both ABIs' numbering is different; the shim's
+/// callers only need "some error": this one is returned for a count that
+/// does not fit the C `int` of the MPI call.
+pub const ERR_COUNT: MpiError = MpiError(2);
+
+/// Turns a PMPI_ return code into a Result.
+#[inline]
+pub fn check(rc: i32) -> Result<(), MpiError> {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(MpiError(rc))
+    }
+}
+
+/// A count for an MPI call (C `int`).
+#[inline]
+pub fn count_i32(n: usize) -> Result<i32, MpiError> {
+    i32::try_from(n).map_err(|_| ERR_COUNT)
+}
+
+/// What a datatype looks like in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeInfo {
+    /// Bytes of data in one element (MPI_Type_size).
+    pub size: usize,
+    /// Stride of consecutive elements (MPI_Type_get_extent).
+    pub extent: usize,
+    /// One element is `size` bytes at its address and elements follow each
+    /// other without gaps: `count` elements are one byte range.
+    pub contiguous: bool,
+    /// A named (predefined) datatype.
+    pub predefined: bool,
+}
+
+/// The operations of the MPI library libngcoll uses. Every method maps to
+/// one PMPI_ call (or a loop of them) of the library the process runs on.
+///
+/// # Safety
+/// Implementations pass pointers straight to MPI; the `unsafe` methods'
+/// callers guarantee that buffers are valid for the count and datatype
+/// given until the request completes.
+pub trait Mpi {
+    fn comm_world(&self) -> Raw;
+    fn type_byte(&self) -> Raw;
+    /// The bits of MPI_IN_PLACE as a buffer address.
+    fn in_place(&self) -> usize;
+
+    fn comm_size(&self, comm: Raw) -> Result<usize, MpiError>;
+    fn comm_rank(&self, comm: Raw) -> Result<usize, MpiError>;
+    fn comm_is_inter(&self, comm: Raw) -> Result<bool, MpiError>;
+    fn comm_dup(&self, comm: Raw) -> Result<Raw, MpiError>;
+    fn comm_free(&self, comm: Raw) -> Result<(), MpiError>;
+    /// World ranks of the ranks 0..out.len() of `comm`.
+    fn world_ranks(&self, comm: Raw, out: &mut [i32]) -> Result<(), MpiError>;
+
+    /// A keyval whose attributes are released by `free` when their
+    /// communicator is freed (and not copied to duplicates).
+    fn keyval_create(&self, free: extern "C" fn(*mut c_void)) -> Result<i32, MpiError>;
+    fn attr_get(&self, comm: Raw, keyval: i32) -> Result<Option<*mut c_void>, MpiError>;
+    fn attr_set(&self, comm: Raw, keyval: i32, val: *mut c_void) -> Result<(), MpiError>;
+
+    fn type_info(&self, datatype: Raw) -> Result<TypeInfo, MpiError>;
+    /// 0 for an operation the algorithms do not run (user-defined,
+    /// MPI_REPLACE, MPI_NO_OP), else a predefined reduction (all commute).
+    fn op_kind(&self, op: Raw) -> u32;
+
+    /// inout[i] = in[i] op inout[i] for `count` elements.
+    ///
+    /// # Safety
+    /// Both buffers valid for `count` elements of `datatype`.
+    unsafe fn reduce_local(
+        &self,
+        inbuf: *const u8,
+        inout: *mut u8,
+        count: usize,
+        datatype: Raw,
+        op: Raw,
+    ) -> Result<(), MpiError>;
+
+    /// Packs `count` elements into `out`; returns the bytes written.
+    ///
+    /// # Safety
+    /// `inbuf` valid for `count` elements of `datatype`, `out` for
+    /// `out_len` bytes.
+    unsafe fn pack(
+        &self,
+        inbuf: *const u8,
+        count: usize,
+        datatype: Raw,
+        out: *mut u8,
+        out_len: usize,
+        comm: Raw,
+    ) -> Result<usize, MpiError>;
+
+    /// Unpacks `count` elements from `inbuf` (`in_len` bytes).
+    ///
+    /// # Safety
+    /// As for [`Mpi::pack`], the other way round.
+    unsafe fn unpack(
+        &self,
+        inbuf: *const u8,
+        in_len: usize,
+        out: *mut u8,
+        count: usize,
+        datatype: Raw,
+        comm: Raw,
+    ) -> Result<(), MpiError>;
+
+    /// # Safety
+    /// `buf` valid for `count` elements until the request completes.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn isend(
+        &self,
+        buf: *const u8,
+        count: usize,
+        datatype: Raw,
+        dest: usize,
+        tag: i32,
+        comm: Raw,
+        slot: &mut Slot,
+    ) -> Result<(), MpiError>;
+
+    /// # Safety
+    /// As for [`Mpi::isend`], writable.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn irecv(
+        &self,
+        buf: *mut u8,
+        count: usize,
+        datatype: Raw,
+        src: usize,
+        tag: i32,
+        comm: Raw,
+        slot: &mut Slot,
+    ) -> Result<(), MpiError>;
+
+    /// Completes the requests. `polite`: give the core away between polls
+    /// (ranks that share cores).
+    fn waitall(&self, slots: &mut [Slot], polite: bool) -> Result<(), MpiError>;
+
+    /// The setup collectives (called at MPI_Init and at a communicator's
+    /// first collective, never per call).
+    fn allgather_bytes(&self, send: &[u8], recv: &mut [u8], comm: Raw) -> Result<(), MpiError>;
+    fn allreduce_min(&self, v: i32, comm: Raw) -> Result<i32, MpiError>;
+    fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError>;
+
+    /// MPI_Get_library_version.
+    fn library_version(&self) -> String;
+    /// The MPI ABI this build was compiled for: "openmpi" or "mpich".
+    fn abi_name(&self) -> &'static str;
+}

@@ -1,0 +1,712 @@
+//! The process's libngcoll state and each communicator's.
+//!
+//! [`init`] runs inside MPI_Init / MPI_Init_thread, once: it reads the
+//! settings, opens the segment, learns which world ranks share a node (one
+//! allgather of host names) and agrees with every other rank whether the
+//! library is on (one allreduce: a rank without a usable segment turns it
+//! off everywhere, since every rank must take the same path in every
+//! collective). The result is set once into a process-wide `OnceLock`, and
+//! never changes after; an interposed MPI_Bcast has no other way to reach
+//! it. The only mutable parts are the plan cache and the list of
+//! communicators for the finalize log, behind mutexes that are taken when a
+//! communicator is set up or at MPI_Finalize, never per call, and two
+//! per-thread caches read per call (the last communicator's state, the
+//! layouts of predefined datatypes).
+//!
+//! A communicator is set up at its first intercepted collective, which
+//! every one of its ranks enters ([`state`]): its shadow (a duplicate, so
+//! ngcoll's messages never match the program's), its placement, and its
+//! plan, built by its rank 0 and broadcast. The state hangs on the
+//! communicator as an MPI attribute, released when the communicator is
+//! freed.
+
+use std::ffi::c_void;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use netgauge::select::{Algorithm, Collective, Library, Measured, ViewOptions};
+use netgauge::{EntryData, Reader};
+
+use crate::config::{Config, Force, Mode};
+use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
+use crate::mpi::{Mpi, Raw, TypeInfo};
+use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
+
+/// Host names are compared on this many bytes.
+const HOST_BYTES: usize = 64;
+
+/// Largest message size a plan decides (larger ones keep its decision):
+/// beyond it the simulation of a plan costs more than it is worth.
+const PLAN_MAX_BYTES: u64 = 64 << 20;
+
+/// The process-wide state, set once at MPI_Init.
+pub struct Runtime {
+    pub cfg: Config,
+    /// False: every collective passes through (the agreement of `init`).
+    pub enabled: bool,
+    keyval: i32,
+    reader: Option<Reader>,
+    /// Host name of every node, and the node of every world rank.
+    hosts: Vec<String>,
+    world_node: Vec<u32>,
+    my_node: u32,
+    /// Online cores of this node and the job's ranks on it.
+    cores: usize,
+    ranks_here: usize,
+    polite: bool,
+    lib: Library,
+    spin_slice_ns: f64,
+    gamma: OnceLock<f64>,
+    plans: Mutex<Vec<(PlanKey, Arc<Plan>)>>,
+    comms: Mutex<Vec<Arc<CommState>>>,
+    next_comm: AtomicU64,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// The runtime if MPI_Init went through libngcoll and it is on.
+#[inline]
+pub fn runtime() -> Option<&'static Runtime> {
+    RUNTIME.get().filter(|r| r.enabled)
+}
+
+/// The runtime whatever its state (finalize, diagnostics).
+pub fn runtime_any() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
+/// Plans are shared by communicators of the same shape.
+#[derive(Clone, Debug, PartialEq)]
+struct PlanKey {
+    ranks: usize,
+    one_node: bool,
+    peer: String,
+    cores: usize,
+}
+
+/// One communicator's state.
+pub struct CommState {
+    pub id: u64,
+    pub size: usize,
+    pub rank: usize,
+    /// The shadow communicator (None: this communicator always passes
+    /// through: an inter-communicator, or a single rank).
+    pub shadow: Option<Raw>,
+    /// The shadow has been freed.
+    closed: AtomicBool,
+    /// The communicator has been freed (its attribute released): a cached
+    /// pointer to this state must not be used for its handle any more.
+    freed: AtomicBool,
+    pub polite: bool,
+    pub nodes: usize,
+    pub plan: Arc<Plan>,
+    /// Where the plan's parameters came from (for the log).
+    pub source: String,
+    scratch: Mutex<Vec<u8>>,
+    pub(crate) calls: Vec<AtomicU64>,
+    cycle: AtomicU64,
+    log: bool,
+    force: Force,
+}
+
+/// Scratch memory of a call, borrowed from its communicator.
+pub struct Scratch<'a> {
+    guard: Option<std::sync::MutexGuard<'a, Vec<u8>>>,
+    own: Vec<u8>,
+}
+
+impl Scratch<'_> {
+    pub fn ptr(&mut self) -> *mut u8 {
+        match &mut self.guard {
+            Some(g) => g.as_mut_ptr(),
+            None => self.own.as_mut_ptr(),
+        }
+    }
+}
+
+impl CommState {
+    fn passthrough(id: u64, size: usize, rank: usize) -> CommState {
+        CommState {
+            id,
+            size,
+            rank,
+            shadow: None,
+            closed: AtomicBool::new(true),
+            freed: AtomicBool::new(false),
+            polite: false,
+            nodes: 1,
+            plan: Arc::new(Plan::library()),
+            source: String::new(),
+            scratch: Mutex::new(Vec::new()),
+            calls: Vec::new(),
+            cycle: AtomicU64::new(0),
+            log: false,
+            force: Force::None,
+        }
+    }
+
+    /// `bytes` of scratch, kept by the communicator for its next calls
+    /// (collectives on one communicator never run concurrently; if they
+    /// do, erroneously, the second gets memory of its own).
+    pub fn scratch(&self, bytes: usize) -> Scratch<'_> {
+        match self.scratch.try_lock() {
+            Ok(mut g) => {
+                if g.len() < bytes {
+                    g.resize(bytes, 0);
+                }
+                Scratch {
+                    guard: Some(g),
+                    own: Vec::new(),
+                }
+            }
+            Err(_) => Scratch {
+                guard: None,
+                own: vec![0; bytes],
+            },
+        }
+    }
+
+    /// The decision for one call of `coll` with `bytes`.
+    #[inline]
+    pub fn pick(&self, coll: Collective, bytes: u64) -> Slot {
+        let class = plan::class_of(bytes);
+        if self.log {
+            if let Some(c) = self.calls.get(coll as usize * CLASSES + class) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        match &self.force {
+            Force::None => *self.plan.get(coll, bytes),
+            Force::Cycle => self.cycled(coll, bytes),
+            Force::Fixed(list) => match list.iter().find(|(c, _, _)| *c == coll) {
+                Some(&(_, alg, seg)) => {
+                    let mut s = *self.plan.get(coll, bytes);
+                    s.alg = alg.map_or(LIBRARY, |a| a as u32);
+                    s.seg_bytes = u32::try_from(seg).unwrap_or(u32::MAX);
+                    s
+                }
+                None => *self.plan.get(coll, bytes),
+            },
+        }
+    }
+
+    /// `NETGAUGE_COLL_FORCE=cycle`: call n of this communicator takes
+    /// candidate n mod (k + 1) of the k algorithms it can run for `coll`
+    /// and the library's own; the chain's segment rotates as well. Every
+    /// rank counts the same calls, so every rank picks the same.
+    fn cycled(&self, coll: Collective, bytes: u64) -> Slot {
+        let n = self.cycle.fetch_add(1, Ordering::Relaxed) as usize;
+        let algs: Vec<Algorithm> = plan::runnable(self.size)
+            .into_iter()
+            .filter(|a| a.collective() == coll)
+            .collect();
+        let mut s = Slot::library();
+        if let Some(&a) = algs.get(n % (algs.len() + 1)) {
+            s.alg = a as u32;
+            let segs = [1024u64, 4096, 65536, bytes.max(1)];
+            s.seg_bytes = segs[(n / (algs.len() + 1)) % segs.len()] as u32;
+        }
+        s
+    }
+}
+
+/// An empty slot of the datatype cache.
+const NO_TYPE: (Raw, TypeInfo) = (
+    0,
+    TypeInfo {
+        size: 0,
+        extent: 0,
+        contiguous: false,
+        predefined: false,
+    },
+);
+
+thread_local! {
+    /// Predefined datatypes seen lately: their handles never change, so
+    /// their layout is asked of MPI once (4 PMPI calls saved per call).
+    static TYPES: std::cell::RefCell<[(Raw, TypeInfo); 8]> = const { std::cell::RefCell::new([NO_TYPE; 8]) };
+}
+
+/// A datatype's layout, from the cache for predefined ones.
+#[inline]
+pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, crate::mpi::MpiError> {
+    let slot = (datatype ^ (datatype >> 7) ^ (datatype >> 13)) & 7;
+    let cached = TYPES.with(|t| t.borrow()[slot]);
+    if cached.0 == datatype && cached.1.predefined {
+        return Ok(cached.1);
+    }
+    let ti = m.type_info(datatype)?;
+    if ti.predefined {
+        TYPES.with(|t| t.borrow_mut()[slot] = (datatype, ti));
+    }
+    Ok(ti)
+}
+
+/// A heap-held state behind an MPI attribute: released by the attribute's
+/// delete callback.
+extern "C" fn release_state(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: every attribute value of ngcoll's keyval is an
+    // `Arc::into_raw` of a CommState, released exactly once, here.
+    let st = unsafe { Arc::from_raw(p as *const CommState) };
+    st.closed.store(true, Ordering::Relaxed);
+    st.freed.store(true, Ordering::Release);
+    // The shadow is freed by `finalize` or by the free of the user
+    // communicator that triggered this callback; MPI frees an attribute's
+    // communicator only through MPI_Comm_free or MPI_Finalize, and at
+    // finalize `finalize` has freed the shadows already.
+    let _ = st;
+}
+
+fn warn(msg: &str) {
+    eprintln!("ngcoll: {msg}");
+}
+
+/// Opens the segment and checks it is fresh; the reason if not.
+fn open_segment(cfg: &Config) -> Result<Reader, String> {
+    let mut r = match &cfg.shm {
+        Some(p) => Reader::open(p).map_err(|e| format!("segment {}: {e}", p.display()))?,
+        None => Reader::open_default()
+            .map_err(|e| format!("segment {}: {e}", netgauge::DEFAULT_PATH))?,
+    };
+    if let Some(ns) = cfg.stale_after_ns {
+        r.set_stale_after_ns(ns);
+    }
+    let limit = cfg
+        .stale_after_ns
+        .unwrap_or(netgauge::DEFAULT_STALE_AFTER_NS);
+    if limit > 0 {
+        match r.heartbeat_age_ns() {
+            None => return Err("the segment's writer has shut down (stale)".into()),
+            Some(age) if age > limit => {
+                return Err(format!(
+                    "the segment is stale (last heartbeat {:.1} s ago)",
+                    age as f64 / 1e9
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(r)
+}
+
+/// MPI_Init's part (after PMPI_Init succeeded). Never fails: any problem
+/// leaves libngcoll off, with one line on stderr.
+pub fn init<M: Mpi + ?Sized>(m: &M) {
+    if RUNTIME.get().is_some() {
+        return;
+    }
+    let cfg = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            warn(&format!("{e}; collectives pass through"));
+            Config {
+                mode: Mode::Off,
+                ..Config::default()
+            }
+        }
+    };
+    let lib = if m.abi_name() == "mpich" {
+        Library::Mpich40
+    } else {
+        Library::OpenMpi41
+    };
+    let mut rt = Runtime {
+        cfg,
+        enabled: false,
+        keyval: 0,
+        reader: None,
+        hosts: Vec::new(),
+        world_node: Vec::new(),
+        my_node: 0,
+        cores: online_cores(),
+        ranks_here: 1,
+        polite: false,
+        lib,
+        spin_slice_ns: 0.0,
+        gamma: OnceLock::new(),
+        plans: Mutex::new(Vec::new()),
+        comms: Mutex::new(Vec::new()),
+        next_comm: AtomicU64::new(0),
+    };
+    if rt.cfg.mode == Mode::Off {
+        let _ = RUNTIME.set(rt);
+        return;
+    }
+    // Which MPI this build was made for, against the one running.
+    let version = m.library_version();
+    let abi_ok = match m.abi_name() {
+        "openmpi" => version.contains("Open MPI"),
+        "mpich" => version.contains("MPICH"),
+        _ => false,
+    };
+    let local = if !abi_ok {
+        Err(format!(
+            "built for {} but running on {:?}",
+            m.abi_name(),
+            version.lines().next().unwrap_or("")
+        ))
+    } else {
+        open_segment(&rt.cfg)
+    };
+    // Host names of every world rank (collective: every rank takes part).
+    let world = m.comm_world();
+    let (Ok(p), Ok(me)) = (m.comm_size(world), m.comm_rank(world)) else {
+        let _ = RUNTIME.set(rt);
+        return;
+    };
+    let mut mine = [0u8; HOST_BYTES];
+    let host = hostname();
+    let hb = host.as_bytes();
+    mine[..hb.len().min(HOST_BYTES)].copy_from_slice(&hb[..hb.len().min(HOST_BYTES)]);
+    let mut all = vec![0u8; HOST_BYTES * p];
+    let gathered = m.allgather_bytes(&mine, &mut all, world).is_ok();
+    let agree = m
+        .allreduce_min(i32::from(local.is_ok() && gathered), world)
+        .unwrap_or(0);
+    if gathered {
+        for r in 0..p {
+            let raw = &all[r * HOST_BYTES..(r + 1) * HOST_BYTES];
+            let n = raw.iter().position(|&b| b == 0).unwrap_or(HOST_BYTES);
+            let name = String::from_utf8_lossy(&raw[..n]).into_owned();
+            let idx = match rt.hosts.iter().position(|h| *h == name) {
+                Some(i) => i,
+                None => {
+                    rt.hosts.push(name);
+                    rt.hosts.len() - 1
+                }
+            };
+            rt.world_node.push(idx as u32);
+        }
+        rt.my_node = rt.world_node[me];
+        rt.ranks_here = rt.world_node.iter().filter(|&&n| n == rt.my_node).count();
+    }
+    let first_here = rt.world_node.iter().position(|&n| n == rt.my_node) == Some(me);
+    match (&local, agree) {
+        (Err(why), _) if first_here => warn(&format!("{why}; collectives pass through")),
+        (Ok(_), 0) if me == 0 => {
+            warn("another node cannot use its segment; collectives pass through")
+        }
+        _ => {}
+    }
+    if agree == 1 {
+        match m.keyval_create(release_state) {
+            Ok(k) => {
+                rt.keyval = k;
+                rt.enabled = true;
+            }
+            Err(e) => {
+                if me == 0 {
+                    warn(&format!(
+                        "cannot create the attribute keyval ({e}); collectives pass through"
+                    ));
+                }
+            }
+        }
+    }
+    rt.reader = local.ok();
+    // Open MPI's own waits give the core away when it runs oversubscribed
+    // (mpirun sets mpi_yield_when_idle), so PMPI_Waitall does; MPICH's
+    // spin, and a spinning rank keeps the one it waits for off the core.
+    // A poll-and-yield loop of our own is much slower than Open MPI's
+    // (sched_yield after every poll): only where the library spins.
+    rt.polite = rt
+        .cfg
+        .polite
+        .unwrap_or(lib.spins() && rt.ranks_here > rt.cores);
+    if lib.spins() {
+        rt.spin_slice_ns = sched_slice_ns();
+    }
+    let _ = RUNTIME.set(rt);
+}
+
+thread_local! {
+    /// The communicator this thread called a collective on last, and its
+    /// state: a program calls most collectives on one communicator, and
+    /// this saves the attribute lookup. Holding the Arc keeps the state
+    /// alive; its `freed` flag says whether the handle still names it (a
+    /// freed communicator's handle may be reused by a new one).
+    static LAST: std::cell::RefCell<Option<(Raw, Arc<CommState>)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This communicator's state, set up at its first collective. None: pass
+/// through (libngcoll off, or setup failed).
+///
+/// Called from an interposed collective on `comm`: every rank of `comm`
+/// calls it in the same collective.
+#[inline]
+pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
+    let rt = runtime()?;
+    let hit = LAST.with(|l| {
+        l.borrow().as_ref().and_then(|(c, st)| {
+            // The pointer stays valid while LAST holds the Arc: until this
+            // thread's next collective on another communicator.
+            (*c == comm && !st.freed.load(Ordering::Acquire)).then_some(Arc::as_ptr(st))
+        })
+    });
+    if let Some(p) = hit {
+        // SAFETY: see above; the 'static lifetime is never used beyond the
+        // call.
+        return Some(unsafe { &*p });
+    }
+    let st = match m.attr_get(comm, rt.keyval) {
+        Ok(Some(p)) => {
+            let p = p as *const CommState;
+            // SAFETY: the attribute value is an Arc<CommState> held by the
+            // attribute until the communicator is freed, which cannot
+            // happen while this collective on it runs: take a reference of
+            // our own for the cache.
+            unsafe {
+                Arc::increment_strong_count(p);
+                Arc::from_raw(p)
+            }
+        }
+        Ok(None) => setup(m, rt, comm)?,
+        Err(_) => return None,
+    };
+    let p = Arc::as_ptr(&st);
+    LAST.with(|l| *l.borrow_mut() = Some((comm, st)));
+    // SAFETY: LAST now holds the Arc (see above).
+    Some(unsafe { &*p })
+}
+
+fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<CommState>> {
+    let id = rt.next_comm.fetch_add(1, Ordering::Relaxed);
+    let size = m.comm_size(comm).ok()?;
+    let rank = m.comm_rank(comm).ok()?;
+    let st = if m.comm_is_inter(comm).ok()? || size <= 1 {
+        CommState::passthrough(id, size, rank)
+    } else {
+        let shadow = m.comm_dup(comm).ok()?;
+        let mut wr = vec![0i32; size];
+        let placed = m.world_ranks(comm, &mut wr).is_ok();
+        let node_of = |r: usize| -> u32 {
+            usize::try_from(wr[r])
+                .ok()
+                .and_then(|w| rt.world_node.get(w).copied())
+                .unwrap_or(u32::MAX)
+        };
+        let mut nodes: Vec<u32> = (0..size).map(node_of).collect();
+        let here = nodes.iter().filter(|&&n| n == rt.my_node).count();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let n_nodes = if placed { nodes.len() } else { 2 };
+        // Rank 0 plans, everyone takes its plan.
+        let mut buf = vec![0u8; plan::PLAN_BYTES];
+        let mut source = String::new();
+        if rank == 0 {
+            let (p, s) = plan_for(
+                rt,
+                size,
+                node_of(0),
+                (1..size).map(node_of).find(|&n| n != node_of(0)),
+                here,
+            );
+            buf = p.encode();
+            source = s;
+        }
+        let plan = match m.bcast_bytes(&mut buf, 0, shadow) {
+            Ok(()) => Plan::decode(&buf).unwrap_or_else(Plan::library),
+            Err(_) => Plan::library(),
+        };
+        CommState {
+            id,
+            size,
+            rank,
+            shadow: Some(shadow),
+            closed: AtomicBool::new(false),
+            freed: AtomicBool::new(false),
+            polite: rt.polite,
+            nodes: n_nodes,
+            plan: Arc::new(plan),
+            source,
+            scratch: Mutex::new(Vec::new()),
+            calls: if rt.cfg.mode == Mode::Log {
+                (0..COLLECTIVES * CLASSES)
+                    .map(|_| AtomicU64::new(0))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            cycle: AtomicU64::new(0),
+            log: rt.cfg.mode == Mode::Log,
+            force: rt.cfg.force.clone(),
+        }
+    };
+    let st = Arc::new(st);
+    if let Ok(mut list) = rt.comms.lock() {
+        list.retain(|s| !s.freed.load(Ordering::Relaxed) || s.log);
+        list.push(st.clone());
+    }
+    let raw = Arc::into_raw(st.clone());
+    if m.attr_set(comm, rt.keyval, raw as *mut c_void).is_err() {
+        // SAFETY: the attribute did not take it: release its reference.
+        drop(unsafe { Arc::from_raw(raw) });
+        return None;
+    }
+    Some(st)
+}
+
+/// The plan of a communicator of `size` ranks, `first` the node of its rank
+/// 0 and `other` that of its first rank elsewhere (None: all on one node);
+/// `here` of its ranks on this node. Built once per shape and cached.
+fn plan_for(
+    rt: &Runtime,
+    size: usize,
+    first: u32,
+    other: Option<u32>,
+    here: usize,
+) -> (Arc<Plan>, String) {
+    let one_node = other.is_none();
+    let peer_node = other.unwrap_or(first);
+    let peer = rt
+        .hosts
+        .get(peer_node as usize)
+        .cloned()
+        .unwrap_or_default();
+    // Ranks sharing this node's cores: the communicator gets its share.
+    let cores = if rt.ranks_here > rt.cores {
+        ((rt.cores * here) / rt.ranks_here).max(1)
+    } else {
+        0
+    };
+    let key = PlanKey {
+        ranks: size,
+        one_node,
+        peer: peer.clone(),
+        cores,
+    };
+    if let Ok(cache) = rt.plans.lock() {
+        if let Some((_, p)) = cache.iter().find(|(k, _)| *k == key) {
+            return (p.clone(), format!("segment entry of {peer} (cached plan)"));
+        }
+    }
+    let (plan, source) = match build_plan(rt, size, one_node, &peer, cores) {
+        Ok((p, s)) => (Arc::new(p), s),
+        Err(why) => {
+            warn(&format!(
+                "no plan for {size} ranks ({why}); this communicator's collectives pass through"
+            ));
+            (Arc::new(Plan::library()), why)
+        }
+    };
+    if let Ok(mut cache) = rt.plans.lock() {
+        cache.push((key, plan.clone()));
+    }
+    (plan, source)
+}
+
+fn build_plan(
+    rt: &Runtime,
+    size: usize,
+    one_node: bool,
+    peer: &str,
+    cores: usize,
+) -> Result<(Plan, String), String> {
+    let reader = rt.reader.as_ref().ok_or("no segment")?;
+    let entries: Vec<EntryData> = reader
+        .snapshot()
+        .map_err(|e| format!("cannot read the segment: {e}"))?;
+    let usable = |e: &&EntryData| {
+        e.peer == peer && e.flags & netgauge::flags::STALE == 0 && !e.ranges.is_empty()
+    };
+    let order: Vec<&str> = if one_node {
+        vec![rt.cfg.transport.as_str()]
+    } else {
+        let mut v = vec![rt.cfg.transport.as_str()];
+        v.extend(
+            ["mpi", "rdma", "msg", "raw", "udp"]
+                .iter()
+                .filter(|t| **t != rt.cfg.transport),
+        );
+        v
+    };
+    let entry = order
+        .iter()
+        .find_map(|t| entries.iter().filter(usable).find(|e| e.transport == *t))
+        .ok_or_else(|| {
+            format!(
+                "no entry for {peer} over {} in the segment",
+                order.join("/")
+            )
+        })?;
+    let pair = entry.params();
+    let exchange = plan::exchange_ranges(&entries, entry, size);
+    let net = Measured {
+        pair: &pair,
+        exchange: &exchange,
+        exchange_ranks: size,
+    };
+    let gamma = *rt.gamma.get_or_init(measure_gamma);
+    let setup = Setup {
+        lib: rt.lib,
+        ranks: size,
+        one_node,
+        view: ViewOptions {
+            gamma_ns_per_byte: gamma,
+            cores,
+            spin_slice_ns: rt.spin_slice_ns,
+        },
+        margin: rt.cfg.margin,
+        max_bytes: PLAN_MAX_BYTES,
+    };
+    let plan = plan::build(&net, &setup).map_err(|e| format!("the model failed: {e}"))?;
+    let what = if exchange.is_empty() {
+        ""
+    } else {
+        " and its all-ranks exchange"
+    };
+    Ok((plan, format!("{peer}/{}{what}", entry.transport)))
+}
+
+/// MPI_Finalize's part (before PMPI_Finalize): the log, then every shadow
+/// communicator freed.
+pub fn finalize<M: Mpi + ?Sized>(m: &M) {
+    let Some(rt) = runtime() else { return };
+    let list: Vec<Arc<CommState>> = match rt.comms.lock() {
+        Ok(mut l) => std::mem::take(&mut *l),
+        Err(_) => return,
+    };
+    if rt.cfg.mode == Mode::Log {
+        let mut text = String::new();
+        for st in list.iter().filter(|s| s.rank == 0 && s.log) {
+            if let Some(src) = Some(&st.source).filter(|s| !s.is_empty()) {
+                let _ = writeln!(
+                    text,
+                    "ngcoll: comm {} ({} ranks): parameters from {src}",
+                    st.id, st.size
+                );
+            }
+            text.push_str(&crate::log::lines(st, rt.lib));
+        }
+        if !text.is_empty() {
+            eprint!("{text}");
+        }
+    }
+    for st in &list {
+        if let Some(sh) = st.shadow {
+            if !st.closed.swap(true, Ordering::Relaxed) {
+                let _ = m.comm_free(sh);
+            }
+        }
+    }
+}
+
+/// Frees a communicator's shadow when the program frees the communicator
+/// (called by the interposed MPI_Comm_free before the library's).
+pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
+    let Some(rt) = runtime() else { return };
+    if let Ok(Some(p)) = m.attr_get(comm, rt.keyval) {
+        // SAFETY: see `state`: the attribute still holds the Arc.
+        let st = unsafe { &*(p as *const CommState) };
+        st.freed.store(true, Ordering::Release);
+        if let Some(sh) = st.shadow {
+            if !st.closed.swap(true, Ordering::Relaxed) {
+                let _ = m.comm_free(sh);
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Tests of the sustained rate and the burst regime.
+
+use super::*;
+use crate::model::{BurstLength, SizePoint};
+
+/// Long bursts through a token bucket: rounds of n messages of `s` bytes
+/// take c + max(0, n·s − free)·g_s (+ the lifted rounds' delay).
+fn bursts(s: u64, g_s: f64, free: f64, lengths: &[(u32, &[f64])]) -> BurstSamples {
+    let c = 50e3;
+    BurstSamples {
+        size_bytes: s,
+        lengths: lengths
+            .iter()
+            .map(|&(n, lift)| BurstLength {
+                n,
+                prtt_ns: lift
+                    .iter()
+                    .map(|d| c + (f64::from(n) * s as f64 - free).max(0.0) * g_s + d)
+                    .collect(),
+            })
+            .collect(),
+        stopped: None,
+    }
+}
+
+#[test]
+fn the_sustained_rate_is_read_from_the_confirmed_minima() {
+    // 8 ns/B behind a 64 KiB allowance; every length has two clean rounds
+    // (2 µs apart) among rounds lifted by milliseconds.
+    let lifted: &[f64] = &[3e6, 0.0, 1.2e6, 2e3, 4e6];
+    let b = bursts(
+        131072,
+        8.0,
+        65536.0,
+        &[(2, lifted), (4, lifted), (8, lifted)],
+    );
+    let e = sustained(&b, 1).expect("estimate");
+    assert_eq!((e.from_messages, e.to_messages), (4, 8));
+    assert!((e.per_message_ns / 131072.0 - 8.0).abs() < 1e-9, "{e:?}");
+    assert!(e.settled, "{e:?}");
+    // ±3 × √(2² + 2²) µs over 4 messages.
+    let hw = (e.ci95.1 - e.ci95.0) / 2.0;
+    assert!((hw - 3.0 * (8e6f64).sqrt() / 4.0).abs() < 1e-6, "{hw}");
+    // Not settled while the bursts are still inside the allowance.
+    let inside = bursts(131072, 8.0, 600e3, &[(2, lifted), (4, lifted), (8, lifted)]);
+    assert!(!sustained(&inside, 1).unwrap().settled);
+    // One clean round only: the time is not known at all.
+    let lonely = bursts(131072, 8.0, 0.0, &[(2, &[0.0, 1e6]), (4, &[0.0, 2e6])]);
+    let e = sustained(&lonely, 1).unwrap();
+    assert!(e.rel_halfwidth() > 1.0, "{e:?}");
+    // No interval without resamples; nothing with one length.
+    assert!(sustained(&b, 0).unwrap().ci95.0.is_nan());
+    assert!(sustained(&bursts(4096, 8.0, 0.0, &[(2, lifted)]), 1).is_none());
+}
+
+fn point(s: u64, gap_ns: f64, n: u32) -> SizePoint {
+    SizePoint {
+        size_bytes: s,
+        gap_ns,
+        half_rtt_ns: 5e3,
+        gap_hw_ns: 0.01 * gap_ns,
+        n,
+        ..SizePoint::default()
+    }
+}
+
+fn fit_with(points: Vec<SizePoint>) -> LogGpFit {
+    crate::model::fit::fit_points_with(
+        points,
+        &LinkTraits {
+            rendezvous: false,
+            ..LinkTraits::default()
+        },
+    )
+}
+
+#[test]
+fn a_token_bucket_is_recognised_and_the_sustained_rate_reported() {
+    // Short bursts of the mid sizes pass at 0.5 ns/B (the bucket), the
+    // long bursts at 8 ns/B.
+    let mut pts = Vec::new();
+    for k in 0..=17u32 {
+        let s = 1u64 << k;
+        let gap = if s <= 8192 {
+            2e3 + 0.5 * s as f64
+        } else {
+            8.0 * s as f64
+        };
+        pts.push(point(s, gap, 4));
+    }
+    let fit = fit_with(pts);
+    let lifted: &[f64] = &[0.0, 1e3, 2e6];
+    let b = bursts(
+        131072,
+        8.0,
+        65536.0,
+        &[(2, lifted), (4, lifted), (8, lifted)],
+    );
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
+    assert!(
+        (bw.sustained_G_ns_per_byte - 8.0).abs() < 1e-9,
+        "paced: G = m/s, no per-message constant ({bw:?})"
+    );
+    assert_eq!(bw.status, Status::Identified, "{bw:?}");
+    let burst = bw.burst.expect("a burst regime");
+    assert_eq!(burst.kind, BurstKind::TokenBucket);
+    assert!(burst.G_ns_per_byte < 0.8, "{burst:?}");
+    assert_eq!(burst.bytes, 4 * 8192);
+    let credit = LinkTraits {
+        credit: true,
+        ..LinkTraits::default()
+    };
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &credit, 1);
+    assert_eq!(bw.burst.unwrap().kind, BurstKind::Credit);
+}
+
+#[test]
+fn an_unshaped_link_has_no_regime_and_its_g_is_taken_off() {
+    // A host-limited stream: gap(s) = 2 µs + 0.5 ns/B for every size and
+    // every burst length.
+    let pts: Vec<SizePoint> = (0..=17u32)
+        .map(|k| point(1 << k, 2e3 + 0.5 * f64::from(1u32 << k), 8))
+        .collect();
+    let fit = fit_with(pts);
+    let per_msg = 2e3 + 0.5 * 131071.0;
+    let b = BurstSamples {
+        size_bytes: 131072,
+        lengths: [2u32, 4, 8, 16]
+            .iter()
+            .map(|&n| BurstLength {
+                n,
+                prtt_ns: vec![
+                    1e4 + f64::from(n) * per_msg,
+                    1e4 + f64::from(n) * per_msg + 1e3,
+                ],
+            })
+            .collect(),
+        stopped: None,
+    };
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 0);
+    assert!(bw.burst.is_none(), "no invented regime: {bw:?}");
+    assert!(
+        (bw.sustained_G_ns_per_byte - 0.5).abs() < 1e-3,
+        "(m − g)/(s − 1): {bw:?}"
+    );
+    assert_eq!(bw.range_index, Some(fit.ranges.len() - 1));
+    assert_eq!(bw.status, Status::NotAssessed, "no intervals asked for");
+}
+
+#[test]
+fn without_long_bursts_the_largest_range_stands_in() {
+    let pts: Vec<SizePoint> = (0..=12u32)
+        .map(|k| point(1 << k, 1e3 + 2.0 * f64::from(1u32 << k), 8))
+        .collect();
+    let fit = fit_with(pts);
+    let k = fit.ranges.len() - 1;
+    let mut ci = BTreeMap::new();
+    ci.insert(format!("ranges[{k}].G_ns_per_byte"), (1.99, 2.01));
+    let bw = fit_bandwidth(&fit, &ci, None, &LinkTraits::default(), 100);
+    assert_eq!(bw.source, Source::Range { index: k });
+    assert_eq!(bw.status, Status::Identified);
+    // ±10 %: too wide to call the bandwidth identified.
+    ci.insert(format!("ranges[{k}].G_ns_per_byte"), (1.8, 2.2));
+    let bw = fit_bandwidth(&fit, &ci, None, &LinkTraits::default(), 100);
+    assert_eq!(bw.status, Status::NotIdentified(Reason::WideInterval));
+    // Nothing at all.
+    let none = fit_bandwidth(&LogGpFit::default(), &ci, None, &LinkTraits::default(), 100);
+    assert_eq!(none.status, Status::NotIdentified(Reason::NotMeasured));
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# libngcoll under Open MPI 4.1 and MPICH 4.0 (one machine). Called by
+# .ci/run. Exits non-zero on any failure. A few minutes on 2 cores.
+#   - both ABI builds export the interposed entry points;
+#   - correctness: tests/ngcoll/check.c, thousands of random cases over
+#     2-8 ranks, every one of our algorithms in turn (NETGAUGE_COLL_FORCE=
+#     cycle) against the library's own, under both MPIs;
+#   - the choice alone costs ≤ 100 ns and makes no system call
+#     (tests/ngcoll/decide.c: timing reported, the seccomp proof asserted);
+#   - a missing or stale segment: one warning, everything passes through;
+#   - NETGAUGE_COLL=log prints the choices at MPI_Finalize;
+#   - the project's MPI program (ngctl probe --transport mpi) runs with the
+#     library preloaded;
+#   - the mpi / mpirun alternatives are left as they were.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export PATH="$HOME/.cargo/bin:$PATH"
+for c in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich; do
+    command -v "$c" >/dev/null || { echo "tests/ngcoll: $c missing (scripts/install-deps.sh)" >&2; exit 1; }
+done
+alt() { update-alternatives --query "$1" 2>/dev/null | grep '^Value:' || true; }
+alt_mpi=$(alt mpi); alt_mpirun=$(alt mpirun)
+
+cargo build --release -p ngcoll-openmpi -p ngcoll-mpich
+cargo build --release --features mpi --bin ngctl
+T="$(realpath "${CARGO_TARGET_DIR:-target}/release")"
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+for lib in libngcoll_ompi.so libngcoll_mpich.so; do
+    syms=$(nm -D --defined-only "$T/$lib")
+    for s in MPI_Init MPI_Init_thread MPI_Finalize MPI_Bcast MPI_Reduce MPI_Allreduce MPI_Allgather MPI_Alltoall MPI_Barrier ngcoll_decide; do
+        grep -q " T $s\$" <<<"$syms" || { echo "$lib does not export $s" >&2; exit 1; }
+    done
+done
+echo "== both ABI builds export the interposed entry points"
+
+for mpi in openmpi mpich; do
+    "mpicc.$mpi" -O2 -Wall -Werror tests/ngcoll/check.c -o "$W/check_$mpi" -lm
+    "mpicc.$mpi" -O2 -Wall -Werror tests/ngcoll/decide.c -o "$W/decide_$mpi" -ldl
+done
+
+echo "== a segment: the MPI probe, 4 ranks oversubscribed"
+SEG="$W/seg"
+mpirun.openmpi --oversubscribe -np 4 "$T/ngctl" probe --transport mpi --max-size 4194304 --resamples 0 \
+    --publish --shm "$SEG" > /dev/null
+export NETGAUGE_SHM="$SEG" NETGAUGE_COLL_STALE_S=0
+
+run() { # mpi ranks command...
+    local mpi=$1 np=$2; shift 2
+    local lib="$T/libngcoll_ompi.so"
+    if [ "$mpi" = openmpi ]; then
+        LD_PRELOAD="$lib" mpirun.openmpi --oversubscribe -np "$np" "$@"
+    else
+        LD_PRELOAD="$T/libngcoll_mpich.so" mpirun.mpich -np "$np" "$@"
+    fi
+}
+
+echo "== correctness: every algorithm in turn against the library's own"
+total=0
+for np in 2 3 4 5 8; do
+    out=$(NETGAUGE_COLL_FORCE=cycle run openmpi "$np" "$W/check_openmpi" 1000 "$np" 2>&1) || { echo "$out" >&2; exit 1; }
+    echo "openmpi: $(grep '^check:' <<<"$out")"
+    total=$((total + 1000))
+done
+# MPICH's own collectives spin when ranks outnumber cores: fewer cases.
+for np in 2 3 4 8; do
+    out=$(NETGAUGE_COLL_FORCE=cycle run mpich "$np" "$W/check_mpich" 300 "$np" 2>&1) || { echo "$out" >&2; exit 1; }
+    echo "mpich: $(grep '^check:' <<<"$out")"
+    total=$((total + 300))
+done
+echo "correctness: $total cases (per rank 0), 0 mismatches"
+
+echo "== the model's own choices (NETGAUGE_COLL=on) are correct too"
+for mpi in openmpi mpich; do
+    out=$(run "$mpi" 4 "$W/check_$mpi" 300 7 2>&1) || { echo "$out" >&2; exit 1; }
+    echo "$mpi: $(grep '^check:' <<<"$out")"
+done
+
+echo "== the choice: cost (reported) and no system call (asserted)"
+for mpi in openmpi mpich; do
+    run "$mpi" 2 "$W/decide_$mpi" time
+    run "$mpi" 2 "$W/decide_$mpi" seccomp
+done
+
+echo "== NETGAUGE_COLL=log: one line per (collective, size class, communicator)"
+log=$(NETGAUGE_COLL=log run openmpi 4 "$W/check_openmpi" 100 3 2>&1 >/dev/null)
+grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks, 1 node\) (bcast|reduce|allreduce|allgather|alltoall) .*: .* — predicted .*; [0-9]+ calls?$' <<<"$log" \
+    || { echo "no log line for the 4-rank communicator: $log" >&2; exit 1; }
+grep -c '^ngcoll: comm' <<<"$log" | sed 's/^/log lines: /'
+
+echo "== a missing segment: one warning, every collective passes through"
+for mpi in openmpi mpich; do
+    err=$(NETGAUGE_SHM="$W/none" run "$mpi" 4 "$W/check_$mpi" 200 5 2>&1 >/dev/null) \
+        || { echo "$err" >&2; exit 1; }
+    n=$(grep -c '^ngcoll: ' <<<"$err" || true)
+    [ "$n" = 1 ] || { echo "$mpi: expected one ngcoll warning, got $n: $err" >&2; exit 1; }
+    echo "$mpi: $err"
+done
+echo "== a stale segment (no heartbeat for 5 s): the same"
+err=$(NETGAUGE_COLL_STALE_S=5 run openmpi 2 "$W/check_openmpi" 50 5 2>&1 >/dev/null) || { echo "$err" >&2; exit 1; }
+grep -q "stale" <<<"$err" || { echo "no stale warning: $err" >&2; exit 1; }
+echo "$err"
+
+echo "== NETGAUGE_COLL=off: nothing of libngcoll's (no warning, no setup)"
+err=$(NETGAUGE_COLL=off NETGAUGE_SHM="$W/none" run openmpi 4 "$W/check_openmpi" 100 9 2>&1 >/dev/null) \
+    || { echo "$err" >&2; exit 1; }
+! grep -q '^ngcoll:' <<<"$err" || { echo "off printed: $err" >&2; exit 1; }
+
+echo "== the project's MPI program runs with the library preloaded"
+run openmpi 4 "$T/ngctl" probe --transport mpi --max-size 65536 --resamples 0 --json > "$W/probe.json"
+python3 -c "import json,sys; p = json.load(open(sys.argv[1])); assert p['eel_ns'] > 0, p" "$W/probe.json"
+echo "ngctl probe --transport mpi under LD_PRELOAD: EEL $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['eel_ns']))" "$W/probe.json") ns"
+
+[ "$(alt mpi)" = "$alt_mpi" ] && [ "$(alt mpirun)" = "$alt_mpirun" ] \
+    || { echo "the mpi/mpirun alternatives changed" >&2; exit 1; }
+echo "tests/ngcoll: all passed"
