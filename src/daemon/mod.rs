@@ -40,6 +40,7 @@ mod admission;
 mod cluster;
 pub mod config;
 mod control;
+mod costs;
 mod job;
 pub mod lifecycle;
 mod paths;
