@@ -6,9 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use std::collections::BTreeMap;
 
 use netgauge::ext::{Bandwidth, EntryExtData, Estimate, Field, Regime, Status};
-use netgauge::{flags, EntryData, RangeData};
+use netgauge::{flags, EntryData, RangeData, Reason, Scheme, TransportExt};
 
 use crate::model::bandwidth::{BandwidthFit, BurstKind};
+use crate::model::contention::{Conflict, ContentionFit, Est};
 use crate::model::exchange::ExchangeFit;
 use crate::model::{Interval, LogfpFit};
 use crate::probe::ProbeResult;
@@ -189,4 +190,47 @@ pub fn attach_logfp(e: &mut EntryData, fit: &LogfpFit, ci95: &BTreeMap<String, I
         .take(netgauge::layout::MAX_CURVE)
         .map(|p| (p.peers, p.o_ns, p.rtt_ns))
         .collect();
+}
+
+/// Write a conflict probe's fit into a transport's record (penalties per
+/// scheme and k with their intervals, β; γ_o and γ_i need conflicts with
+/// flows between other nodes, which a probe from one node does not run,
+/// so they are stated as not measured). The bisection part is left as it
+/// is.
+pub fn set_contention(t: &mut TransportExt, fit: &ContentionFit, measured_unix_ns: u64) {
+    let est = |e: &Est| Estimate::new(e.value, e.lo, e.hi);
+    for (scheme, conflict) in Scheme::ALL.iter().zip(Conflict::ALL) {
+        let rows: Vec<Estimate> = fit
+            .scheme(conflict)
+            .iter()
+            .take(netgauge::layout::MAX_K)
+            .map(|p| est(&p.penalty))
+            .collect();
+        let status = rows
+            .iter()
+            .map(|e| Status::of_nonnegative(e.value, e.lo, e.hi))
+            .find(|s| *s != Status::Identified)
+            .unwrap_or(if rows.is_empty() {
+                Status::NotIdentified(Reason::NotMeasured)
+            } else {
+                Status::Identified
+            });
+        // At most MAX_K rows: set_penalties cannot fail.
+        let _ = t.set_penalties(*scheme, &rows, status);
+    }
+    let b = est(&fit.beta);
+    let not_measured = (Estimate::NONE, Status::NotIdentified(Reason::NotMeasured));
+    t.set_sharing(
+        (b, Status::of_nonnegative(b.value, b.lo, b.hi)),
+        not_measured,
+        not_measured,
+    );
+    t.contention_unix_ns = measured_unix_ns;
+}
+
+/// Write an effective bisection bandwidth into a transport's record (its
+/// contention part is left as it is).
+pub fn set_bisection(t: &mut TransportExt, b: &netgauge::Bisection) {
+    let status = Status::of_nonnegative(b.median_bytes_per_s, b.min_bytes_per_s, b.max_bytes_per_s);
+    t.set_bisection(*b, status);
 }

@@ -48,6 +48,10 @@ fn dead_peer_ends_with_a_clear_error() {
         .args(["probe", "--transport", "udp", "--peer"])
         .arg(format!("127.0.0.1:{port}"))
         .args(["--max-size", "4194304", "--timeout-ms", "200"])
+        // 40 repetitions a size keep the sweep busy for over a second on
+        // an idle loopback (a default sweep ends in about 0.7 s), so the
+        // kill below lands in the middle of it.
+        .args(["--min-reps", "40"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -13,11 +13,16 @@ use clap::{Parser, Subcommand};
 use netgauge::select::{self, Collective};
 use netgauged::clock::ClockChoice;
 use netgauged::export::{self, ExportArgs, Format};
-use netgauged::ops::{self, FitArgs, MatrixArgs, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::ops::{self, FitArgs, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
 use netgauged::predict::{self, PredictArgs};
 use netgauged::report;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
+
+#[path = "ngctl/cluster.rs"]
+mod cluster;
+#[path = "ngctl/contention.rs"]
+mod contention;
 
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
@@ -107,44 +112,17 @@ enum Cmd {
     /// Show every entry of the shared-memory segment.
     Dump(SegmentFlags),
     /// Hold this node quiet (no probes, sessions declined) until resumed (root).
-    Quiet(QuietFlags),
+    Quiet(cluster::QuietFlags),
     /// Let go of `ngctl quiet` as --name, or for every holder (root).
-    Resume(QuietFlags),
+    Resume(cluster::QuietFlags),
     /// Node×node (or group×group) matrices of EEL, g, G and bandwidth.
-    Matrix(MatrixFlags),
-}
-
-#[derive(clap::Args)]
-struct QuietFlags {
-    #[arg(long)]
-    shm: Option<String>,
-    /// Who holds the node quiet (quiet: default "ngctl"); it resumes when the last lets go.
-    #[arg(long)]
-    name: Option<String>,
-    /// quiet: only for this long (90s, 15m, 2h, 1d).
-    #[arg(long = "for", value_parser = ops::parse_duration)]
-    for_: Option<Duration>,
-}
-
-#[derive(clap::Args)]
-struct MatrixFlags {
-    /// Ask the daemons of these nodes (a hostlist, e.g. "node[001-128]").
-    #[arg(long, conflicts_with = "segments")]
-    nodes: Option<String>,
-    #[arg(long, default_value_t = 7470)]
-    port: u16,
-    #[arg(long, default_value = "/etc/netgauged/cluster.key")]
-    key_file: PathBuf,
-    /// Or read these segment files (gathered from the nodes).
-    #[arg(long, num_args = 1..)]
-    segments: Vec<PathBuf>,
-    /// Slurm topology.conf: also the leaf-switch group×group matrices.
-    #[arg(long)]
-    topology: Option<PathBuf>,
-    #[arg(long)]
-    transport: Option<String>,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
+    Matrix(cluster::MatrixFlags),
+    /// Bandwidth sharing once: penalties of k flows out, in and both at once.
+    Contention(contention::ContentionFlags),
+    /// Effective bisection bandwidth of the daemons' nodes (random matchings).
+    Ebb(contention::EbbFlags),
+    /// CPU overlap once: how much of a transfer the CPU can compute (Bell et al.).
+    Overlap(contention::OverlapFlags),
 }
 
 #[derive(clap::Args)]
@@ -380,18 +358,12 @@ fn run(cli: Cli) -> Result<()> {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, json)?);
         }
-        Cmd::Quiet(f) => {
-            let q = ops::quiet(&shm(f.shm), f.name.as_deref(), f.for_)?;
-            print!("{}", report::quiet_file(&q));
-        }
-        Cmd::Resume(f) => {
-            let q = ops::resume(&shm(f.shm), f.name.as_deref())?;
-            print!("{}", report::quiet_file(&q));
-        }
-        Cmd::Matrix(f) => {
-            let a = options!(f => MatrixArgs { nodes, port, key_file, segments, topology, transport; timeout: ops::MATRIX_TIMEOUT });
-            print!("{}", report::matrix(&ops::matrix(&a)?, &f.format)?);
-        }
+        Cmd::Quiet(f) => f.quiet()?,
+        Cmd::Resume(f) => f.resume()?,
+        Cmd::Matrix(f) => f.run()?,
+        Cmd::Contention(f) => f.run(clock)?,
+        Cmd::Ebb(f) => f.run()?,
+        Cmd::Overlap(f) => f.run(clock)?,
         Cmd::Export(f) => {
             let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
             print!("{}", export::run(&a)?);

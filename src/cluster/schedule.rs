@@ -551,6 +551,31 @@ impl NodeSchedule {
         }
     }
 
+    /// Take `bytes` more for the job this node drives now (a conflict
+    /// probe after a round's fan-out), if the budget holds them; they are
+    /// settled with the job's outcome.
+    pub fn charge_more(&mut self, bytes: u64, now_s: f64) -> bool {
+        let Some(s) = self
+            .session
+            .as_mut()
+            .filter(|s| s.drives && s.job.is_some())
+        else {
+            return false;
+        };
+        if !self.bucket.try_take(bytes, 0, now_s) {
+            return false;
+        }
+        s.charged += bytes;
+        true
+    }
+
+    /// Bytes moved outside the rounds (the flows of an operator's stream
+    /// order this node consented to): spent, as a job's are.
+    pub fn spent_outside_rounds(&mut self, bytes: u64, now_s: f64) {
+        self.bucket.level(now_s);
+        self.settle(0, bytes);
+    }
+
     /// How the job of [`Plan::Drive`] (or of the last step) ended. Returns
     /// the next job of the same session, already charged, when there is
     /// one: a confirming re-check after a disagreement, a full sweep after

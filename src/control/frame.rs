@@ -34,10 +34,12 @@ type HmacSha256 = Hmac<Sha256>;
 /// 2: `Msg::ProbeAlive` (a node speaking 1 could not decode it).
 /// 3: the client proves the key for the connection (`ClientProof`) before
 /// the server admits it; `ProbeRequest` carries the driver's MAC; the
-/// cluster schedule's `Msg::RoundRequest` / `RoundReply` / `RoundDone`,
-/// `Msg::Entries` / `EntriesReply`, the reject reasons `Quiet`, `Budget`
-/// and `NotExpected`.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// contention messages `Msg::StreamOrder` / `StreamResult` / `Bisection`,
+/// `SizePlan::Flow`, the reject reasons `Quiet` and `Budget`.
+/// 4: the cluster schedule's `Msg::RoundRequest` / `RoundReply` /
+/// `RoundDone`, `Msg::Entries` / `EntriesReply`, the reject reason
+/// `NotExpected`.
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
 /// Bytes of the length prefix.

@@ -93,10 +93,23 @@ pub use conn::{ConnConfig, Connection, Timeouts};
 pub use frame::PROTOCOL_VERSION;
 pub use key::{load_key, ClusterKey, KeyError};
 pub use msg::{
-    DaemonStatus, Endpoints, EntriesReply, EntriesRequest, Hello, Msg, PeerState, PeerStatus,
-    ProbeAccept, ProbeDone, ProbeReject, ProbeRequest, RejectReason, RoundDone, RoundReply,
-    RoundRequest, SizePlan, VerbsEndpoint,
+    BisectionReport, DaemonStatus, Endpoints, EntriesReply, EntriesRequest, Hello, Msg, PeerState,
+    PeerStatus, ProbeAccept, ProbeDone, ProbeReject, ProbeRequest, RejectReason, RoundDone,
+    RoundReply, RoundRequest, SizePlan, StreamOrder, StreamResult, VerbsEndpoint,
 };
+
+/// The name an operator's tool on `node` authenticates as (it holds the
+/// cluster key, as the daemon does; the daemon never accepts frames that
+/// name itself as sender, so the tool needs a name of its own). A daemon
+/// admits the operators of itself and of its configured peers.
+pub fn operator_name(node: &str) -> String {
+    format!("ngctl@{node}")
+}
+
+/// The node an operator name speaks for, if it is one.
+pub fn operator_of(name: &str) -> Option<&str> {
+    name.strip_prefix("ngctl@").filter(|n| !n.is_empty())
+}
 pub use server::{ConnId, ControlServer, Handler, Incoming, ServerConfig};
 
 /// Largest frame body accepted or sent, bytes (the length prefix is checked

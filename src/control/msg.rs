@@ -47,6 +47,15 @@ pub enum Msg {
     /// The session named by the nonce is still being measured (its driver
     /// sends this during a long sweep): the responder extends the session.
     ProbeAlive(ProbeDone),
+    /// An operator (`ngctl ebb`) asks this node to stream to a partner over
+    /// a time window, all pairs of a matching at once; answered with
+    /// [`Msg::StreamResult`] when the window is over.
+    StreamOrder(StreamOrder),
+    /// The answer to a [`Msg::StreamOrder`].
+    StreamResult(StreamResult),
+    /// The local operator hands this node the effective bisection bandwidth
+    /// it measured, to publish in the transport's record of the segment.
+    Bisection(BisectionReport),
     /// Ask the peer, its partner in a round of the cluster schedule, to
     /// admit a job of that round (its schedule charges the job's cost):
     /// answered by [`Msg::RoundReply`]. The job's sessions (one
@@ -63,6 +72,100 @@ pub enum Msg {
     Entries(EntriesRequest),
     /// The answer to [`Msg::Entries`].
     EntriesReply(EntriesReply),
+}
+
+/// See [`Msg::StreamOrder`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamOrder {
+    /// Names the order; repeated in its result.
+    pub nonce: u64,
+    /// The node to stream to (a configured peer of the receiver).
+    pub partner: String,
+    pub transport: Kind,
+    pub size_bytes: u64,
+    /// Messages per burst (the PRTT method's n).
+    pub burst: u32,
+    /// Start and length of the window, CLOCK_REALTIME ns (the nodes' clocks
+    /// must agree to a small share of the window).
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    /// The stream ends earlier once it has moved this many payload bytes
+    /// (what the partner consents to carry).
+    pub max_bytes: u64,
+    /// The partner streams back at the same time.
+    pub bidirectional: bool,
+}
+
+/// See [`Msg::StreamResult`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub nonce: u64,
+    /// Payload bandwidth towards the partner and back (NaN when not
+    /// streamed or not measured), bytes per second.
+    pub out_bytes_per_s: f64,
+    pub in_bytes_per_s: f64,
+    /// Burst rounds measured in the window.
+    pub rounds: u32,
+    /// Payload bytes moved (sent and received).
+    pub bytes: u64,
+    /// Why there is no result.
+    pub error: Option<String>,
+}
+
+/// See [`Msg::Bisection`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectionReport {
+    pub transport: Kind,
+    /// As the segment's transport record holds it.
+    pub result: netgauge::Bisection,
+}
+
+/// Longest stream window an order may ask for.
+pub const MAX_STREAM_NS: u64 = 60_000_000_000;
+/// Largest message of a stream order.
+pub const MAX_STREAM_MSG_BYTES: u64 = 64 << 20;
+
+impl StreamOrder {
+    fn check(&self) -> Result<(), &'static str> {
+        if !name_ok(&self.partner) {
+            return Err("stream_order: bad partner name");
+        }
+        if self.duration_ns == 0 || self.duration_ns > MAX_STREAM_NS {
+            return Err("stream_order: window empty or longer than 60 s");
+        }
+        if !(1..=MAX_STREAM_MSG_BYTES).contains(&self.size_bytes) {
+            return Err("stream_order: message size out of range");
+        }
+        if !(2..=crate::transport::Meta::MAX_ANSWERS).contains(&self.burst) {
+            return Err("stream_order: burst out of range");
+        }
+        if self.max_bytes < self.size_bytes {
+            return Err("stream_order: byte limit below one message");
+        }
+        Ok(())
+    }
+}
+
+impl BisectionReport {
+    fn check(&self) -> Result<(), &'static str> {
+        let b = &self.result;
+        let v = [
+            b.min_bytes_per_s,
+            b.median_bytes_per_s,
+            b.mean_bytes_per_s,
+            b.max_bytes_per_s,
+        ];
+        if v.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            return Err("bisection: bandwidth not a finite non-negative number");
+        }
+        if !(v[0] <= v[1] && v[1] <= v[3] && v[0] <= v[2] && v[2] <= v[3]) {
+            return Err("bisection: min, median, mean, max out of order");
+        }
+        if b.nodes < 2 || b.rounds == 0 {
+            return Err("bisection: fewer than 2 nodes or no round");
+        }
+        Ok(())
+    }
 }
 
 /// See [`Msg::RoundRequest`].
@@ -195,6 +298,12 @@ pub enum SizePlan {
     Full,
     /// A cheap re-check of these message sizes (bytes).
     Recheck(Vec<u64>),
+    /// One flow of a contention or bisection measurement, in which the
+    /// driver runs several flows at once (through this node and others):
+    /// the session carries at most this many payload bytes, sent and
+    /// received. The serving node consents only when its budget can pay
+    /// them and it is not quiet.
+    Flow { bytes: u64 },
 }
 
 /// See [`Msg::ProbeRequest`].
@@ -232,9 +341,9 @@ pub enum RejectReason {
     Transport,
     /// Anything else, in words.
     Other(String),
-    /// The receiver is quiet (a job runs on it): no failure, skip it.
+    /// The receiver is quiet (a job runs on it): no probes.
     Quiet,
-    /// The receiver's probe budget cannot pay for the job now.
+    /// The receiver's traffic budget cannot carry what the session asks.
     Budget,
     /// The requester is not the receiver's partner in that round (or the
     /// round is over), or the request needs a round it did not admit.
@@ -340,6 +449,9 @@ impl Msg {
             Msg::StatusReply(_) => "status_reply",
             Msg::Bye => "bye",
             Msg::ProbeAlive(_) => "probe_alive",
+            Msg::StreamOrder(_) => "stream_order",
+            Msg::StreamResult(_) => "stream_result",
+            Msg::Bisection(_) => "bisection",
             Msg::RoundRequest(_) => "round_request",
             Msg::RoundReply(_) => "round_reply",
             Msg::RoundDone(_) => "round_done",
@@ -370,6 +482,11 @@ impl Msg {
                 reason: RejectReason::Other(s),
                 ..
             }) if s.len() > MAX_TEXT_BYTES => bad("probe_reject: reason too long"),
+            Msg::StreamOrder(o) => o.check().or_else(bad),
+            Msg::StreamResult(r) if r.error.as_ref().is_some_and(|e| e.len() > MAX_TEXT_BYTES) => {
+                bad("stream_result: error text too long")
+            }
+            Msg::Bisection(b) => b.check().or_else(bad),
             Msg::StatusReply(s) => {
                 if !name_ok(&s.node) {
                     return bad("status_reply: bad node name");
@@ -488,6 +605,135 @@ mod tests {
             let back: Msg = decode(&encode(&m).unwrap()).unwrap();
             assert!(back.validate().is_err());
         }
+    }
+
+    fn order() -> StreamOrder {
+        StreamOrder {
+            nonce: 3,
+            partner: "b".into(),
+            transport: Kind::Udp,
+            size_bytes: 65536,
+            burst: 16,
+            start_unix_ns: 1,
+            duration_ns: 2_000_000_000,
+            max_bytes: 64 << 20,
+            bidirectional: true,
+        }
+    }
+
+    #[test]
+    fn contention_messages_round_trip_and_are_checked() {
+        let ok = [
+            Msg::StreamOrder(order()),
+            Msg::StreamResult(StreamResult {
+                nonce: 3,
+                out_bytes_per_s: 1e7,
+                in_bytes_per_s: f64::NAN,
+                rounds: 4,
+                bytes: 1 << 20,
+                error: None,
+            }),
+            Msg::Bisection(BisectionReport {
+                transport: Kind::Udp,
+                result: netgauge::Bisection {
+                    min_bytes_per_s: 1.0,
+                    median_bytes_per_s: 2.0,
+                    mean_bytes_per_s: 2.0,
+                    max_bytes_per_s: 3.0,
+                    nodes: 4,
+                    rounds: 2,
+                    msg_bytes: 65536,
+                    measured_unix_ns: 5,
+                },
+            }),
+            Msg::ProbeRequest(ProbeRequest {
+                session_nonce: 1,
+                transport: Kind::Udp,
+                sizes: SizePlan::Flow { bytes: 1 << 30 },
+                driver: "a".into(),
+                driver_mac: None,
+            }),
+            Msg::ProbeReject(ProbeReject {
+                session_nonce: 1,
+                reason: RejectReason::Budget,
+            }),
+        ];
+        for m in ok {
+            m.validate().unwrap();
+            let back: Msg = decode(&encode(&m).unwrap()).unwrap();
+            match (&back, &m) {
+                (Msg::StreamResult(a), Msg::StreamResult(b)) => {
+                    assert!(a.in_bytes_per_s.is_nan() && a.out_bytes_per_s == b.out_bytes_per_s)
+                }
+                _ => assert_eq!(back, m),
+            }
+        }
+        let bad = [
+            StreamOrder {
+                partner: String::new(),
+                ..order()
+            },
+            StreamOrder {
+                duration_ns: 0,
+                ..order()
+            },
+            StreamOrder {
+                duration_ns: MAX_STREAM_NS + 1,
+                ..order()
+            },
+            StreamOrder {
+                size_bytes: 0,
+                ..order()
+            },
+            StreamOrder {
+                burst: 1,
+                ..order()
+            },
+            StreamOrder {
+                max_bytes: 10,
+                ..order()
+            },
+        ];
+        for o in bad {
+            assert!(Msg::StreamOrder(o.clone()).validate().is_err(), "{o:?}");
+        }
+        let b = |min: f64, max: f64, nodes| {
+            Msg::Bisection(BisectionReport {
+                transport: Kind::Udp,
+                result: netgauge::Bisection {
+                    min_bytes_per_s: min,
+                    median_bytes_per_s: 2.0,
+                    mean_bytes_per_s: 2.0,
+                    max_bytes_per_s: max,
+                    nodes,
+                    rounds: 1,
+                    msg_bytes: 1,
+                    measured_unix_ns: 0,
+                },
+            })
+        };
+        assert!(b(f64::NAN, 3.0, 2).validate().is_err());
+        assert!(b(2.5, 3.0, 2).validate().is_err());
+        assert!(b(1.0, 3.0, 1).validate().is_err());
+        assert!(b(1.0, 3.0, 2).validate().is_ok());
+    }
+
+    /// The variants older daemons know keep their bincode tags: the new
+    /// ones were appended.
+    #[test]
+    fn old_variants_keep_their_tags() {
+        let tag = |m: &Msg| u32::from_le_bytes(encode(m).unwrap()[..4].try_into().unwrap());
+        assert_eq!(tag(&Msg::Bye), 8);
+        assert_eq!(tag(&Msg::ProbeAlive(ProbeDone { session_nonce: 1 })), 9);
+        assert_eq!(tag(&Msg::StreamOrder(order())), 10);
+        let round = Msg::RoundDone(RoundDone { round: 1, bytes: 0 });
+        assert_eq!(tag(&round), 15);
+        let plan = |p: &SizePlan| u32::from_le_bytes(encode(p).unwrap()[..4].try_into().unwrap());
+        assert_eq!(plan(&SizePlan::Flow { bytes: 1 }), 2);
+        let reason =
+            |r: &RejectReason| u32::from_le_bytes(encode(r).unwrap()[..4].try_into().unwrap());
+        assert_eq!(reason(&RejectReason::Quiet), 4);
+        assert_eq!(reason(&RejectReason::NotExpected), 6);
     }
 
     #[test]

@@ -8,14 +8,17 @@
 //! A session is served only within a round the schedule admitted for its
 //! driver on the same control connection ([`RoundAdmit`], set by the
 //! control handler on `RoundRequest`): the schedule, not the order of
-//! arrival, decides whom a node serves.
+//! arrival, decides whom a node serves. The one exception is a flow
+//! session outside the rounds (an operator's stream order): it is served
+//! on its own consent (not quiet, within the flow budget).
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::contention::Rounds;
 use super::job::JobError;
 use super::{Shared, SESSION_TTL};
-use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason};
+use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason, SizePlan};
 use crate::transport::dgram::GateSource;
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::Kind;
@@ -176,11 +179,14 @@ pub(super) fn accept_session(
         PeerEndpoint::QueuePair { .. } | PeerEndpoint::None => GateSource::Any,
     };
     let mut a = shared.activity();
-    if !a
+    let in_round = a
         .round
         .as_ref()
-        .is_some_and(|r| r.driver == peer && r.conn == conn)
-    {
+        .is_some_and(|r| r.driver == peer && r.conn == conn);
+    // A flow session (an operator's stream order) runs outside the rounds,
+    // on its own consent below.
+    let flow = matches!(req.sizes, SizePlan::Flow { .. });
+    if !in_round && !flow {
         tracing::debug!("session from {peer} refused: no round admitted for it");
         return reject(RejectReason::NotExpected);
     }
@@ -192,6 +198,20 @@ pub(super) fn accept_session(
     if a.serving_live(now) && a.serving.driver != peer {
         tracing::debug!("session from {peer} refused: serving {}", a.serving.driver);
         return reject(RejectReason::Busy);
+    }
+    // A flow of someone's contention or bisection measurement: only when
+    // not quiet and within this node's budget (see daemon::contention).
+    if let SizePlan::Flow { bytes } = req.sizes {
+        let rounds = if in_round {
+            Rounds::Within
+        } else {
+            Rounds::Outside
+        };
+        if let Err(why) = shared.consent_flow(bytes, rounds) {
+            tracing::info!("flow session from {peer} ({bytes} B) refused: {why:?}");
+            return reject(why);
+        }
+        tracing::info!("flow session from {peer} ({bytes} B) consented");
     }
     a.serving = Session {
         nonce: req.session_nonce,

@@ -128,6 +128,9 @@ pub struct Config {
     /// The rounds of the cluster schedule (every node the same).
     #[serde(default)]
     pub schedule: ScheduleSection,
+    /// `[contention]`: the bandwidth-sharing (conflict) probe.
+    #[serde(default)]
+    pub contention: ContentionConfig,
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
     /// Tests of the systemd watchdog only (`netgauged`'s hidden flag
@@ -200,6 +203,36 @@ pub struct VerbsConfig {
     /// siw), 256 otherwise.
     #[serde(default)]
     pub inline_max_bytes: Option<u32>,
+}
+
+/// `[contention]`: how often and how thoroughly this node measures the
+/// bandwidth sharing of its own link (k flows out, in, both; over the
+/// transports the LogfP fan-out runs on, with up to 8 known peers).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContentionConfig {
+    /// Seconds between conflict probes (0: never).
+    pub interval_s: f64,
+    /// Message size of every flow (at most `max_size_bytes`).
+    pub size_bytes: u64,
+    /// Messages per flow in a burst round.
+    pub burst: u32,
+    /// Repetitions of every (scheme, k).
+    pub rounds: u32,
+    /// Largest k (at most 8, and the peers available).
+    pub max_k: u32,
+}
+
+impl Default for ContentionConfig {
+    fn default() -> Self {
+        ContentionConfig {
+            interval_s: 6.0 * 3600.0,
+            size_bytes: 64 * 1024,
+            burst: 16,
+            rounds: 12,
+            max_k: 8,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -443,6 +476,16 @@ impl Config {
                 "{} peers: at most {MAX_PEERS} per daemon",
                 self.peers.len()
             ));
+        }
+        let c = &self.contention;
+        if !(c.interval_s >= 0.0 && c.interval_s.is_finite()) {
+            return bad("[contention] interval_s must be 0 (never) or positive".into());
+        }
+        if c.size_bytes == 0 || !(2..=crate::transport::Meta::MAX_ANSWERS).contains(&c.burst) {
+            return bad("[contention] size_bytes must be positive and burst 2..=4096".into());
+        }
+        if c.rounds == 0 || !(1..=8).contains(&c.max_k) {
+            return bad("[contention] rounds must be positive and max_k 1..=8".into());
         }
         let mut names = std::collections::HashSet::new();
         for p in &self.peers {
@@ -688,6 +731,35 @@ mod tests {
         assert!(e.to_string().contains("hpet"), "{e}");
         let c: Config = toml::from_str(&format!("{base}clock = \"monotonic-raw\"\n")).unwrap();
         assert_eq!(c.clock, crate::clock::ClockChoice::MonotonicRaw);
+    }
+
+    #[test]
+    fn contention_section() {
+        let base = "key_file = \"/k\"\n[[peer]]\nname = \"b\"\naddress = \"10.0.0.2:7470\"\n";
+        let c: Config = toml::from_str(base).unwrap();
+        assert_eq!(c.contention, ContentionConfig::default());
+        let c: Config =
+            toml::from_str(&format!("{base}[contention]\ninterval_s = 0\nrounds = 4\n")).unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            (
+                c.contention.interval_s,
+                c.contention.rounds,
+                c.contention.burst
+            ),
+            (0.0, 4, 16)
+        );
+        for bad in [
+            "interval_s = -1",
+            "burst = 1",
+            "max_k = 9",
+            "rounds = 0",
+            "size_bytes = 0",
+        ] {
+            let c: Config = toml::from_str(&format!("{base}[contention]\n{bad}\n")).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
+        assert!(toml::from_str::<Config>(&format!("{base}[contention]\nk = 2\n")).is_err());
     }
 
     #[test]

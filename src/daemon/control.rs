@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use super::admission::{accept_session, RoundAdmit};
 use super::config::OPERATOR_NAME;
-use super::{unix_now_s, verbs, Shared};
+use super::job::JobCtx;
+use super::publisher::Outcome;
+use super::{contention, unix_now_s, verbs, Shared};
 use crate::cluster::schedule::Decline;
 use crate::control::msg::MAX_ENTRIES_PER_REPLY;
 use crate::control::{
@@ -148,7 +150,7 @@ pub(super) fn handle_control(
     peer: &str,
     msg: Msg,
 ) -> Option<Msg> {
-    // The operator reads; it does not take part in rounds.
+    // The reader's tool (`ngctl matrix`) reads; it takes part in nothing.
     if peer == OPERATOR_NAME {
         return match msg {
             Msg::Entries(r) => Some(entries_page(shared, r.offset, r.max)),
@@ -200,6 +202,32 @@ pub(super) fn handle_control(
         Msg::ProbeDone(ProbeDone { session_nonce }) => {
             shared.end_serving_if(|s| s.nonce == session_nonce && s.driver == peer);
             None
+        }
+        Msg::StreamOrder(o) => Some(Msg::StreamResult(match shared.operator.get() {
+            Some(op) => {
+                let ctx = JobCtx {
+                    cfg: &op.cfg,
+                    cc: &op.cc,
+                    clock: op.clock,
+                    shared,
+                    verbs: op.verbs.as_deref(),
+                };
+                contention::stream_order(&ctx, peer, &o)
+            }
+            None => control::StreamResult {
+                nonce: o.nonce,
+                out_bytes_per_s: f64::NAN,
+                in_bytes_per_s: f64::NAN,
+                rounds: 0,
+                bytes: 0,
+                error: Some("this node takes no orders yet".into()),
+            },
+        })),
+        // Only this node's own operator hands it results to publish.
+        Msg::Bisection(b) if control::operator_of(peer) == Some(shared.node.as_str()) => {
+            let op = shared.operator.get()?;
+            let _ = op.outcomes.try_send(Outcome::Bisection(b.clone()));
+            Some(Msg::Bisection(b))
         }
         Msg::ProbeAlive(ProbeDone { session_nonce }) => {
             if shared.extend_serving(conn, peer, session_nonce) {

@@ -83,6 +83,8 @@ pub(super) enum JobError {
     Refused(String, RejectReason),
     #[error("this node is serving a session driven by {0}")]
     Occupied(String),
+    #[error("this node is quiet")]
+    Quiet,
     #[error("unexpected control answer {0}")]
     Unexpected(&'static str),
     #[error("{0}'s address is not known (its name did not resolve)")]
@@ -381,10 +383,65 @@ pub(super) fn recheck_sizes() -> SizePlan {
     SizePlan::Recheck(recheck_plan().sizes_bytes)
 }
 
+/// Sessions of `kind` with every meeting at once, each asked for
+/// `plan(j)` (j: its place in `meetings`): `work` runs on their links with
+/// every session's connection kept alive, then every session ends. The
+/// payload bytes `work` reports are added to the meetings' counts in equal
+/// shares. What a multi-peer job (the LogfP fan-out, the conflict probe)
+/// runs on; the caller holds the claim to drive.
+pub(super) fn sessions_with<R>(
+    ctx: &JobCtx<'_>,
+    kind: Kind,
+    meetings: &mut [Meeting],
+    plan: impl Fn(usize) -> SizePlan,
+    work: impl FnOnce(Vec<Waiting>) -> Result<(R, u64), JobError>,
+) -> Result<R, JobError> {
+    let mut nonces = Vec::with_capacity(meetings.len());
+    let result = (|| {
+        let mut links = Vec::with_capacity(meetings.len());
+        for (j, m) in meetings.iter_mut().enumerate() {
+            let nonce = m.request(ctx, kind, plan(j))?;
+            nonces.push(nonce);
+            links.push(m.open_link(ctx, kind, nonce)?);
+        }
+        let mut alive: Vec<(&mut Connection, u64)> = meetings
+            .iter_mut()
+            .zip(&nonces)
+            .map(|(m, &n)| (&mut m.conn, n))
+            .collect();
+        keep_alive(&mut alive, || work(links))
+    })();
+    for (m, &nonce) in meetings.iter_mut().zip(&nonces) {
+        let _ = m.conn.send(&Msg::ProbeDone(ProbeDone {
+            session_nonce: nonce,
+        }));
+    }
+    let (r, bytes) = result?;
+    let share = bytes / meetings.len().max(1) as u64;
+    for m in meetings.iter_mut() {
+        m.bytes += share;
+    }
+    Ok(r)
+}
+
+/// Run `work` while every session's connection is kept alive (the
+/// responders' session TTL and idle limit may be shorter than the job):
+/// one keep-alive per connection, nested.
+fn keep_alive<R>(conns: &mut [(&mut Connection, u64)], work: impl FnOnce() -> R) -> R {
+    match conns.split_first_mut() {
+        None => work(),
+        Some(((conn, nonce), rest)) => {
+            let alive = Msg::ProbeAlive(ProbeDone {
+                session_nonce: *nonce,
+            });
+            conn.keep_alive_during(&alive, KEEP_ALIVE, || keep_alive(rest, work))
+        }
+    }
+}
+
 /// The 1:P−P:1 pattern over `kind` across the accepted meetings: one
 /// session with each (udp: its standing responder; rdma: a queue pair to
-/// each). The caller holds the claim to drive. Returns the fit and the
-/// bytes, added to the meetings' counts in equal shares.
+/// each). The caller holds the claim to drive.
 pub(super) fn fanout(
     ctx: &JobCtx<'_>,
     kind: Kind,
@@ -393,28 +450,12 @@ pub(super) fn fanout(
     if !kind.descriptor().daemon_fanout || meetings.len() < 2 {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
-    let mut nonces = Vec::with_capacity(meetings.len());
-    let result = (|| {
-        let mut links = Vec::with_capacity(meetings.len());
-        for m in meetings.iter_mut() {
-            let nonce = m.request(ctx, kind, SizePlan::Recheck(vec![1]))?;
-            nonces.push(nonce);
-            links.push(m.open_link(ctx, kind, nonce)?);
-        }
-        fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)
-    })();
-    for (m, &nonce) in meetings.iter_mut().zip(&nonces) {
-        let _ = m.conn.send(&Msg::ProbeDone(ProbeDone {
-            session_nonce: nonce,
-        }));
-    }
-    if let Ok(Fanned { bytes, .. }) = &result {
-        let share = bytes / meetings.len() as u64;
-        for m in meetings.iter_mut() {
-            m.bytes += share;
-        }
-    }
-    result
+    let plan = |_| SizePlan::Recheck(vec![1]);
+    sessions_with(ctx, kind, meetings, plan, |links| {
+        let f = fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)?;
+        let bytes = f.bytes;
+        Ok((f, bytes))
+    })
 }
 
 /// A fan-out's fit, its intervals and the payload bytes it sent.

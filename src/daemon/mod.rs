@@ -39,6 +39,7 @@
 mod admission;
 mod cluster;
 pub mod config;
+mod contention;
 mod control;
 mod costs;
 mod job;
@@ -68,7 +69,7 @@ use std::time::{Duration, Instant};
 use crate::clock::HostClock;
 use crate::cluster::matrix::EntrySummary;
 use crate::cluster::schedule::{CostTable, RecheckPlan, Schedule, ScheduleStatus};
-use crate::control::{ControlServer, RejectCounters, ServerConfig};
+use crate::control::{self as control_plane, ControlServer, RejectCounters, ServerConfig};
 use crate::link::{Kind, OpenError};
 use crate::transport::dgram::SessionGate;
 use admission::Activity;
@@ -184,6 +185,11 @@ struct Shared {
     /// What a reader of this node's segment gets per peer and transport,
     /// for `Entries` requests (rebuilt by the publisher on change).
     view: Mutex<Arc<Vec<EntrySummary>>>,
+    /// What flow sessions of others may still carry through this node.
+    flow_budget: Mutex<contention::FlowBudget>,
+    /// What the control plane needs to carry out an operator's stream
+    /// order and publish a bisection result (set once at start).
+    operator: OnceLock<Operator>,
     /// The control server's rejection counters (for `Msg::Status`).
     rejects: OnceLock<Arc<RejectCounters>>,
     /// The probe thread's promise to check in (the watchdog's view).
@@ -200,6 +206,15 @@ impl Shared {
     fn peer_of_member(&self, m: u32) -> Option<usize> {
         self.peers.iter().position(|p| p.member == m)
     }
+}
+
+/// What a stream order runs with, as a probe job does.
+struct Operator {
+    cfg: Config,
+    cc: crate::control::ConnConfig,
+    clock: HostClock,
+    verbs: Option<Arc<verbs::Node>>,
+    outcomes: crossbeam_channel::Sender<Outcome>,
 }
 
 /// Wait for `h` until `deadline`; a thread still busy then is left behind
@@ -300,8 +315,21 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         quiet_status: Mutex::new(quiet::QuietStatus::default()),
         sched_status: Mutex::new(None),
         view: Mutex::new(Arc::new(Vec::new())),
+        flow_budget: Mutex::new(contention::FlowBudget::new(
+            cfg.budget_bytes_per_s,
+            Instant::now(),
+        )),
+        operator: OnceLock::new(),
         rejects: OnceLock::new(),
         probe_alive: Liveness::new(),
+    });
+    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
+    let _ = shared.operator.set(Operator {
+        cfg: cfg.clone(),
+        cc: crate::control::ConnConfig::new(&node, key.clone()),
+        clock,
+        verbs: verbs_node.clone(),
+        outcomes: tx.clone(),
     });
 
     // Names to addresses, in the background.
@@ -359,8 +387,17 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
-    // The members, and the operator's read-only requests (`ngctl matrix`).
+    // The members, the operators' tools on this node and on the members
+    // (`ngctl ebb` orders streams and hands results to publish), and the
+    // readers' tool (`ngctl matrix`, read-only).
+    let operators: Vec<String> = members
+        .iter()
+        .map(String::as_str)
+        .chain([node.as_str()])
+        .map(control_plane::operator_name)
+        .collect();
     let mut allowed = members;
+    allowed.extend(operators);
     allowed.push(config::OPERATOR_NAME.to_string());
     scfg.allowed_peers = Some(allowed);
     // A driver keeps its session's connection open for the whole sweep and
@@ -377,7 +414,6 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     let _ = shared.rejects.set(server.counters());
 
     // The probe thread.
-    let (tx, rx) = crossbeam_channel::bounded::<Outcome>(64);
     let restored: HashMap<(String, String), state::Stored> = entries
         .iter()
         .filter(|(_, s)| s.entry.flags & netgauge::flags::RESTORED != 0)

@@ -3,7 +3,8 @@
 //! a fan-out, serve, or sit out), runs a meeting through [`super::job`],
 //! reports each job's outcome back to the schedule (which may continue
 //! the meeting with a confirming re-check or a repair sweep), hands what
-//! is to be published to the publisher, and keeps the status current.
+//! is to be published to the publisher, and keeps the status current. A
+//! fan-out round also carries the conflict probe when it is due.
 //!
 //! Between rounds it sleeps until the next one starts (or the shutdown
 //! wakes it), promising the watchdog ([`super::lifecycle::Liveness`]) to
@@ -32,6 +33,7 @@ use crossbeam_channel::Sender;
 use netgauge::{flags, EntryData};
 
 use super::config::Config;
+use super::contention::{contention_job, planned_bytes};
 use super::costs::Costs;
 use super::job::{
     self, connect, decline_of, fanout_kinds, full_sweep, recheck, recheck_sizes, JobCtx, JobError,
@@ -49,6 +51,7 @@ use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan, Purpo
 use crate::control::{ClusterKey, ConnConfig, SizePlan};
 use crate::link::Kind;
 use crate::model::fit::size_points;
+use crate::probe::contention::MAX_K;
 use crate::transport::kind::PeerEndpoint;
 
 /// A job ends within this (its waits all have deadlines; this bounds how
@@ -97,6 +100,9 @@ struct State<'a> {
     costs: Costs,
     /// A full sweep was found to outlast a round (said once).
     warned_long: bool,
+    /// When the next conflict probe is due (unix s): it rides on the
+    /// node's next fan-out round from then on.
+    next_contention_s: f64,
     tx: &'a Sender<Publish>,
 }
 
@@ -180,6 +186,8 @@ pub(super) fn probe_loop(
             .collect(),
         costs: Costs::new(cfg, max_kinds),
         warned_long: false,
+        // The first after one interval: pair sweeps and fan-outs first.
+        next_contention_s: unix_now_s() + cfg.contention.interval_s,
         tx,
     };
     learn_restored(shared, &mut st, restored);
@@ -647,7 +655,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
     if meetings.len() >= 2 {
         match super::admission::DriveClaim::take(shared) {
             Ok(_claim) => {
-                for kind in kinds {
+                for &kind in &kinds {
                     match job::fanout(ctx, kind, &mut meetings) {
                         Ok(job::Fanned {
                             fit,
@@ -677,9 +685,6 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
         }
     }
     let n = if bytes > 0 { meetings.len() as u32 } else { 0 };
-    for m in meetings {
-        m.done(round);
-    }
     if n > 0 {
         st.costs.record(
             false,
@@ -690,8 +695,65 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             },
         );
         shared.schedule().set_costs(st.costs.table());
+        bytes += conflict_probe(ctx, st, &mut meetings, &kinds);
+    }
+    for m in meetings {
+        m.done(round);
     }
     record(Outcome::FannedOut { peers: n, bytes });
+}
+
+/// The conflict probe over the meetings of a fan-out round, when it is
+/// due and this node is not quiet: for each fan-out kind, over up to
+/// [`MAX_K`] of the partners (each consents to its flows' bytes), its bytes
+/// charged to the round before it runs. Returns the bytes moved.
+fn conflict_probe(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    meetings: &mut [Meeting],
+    kinds: &[Kind],
+) -> u64 {
+    let cfg = ctx.cfg;
+    let now = unix_now_s();
+    if cfg.contention.interval_s <= 0.0 || now < st.next_contention_s || ctx.shared.quiet() {
+        return 0;
+    }
+    let k = meetings.len().min(MAX_K);
+    let meetings = &mut meetings[..k];
+    let mut bytes = 0;
+    for &kind in kinds {
+        let planned = planned_bytes(cfg, k);
+        if !ctx.shared.schedule().node_mut().charge_more(planned, now) {
+            tracing::debug!("conflict probe over {kind}: the budget cannot pay {planned} B now");
+            return bytes;
+        }
+        let Ok(_claim) = super::admission::DriveClaim::take(ctx.shared) else {
+            return bytes;
+        };
+        match contention_job(ctx, kind, meetings) {
+            Ok(r) => {
+                bytes += r.probe_bytes;
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: beta {:.2} ({} B in {:.1} s)",
+                    r.fit.beta.value,
+                    r.probe_bytes,
+                    r.elapsed_ns * 1e-9
+                );
+                let _ = st.tx.send(Publish::Contention {
+                    transport: kind.name().to_string(),
+                    fit: Box::new(r.fit),
+                });
+            }
+            Err(e) => {
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: {e}; at the next fan-out"
+                );
+                return bytes;
+            }
+        }
+    }
+    st.next_contention_s = now + cfg.contention.interval_s;
+    bytes
 }
 
 /// The targets' and the schedule's status as the status file shows them.

@@ -35,10 +35,11 @@ use super::state::{self, Provenance, Stored};
 use super::status::{self, StatusFile};
 use super::{quiet, sys, DaemonError, Shared, CONTROL_BEAT, FALLBACK};
 use crate::cluster::matrix::summarize;
-use crate::control::{ControlServer, RejectSnapshot};
+use crate::control::{BisectionReport, ControlServer, RejectSnapshot};
 use crate::link::Kind;
+use crate::model::contention::ContentionFit;
 use crate::model::{Interval, LogfpFit};
-use crate::publish::attach_logfp;
+use crate::publish::{attach_logfp, set_bisection, set_contention};
 
 /// The heartbeat period.
 const BEAT: Duration = Duration::from_secs(1);
@@ -74,6 +75,13 @@ pub(super) enum Outcome {
         transport: String,
         why: String,
     },
+    /// A conflict probe's penalties and sharing fit for a transport.
+    Contention {
+        transport: String,
+        fit: Box<ContentionFit>,
+    },
+    /// An effective bisection bandwidth this node's operator measured.
+    Bisection(BisectionReport),
 }
 
 /// The published entries and their provenance, by (peer, transport).
@@ -335,6 +343,19 @@ fn poll_quiet(shared: &Shared, watch: &mut quiet::Watch, shm: &Path, euid: u32) 
     }
 }
 
+/// Change the record of `transport` (kept as it was otherwise) and publish.
+fn publish_transport(
+    writer: &mut SegmentWriter,
+    transport: &str,
+    change: impl FnOnce(&mut netgauge::TransportExt),
+) {
+    let mut t = writer.transport_ext(transport).copied().unwrap_or_default();
+    change(&mut t);
+    if let Err(e) = writer.set_transport_ext(transport, &t) {
+        tracing::error!("cannot publish the {transport} record: {e}");
+    }
+}
+
 /// The publisher's stall for tests of the watchdog (hidden flag
 /// `--test-stall-publisher-after-s`): it stops beating, writing and
 /// feeding the watchdog, as if stuck in a system call, until the process
@@ -447,6 +468,17 @@ fn handle(
                 tracing::warn!("cannot mark {peer}/{transport} stale: {err}");
             }
             true
+        }
+        Outcome::Contention { transport, fit } => {
+            publish_transport(writer, &transport, |t| {
+                set_contention(t, &fit, crate::publish::unix_now_ns())
+            });
+            false
+        }
+        Outcome::Bisection(b) => {
+            let transport = b.transport.name();
+            publish_transport(writer, transport, |t| set_bisection(t, &b.result));
+            false
         }
     }
 }

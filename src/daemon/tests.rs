@@ -128,6 +128,8 @@ fn shared_at(node: &str, addr: &str) -> Shared {
         quiet_status: Mutex::new(quiet::QuietStatus::default()),
         sched_status: Mutex::new(None),
         view: Mutex::new(Arc::new(Vec::new())),
+        flow_budget: Mutex::new(super::contention::FlowBudget::new(1000, Instant::now())),
+        operator: OnceLock::new(),
         rejects: OnceLock::new(),
         probe_alive: super::lifecycle::Liveness::new(),
     }
@@ -142,6 +144,47 @@ const FROM: std::net::SocketAddr = std::net::SocketAddr::V4(std::net::SocketAddr
     std::net::Ipv4Addr::new(10, 0, 0, 9),
     40000,
 ));
+
+/// A flow session of someone's conflict probe or bisection round: refused
+/// while quiet and beyond the flow budget (1000 B/s here: 600 000 B held);
+/// outside the rounds (a stream order) it needs no round and its bytes are
+/// charged to this node's schedule when consented; within an admitted round
+/// they are settled with the round instead.
+#[test]
+fn flow_sessions_need_consent_within_the_budget_and_never_while_quiet() {
+    let s = shared("b");
+    let flow = |nonce, bytes| ProbeRequest {
+        sizes: SizePlan::Flow { bytes },
+        ..request("a", nonce)
+    };
+    let reason = |m: Msg| match m {
+        Msg::ProbeReject(r) => Some(r.reason),
+        _ => None,
+    };
+    let spent = |s: &Shared| s.schedule().node().stats().bytes;
+    s.quiet.store(true, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(1, 1000));
+    assert_eq!(reason(m), Some(RejectReason::Quiet));
+    assert_eq!(spent(&s), 0);
+    s.quiet.store(false, Ordering::Relaxed);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(2, 700_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(3, 500_000));
+    assert!(matches!(m, Msg::ProbeAccept(_)), "{m:?}");
+    assert_eq!(spent(&s), 500_000);
+    s.end_serving_if(|_| true);
+    let m = accept_session(&s, ConnId(1), FROM, "a", &flow(4, 200_000));
+    assert_eq!(reason(m), Some(RejectReason::Budget));
+    // Within a round admitted on its connection: consented, not charged
+    // now (the round's RoundDone settles it).
+    admitted(&s, 2, "a");
+    let m = accept_session(&s, ConnId(2), FROM, "a", &flow(5, 50_000));
+    assert!(matches!(m, Msg::ProbeAccept(_)), "{m:?}");
+    assert_eq!(spent(&s), 500_000);
+    // A plain session still needs its round.
+    s.end_serving_if(|_| true);
+    assert_eq!(rejected(accept(&s, 3, "a", 6)), RejectReason::NotExpected);
+}
 
 fn request(from: &str, nonce: u64) -> ProbeRequest {
     ProbeRequest {
@@ -431,6 +474,51 @@ fn reject_text_is_bounded_on_a_char_boundary() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let s = shared_at("b", &listener.local_addr().unwrap().to_string());
+    let c = cfg("peers = \"a,b,c\"\n");
+    let cc = ConnConfig::new(
+        "b",
+        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
+    );
+    let ctx = job_ctx(&c, &cc, &s);
+    s.quiet.store(true, Ordering::Relaxed);
+    let r = super::contention::contention_job(&ctx, Kind::Udp, &mut []);
+    assert!(matches!(r, Err(JobError::Quiet)), "{:?}", r.err());
+    // Nor does it stream for an operator's bisection round.
+    let order = control::StreamOrder {
+        nonce: 9,
+        partner: s.peers[0].name.clone(),
+        transport: Kind::Udp,
+        size_bytes: 65536,
+        burst: 16,
+        start_unix_ns: crate::publish::unix_now_ns() + 1_000_000_000,
+        duration_ns: 1_000_000_000,
+        max_bytes: 1 << 20,
+        bidirectional: true,
+    };
+    let r = super::contention::stream_order(&ctx, &control::operator_name("b"), &order);
+    assert_eq!(r.nonce, 9);
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("Quiet")),
+        "{r:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the quiet node connected to a peer"
+    );
+    // Stream orders come from operators only.
+    s.quiet.store(false, Ordering::Relaxed);
+    let r = super::contention::stream_order(&ctx, "a", &order);
+    assert!(
+        r.error.as_deref().is_some_and(|e| e.contains("operator")),
+        "{r:?}"
+    );
 }
 
 /// A re-check 35 % off the published gap, noisy enough that its own 95 %

@@ -5,11 +5,13 @@
 //! are LogGP/LogGPS/LogfP parameter sets with 95 % intervals.
 
 pub mod bandwidth;
+pub mod contention;
 pub mod exchange;
 pub mod fit;
 pub mod ident;
 pub mod logfp;
 pub mod lsq;
+pub mod overlap;
 pub mod segment;
 pub mod stats;
 

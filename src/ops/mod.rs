@@ -6,14 +6,23 @@
 //! [`Note`]s.
 
 mod cluster;
+mod contention;
+mod ebb;
+mod overlap;
 mod probe;
 mod segment;
 mod serve;
 
+pub use crate::probe::contention::ContentionOptions;
+pub use crate::probe::overlap::OverlapOptions;
 pub use cluster::{matrix, parse_duration, quiet, resume, MatrixArgs, MatrixData, MATRIX_TIMEOUT};
+pub use contention::{contention, default_options, parse_schemes, ContentionArgs, Servers};
+pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
+pub use overlap::{overlap, OverlapArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
-    clock, dump, publish_result, refit, shm_path, status, DumpData, FitArgs, StatusData,
+    clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,
+    StatusData,
 };
 pub use serve::{serve, ServeArgs};
 

@@ -166,7 +166,7 @@ fn sweep_config(a: &ProbeArgs) -> SweepConfig {
 }
 
 /// The host clock and how a segment describes it.
-fn host_clock(choice: ClockChoice) -> Result<(HostClock, String), OpsError> {
+pub(super) fn host_clock(choice: ClockChoice) -> Result<(HostClock, String), OpsError> {
     let clock = HostClock::choose(choice)?;
     let desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
     Ok((clock, desc))
@@ -353,10 +353,7 @@ fn over_network(
                     what: format!("cannot start a probe session with {who}"),
                     source,
                 })?;
-            Links {
-                links: vec![link],
-                _sides: Vec::new(),
-            }
+            Links::new(vec![link])
         }
     };
     let result = links
@@ -383,12 +380,25 @@ fn over_network(
 
 /// The links of one probe, and the rendezvous channels they keep open
 /// (a verbs server ends a session when its side channel closes).
-struct Links {
+pub(super) struct Links {
     links: Vec<Link>,
     _sides: Vec<Box<dyn Rendezvous>>,
 }
 
 impl Links {
+    /// Links that need no rendezvous kept open.
+    pub(super) fn new(links: Vec<Link>) -> Self {
+        Links {
+            links,
+            _sides: Vec::new(),
+        }
+    }
+
+    /// The links, and what must outlive them (drop it after them).
+    pub(super) fn into_parts(self) -> (Vec<Link>, Vec<Box<dyn Rendezvous>>) {
+        (self.links, self._sides)
+    }
+
     /// One link: the plain probe. Several: one multi-peer transport; the
     /// LogGP sweep runs on the first, then the 1:P−P:1 fan-out over all.
     fn probe(
@@ -411,7 +421,7 @@ impl Links {
 /// `qps` queue pairs, round robin over `servers`, each set up through a
 /// TCP side channel to its server.
 #[cfg(feature = "verbs")]
-fn queue_pairs(
+pub(super) fn queue_pairs(
     spec: &LinkSpec,
     servers: &[std::net::SocketAddr],
     qps: usize,
@@ -442,7 +452,7 @@ fn queue_pairs(
 }
 
 #[cfg(not(feature = "verbs"))]
-fn queue_pairs(
+pub(super) fn queue_pairs(
     spec: &LinkSpec,
     _: &[std::net::SocketAddr],
     _: usize,

@@ -37,16 +37,7 @@ pub fn publish_result(
     exchange: Option<&ExchangeFit>,
 ) -> Result<Vec<(String, String)>, OpsError> {
     let entry = entry_from_probe(peer, transport, result);
-    let mut w = netgauge::SegmentWriter::create_or_open(
-        path,
-        PROBE_SEGMENT_ENTRIES,
-        &node_name(),
-        clock_desc,
-    )
-    .map_err(|source| OpsError::SegmentCreate {
-        path: path.into(),
-        source,
-    })?;
+    let mut w = writer(path, clock_desc)?;
     let publish = |source| OpsError::Publish {
         path: path.into(),
         source,
@@ -58,6 +49,32 @@ pub fn publish_result(
         done.push((peer.to_string(), x.transport));
     }
     Ok(done)
+}
+
+/// The segment at `path` for `ngctl`'s own results (created if missing).
+pub(super) fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
+    netgauge::SegmentWriter::create_or_open(path, PROBE_SEGMENT_ENTRIES, &node_name(), clock_desc)
+        .map_err(|source| OpsError::SegmentCreate {
+            path: path.into(),
+            source,
+        })
+}
+
+/// Write a conflict probe's penalties and β into the record of `transport`
+/// in the segment at `path` (its bisection part kept).
+pub fn publish_contention(
+    path: &str,
+    transport: &str,
+    fit: &crate::model::contention::ContentionFit,
+) -> Result<(), OpsError> {
+    let mut w = writer(path, "ngctl contention")?;
+    let mut t = w.transport_ext(transport).copied().unwrap_or_default();
+    crate::publish::set_contention(&mut t, fit, unix_now_ns());
+    w.set_transport_ext(transport, &t)
+        .map_err(|source| OpsError::Publish {
+            path: path.into(),
+            source,
+        })
 }
 
 /// What `ngctl fit` is asked to do.
@@ -162,6 +179,8 @@ pub struct DumpData {
     pub path: String,
     pub info: SegmentInfo,
     pub entries: Vec<EntryData>,
+    /// The per-transport records (contention, bisection).
+    pub transports: Vec<(String, netgauge::TransportExt)>,
     pub now_unix_ns: u64,
     /// The writer's heartbeat is recent.
     pub alive: bool,
@@ -192,12 +211,14 @@ fn alive(info: &SegmentInfo, now: u64) -> bool {
 pub fn dump(path: &str) -> Result<DumpData, OpsError> {
     let (reader, info) = reader(path)?;
     let entries = reader.snapshot().map_err(|e| invalid(path, e))?;
+    let transports = reader.transports_ext().map_err(|e| invalid(path, e))?;
     let now = unix_now_ns();
     Ok(DumpData {
         path: path.into(),
         alive: alive(&info, now),
         info,
         entries,
+        transports,
         now_unix_ns: now,
     })
 }

@@ -76,7 +76,8 @@ pub struct ServeStats {
 }
 
 /// The mirror server: receive messages; when one asks for an answer, reply
-/// with one message of the same size whose `report_ns` carries the mean
+/// with one message of the same size (or, for a reverse burst, as many as
+/// [`Meta::answers`] says) whose `report_ns` (on the last) carries the mean
 /// receive overhead o_r of the burst it closes. Runs until `keep_going`
 /// returns false (checked at least every `idle` of silence).
 pub fn serve<T: Transport>(
@@ -109,13 +110,17 @@ pub fn serve<T: Transport>(
         stats.messages += 1;
         burst_overhead_ns += got.overhead_ns;
         burst_messages += 1;
-        if got.meta.answer {
+        let answers = got.meta.answers();
+        if answers > 0 {
             let mean_ns = burst_overhead_ns / f64::from(burst_messages);
-            let meta = Meta {
+            let report = Meta {
                 answer: false,
                 report_ns: mean_ns.round().clamp(0.0, f64::from(u32::MAX)) as u32,
             };
-            transport.send(got.peer, got.bytes, meta)?;
+            for _ in 1..answers {
+                transport.send(got.peer, got.bytes, Meta::default())?;
+            }
+            transport.send(got.peer, got.bytes, report)?;
             stats.answers += 1;
             burst_overhead_ns = 0.0;
             burst_messages = 0;

@@ -18,7 +18,9 @@ use crate::model::{
 use crate::sweep::{self, Progress, SweepConfig, SweepError};
 use crate::transport::{Kind, PeerId, Transport};
 
+pub mod contention;
 pub mod cpu;
+pub mod overlap;
 #[cfg(feature = "mpi")]
 pub mod ranks;
 pub mod stability;

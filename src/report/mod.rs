@@ -5,9 +5,13 @@
 //! strings; the binary prints them.
 
 mod cluster;
+mod contention;
 mod progress;
 
 pub use cluster::{matrix, quiet_file};
+pub use contention::{
+    contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
+};
 pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
 use std::fmt::Write as _;
@@ -214,6 +218,8 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
             "writer_alive": d.alive,
             "clock": info.clock_desc,
             "entries": d.entries.iter().map(|e| entry_json(e, d.now_unix_ns)).collect::<Vec<_>>(),
+            "overlap": d.entries.iter().filter(|e| !e.ext.overlap.is_empty()).map(contention::overlap_json).collect::<Vec<_>>(),
+            "transports": d.transports.iter().map(|(n, t)| transport_ext_json(n, t)).collect::<Vec<_>>(),
         });
         return pretty(&v);
     }
@@ -246,6 +252,10 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
             flag_names(e.flags).join(",")
         );
         s.push_str(&probe_table(&entry_probe_json(e)));
+        s.push_str(&contention::overlap_text(e));
+    }
+    for (name, t) in &d.transports {
+        s.push_str(&transport_ext_text(name, t, d.now_unix_ns));
     }
     Ok(s)
 }

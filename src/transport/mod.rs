@@ -55,8 +55,41 @@ pub struct Meta {
     /// size (the n-th message of a PRTT burst; every message of a fan-out).
     pub answer: bool,
     /// A measurement the sender reports to the receiver, in nanoseconds
-    /// (the server puts its receive overhead o_r here on its answer).
+    /// (the server puts its receive overhead o_r here on its answer). On a
+    /// client's message that asks for an answer, 2 or more asks for that
+    /// many answers ([`Meta::answers`]).
     pub report_ns: u32,
+}
+
+impl Meta {
+    /// Most answers one request may ask for.
+    pub const MAX_ANSWERS: u32 = 4096;
+
+    /// A request for `n` answers of the request's size (n ≥ 1; more than
+    /// [`Meta::MAX_ANSWERS`] is that many).
+    pub fn asking(n: u32) -> Meta {
+        Meta {
+            answer: true,
+            report_ns: if n <= 1 { 0 } else { n.min(Self::MAX_ANSWERS) },
+        }
+    }
+
+    /// How many answers a message wants from a mirror server: none unless
+    /// it asks for an answer; then its `report_ns` when that is 2 or more
+    /// (a *reverse burst*: the server streams that many messages of the
+    /// request's size back, so the client times flows into itself on its
+    /// own clock — the incoming conflict and the receive-side overlap
+    /// patterns), else one. The PRTT and fan-out clients send 0; a server
+    /// that predates reverse bursts answers once, which a reverse-burst
+    /// client sees as a lost round.
+    #[inline]
+    pub fn answers(self) -> u32 {
+        if self.answer {
+            self.report_ns.clamp(1, Self::MAX_ANSWERS)
+        } else {
+            0
+        }
+    }
 }
 
 /// A message that has fully arrived.

@@ -2,7 +2,7 @@
 # Runs INSIDE the Soft-RoCE VM (as root): rxe on a dummy netdev, perftest,
 # qperf, our probes and the error paths. Results go to $1 (the rwdir).
 # Usage: inside.sh OUT NGCTL NETGAUGED   (env VM_PARTS: a comma list of
-# ref, probe, errors, fanout, daemon; default all)
+# ref, probe, errors, overlap, fanout, daemon; default all)
 set -u
 OUT=$1
 NGCTL=$2
@@ -110,7 +110,10 @@ if part errors; then
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7473 2>"$OUT/dead.serve.log" &
 SRV=$!
 sleep 1
-( sleep 4; kill -9 $SRV ) &
+# Killed as soon as the session starts: a sweep to 64 KiB takes only
+# seconds, and the probe must meet a dead peer, not finish first.
+( for _ in $(seq 400); do grep -q 'session with' "$OUT/dead.serve.log" 2>/dev/null && break; sleep 0.05; done
+  kill -9 $SRV ) &
 t0=$(date +%s)
 "$NGCTL" probe --transport rdma --device rxe0 --gid-index 1 --peer $IP:7473 \
     --max-size 65536 --timeout-ms 300 --resamples 0 >/dev/null 2>"$OUT/dead.err"
@@ -137,6 +140,25 @@ sleep 2
     >"$OUT/udp.json" 2>"$OUT/udp.err"
 echo $? >"$OUT/udp.rc"
 wait
+fi
+
+# --- CPU overlap (Bell et al.) per transport: RDMA write, verbs messages, UDP
+# on the same device; bench/contention.md reads overlap_<kind>.json.
+if part overlap; then
+port=7480
+for kind in rdma msg udp; do
+    dev=()
+    [ "$kind" = udp ] || dev=(--device rxe0 --gid-index 1)
+    "$NGCTL" --clock tsc serve --transport $kind "${dev[@]}" --listen $IP:$port --idle-exit-s 10 \
+        2>"$OUT/overlap_$kind.serve.log" &
+    sleep 1
+    timeout 300 "$NGCTL" --clock tsc overlap --transport $kind "${dev[@]}" --peer $IP:$port \
+        --rounds 30 --sizes 1,1024,4096,16384,65536 --json >"$OUT/overlap_$kind.json" \
+        2>"$OUT/overlap_$kind.err"
+    echo $? >"$OUT/overlap_$kind.rc"
+    wait
+    port=$((port + 1))
+done
 fi
 
 # --- LogfP fan-out over three RDMA-write QPs to one server ------------------

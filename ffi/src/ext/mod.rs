@@ -377,8 +377,10 @@ impl Identification {
 }
 
 /// JSON has no NaN: an absent value is written as null and read back as NaN.
+/// Serde for an f64 that may be NaN: NaN (or ±inf) as null, null back as
+/// NaN. Also used by the daemon crate's JSON of estimates.
 #[cfg(feature = "serde")]
-pub(crate) mod nan_as_null {
+pub mod nan_as_null {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {

@@ -151,7 +151,8 @@ impl SimTransport {
         server.burst_recv_ps = server.burst_recv_ps.saturating_add(recv_ps);
         server.burst_messages += 1;
         self.server_counters.received(bytes);
-        if !meta.answer {
+        let answers = meta.answers();
+        if answers == 0 {
             return;
         }
         let mean_ps = server.burst_recv_ps as f64 / server.burst_messages as f64;
@@ -161,26 +162,29 @@ impl SimTransport {
         server.burst_recv_ps = 0;
         server.burst_messages = 0;
         let rendezvous = self.rendezvous(bytes);
-        // The request of a rendezvous, or the data itself.
+        // The request of a rendezvous, or the data itself; a reverse burst
+        // posts its answers back to back, the report on the last.
         let post_bytes = if rendezvous { 0 } else { bytes };
-        let post_ps = self.post_ps(post_bytes, 1);
-        let posted_ps = self.servers[peer].cpu_free_ps.saturating_add(post_ps);
-        self.servers[peer].cpu_free_ps = posted_ps;
-        let arrival_ps = self.server_transmit(peer, posted_ps, post_bytes);
-        self.server_counters.sent(bytes);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.inbound.push(Inbound {
-            seq,
-            arrival_ps,
-            peer,
-            bytes,
-            meta: Meta {
-                answer: false,
-                report_ns,
-            },
-            rendezvous,
-        });
+        for i in 1..=answers {
+            let post_ps = self.post_ps(post_bytes, 1);
+            let posted_ps = self.servers[peer].cpu_free_ps.saturating_add(post_ps);
+            self.servers[peer].cpu_free_ps = posted_ps;
+            let arrival_ps = self.server_transmit(peer, posted_ps, post_bytes);
+            self.server_counters.sent(bytes);
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.inbound.push(Inbound {
+                seq,
+                arrival_ps,
+                peer,
+                bytes,
+                meta: Meta {
+                    answer: false,
+                    report_ns: if i == answers { report_ns } else { 0 },
+                },
+                rendezvous,
+            });
+        }
     }
 
     /// Move the client clock forward to `ps` (never backwards).

@@ -46,7 +46,8 @@
 //!
 //! Every peer is a mirror server embedded in the simulator: it receives each
 //! message, and answers a message whose `Meta::answer` is set with one message
-//! of the same size. The answer's `Meta::report_ns` is the mean simulated
+//! of the same size (a reverse burst: as many as `Meta::answers` says, posted
+//! back to back, the report on the last). The answer's `Meta::report_ns` is the mean simulated
 //! receive busy time of the data messages it received since its previous
 //! answer, in ns (rounded). Server work is evaluated eagerly when the client
 //! sends (a server only reacts to the client's messages, which reach it in
