@@ -325,7 +325,10 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
                 );
                 Outcome::Declined(decline_of(&reason))
             }
-            Ok(None) => run_job(ctx, st, &mut m, job),
+            Ok(None) => {
+                tracing::debug!("round {round}: driving the {} with {name}", job.name());
+                run_job(ctx, st, &mut m, job)
+            }
         };
         if !matches!(outcome, Outcome::Declined(_)) {
             let cost = Cost {
