@@ -61,16 +61,23 @@ pub(super) fn make_targets(
     out
 }
 
-/// The kinds a fan-out over `peers` runs on: each fan-out kind that every
-/// one of them is a target over.
-pub(super) fn fanout_kinds(targets: &[Target], peers: &[usize]) -> Vec<Kind> {
+/// What a fan-out over the accepted `peers` runs: per fan-out kind, the
+/// peers measured over it (`measured`: a published entry of the pair over
+/// the kind). A peer never met over a kind, or that serves no session of
+/// it, would fail the whole pattern; a kind needs two peers.
+pub(super) fn fanout_plan(
+    peers: &[usize],
+    measured: impl Fn(usize, Kind) -> bool,
+) -> Vec<(Kind, Vec<usize>)> {
     Kind::daemon_kinds()
         .filter(|k| k.descriptor().daemon_fanout)
-        .filter(|&k| {
-            peers
-                .iter()
-                .all(|&p| targets.iter().any(|t| t.peer == p && t.kind == k))
+        .map(|k| {
+            (
+                k,
+                peers.iter().copied().filter(|&p| measured(p, k)).collect(),
+            )
         })
+        .filter(|(_, p): &(Kind, Vec<usize>)| p.len() >= 2)
         .collect()
 }
 

@@ -36,7 +36,7 @@ use super::config::Config;
 use super::contention::{contention_job, planned_bytes};
 use super::costs::Costs;
 use super::job::{
-    self, connect, decline_of, fanout_kinds, full_sweep, recheck, recheck_sizes, JobCtx, JobError,
+    self, connect, decline_of, fanout_plan, full_sweep, recheck, recheck_sizes, JobCtx, JobError,
     Meeting, Target,
 };
 use super::publisher::Outcome as Publish;
@@ -490,6 +490,7 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
             }
             Err(e) if e.refused_transport() => {
                 tracing::debug!("{name}: {kind} refused: {e}");
+                st.per_target[i].last_error = Some(e.to_string());
             }
             Err(e) => {
                 if let Some(d) = e.declined() {
@@ -524,7 +525,10 @@ fn recheck_job(
         });
         let (samples, bytes) = match r {
             Ok(x) => x,
-            Err(e) if e.refused_transport() => continue,
+            Err(e) if e.refused_transport() => {
+                st.per_target[i].last_error = Some(e.to_string());
+                continue;
+            }
             Err(e) => {
                 if let Some(d) = e.declined() {
                     tracing::debug!("{name}: {kind} session declined: {e}");
@@ -652,20 +656,25 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             Err(e) => tracing::debug!("fan-out: {}: {e}", shared.peers[peer].name),
         }
     }
-    let peers: Vec<usize> = meetings.iter().map(|m| m.peer).collect();
-    let kinds = fanout_kinds(st.targets, &peers);
+    let accepted: Vec<usize> = meetings.iter().map(|m| m.peer).collect();
+    let plan = fanout_plan(&accepted, |p, k| {
+        st.known.contains_key(&(shared.peers[p].name.clone(), k))
+    });
     let mut bytes = 0;
-    if meetings.len() >= 2 {
+    let mut fanned = 0;
+    if !plan.is_empty() {
         match super::admission::DriveClaim::take(shared) {
             Ok(_claim) => {
-                for &kind in &kinds {
-                    match job::fanout(ctx, kind, &mut meetings) {
+                for (kind, peers) in &plan {
+                    let subset = measured_first(&mut meetings, peers);
+                    match job::fanout(ctx, *kind, subset) {
                         Ok(job::Fanned {
                             fit,
                             ci95,
                             bytes: b,
                         }) => {
                             bytes += b;
+                            fanned = fanned.max(peers.len());
                             let names = peers
                                 .iter()
                                 .map(|&p| shared.peers[p].name.clone())
@@ -679,7 +688,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
                         }
                         Err(e) => tracing::warn!(
                             "LogfP fan-out over {kind} across {} peers failed: {e}",
-                            meetings.len()
+                            peers.len()
                         ),
                     }
                 }
@@ -687,7 +696,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             Err(e) => tracing::debug!("fan-out not run: {e}"),
         }
     }
-    let n = if bytes > 0 { meetings.len() as u32 } else { 0 };
+    let n = fanned as u32;
     if n > 0 {
         st.costs.record(
             false,
@@ -698,7 +707,7 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             },
         );
         shared.schedule().set_costs(st.costs.table());
-        bytes += conflict_probe(ctx, st, &mut meetings, &kinds);
+        bytes += conflict_probe(ctx, st, &mut meetings, &plan);
     }
     for m in meetings {
         m.done(round);
@@ -714,17 +723,16 @@ fn conflict_probe(
     ctx: &JobCtx<'_>,
     st: &mut State<'_>,
     meetings: &mut [Meeting],
-    kinds: &[Kind],
+    plan: &[(Kind, Vec<usize>)],
 ) -> u64 {
     let cfg = ctx.cfg;
     let now = unix_now_s();
     if cfg.contention.interval_s <= 0.0 || now < st.next_contention_s || ctx.shared.quiet() {
         return 0;
     }
-    let k = meetings.len().min(MAX_K);
-    let meetings = &mut meetings[..k];
     let mut bytes = 0;
-    for &kind in kinds {
+    for (kind, peers) in plan {
+        let k = peers.len().min(MAX_K);
         let planned = planned_bytes(cfg, k);
         if !ctx.shared.schedule().node_mut().charge_more(planned, now) {
             tracing::debug!("conflict probe over {kind}: the budget cannot pay {planned} B now");
@@ -733,7 +741,8 @@ fn conflict_probe(
         let Ok(_claim) = super::admission::DriveClaim::take(ctx.shared) else {
             return bytes;
         };
-        match contention_job(ctx, kind, meetings) {
+        let subset = &mut measured_first(meetings, peers)[..k];
+        match contention_job(ctx, *kind, subset) {
             Ok(r) => {
                 bytes += r.probe_bytes;
                 tracing::info!(
@@ -757,6 +766,17 @@ fn conflict_probe(
     }
     st.next_contention_s = now + cfg.contention.interval_s;
     bytes
+}
+
+/// Put the meetings of `peers` first (in their order) and return them.
+fn measured_first<'m>(meetings: &'m mut [Meeting], peers: &[usize]) -> &'m mut [Meeting] {
+    meetings.sort_by_key(|m| {
+        peers
+            .iter()
+            .position(|&p| p == m.peer)
+            .unwrap_or(usize::MAX)
+    });
+    &mut meetings[..peers.len()]
 }
 
 /// The targets' and the schedule's status as the status file shows them.

@@ -7,7 +7,7 @@ use super::admission::{accept_session, Activity, DriveClaim, RoundAdmit};
 use super::cluster::{Addresses, ClusterPeers};
 use super::config::Config;
 use super::control::{admit_round, handle_control, reject_text, ControlHandler};
-use super::job::{connect, fanout_kinds, make_targets, JobCtx, JobError, Target};
+use super::job::{connect, fanout_plan, make_targets, JobCtx, JobError, Target};
 use super::{quiet, Shared};
 use crate::clock::HostClock;
 use crate::cluster::matrix::EntrySummary;
@@ -77,7 +77,7 @@ fn listed_peers_take_the_default_interface_and_transports() {
 }
 
 #[test]
-fn a_fanout_runs_over_the_kinds_every_peer_has() {
+fn a_fanout_runs_over_the_peers_measured_over_each_kind() {
     let c = cfg(&[
         peer("a", "transports = [\"rdma\", \"udp\"]"),
         peer("b", "transports = [\"udp\", \"rdma\"]"),
@@ -86,8 +86,15 @@ fn a_fanout_runs_over_the_kinds_every_peer_has() {
     .concat());
     let peers = ClusterPeers::load(&c, "me").unwrap().peers;
     let t = make_targets(&peers, &HashMap::new(), true);
-    assert_eq!(fanout_kinds(&t, &[0, 1]), [Kind::Udp, Kind::Rdma]);
-    assert_eq!(fanout_kinds(&t, &[0, 1, 2]), [Kind::Udp]);
+    let all = |p: usize, k: Kind| t.iter().any(|x| x.peer == p && x.kind == k);
+    assert_eq!(
+        fanout_plan(&[0, 1, 2], all),
+        [(Kind::Udp, vec![0, 1, 2]), (Kind::Rdma, vec![0, 1])]
+    );
+    // b never measured over rdma: no rdma fan-out; c not over udp.
+    let some = |p: usize, k: Kind| all(p, k) && !(p == 1 && k == Kind::Rdma) && p != 2;
+    assert_eq!(fanout_plan(&[0, 1, 2], some), [(Kind::Udp, vec![0, 1])]);
+    assert!(fanout_plan(&[0], all).is_empty());
 }
 
 /// Node `node` of the cluster a, b, c (no device, no raw), its peers at
