@@ -386,7 +386,16 @@ impl NodeSchedule {
             });
             let cost = view.costs.get(session.intra, JobKind::Full);
             let reserve = self.reserve(view.costs, p.coverage, job);
-            if cost.seconds <= remaining_s && self.bucket.try_take(cost.bytes, reserve, now_s) {
+            // A pair never swept gets its sweep at the start of a round
+            // even where sweeps outlast every round (the meeting then
+            // outlasts it too, and the partner declines its next ones as
+            // busy): re-checks alone would leave it unmeasured for good.
+            let round_s = slot.end_s - slot.start_s;
+            let fits = cost.seconds <= remaining_s
+                || (self.time_of(pair.swept).is_none()
+                    && cost.seconds > round_s
+                    && remaining_s >= 0.5 * round_s);
+            if fits && self.bucket.try_take(cost.bytes, reserve, now_s) {
                 session.job = Some(job);
                 session.charged = cost.bytes;
             } else {

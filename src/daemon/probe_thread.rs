@@ -343,7 +343,7 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
         if longest > round_s && !st.warned_long {
             st.warned_long = true;
             tracing::warn!(
-                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings run re-checks instead while the recent sweeps' median outlasts a round (raise [schedule] round_s, or lower max_size_bytes, max_reps)"
+                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings with pairs already swept run re-checks instead while the recent sweeps' median outlasts a round (raise [schedule] round_s, or lower max_size_bytes, max_reps)"
             );
         }
         let mut sched = shared.schedule();

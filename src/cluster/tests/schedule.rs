@@ -360,6 +360,35 @@ fn a_job_that_does_not_fit_the_round_is_not_started() {
     assert_eq!(p, Plan::Idle(Idle::NoTime));
 }
 
+/// Where a full sweep outlasts every round, a pair never swept still gets
+/// one at the start of a round (and a swept pair a re-check).
+#[test]
+fn a_pair_never_swept_is_swept_even_when_sweeps_outlast_a_round() {
+    let mut c = Cluster::new(4, roomy());
+    let s = c.driving(0, 1, 100);
+    let round_s = s.end_s - s.start_s;
+    c.with_view(s.cycle, |view, n| {
+        let mut costs = *view.costs;
+        costs.intra.full.seconds = 30.0 * round_s;
+        costs.inter.full.seconds = 30.0 * round_s;
+        let view = View {
+            costs: &costs,
+            ..*view
+        };
+        let p = n[0].plan(&view, &s, s.start_s, false);
+        assert!(
+            matches!(
+                p,
+                Plan::Drive {
+                    job: Job::FullSweep(_),
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+    });
+}
+
 #[test]
 fn the_bucket_never_pays_an_estimate_on_credit() {
     // Every node plans every round and every job costs its estimate; over
