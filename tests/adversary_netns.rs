@@ -435,7 +435,9 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     let h = Hosts::new("t", 182, 3, Some("20mbit"));
     let d = Scratch::new("netterm");
     // Slow link, large sizes: a sweep lasts long enough to be caught in it.
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
+    // 1 GB/s: the schedule charges a sweep's bound before it runs, and the
+    // bound of a first sweep to 1 MiB is several GB.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
     let cfgs: Vec<PathBuf> = (0..2)
         .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
         .collect();
