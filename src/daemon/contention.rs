@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use super::admission::DriveClaim;
 use super::config::Config;
-use super::job::{connect, sessions_with, JobCtx, JobError, Meeting};
+use super::job::{connect, measured_first, sessions_with, JobCtx, JobError, Meeting};
 use super::Shared;
 use crate::control::{self, RejectReason, SizePlan, StreamOrder, StreamResult};
 use crate::link::Kind;
-use crate::model::contention::Conflict;
+use crate::model::contention::{Conflict, ContentionFit};
 use crate::probe::contention::{self, ContentionOptions, ContentionResult, MAX_K};
 use crate::transport::multi::Multi;
 
@@ -155,6 +155,57 @@ pub(super) fn planned_bytes(cfg: &Config, k: usize) -> u64 {
         .iter()
         .map(|&b| (b as f64 * LOSS_ALLOWANCE) as u64)
         .sum()
+}
+
+/// The conflict probe over the meetings of a fan-out round, when it is
+/// due and this node is not quiet: for each fan-out kind, over up to
+/// [`MAX_K`] of the partners (each consents to its flows' bytes), its bytes
+/// charged to the round before it runs. Returns the bytes moved.
+pub(super) fn conflict_probe(
+    ctx: &JobCtx<'_>,
+    meetings: &mut [Meeting],
+    plan: &[(Kind, Vec<usize>)],
+    due_s: &mut f64,
+    mut publish: impl FnMut(Kind, ContentionFit),
+) -> u64 {
+    let cfg = ctx.cfg;
+    let now = super::unix_now_s();
+    if cfg.contention.interval_s <= 0.0 || now < *due_s || ctx.shared.quiet() {
+        return 0;
+    }
+    let mut bytes = 0;
+    for (kind, peers) in plan {
+        let k = peers.len().min(MAX_K);
+        let planned = planned_bytes(cfg, k);
+        if !ctx.shared.schedule().node_mut().charge_more(planned, now) {
+            tracing::debug!("conflict probe over {kind}: the budget cannot pay {planned} B now");
+            return bytes;
+        }
+        let Ok(_claim) = DriveClaim::take(ctx.shared) else {
+            return bytes;
+        };
+        let subset = &mut measured_first(meetings, peers)[..k];
+        match contention_job(ctx, *kind, subset) {
+            Ok(r) => {
+                bytes += r.probe_bytes;
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: beta {:.2} ({} B in {:.1} s)",
+                    r.fit.beta.value,
+                    r.probe_bytes,
+                    r.elapsed_ns * 1e-9
+                );
+                publish(*kind, r.fit);
+            }
+            Err(e) => {
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: {e}; at the next fan-out"
+                );
+                return bytes;
+            }
+        }
+    }
+    *due_s = now + cfg.contention.interval_s;
+    bytes
 }
 
 /// A stream order from an operator: stream to the partner over the

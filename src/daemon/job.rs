@@ -446,6 +446,20 @@ fn keep_alive<R>(conns: &mut [(&mut Connection, u64)], work: impl FnOnce() -> R)
     }
 }
 
+/// Put the meetings of `peers` first (in their order) and return them.
+pub(super) fn measured_first<'m>(
+    meetings: &'m mut [Meeting],
+    peers: &[usize],
+) -> &'m mut [Meeting] {
+    meetings.sort_by_key(|m| {
+        peers
+            .iter()
+            .position(|&p| p == m.peer)
+            .unwrap_or(usize::MAX)
+    });
+    &mut meetings[..peers.len()]
+}
+
 /// The 1:P−P:1 pattern over `kind` across the accepted meetings: one
 /// session with each (udp: its standing responder; rdma: a queue pair to
 /// each). The caller holds the claim to drive.

@@ -33,11 +33,11 @@ use crossbeam_channel::Sender;
 use netgauge::{flags, EntryData};
 
 use super::config::Config;
-use super::contention::{contention_job, planned_bytes};
+use super::contention::conflict_probe;
 use super::costs::Costs;
 use super::job::{
-    self, connect, decline_of, fanout_plan, full_sweep, recheck, recheck_sizes, JobCtx, JobError,
-    Meeting, Target,
+    self, connect, decline_of, fanout_plan, full_sweep, measured_first, recheck, recheck_sizes,
+    JobCtx, JobError, Meeting, Target,
 };
 use super::publisher::Outcome as Publish;
 use super::sched::PeerPhase;
@@ -51,7 +51,6 @@ use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan, Purpo
 use crate::control::{ClusterKey, ConnConfig, SizePlan};
 use crate::link::Kind;
 use crate::model::fit::size_points;
-use crate::probe::contention::MAX_K;
 use crate::transport::kind::PeerEndpoint;
 
 /// A job ends within this (its waits all have deadlines; this bounds how
@@ -707,76 +706,24 @@ fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
             },
         );
         shared.schedule().set_costs(st.costs.table());
-        bytes += conflict_probe(ctx, st, &mut meetings, &plan);
+        let tx = st.tx;
+        bytes += conflict_probe(
+            ctx,
+            &mut meetings,
+            &plan,
+            &mut st.next_contention_s,
+            |kind, fit| {
+                let _ = tx.send(Publish::Contention {
+                    transport: kind.name().to_string(),
+                    fit: Box::new(fit),
+                });
+            },
+        );
     }
     for m in meetings {
         m.done(round);
     }
     record(Outcome::FannedOut { peers: n, bytes });
-}
-
-/// The conflict probe over the meetings of a fan-out round, when it is
-/// due and this node is not quiet: for each fan-out kind, over up to
-/// [`MAX_K`] of the partners (each consents to its flows' bytes), its bytes
-/// charged to the round before it runs. Returns the bytes moved.
-fn conflict_probe(
-    ctx: &JobCtx<'_>,
-    st: &mut State<'_>,
-    meetings: &mut [Meeting],
-    plan: &[(Kind, Vec<usize>)],
-) -> u64 {
-    let cfg = ctx.cfg;
-    let now = unix_now_s();
-    if cfg.contention.interval_s <= 0.0 || now < st.next_contention_s || ctx.shared.quiet() {
-        return 0;
-    }
-    let mut bytes = 0;
-    for (kind, peers) in plan {
-        let k = peers.len().min(MAX_K);
-        let planned = planned_bytes(cfg, k);
-        if !ctx.shared.schedule().node_mut().charge_more(planned, now) {
-            tracing::debug!("conflict probe over {kind}: the budget cannot pay {planned} B now");
-            return bytes;
-        }
-        let Ok(_claim) = super::admission::DriveClaim::take(ctx.shared) else {
-            return bytes;
-        };
-        let subset = &mut measured_first(meetings, peers)[..k];
-        match contention_job(ctx, *kind, subset) {
-            Ok(r) => {
-                bytes += r.probe_bytes;
-                tracing::info!(
-                    "conflict probe over {kind} with {k} peers: beta {:.2} ({} B in {:.1} s)",
-                    r.fit.beta.value,
-                    r.probe_bytes,
-                    r.elapsed_ns * 1e-9
-                );
-                let _ = st.tx.send(Publish::Contention {
-                    transport: kind.name().to_string(),
-                    fit: Box::new(r.fit),
-                });
-            }
-            Err(e) => {
-                tracing::info!(
-                    "conflict probe over {kind} with {k} peers: {e}; at the next fan-out"
-                );
-                return bytes;
-            }
-        }
-    }
-    st.next_contention_s = now + cfg.contention.interval_s;
-    bytes
-}
-
-/// Put the meetings of `peers` first (in their order) and return them.
-fn measured_first<'m>(meetings: &'m mut [Meeting], peers: &[usize]) -> &'m mut [Meeting] {
-    meetings.sort_by_key(|m| {
-        peers
-            .iter()
-            .position(|&p| p == m.peer)
-            .unwrap_or(usize::MAX)
-    });
-    &mut meetings[..peers.len()]
 }
 
 /// The targets' and the schedule's status as the status file shows them.
