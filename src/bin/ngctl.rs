@@ -19,11 +19,10 @@ use netgauged::report;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
 
+#[path = "ngctl/cluster.rs"]
+mod cluster;
 #[path = "ngctl/contention.rs"]
 mod contention;
-#[path = "ngctl/progress.rs"]
-mod progress;
-use progress::{note, progress_bar};
 
 #[derive(Parser)]
 #[command(name = "ngctl", version, about = "netgauged operator tool")]
@@ -43,10 +42,6 @@ fn kind_parser() -> impl TypedValueParser<Value = Kind> {
 
 fn clock_parser() -> impl TypedValueParser<Value = ClockChoice> {
     PossibleValuesParser::new(ClockChoice::ALL.map(ClockChoice::name)).try_map(|s| s.parse())
-}
-
-fn format_parser() -> impl TypedValueParser<Value = Format> {
-    PossibleValuesParser::new(Format::ALL.map(Format::name)).try_map(|s| s.parse::<Format>())
 }
 
 /// Options of `--transport raw`.
@@ -73,8 +68,7 @@ struct VerbsFlags {
     #[arg(long, default_value_t = 16 * 1024)]
     eager_max: usize,
     /// rdma: largest inline write. Default: 0 on software devices (rxe, siw:
-    /// their inline path is a copy in the kernel, and perftest turns it off
-    /// there too), 256 B otherwise.
+    /// a copy in the kernel, as perftest does), 256 B otherwise.
     #[arg(long)]
     inline_max: Option<u32>,
 }
@@ -117,6 +111,12 @@ enum Cmd {
     Export(ExportFlags),
     /// Show every entry of the shared-memory segment.
     Dump(SegmentFlags),
+    /// Hold this node quiet (no probes, sessions declined) until resumed (root).
+    Quiet(cluster::QuietFlags),
+    /// Let go of `ngctl quiet` as --name, or for every holder (root).
+    Resume(cluster::QuietFlags),
+    /// Node×node (or group×group) matrices of EEL, g, G and bandwidth.
+    Matrix(cluster::MatrixFlags),
     /// Bandwidth sharing once: penalties of k flows out, in and both at once.
     Contention(contention::ContentionFlags),
     /// Effective bisection bandwidth of the daemons' nodes (random matchings).
@@ -245,7 +245,7 @@ impl ProbeFlags {
             kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,
-            verbs: f.verbs.into(), publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())) }),
+            verbs: f.verbs.into(), publish: f.publish.then(|| shm(f.shm)) }),
         )
     }
 }
@@ -282,7 +282,7 @@ struct PredictFlags {
 
 #[derive(clap::Args, Clone, Debug)]
 struct ExportFlags {
-    #[arg(long, value_parser = format_parser())]
+    #[arg(long, value_parser = PossibleValuesParser::new(Format::ALL.map(Format::name)).try_map(|s| s.parse::<Format>()))]
     format: Format,
     /// Segment file (default $NETGAUGE_SEGMENT or /run/netgauged/segment).
     #[arg(long)]
@@ -312,20 +312,7 @@ struct ExportFlags {
 }
 
 fn main() -> ExitCode {
-    // A reader that stops early (`ngctl dump | head`) ends ngctl quietly, as
-    // it does any Unix filter, instead of a panic in println!.
-    // SAFETY: called before any other thread exists; SIG_DFL is a valid
-    // disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    report::init_terminal();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -335,15 +322,19 @@ fn main() -> ExitCode {
     }
 }
 
+fn shm(flag: Option<String>) -> String {
+    ops::shm_path(flag.as_deref())
+}
+
 fn run(cli: Cli) -> Result<()> {
     let clock = cli.clock;
     match cli.cmd {
         Cmd::Clock { json, long } => print!("{}", report::clock(&ops::clock(clock, long)?, json)?),
-        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut |n| note(&n))?,
+        Cmd::Serve(f) => ops::serve(&f.args(clock), &mut |n| report::eprint_note(&n))?,
         Cmd::Probe(f) => {
             let (json, raw) = (f.json, f.raw);
             let a = f.args(clock)?;
-            let (mut bar, mut note) = progress_bar(json);
+            let (mut bar, mut note) = report::progress_bar(json);
             let out = ops::probe(&a, &mut bar, &mut note);
             bar.0.finish_and_clear();
             if let Some(o) = out? {
@@ -351,17 +342,14 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Fit(f) => {
-            let to = (ops::shm_path(f.shm.as_deref()), f.peer, f.transport);
+            let to = (shm(f.shm), f.peer, f.transport);
             let a = options!(f => FitArgs { file; publish: f.publish.then_some(to) });
-            let (r, x, sizes) = ops::refit(&a, &mut |n| note(&n))?;
+            let (r, x, sizes) = ops::refit(&a, &mut |n| report::eprint_note(&n))?;
             print!("{}", report::refit(&r, x.as_ref(), &a.file, sizes, f.json)?);
         }
-        Cmd::Dump(f) => {
-            let d = ops::dump(&ops::shm_path(f.shm.as_deref()))?;
-            print!("{}", report::dump(&d, f.json)?);
-        }
+        Cmd::Dump(f) => print!("{}", report::dump(&ops::dump(&shm(f.shm))?, f.json)?),
         Cmd::Status(f) => {
-            let st = ops::status(&ops::shm_path(f.shm.as_deref()))?;
+            let st = ops::status(&shm(f.shm))?;
             print!("{}", report::status(&st, f.json)?);
             st.check_alive()?;
         }
@@ -370,6 +358,9 @@ fn run(cli: Cli) -> Result<()> {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, json)?);
         }
+        Cmd::Quiet(f) => f.quiet()?,
+        Cmd::Resume(f) => f.resume()?,
+        Cmd::Matrix(f) => f.run()?,
         Cmd::Contention(f) => f.run(clock)?,
         Cmd::Ebb(f) => f.run()?,
         Cmd::Overlap(f) => f.run(clock)?,

@@ -83,7 +83,7 @@ pub struct ContentionFlags {
 impl ContentionFlags {
     pub fn run(self, clock: ClockChoice) -> Result<()> {
         let (json, raw) = (self.json, self.raw);
-        let (mut bar, mut note) = super::progress_bar(json);
+        let (mut bar, mut note) = report::progress_bar(json);
         let out = ops::contention(&self.args(clock)?, &mut bar, &mut note);
         bar.0.finish_and_clear();
         print!("{}", report::contention(&out?, json, raw)?);
@@ -201,7 +201,7 @@ impl OverlapFlags {
             },
             publish: f.publish.map(|p| (ops::shm_path(f.shm.as_deref()), p)),
         };
-        let (mut bar, mut note) = super::progress_bar(f.json);
+        let (mut bar, mut note) = report::progress_bar(f.json);
         let out = ops::overlap(&a, &mut bar, &mut note);
         bar.0.finish_and_clear();
         print!("{}", report::overlap(&out?, f.json)?);
