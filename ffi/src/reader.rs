@@ -162,6 +162,11 @@ impl Reader {
         if total > size {
             return Err(ReaderError::Invalid("file shorter than its declared size"));
         }
+        // A 1.2 segment's hot table lies after total_bytes.
+        let total = view::bytes_to_map(total, size, |off| sys::read_u64_at(&file, off))?;
+        if total > size {
+            return Err(ReaderError::Invalid("file shorter than its declared size"));
+        }
         let len = usize::try_from(total).map_err(|_| ReaderError::Invalid("file too large"))?;
         let map = Mapping::map(&file, len, false)?;
         let seg = Seg::new(map).map_err(ReaderError::Invalid)?;
@@ -324,18 +329,32 @@ impl Reader {
         self.check_entry(p)
     }
 
+    /// Parameters of entry `idx` of copy `c` and the index of the range
+    /// used: from the hot table when the segment has one (ABI 1.2), else
+    /// from the entry.
+    #[inline]
+    fn params_at(
+        seg: &Seg,
+        c: usize,
+        idx: usize,
+        msg_bytes: u64,
+    ) -> Result<(Params, usize), LookupError> {
+        if idx >= Self::count(seg, c)? {
+            return Err(LookupError::NotFound);
+        }
+        match seg.hot(c, idx) {
+            Some(h) => view::read_hot_params_at(h, msg_bytes),
+            None => view::read_params_at(seg.entry(c, idx).ok_or(LookupError::Invalid)?, msg_bytes),
+        }
+    }
+
     /// The fast path: like [`Reader::lookup`] for an index from
-    /// [`Reader::index`].
+    /// [`Reader::index`]. On an ABI 1.2 segment it reads the entry's
+    /// hot-table record (3 cache lines, contiguous for all entries).
     #[inline]
     pub fn lookup_index(&self, idx: usize, msg_bytes: u64) -> Result<Params, LookupError> {
         self.check_heartbeat()?;
-        let p = self.read(|seg, c| {
-            if idx >= Self::count(seg, c)? {
-                return Err(LookupError::NotFound);
-            }
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            view::read_params(e, msg_bytes)
-        })?;
+        let (p, _) = self.read(|seg, c| Self::params_at(seg, c, idx, msg_bytes))?;
         self.check_entry(p)
     }
 
@@ -539,12 +558,12 @@ impl Reader {
     ) -> Result<(Params, ParamsStatus), LookupError> {
         self.check_heartbeat()?;
         let (p, st) = self.read(|seg, c| {
-            if idx >= Self::count(seg, c)? {
-                return Err(LookupError::NotFound);
-            }
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            let (p, ri) = view::read_params_at(e, msg_bytes)?;
-            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+            let (p, ri) = Self::params_at(seg, c, idx, msg_bytes)?;
+            let st = match seg.hot(c, idx) {
+                Some(h) => view::read_hot_status(h, ri),
+                None => view::read_status(seg.entry_ext(c, idx), ri),
+            };
+            Ok((p, st))
         })?;
         self.check_entry(p).map(|p| (p, st))
     }

@@ -268,6 +268,19 @@ pub(crate) fn check_entry(d: &EntryData) -> Result<(u32, [u64; 8], [u64; 2]), &'
     Ok((fl, peer, transport))
 }
 
+/// Writes one protocol range (relaxed stores).
+pub(crate) fn store_range(raw: &RangeRaw, r: &RangeData) {
+    let st = |w: &AtomicU64, v: f64| w.store(v.to_bits(), Relaxed);
+    raw.from_bytes.store(r.from_bytes, Relaxed);
+    raw.to_bytes.store(r.to_bytes, Relaxed);
+    st(&raw.g_ns, r.g_ns);
+    st(&raw.big_g_ns_per_byte, r.G_ns_per_byte);
+    st(&raw.o_s_ns, r.o_s_ns);
+    st(&raw.o_r_ns, r.o_r_ns);
+    st(&raw.big_o_s_ns_per_byte, r.O_s_ns_per_byte);
+    st(&raw.big_o_r_ns_per_byte, r.O_r_ns_per_byte);
+}
+
 /// Writes a checked entry into `e` and, on an ABI 1.1 segment, its
 /// extension into `x` (relaxed stores; the caller publishes).
 pub(crate) fn encode_entry(
@@ -301,14 +314,7 @@ pub(crate) fn encode_entry(
     store_words(&e.peer, peer);
     store_words(&e.transport, transport);
     for (raw, r) in e.ranges.iter().zip(&d.ranges) {
-        raw.from_bytes.store(r.from_bytes, Relaxed);
-        raw.to_bytes.store(r.to_bytes, Relaxed);
-        st(&raw.g_ns, r.g_ns);
-        st(&raw.big_g_ns_per_byte, r.G_ns_per_byte);
-        st(&raw.o_s_ns, r.o_s_ns);
-        st(&raw.o_r_ns, r.o_r_ns);
-        st(&raw.big_o_s_ns_per_byte, r.O_s_ns_per_byte);
-        st(&raw.big_o_r_ns_per_byte, r.O_r_ns_per_byte);
+        store_range(raw, r);
     }
     for (raw, (p, o, rtt)) in e.curve.iter().zip(&d.curve) {
         raw.peers.store(u64::from(*p), Relaxed);
