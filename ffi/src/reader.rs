@@ -331,8 +331,10 @@ impl Reader {
 
     /// Parameters of entry `idx` of copy `c` and the index of the range
     /// used: from the hot table when the segment has one (ABI 1.2), else
-    /// from the entry.
-    #[inline]
+    /// from the entry. Always inlined: out of line, the C index functions
+    /// receive the 150-byte answer through memory and copy it on, which
+    /// costs more than the lookup itself (bench/segment/README.md).
+    #[inline(always)]
     fn params_at(
         seg: &Seg,
         c: usize,
