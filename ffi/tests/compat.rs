@@ -231,6 +231,15 @@ const QUERIES_1_1: &[(&str, &str, u64)] = &[
     ("", "raw", 1),
 ];
 
+/// Questions about the segment the probe program writes.
+const QUERIES_PROBE: &[(&str, &str, u64)] = &[
+    ("n0", "rdma", 0),
+    ("n1", "udp", 2500),
+    ("n2", "udp", 1),
+    ("n2", "rdma", 1 << 40),
+    ("zz", "rdma", 1),
+];
+
 #[test]
 fn reader_1_0_reads_a_1_2_segment() {
     old_reader_reads_a_1_2_segment(baseline(), "compat-a");
@@ -484,13 +493,7 @@ fn reader_1_2_reads_a_1_0_segment() {
     }
     // A 1.0 reader and this one agree on the 1.0 segment, question by
     // question.
-    let queries: &[(&str, &str, u64)] = &[
-        ("n0", "rdma", 0),
-        ("n1", "udp", 2500),
-        ("n2", "udp", 1),
-        ("n2", "rdma", 1 << 40),
-        ("zz", "rdma", 1),
-    ];
+    let queries = QUERIES_PROBE;
     let mut r = r;
     r.set_stale_after_ns(600_000_000_000);
     assert_eq!(probe_read(b, &p.0, queries), answers_1_0(&r, queries));
@@ -540,14 +543,10 @@ fn reader_1_2_reads_a_1_1_segment() {
             }
         }
     }
-    let queries: &[(&str, &str, u64)] = &[
-        ("n0", "rdma", 0),
-        ("n1", "udp", 2500),
-        ("n2", "udp", 1),
-        ("n2", "rdma", 1 << 40),
-        ("zz", "rdma", 1),
-    ];
-    assert_eq!(probe_read(b, &p.0, queries), answers_1_0(&r, queries));
+    assert_eq!(
+        probe_read(b, &p.0, QUERIES_PROBE),
+        answers_1_0(&r, QUERIES_PROBE)
+    );
     // This crate's writer replaces the 1.1 segment with a 1.2 one (a new
     // inode); the reader of the old one keeps its mapping and answers.
     drop(child.stdin.take());

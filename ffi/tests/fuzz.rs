@@ -129,6 +129,15 @@ fn write_case(path: &std::path::Path, bytes: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Writes `bytes` to `p` and opens a reader of it without the heartbeat
+/// rule.
+fn open_case(p: &TmpPath, bytes: &[u8]) -> Reader {
+    write_case(&p.0, bytes);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    r
+}
+
 #[test]
 fn random_corruptions_and_truncations_never_crash() {
     let good = valid_segment();
@@ -477,12 +486,7 @@ fn each_structural_extension_field_is_validated() {
     let meta_ext = c + x.meta_ext_offset;
     let rd = |b: &[u8], off: usize| u64::from_le_bytes(b[off..off + 8].try_into().unwrap());
     let p = TmpPath::new("fuzzext");
-    let open = |b: &[u8]| {
-        write_case(&p.0, b);
-        let mut r = Reader::open(&p.0).unwrap();
-        r.set_stale_after_ns(0);
-        r
-    };
+    let open = |b: &[u8]| open_case(&p, b);
     // The 1.0 answers a corruption of the extension must leave alone.
     let plain = open(&good).lookup("node002", "rdma", 100).unwrap();
     let plain_k = derived_k(&open(&good).lookup("a", "rdma", 100).unwrap(), 0);
@@ -710,12 +714,7 @@ fn each_structural_hot_field_is_validated() {
     let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
     let copy = (seq & 1) as usize;
     let p = TmpPath::new("fuzzhot");
-    let open = |b: &[u8]| {
-        write_case(&p.0, b);
-        let mut r = Reader::open(&p.0).unwrap();
-        r.set_stale_after_ns(0);
-        r
-    };
+    let open = |b: &[u8]| open_case(&p, b);
     let r = open(&good);
     // "a"/"rdma" is derived_entry(k = 5): ranges [1000 r, 1000 r + 999].
     let idx = r.index("a", "rdma").unwrap();

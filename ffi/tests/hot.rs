@@ -15,17 +15,11 @@ use netgauge::{flags, EntryData, Params, RangeData, RangeField, Reader, SegmentW
 /// between them) and statuses only for those ranges.
 fn entry_n(peer: &str, transport: &str, k: u64, n: usize) -> EntryData {
     let mut d = derived_entry(peer, transport, k);
-    let x = k as f64;
     d.ranges = (0..n as u64)
         .map(|r| RangeData {
             from_bytes: 1000 * r + 100,
             to_bytes: 1000 * r + 899,
-            g_ns: x + 10.0 + r as f64,
-            G_ns_per_byte: x + 20.0 + r as f64,
-            o_s_ns: x + 30.0 + r as f64,
-            o_r_ns: x + 40.0 + r as f64,
-            O_s_ns_per_byte: x + 50.0 + r as f64,
-            O_r_ns_per_byte: x + 60.0 + r as f64,
+            ..derived_range(k, r)
         })
         .collect();
     d.ext.ident.range = [0; MAX_RANGES];

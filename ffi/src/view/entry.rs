@@ -90,27 +90,8 @@ pub(crate) fn read_params_at(e: &EntryRaw, msg_bytes: u64) -> Result<(Params, us
     if msg_bytes < from || msg_bytes > to {
         fl |= flags::EXTRAPOLATED;
     }
-    let p = Params {
-        eel_ns: f(&e.eel_ns),
-        L_ns: f(&e.l_ns),
-        o_s_ns: f(&r.o_s_ns),
-        o_r_ns: f(&r.o_r_ns),
-        g_ns: f(&r.g_ns),
-        G_ns_per_byte: f(&r.big_g_ns_per_byte),
-        O_s_ns_per_byte: f(&r.big_o_s_ns_per_byte),
-        O_r_ns_per_byte: f(&r.big_o_r_ns_per_byte),
-        o_min_ns: f(&e.o_min_ns),
-        o_max_ns: f(&e.o_max_ns),
-        g_f_ns: f(&e.g_f_ns),
-        S_bytes: e.s_bytes.load(Relaxed),
-        range_from_bytes: from,
-        range_to_bytes: to,
-        measured_unix_ns: e.measured_unix_ns.load(Relaxed),
-        samples: e.samples.load(Relaxed),
-        f: e.f.load(Relaxed).min(u64::from(u32::MAX)) as u32,
-        flags: fl,
-    };
-    Ok((p, ri))
+    let fv = e.f.load(Relaxed).min(u64::from(u32::MAX)) as u32;
+    Ok((params_of!(e, r, from, to, fv, fl), ri))
 }
 
 /// The statuses that go with a lookup's [`Params`]: the entry-level word

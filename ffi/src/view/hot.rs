@@ -41,27 +41,8 @@ pub(crate) fn read_hot_params_at(
     if msg_bytes < from || msg_bytes > to {
         fl |= flags::EXTRAPOLATED;
     }
-    let p = Params {
-        eel_ns: f(&h.eel_ns),
-        L_ns: f(&h.l_ns),
-        o_s_ns: f(&r.o_s_ns),
-        o_r_ns: f(&r.o_r_ns),
-        g_ns: f(&r.g_ns),
-        G_ns_per_byte: f(&r.big_g_ns_per_byte),
-        O_s_ns_per_byte: f(&r.big_o_s_ns_per_byte),
-        O_r_ns_per_byte: f(&r.big_o_r_ns_per_byte),
-        o_min_ns: f(&h.o_min_ns),
-        o_max_ns: f(&h.o_max_ns),
-        g_f_ns: f(&h.g_f_ns),
-        S_bytes: h.s_bytes.load(Relaxed),
-        range_from_bytes: from,
-        range_to_bytes: to,
-        measured_unix_ns: h.measured_unix_ns.load(Relaxed),
-        samples: h.samples.load(Relaxed),
-        f: (head >> hot_head::F_SHIFT) as u32,
-        flags: fl,
-    };
-    Ok((p, ri))
+    let fv = (head >> hot_head::F_SHIFT) as u32;
+    Ok((params_of!(h, r, from, to, fv, fl), ri))
 }
 
 /// [`read_status`] from a hot record.

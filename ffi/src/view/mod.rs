@@ -18,6 +18,34 @@ use crate::layout::*;
 use crate::sys::Mapping;
 use crate::types::LookupError;
 
+/// The [`Params`](crate::types::Params) of a lookup from the entry-level
+/// words of `$e` (an [`EntryRaw`] or a [`HotRaw`], which name them alike),
+/// the range record `$r` with its bounds, f and the flags.
+macro_rules! params_of {
+    ($e:expr, $r:expr, $from:expr, $to:expr, $f:expr, $flags:expr) => {
+        Params {
+            eel_ns: f(&$e.eel_ns),
+            L_ns: f(&$e.l_ns),
+            o_s_ns: f(&$r.o_s_ns),
+            o_r_ns: f(&$r.o_r_ns),
+            g_ns: f(&$r.g_ns),
+            G_ns_per_byte: f(&$r.big_g_ns_per_byte),
+            O_s_ns_per_byte: f(&$r.big_o_s_ns_per_byte),
+            O_r_ns_per_byte: f(&$r.big_o_r_ns_per_byte),
+            o_min_ns: f(&$e.o_min_ns),
+            o_max_ns: f(&$e.o_max_ns),
+            g_f_ns: f(&$e.g_f_ns),
+            S_bytes: $e.s_bytes.load(Relaxed),
+            range_from_bytes: $from,
+            range_to_bytes: $to,
+            measured_unix_ns: $e.measured_unix_ns.load(Relaxed),
+            samples: $e.samples.load(Relaxed),
+            f: $f,
+            flags: $flags,
+        }
+    };
+}
+
 mod entry;
 mod ext;
 mod hot;
