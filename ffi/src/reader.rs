@@ -31,6 +31,10 @@
 //! A writer killed while filling a copy never stored the new `seq`, so readers
 //! keep reading the previously published copy, which nobody touches.
 //!
+//! The ABI 1.2 hot table has two copies as well; hot copy `c` is part of
+//! copy `c` (the writer fills an entry's record with the entry), so the
+//! index lookups that read it follow exactly this protocol.
+//!
 //! # Staleness
 //!
 //! The header's heartbeat word holds the writer's CLOCK_REALTIME in ns at its
@@ -135,7 +139,8 @@ impl Reader {
     /// blocks on a FIFO or device), fstat (a regular file owned by one of
     /// `owners`, writable by its owner only, as long as the header says),
     /// the header read with pread and checked against the file's size, and
-    /// only then `mmap(PROT_READ)` of exactly the declared size and the
+    /// only then `mmap(PROT_READ)` of exactly the declared size (on an ABI
+    /// 1.2 segment up to the end of its hot table) and the
     /// full validation; the file is closed again, the mapping stays. Every
     /// failure is an error, never a signal: the mapped length never exceeds
     /// the file, and the writer never shrinks a segment.
