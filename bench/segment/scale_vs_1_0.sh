@@ -11,6 +11,9 @@
 #
 #   flock /tmp/measure.lock bash bench/segment/scale_vs_1_0.sh [OUT_DIR]
 #
+# With NG_SCALE_BUILD_ONLY=1 it only builds into OUT_DIR (outside the lock);
+# a second run with the same OUT_DIR then only times.
+#
 # Needs the git history down to BASE and the crates in the local cargo cache
 # (builds offline).
 set -euo pipefail
@@ -19,6 +22,7 @@ root=$(cd "$here/../.." && pwd)
 BASE=d6ba19db2666acca658a03e5f9267e433a2fbea0
 BASE_1_1=d69c2e800137539a267a98a9ff4b768b5ef3631d
 out=${1:-$(mktemp -d /tmp/ng-scale.XXXXXX)}
+if [ ! -x "$out/target-v12/release/ng-scale-v12" ]; then
 mkdir -p "$out/v10/src" "$out/v11/src" "$out/v12/src"
 git -C "$root" archive --format=tar "$BASE" ffi | tar -x -C "$out/v10"
 git -C "$root" archive --format=tar "$BASE_1_1" ffi | tar -x -C "$out/v11"
@@ -115,6 +119,8 @@ done
 for v in v10 v11 v12; do
     CARGO_TARGET_DIR="$out/target-$v" cargo build --release --offline --quiet --manifest-path "$out/$v/Cargo.toml"
 done
+fi
+[ "${NG_SCALE_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 echo "| peers × transports | lookups over | ABI 1.0 ns | ABI 1.1 ns | ABI 1.2 ns |"
 echo "|---|---|---:|---:|---:|"
