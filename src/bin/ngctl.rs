@@ -306,9 +306,12 @@ struct ExportFlags {
     /// ompi-rules / mpich-json: the lead over the library's own choice ours need.
     #[arg(long, default_value_t = 0.1)]
     margin: f64,
-    /// LogGOPSim time unit: ns (its defaults) or ps (for G below 1 ns/byte).
-    #[arg(long, default_value = "ns")]
-    loggopsim_unit: String,
+    /// LogGOPSim time unit: auto (the coarsest in which nothing rounds away), ns, ps, fs.
+    #[arg(long, default_value = "auto")]
+    loggopsim_unit: export::loggopsim::Unit,
+    /// LogGOPSim: only the flags of the set for this message size, bytes.
+    #[arg(long)]
+    bytes: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -374,7 +377,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Ebb(f) => f.run()?,
         Cmd::Overlap(f) => f.run(clock)?,
         Cmd::Export(f) => {
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit; });
+            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes; });
             print!("{}", export::run(&a)?);
         }
     }

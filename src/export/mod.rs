@@ -1,14 +1,13 @@
 //! `ngctl export`: the segment's parameters in the formats simulators and
 //! MPI libraries already read.
 //!
-//! - `loggopsim`: LogGOPSim's command-line flags `-L -o -g -G -O -S`
-//!   (simulator.ggo: all `int`; times in ns, G and O in ns per byte, S in
-//!   bytes). G of a fast network is below 1 ns/byte and would round to 0,
-//!   so `--loggopsim-unit ps` scales every time to picoseconds (then the
-//!   schedule's compute times must be in ps too).
+//! - `loggopsim`: LogGOPSim's command-line flags `-L -o -g -G -O -S`, one
+//!   set per piece of the model's T(s), in a unit in which nothing rounds
+//!   away ([`loggopsim`]).
 //! - `netgauge`: the columns of Netgauge's `loggp.out` (`# size n PRTT(1,0,s)
 //!   PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)`, times in µs),
-//!   the rows generated from the fitted model at sizes spanning each range.
+//!   the rows generated from the fitted model ([`model`]) at sizes spanning
+//!   each range.
 //! - `smpi`: SimGrid SMPI `--cfg=` options: `smpi/os` and `smpi/or` as
 //!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
 //!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
@@ -29,8 +28,13 @@
 //! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
 //! fixed decision) in the Open MPI file, MPICH's default algorithm in the
 //! JSON (the file has to name one). Only algorithms the library has are
-//! candidates (MPICH has no plain chain broadcast nor a tree barrier).
+//! candidates (MPICH 4.0 has no ring allreduce, plain chain broadcast
+//! nor tree barrier). The MPICH keys stand in the order MPICH evaluates
+//! them: it takes the first sibling that matches, in file order, so
+//! communicator and message sizes ascend numerically, `any` last.
 
+pub mod loggopsim;
+pub mod model;
 mod rules;
 mod simulators;
 
@@ -112,9 +116,11 @@ pub struct ExportArgs {
     /// ompi-rules / mpich-json: how much faster one of our choices must be
     /// predicted to replace the library's own (see `select::choose`).
     pub margin: f64,
-    /// LogGOPSim time unit: "ns" (its defaults) or "ps" (for G below 1
-    /// ns/byte).
-    pub loggopsim_unit: String,
+    /// LogGOPSim time unit ([`loggopsim::Unit::Auto`]: the coarsest that
+    /// carries the model).
+    pub loggopsim_unit: loggopsim::Unit,
+    /// LogGOPSim: the flags of the set for this message size alone.
+    pub bytes: Option<u64>,
 }
 
 /// Render one export of `entry` (with the exchange ranges measured for some
@@ -145,15 +151,13 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     if sizes.is_empty() {
         return Err(bad("--comm-sizes needs at least one size ≥ 1".into()));
     }
+    if args.bytes.is_some() && args.format != Format::Loggopsim {
+        return Err(bad(
+            "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
+        ));
+    }
     Ok(match args.format {
-        Format::Loggopsim => {
-            let ps = match args.loggopsim_unit.as_str() {
-                "ns" => false,
-                "ps" => true,
-                u => return Err(bad(format!("unknown --loggopsim-unit {u:?} (ns or ps)"))),
-            };
-            format!("{}\n", loggopsim(entry, ps))
-        }
+        Format::Loggopsim => loggopsim::render(entry, args.loggopsim_unit, args.bytes)?,
         Format::Netgauge => netgauge_out(entry),
         Format::Smpi => smpi(entry),
         Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &rule_opts)?.render(&format!(

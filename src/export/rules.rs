@@ -67,31 +67,29 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
     }
 }
 
-/// MPICH algorithm container names. MPICH has no plain chain broadcast
-/// (its pipelined tree needs version-specific parameters) nor a tree
-/// barrier: those map to the nearest algorithm it has.
-pub fn mpich_name(a: Algorithm) -> &'static str {
-    match a {
+/// The MPICH 4.0 algorithm container of one of ours, None where MPICH has
+/// no such algorithm: its selection asserts on a name it does not know
+/// (`unrecognized key`), so a close relative is never written in its place.
+/// MPICH 4.0 has no ring allreduce, no plain chain broadcast and no tree
+/// barrier.
+pub fn mpich_name(a: Algorithm) -> Option<&'static str> {
+    Some(match a {
         Algorithm::BcastBinomial => "MPIR_Bcast_intra_binomial",
         Algorithm::BcastScatterRdAllgather => {
             "MPIR_Bcast_intra_scatter_recursive_doubling_allgather"
         }
-        Algorithm::BcastScatterRingAllgather | Algorithm::BcastChain => {
-            "MPIR_Bcast_intra_scatter_ring_allgather"
-        }
+        Algorithm::BcastScatterRingAllgather => "MPIR_Bcast_intra_scatter_ring_allgather",
         Algorithm::AllreduceRecursiveDoubling => "MPIR_Allreduce_intra_recursive_doubling",
         Algorithm::AllreduceRabenseifner => "MPIR_Allreduce_intra_reduce_scatter_allgather",
-        Algorithm::AllreduceRing => "MPIR_Allreduce_intra_ring",
-        Algorithm::BarrierDissemination | Algorithm::BarrierTree => {
-            "MPIR_Barrier_intra_dissemination"
-        }
+        Algorithm::BarrierDissemination => "MPIR_Barrier_intra_dissemination",
         Algorithm::ReduceBinomial => "MPIR_Reduce_intra_binomial",
         Algorithm::ReduceRabenseifner => "MPIR_Reduce_intra_reduce_scatter_gather",
         Algorithm::AllgatherRecursiveDoubling => "MPIR_Allgather_intra_recursive_doubling",
         Algorithm::AllgatherRing => "MPIR_Allgather_intra_ring",
         Algorithm::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
         Algorithm::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
-    }
+        Algorithm::BcastChain | Algorithm::AllreduceRing | Algorithm::BarrierTree => return None,
+    })
 }
 
 /// One message-size rule: from `msg_bytes` upwards use `alg`.
@@ -245,9 +243,7 @@ fn exportable(lib: select::Library, ranks: usize) -> Vec<Algorithm> {
         .into_iter()
         .filter(|a| match lib {
             select::Library::OpenMpi41 => true,
-            select::Library::Mpich40 => {
-                !matches!(a, Algorithm::BcastChain | Algorithm::BarrierTree)
-            }
+            select::Library::Mpich40 => mpich_name(*a).is_some(),
         })
         .filter(|a| {
             ranks.is_power_of_two()
@@ -368,6 +364,44 @@ pub fn ompi_rules(
     Ok(rules)
 }
 
+/// The MPICH leaves of one (collective, communicator size) as (first
+/// size, algorithm name), adjacent equal names merged. Where the choice is
+/// MPICH's own, its default changes at its own thresholds, which need not
+/// be on the grid: each run of the library's own choice is split where
+/// the default's name changes (found by bisection between grid sizes).
+fn mpich_leaves(
+    runs: &[(u64, Option<select::Choice>)],
+    max_bytes: u64,
+    name: impl Fn(u64, &Option<select::Choice>) -> &'static str,
+) -> Vec<(u64, &'static str)> {
+    let mut out: Vec<(u64, &'static str)> = Vec::new();
+    let mut push = |m: u64, n: &'static str| {
+        if out.last().is_none_or(|(_, prev)| *prev != n) {
+            out.push((m, n));
+        }
+    };
+    for (j, (start, c)) in runs.iter().enumerate() {
+        let end = runs.get(j + 1).map_or(max_bytes.saturating_add(1), |r| r.0);
+        let mut at = *start;
+        push(at, name(at, c));
+        // The first size in (at, end) whose name differs, while there is one.
+        while at < end && name(end - 1, c) != name(at, c) {
+            let (mut lo, mut hi) = (at, end - 1);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if name(mid, c) == name(at, c) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            at = hi;
+            push(at, name(at, c));
+        }
+    }
+    out
+}
+
 /// MPICH selection JSON for the given communicator sizes.
 pub fn mpich_json(
     net: &[Params],
@@ -400,7 +434,8 @@ pub fn mpich_json(
             let name = |m: u64, c: &Option<select::Choice>| {
                 c.as_ref()
                     .and_then(|c| c.algorithm())
-                    .map_or_else(|| mpich_default(coll, p as usize, m), mpich_name)
+                    .and_then(mpich_name)
+                    .unwrap_or_else(|| mpich_default(coll, p as usize, m))
             };
             let mut by_msg = Map::new();
             if coll == Collective::Barrier {
@@ -413,13 +448,23 @@ pub fn mpich_json(
                 } else {
                     "avg_msg_size"
                 };
-                // Run j covers [start_j, start_{j+1} − 1]; the last is "any".
-                for (j, (start, c)) in runs.iter().enumerate() {
-                    let k = match runs.get(j + 1) {
-                        Some((next, _)) => format!("{key}<={}", rule_bytes(coll, *next, p) - 1),
+                // Leaf j covers [start_j, start_{j+1} − 1]; the last is "any".
+                let leaves = mpich_leaves(&runs, max_bytes, |m, c| name(m, c));
+                for (j, (_, alg)) in leaves.iter().enumerate() {
+                    let k = match leaves.get(j + 1) {
+                        Some((next, _)) => {
+                            let bound = rule_bytes(coll, *next, p) - 1;
+                            if bound > i32::MAX as u64 {
+                                return Err(bad(format!(
+                                    "MPICH reads message sizes as int: {key}<={bound} is too \
+                                     large (lower --max-bytes or --comm-sizes)"
+                                )));
+                            }
+                            format!("{key}<={bound}")
+                        }
                         None => format!("{key}=any"),
                     };
-                    by_msg.insert(k, leaf(name(*start, c)));
+                    by_msg.insert(k, leaf(alg));
                 }
             }
             // What the chosen algorithms cannot do stays MPICH's: in-place
@@ -469,4 +514,3 @@ pub fn mpich_json(
     }
     Ok(Value::Object(root))
 }
-

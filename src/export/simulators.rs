@@ -7,31 +7,18 @@ use std::fmt::Write as _;
 use netgauge::select::Network;
 use netgauge::EntryData;
 
-/// LogGOPSim flags. `picoseconds` scales every time by 1000.
-pub fn loggopsim(e: &EntryData, picoseconds: bool) -> String {
-    let first = e.ranges.first().cloned().unwrap_or_default();
-    // The bandwidth that matters most for a simulation is that of large
-    // messages: the last range's G.
-    let last = e.ranges.last().cloned().unwrap_or_default();
-    let scale = if picoseconds { 1000.0 } else { 1.0 };
-    let r = |x: f64| (x * scale).round().max(0.0) as i64;
-    let o = 0.5 * (first.o_s_ns + first.o_r_ns);
-    let s = e.S_bytes.unwrap_or(i32::MAX as u64).min(i32::MAX as u64);
-    format!(
-        "-L {} -o {} -g {} -G {} -O {} -S {}",
-        r(e.L_ns.max(0.0)),
-        r(o),
-        r(first.g_ns),
-        r(last.G_ns_per_byte),
-        r(0.5 * (last.O_s_ns_per_byte + last.O_r_ns_per_byte)),
-        s
-    )
-}
+use super::model::{message_ns, pieces};
 
-/// Netgauge loggp.out rows (n = 10) synthesized from the fit.
+/// Netgauge loggp.out rows (n = 10) from the model, at 1 B, the powers
+/// of two and each range's ends. PRTT(1,0,s) = 2·T(s) (the rendezvous
+/// handshake once per message, as the probe measures it); PRTT(n,0,s) adds
+/// n − 1 gaps and PRTT(n,PRTT(1,0,s),s) n − 1 times o_s(s) + PRTT(1,0,s),
+/// so Netgauge's own plot formulas give o_s and the gap back. The L column
+/// is what Netgauge writes there, PRTT(1,0,s)/2 of the first size: EEL.
 pub fn netgauge_out(e: &EntryData) -> String {
     let n = 10u32;
     let nets = e.params();
+    let line = pieces(e);
     let mut s = String::from(
         "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)\n",
     );
@@ -56,17 +43,12 @@ pub fn netgauge_out(e: &EntryData) -> String {
     sizes.sort_unstable();
     sizes.dedup();
     let us = |ns: f64| ns / 1000.0;
+    let eel = message_ns(&line, 1);
     for size in sizes {
         let Ok(p) = nets[..].at(size) else { continue };
-        let k = (size - 1) as f64;
         let o_s = netgauge::line_ns(p.o_s_ns, p.O_s_ns_per_byte, size);
         let o_r = netgauge::line_ns(p.o_r_ns, p.O_r_ns_per_byte, size);
-        let rndv = if p.S_bytes != u64::MAX && size > p.S_bytes {
-            2.0 * p.eel_ns
-        } else {
-            0.0
-        };
-        let prtt1 = 2.0 * (p.L_ns + o_s + o_r + k * p.G_ns_per_byte + rndv);
+        let prtt1 = 2.0 * message_ns(&line, size);
         let gap = p.gap_ns(size);
         let prttn = prtt1 + f64::from(n - 1) * gap;
         let prttd = prtt1 + f64::from(n - 1) * (o_s + prtt1);
@@ -78,7 +60,7 @@ pub fn netgauge_out(e: &EntryData) -> String {
             us(prtt1),
             us(prttn),
             us(prttd),
-            us(p.L_ns),
+            us(eel),
             us(o_s),
             us(o_r),
             us(p.g_ns),
@@ -122,4 +104,3 @@ pub fn smpi(e: &EntryData) -> String {
     }
     s
 }
-
