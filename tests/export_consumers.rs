@@ -76,7 +76,7 @@ fn args(format: Format) -> ExportArgs {
         format,
         shm: None,
         peer: None,
-        transport: "udp".into(),
+        transport: Some("udp".into()),
         comm_sizes: vec![2, 4, 8, 16, 32, 64, 128],
         max_bytes: 4 << 20,
         gamma_ns_per_byte: 0.2,

@@ -46,7 +46,7 @@ fn args(format: Format) -> ExportArgs {
         format,
         shm: None,
         peer: None,
-        transport: "mpi".into(),
+        transport: Some("mpi".into()),
         comm_sizes: vec![2, 4, 8, 64],
         max_bytes: 4 << 20,
         gamma_ns_per_byte: 0.2,

@@ -102,9 +102,10 @@ pub struct ExportArgs {
     pub format: Format,
     /// Segment file (None: $NETGAUGE_SEGMENT or the default).
     pub shm: Option<PathBuf>,
-    /// Peer of the entry (None: the first of the transport).
+    /// Peer of the entry (None: the only one that fits).
     pub peer: Option<String>,
-    pub transport: String,
+    /// Transport of the entry (None: the only one that fits).
+    pub transport: Option<String>,
     /// Communicator sizes of the ompi-rules / mpich-json tables.
     pub comm_sizes: Vec<u32>,
     /// Largest message size the rule tables consider.
@@ -126,6 +127,7 @@ pub struct ExportArgs {
 /// Render one export of `entry` (with the exchange ranges measured for some
 /// communicator sizes, which the rule exports use for those sizes).
 pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
+    check(args)?;
     let net = entry.params();
     if net.is_empty() {
         return Err(bad("the entry has no protocol ranges".into()));
@@ -151,11 +153,6 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     if sizes.is_empty() {
         return Err(bad("--comm-sizes needs at least one size ≥ 1".into()));
     }
-    if args.bytes.is_some() && args.format != Format::Loggopsim {
-        return Err(bad(
-            "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
-        ));
-    }
     Ok(match args.format {
         Format::Loggopsim => loggopsim::render(entry, args.loggopsim_unit, args.bytes)?,
         Format::Netgauge => netgauge_out(entry),
@@ -177,11 +174,27 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     })
 }
 
+/// Flags that contradict each other, refused before anything is read.
+fn check(args: &ExportArgs) -> Result<()> {
+    if args.bytes.is_some() && args.format != Format::Loggopsim {
+        return Err(bad(
+            "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The export of the segment's entry that `args` names.
 pub fn run(args: &ExportArgs) -> Result<String> {
+    check(args)?;
     let shm = args.shm.as_deref();
     let entries = load_entries(shm)?;
-    let entry = find_entry(&entries, shm, args.peer.as_deref(), &args.transport)?;
+    let entry = find_entry(
+        &entries,
+        shm,
+        args.peer.as_deref(),
+        args.transport.as_deref(),
+    )?;
     let exchanges: Vec<(u32, Vec<Params>)> = args
         .comm_sizes
         .iter()

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use netgauge::{Scheme, Status, TransportExt, TransportField};
 use serde_json::{json, Value};
 
-use super::{fmt_ns, pretty};
+use super::{fmt_ns, json_doc, Meta};
 use crate::model::contention::{ContentionFit, Est, Penalty};
 use crate::probe::contention::ContentionResult;
 
@@ -79,7 +79,11 @@ pub fn contention(
         if raw {
             v["raw"] = serde_json::to_value(&r.raw)?;
         }
-        return pretty(&v);
+        let meta = Meta {
+            command: "contention",
+            ..Meta::default()
+        };
+        return json_doc(&meta, &v);
     }
     let mut s = format!(
         "conflict probe over {} peers: {} B messages, {} lost rounds, {} of probes in {}\n",
@@ -100,7 +104,11 @@ pub fn overlap(
     json: bool,
 ) -> Result<String, serde_json::Error> {
     if json {
-        return pretty(r);
+        let meta = Meta {
+            command: "overlap",
+            ..Meta::default()
+        };
+        return json_doc(&meta, r);
     }
     let mut s = format!(
         "CPU overlap (Bell et al.): {} lost rounds, {} of probes\n  {:>8}  {:>11}  {:>11}  {:>11}  {:<22}  {:<22}\n",
@@ -131,7 +139,12 @@ pub fn overlap(
 /// `ngctl ebb`: every round's pairs and distribution, then the overall one.
 pub fn ebb(r: &crate::ops::EbbResult, json: bool) -> Result<String, serde_json::Error> {
     if json {
-        return pretty(r);
+        let meta = Meta {
+            command: "ebb",
+            transport: Some(r.transport.name()),
+            ..Meta::default()
+        };
+        return json_doc(&meta, r);
     }
     let bw = |x: Option<f64>| x.map_or("-".into(), |v| format!("{}/s", super::fmt_bytes(v)));
     let dist = |d: &Option<crate::ops::Distribution>| match d {

@@ -230,7 +230,7 @@ pub fn probe_table(p: &ProbeJson) -> String {
         let fp = l.f_paper.map_or("none".to_string(), |f| f.to_string());
         let _ = writeln!(
             s,
-            "  LogfP f = {f} (RTT(P)/P minimum: {fp}), o_min {}, o_max {}, g {}",
+            "  LogfP f = {f} (RTT(P)/P minimum: {fp})\n    o_min {}, o_max {}, g {}",
             fmt_ns(l.o_min_ns),
             fmt_ns(l.o_max_ns),
             fmt_ns(l.g_ns)
@@ -249,6 +249,11 @@ pub fn probe_table(p: &ProbeJson) -> String {
             p.stability.cause.replace('_', " "),
             p.stability.detail
         );
+    }
+    if p.probe_bytes == 0 && p.probe_messages == 0 {
+        // A re-fit of saved samples, or an entry that does not say.
+        let _ = writeln!(s, "  probe cost: not recorded");
+        return s;
     }
     if p.sizes == 0 {
         // A segment entry: no sweep details are kept.
@@ -270,7 +275,7 @@ pub fn probe_table(p: &ProbeJson) -> String {
     );
     let _ = writeln!(
         s,
-        "  probe cost: {} payload in {} messages over {} sizes, {} ({} lost rounds)",
+        "  probe cost: {} payload in {} messages over {} sizes\n    {}, {} lost rounds",
         fmt_bytes(p.probe_bytes as f64),
         p.probe_messages,
         p.sizes,
