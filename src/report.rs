@@ -169,7 +169,7 @@ fn result(
         return json_doc(meta, &v);
     }
     let mut s = format!("{title}\n");
-    s.push_str(&probe_table(&out));
+    s.push_str(&probe_table_in(&out, how));
     if let Some(x) = exchange {
         s.push_str(&exchange_table(x));
     }
@@ -184,8 +184,8 @@ pub fn probe(o: &ProbeOutput, how: &Output, raw: bool) -> Result<String, serde_j
         v
     });
     let title = format!(
-        "probe over {:?} ({} sizes, {} … {} B):",
-        o.kind,
+        "probe over {} ({} sizes, {} … {} B):",
+        o.kind.name(),
         o.result.samples.len(),
         o.min_size_bytes,
         o.max_size_bytes
@@ -322,7 +322,7 @@ pub fn dump(d: &DumpData, how: &Output) -> Result<String, serde_json::Error> {
             e.samples,
             flag_names(e.flags).join(",")
         );
-        s.push_str(&probe_table(&entry_probe_json(e)));
+        s.push_str(&probe_table_in(&entry_probe_json(e), how));
         s.push_str(&contention::overlap_text(e));
     }
     for (name, t) in &d.transports {
