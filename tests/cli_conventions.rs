@@ -57,6 +57,23 @@ fn segment(name: &str) -> String {
     seg
 }
 
+/// A saved `ngctl probe --transport sim --json --raw`, for `ngctl fit`.
+fn saved_probe(name: &str) -> std::path::PathBuf {
+    let saved = tmp_path("ng-cli", name);
+    let raw = ngctl(&[
+        "probe",
+        "--transport",
+        "sim",
+        "--max-size",
+        "4096",
+        "--json",
+        "--raw",
+    ]);
+    assert!(raw.status.success(), "{}", text(&raw.stderr));
+    std::fs::write(&saved, &raw.stdout).unwrap();
+    saved
+}
+
 #[test]
 fn every_help_fits_80_columns_and_has_an_example() {
     for sub in std::iter::once("").chain(SUBCOMMANDS.iter().copied()) {
@@ -170,17 +187,7 @@ fn every_json_document_follows_the_schema() {
     );
     assert_eq!(p["clock"], "virtual (sim)");
     // The fit of a saved probe follows it too.
-    let saved = tmp_path("ng-cli", "raw.json");
-    let raw = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "4096",
-        "--json",
-        "--raw",
-    ]);
-    std::fs::write(&saved, &raw.stdout).unwrap();
+    let saved = saved_probe("raw.json");
     let out = ngctl(&["fit", saved.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(cli_json(&out.stdout)["command"], "fit");
@@ -277,17 +284,7 @@ fn predict_and_export_take_the_only_entry_or_list_them() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     // A second entry: the choice is listed, exit 5.
-    let saved = tmp_path("ng-cli", "entries-raw.json");
-    let raw = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "4096",
-        "--json",
-        "--raw",
-    ]);
-    std::fs::write(&saved, &raw.stdout).unwrap();
+    let saved = saved_probe("entries-raw.json");
     let out = ngctl(&[
         "fit",
         saved.to_str().unwrap(),
