@@ -87,7 +87,7 @@ pub fn document(meta: &Meta<'_>, body: Value) -> Value {
         Value::Object(b) => {
             for (k, v) in b {
                 // The envelope's values stand; the body fills what it left null.
-                if !m.get(&k).is_some_and(|x| !x.is_null()) {
+                if m.get(&k).is_none_or(|x| x.is_null()) {
                     m.insert(k, v);
                 }
             }
