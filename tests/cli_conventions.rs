@@ -365,8 +365,49 @@ fn csv_quiet_and_plain_logs() {
         .unwrap();
     assert!(!out.stderr.contains(&0x1b), "{}", text(&out.stderr));
     // Tables fit 80 columns.
-    for line in text(&out.stdout).lines() {
-        assert!(line.chars().count() <= 80, "{line:?}");
+    let model = "L=1100,o=300,g=450,G=0.08,S=16384";
+    let outputs = [
+        out.stdout,
+        ngctl(&[
+            "probe",
+            "--transport",
+            "sim",
+            "--model",
+            model,
+            "--max-size",
+            "65536",
+            "-q",
+        ])
+        .stdout,
+        ngctl(&["status", "--shm", &seg]).stdout,
+        ngctl(&[
+            "overlap",
+            "--transport",
+            "sim",
+            "--model",
+            model,
+            "--rounds",
+            "5",
+            "-q",
+        ])
+        .stdout,
+        ngctl(&[
+            "contention",
+            "--transport",
+            "sim",
+            "--model",
+            model,
+            "--rounds",
+            "4",
+            "-q",
+        ])
+        .stdout,
+    ];
+    for o in &outputs {
+        assert!(!o.is_empty());
+        for line in text(o).lines() {
+            assert!(line.chars().count() <= 80, "{line:?}");
+        }
     }
     let _ = std::fs::remove_file(&seg);
     assert!(!Path::new(&seg).exists());
