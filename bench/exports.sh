@@ -73,7 +73,8 @@ for line in open(w + "/loggp.out"):
         c = line.split()
         model[int(c[0])] = float(c[2]) * 1e3 / 2  # T(s) = PRTT(1,0,s)/2, ns
 text = open(w + "/loggopsim.txt").read()
-unit = {"ns": 1.0, "ps": 1e3, "fs": 1e6}[re.search(r"times in (\w+)", text).group(1)]
+u = re.search(r"times in (\d*)(\w+)", text)
+unit = {"ns": 1.0, "ps": 1e3, "fs": 1e6}[u.group(2)] / float(u.group(1) or 1)
 sets = re.findall(r"# sizes (\d+)\.\.(\d+) B.*\n(-L .*)", text)
 def run(goal):
     open(w + "/s.goal", "w").write(goal)

@@ -117,12 +117,7 @@ fn loggopsim_flags_reproduce_the_model_by_its_formula() {
     for e in [sim_entry(), fast_entry()] {
         let sets = loggopsim::flag_sets(&e).unwrap();
         let unit = loggopsim::choose_unit(&sets, Unit::Auto).unwrap();
-        let per_ns = match unit {
-            Unit::Ns => 1.0,
-            Unit::Ps => 1e3,
-            Unit::Fs => 1e6,
-            Unit::Auto => unreachable!(),
-        };
+        let per_ns = unit.per_ns();
         let pieces = model::pieces(&e);
         for (s, i) in sizes_of(&sets) {
             assert!(sets[i].unusable.is_none());
@@ -251,11 +246,7 @@ fn loggopsim_reproduces_the_model_within_one_percent() {
     for e in [sim_entry(), fast_entry()] {
         let sets = loggopsim::flag_sets(&e).unwrap();
         let unit = loggopsim::choose_unit(&sets, Unit::Auto).unwrap();
-        let per_ns = match unit {
-            Unit::Ps => 1e3,
-            Unit::Fs => 1e6,
-            _ => 1.0,
-        };
+        let per_ns = unit.per_ns();
         let pieces = model::pieces(&e);
         println!("{} over {} (unit {}):", e.peer, e.transport, unit.name());
         println!(

@@ -117,7 +117,7 @@ pub struct ExportArgs {
     /// ompi-rules / mpich-json: how much faster one of our choices must be
     /// predicted to replace the library's own (see `select::choose`).
     pub margin: f64,
-    /// LogGOPSim time unit ([`loggopsim::Unit::Auto`]: the coarsest that
+    /// LogGOPSim time unit ([`loggopsim::Unit::Auto`]: the first that
     /// carries the model).
     pub loggopsim_unit: loggopsim::Unit,
     /// LogGOPSim: the flags of the set for this message size alone.

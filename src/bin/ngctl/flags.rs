@@ -260,7 +260,8 @@ pub struct ExportFlags {
     /// need, a fraction (0.1: 10 % faster).
     #[arg(long, default_value_t = 0.1)]
     pub margin: f64,
-    /// LogGOPSim time unit: auto (the coarsest in which nothing rounds away), ns, ps, fs.
+    /// LogGOPSim time unit: auto (the first of ns, ps, 100fs, 10fs, fs, 100ps,
+    /// 10ps in which nothing rounds away), or one of them.
     #[arg(long, default_value = "auto")]
     pub loggopsim_unit: export::loggopsim::Unit,
     /// LogGOPSim: only the flags of the set for this message size, bytes.
