@@ -23,6 +23,9 @@ const SUBCOMMANDS: &[&str] = &[
     "contention",
     "ebb",
     "overlap",
+    "quiet",
+    "resume",
+    "matrix",
     "completions",
     "man",
 ];

@@ -2,7 +2,6 @@
 //! `netgauged::ops`, the operation, and the strings `netgauged::report`
 //! makes of its result, printed.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +13,8 @@ use netgauged::ops::{self, exit, FitArgs, OpsError};
 use netgauged::predict::{self, PredictArgs};
 use netgauged::report;
 
+#[path = "ngctl/cluster.rs"]
+mod cluster;
 #[path = "ngctl/contention.rs"]
 mod contention;
 #[path = "ngctl/flags.rs"]
@@ -96,6 +97,17 @@ enum Cmd {
     /// Show every entry of the shared-memory segment.
     #[command(after_help = "Example:\n  ngctl dump --json")]
     Dump(SegmentFlags),
+    /// Hold this node quiet (no probes, sessions declined) until resumed (root).
+    #[command(after_help = "Example:\n  ngctl quiet --name job4711 --for 2h")]
+    Quiet(cluster::QuietFlags),
+    /// Let go of `ngctl quiet` as --name, or for every holder (root).
+    #[command(after_help = "Example:\n  ngctl resume --name job4711")]
+    Resume(cluster::QuietFlags),
+    /// Node×node (or group×group) matrices of EEL, g, G and bandwidth.
+    #[command(
+        after_help = "Examples:\n  ngctl matrix --nodes 'node[001-128]' --topology topology.conf\n  ngctl matrix --segments seg1 seg2 --csv"
+    )]
+    Matrix(cluster::MatrixFlags),
     /// Bandwidth sharing once: penalties of k flows out, in and both at once.
     #[command(after_help = "Example:\n  ngctl contention --transport sim")]
     Contention(contention::ContentionFlags),
@@ -122,21 +134,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    // A reader that stops early (`ngctl dump | head`) ends ngctl quietly, as
-    // it does any Unix filter, instead of a panic in println!.
-    // SAFETY: called before any other thread exists; SIG_DFL is a valid
-    // disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    report::init_terminal();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
@@ -147,6 +145,15 @@ fn main() -> ExitCode {
             )
         }
     }
+}
+
+/// Refuses `--json` and `--csv` for a command that prints a sentence.
+fn text_only(out: &Out, command: &str) -> Result<()> {
+    no_csv(out, command)?;
+    if out.json {
+        return Err(OpsError::Usage(format!("--json: {command} prints a sentence")).into());
+    }
+    Ok(())
 }
 
 /// Refuses `--csv` for a command that has no rows to print.
@@ -204,6 +211,9 @@ fn run(cli: Cli) -> Result<()> {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, &out.report())?);
         }
+        Cmd::Quiet(f) => f.quiet(&out)?,
+        Cmd::Resume(f) => f.resume(&out)?,
+        Cmd::Matrix(f) => f.run(&out)?,
         Cmd::Contention(f) => f.run(clock, &out)?,
         Cmd::Ebb(f) => f.run(&out)?,
         Cmd::Overlap(f) => f.run(clock, &out)?,

@@ -5,6 +5,7 @@
 //! writes to stderr as it goes) are handed to the caller's callbacks as
 //! [`Note`]s.
 
+mod cluster;
 mod contention;
 mod ebb;
 mod overlap;
@@ -14,6 +15,7 @@ mod serve;
 
 pub use crate::probe::contention::ContentionOptions;
 pub use crate::probe::overlap::OverlapOptions;
+pub use cluster::{matrix, parse_duration, quiet, resume, MatrixArgs, MatrixData, MATRIX_TIMEOUT};
 pub use contention::{contention, default_options, parse_schemes, ContentionArgs, Servers};
 pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
 pub use overlap::{overlap, OverlapArgs};
@@ -175,6 +177,8 @@ pub enum OpsError {
     NotBuilt(#[from] crate::transport::kind::NotBuilt),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Quiet(#[from] crate::daemon::quiet::QuietError),
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Mpi(#[from] crate::probe::ranks::MpiProbeError),

@@ -2,13 +2,11 @@
 //! main file stays clap definitions and dispatch): the shared output flags,
 //! the progress bar and notes on stderr, and the man pages.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use netgauged::ops::Note;
 use netgauged::report;
-use netgauged::sweep::Progress;
 
 /// The output flags every subcommand shares.
 #[derive(Clone, Copy, Debug)]
@@ -35,27 +33,16 @@ impl Out {
     }
 
     /// The progress bar (on a terminal, for tables, unless quiet), and the
-    /// notes that go to stderr above it.
-    pub fn progress_bar(&self) -> (Bar, impl FnMut(Note)) {
-        let bar = if self.json || self.csv || self.quiet || !std::io::stderr().is_terminal() {
-            indicatif::ProgressBar::hidden()
-        } else {
-            indicatif::ProgressBar::new(1).with_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} sizes {pos}/{len} {bar:30} {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            )
-        };
-        let out = *self;
-        (Bar(bar.clone()), move |n: Note| {
-            bar.suspend(|| out.note(&n))
-        })
+    /// notes that go to stderr above it (none when quiet).
+    pub fn progress_bar(&self) -> (report::Bar, impl FnMut(Note)) {
+        report::progress_bar(self.json || self.csv, self.quiet)
     }
 
     /// A note, to stderr unless quiet.
     pub fn note(&self, n: &Note) {
-        self.say(&report::note(n));
+        if !self.quiet {
+            report::eprint_note(n);
+        }
     }
 
     /// A line to stderr unless quiet.
@@ -63,17 +50,6 @@ impl Out {
         if !self.quiet {
             eprintln!("{line}");
         }
-    }
-}
-
-/// The sweep's progress on a terminal.
-pub struct Bar(pub indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn sizes(&mut self, done: usize, total: usize, size_bytes: u64) {
-        self.0.set_length(total as u64);
-        self.0.set_position(done as u64);
-        self.0.set_message(format!("{size_bytes} B"));
     }
 }
 

@@ -4,11 +4,15 @@
 //! clock, and the notes operations report as they run. Functions return
 //! strings; the binary prints them.
 
+mod cluster;
 mod contention;
+mod progress;
 
+pub use cluster::{matrix, quiet_file};
 pub use contention::{
     contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
 };
+pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
 use std::fmt::Write as _;
 
@@ -374,6 +378,12 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
             d.uptime_s,
             serde_json::to_value(d.control_rejects)?
         );
+        if let Some(sc) = &d.schedule {
+            cluster::schedule_lines(&mut s, sc);
+        }
+        if let Some(q) = &d.quiet {
+            cluster::quiet_line(&mut s, q, st.now_unix_ns);
+        }
         for p in &d.peers {
             let last = p.last_probe_unix_ns.map_or("never".to_string(), |t| {
                 format!("{:.0} s ago", st.now_unix_ns.saturating_sub(t) as f64 / 1e9)
