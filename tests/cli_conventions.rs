@@ -336,28 +336,21 @@ fn csv_quiet_and_plain_logs() {
     let row: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(&row[..3], &["sim", "sim", "1"]);
     // -q: the published note is not written; without it, it is.
-    let loud = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "1024",
-        "--publish",
-        "--shm",
-        &seg,
-    ]);
-    assert!(text(&loud.stderr).contains("published"));
-    let quiet = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "1024",
-        "--publish",
-        "--shm",
-        &seg,
-        "-q",
-    ]);
+    let publish = |extra: &[&str]| {
+        let mut args = vec![
+            "probe",
+            "--transport",
+            "sim",
+            "--max-size",
+            "1024",
+            "--publish",
+        ];
+        args.extend(["--shm", &seg]);
+        args.extend(extra);
+        ngctl(&args)
+    };
+    assert!(text(&publish(&[]).stderr).contains("published"));
+    let quiet = publish(&["-q"]);
     assert!(quiet.status.success());
     assert!(quiet.stderr.is_empty(), "{}", text(&quiet.stderr));
     // A log that is not a terminal has no colour codes.
