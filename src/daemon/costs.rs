@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::config::Config;
 use super::{job, recheck_plan};
 use crate::cluster::schedule::{Cost, CostTable, JobCosts, JobKind};
+use crate::sweep::cost::{self, LinkEstimate};
 
 /// Recent runs kept per (link kind, job kind) for the estimates.
 const COST_RUNS: usize = 8;
@@ -20,11 +21,11 @@ const COST_MARGIN: f64 = 1.25;
 const COST_MAX_AGE_ROUNDS: f64 = 30.0;
 
 /// The estimates the schedule charges before a job runs: until the node
-/// has run a job of a kind (or when its runs are old), a bound from its
+/// has run a job of a kind (or when its runs are old), the plan from its
 /// settings (bytes at most the bucket's burst); then the largest bytes of
 /// its recent runs and their median time, with a margin.
 pub(super) struct Costs {
-    bound: CostTable,
+    planned: CostTable,
     runs: HashMap<(bool, JobKind), VecDeque<(Instant, Cost)>>,
     max_age: Duration,
 }
@@ -35,14 +36,20 @@ impl Costs {
         let sweep = job::sweep_options(cfg, super::FALLBACK).sweep;
         let plan = recheck_plan();
         let cap = |b: f64| b.min(burst).max(1.0) as u64;
-        // Its time is not known before a first sweep: half a round.
+        // Before a first job: the sweep's planned cost over a link like a
+        // 1 Gbit/s one (`sweep::cost::plan`), not its worst-case bound,
+        // which is several GB for sweeps to 1 MiB and would hold the first
+        // sweep back for minutes of budget. A measured job replaces it.
+        let link = LinkEstimate::default();
+        let planned = cost::plan(&sweep, &link);
         let full = Cost {
-            bytes: cap(payload_bound(&sweep, &sweep.initial_sizes()) * kinds as f64),
-            seconds: 0.5 * cfg.schedule.round_s,
+            bytes: cap(planned.bytes as f64 * kinds as f64),
+            seconds: planned.seconds * kinds as f64,
         };
+        let checked = cost::plan_sizes(&plan.sweep_config(&sweep), &plan.sizes_bytes, &link);
         let recheck = Cost {
-            bytes: cap(payload_bound(&plan.sweep_config(&sweep), &plan.sizes_bytes) * kinds as f64),
-            seconds: 0.0,
+            bytes: cap(checked.bytes as f64 * kinds as f64),
+            seconds: checked.seconds * kinds as f64,
         };
         let per = JobCosts { full, recheck };
         let fanout = Cost {
@@ -50,7 +57,7 @@ impl Costs {
             seconds: 0.0,
         };
         Costs {
-            bound: CostTable {
+            planned: CostTable {
                 intra: per,
                 inter: per,
                 fanout,
@@ -79,7 +86,7 @@ impl Costs {
             .map(|&(_, c)| c)
             .collect();
         if recent.is_empty() {
-            return self.bound.get(intra, kind);
+            return self.planned.get(intra, kind);
         }
         let bytes = recent.iter().map(|c| c.bytes).max().unwrap_or(0);
         let mut secs: Vec<f64> = recent.iter().map(|c| c.seconds).collect();
@@ -101,21 +108,4 @@ impl Costs {
             fanout: self.get(false, JobKind::Fanout),
         }
     }
-}
-
-/// Payload of measuring `sizes` with `cfg` at most: every size at its
-/// most repetitions, each a settled single message and two bursts of
-/// `n_max` (a bound: the sweep chooses n per size, most far smaller, and
-/// stops repeating once its estimates are tight), plus the warm-ups.
-fn payload_bound(cfg: &crate::sweep::SweepConfig, sizes: &[u64]) -> f64 {
-    let per_rep = 2.0 * f64::from(cfg.settle_rounds + 1) + 2.0 * f64::from(cfg.n_max + 1);
-    let warm = f64::from(cfg.warmup) * (2.0 + f64::from(cfg.n.max(2) + 1));
-    sizes
-        .iter()
-        .map(|&s| {
-            let reps = f64::from(cfg.max_reps.max(cfg.min_reps));
-            s as f64 * (reps * per_rep + warm)
-        })
-        .sum::<f64>()
-        + 3.0 * 2.0 * cfg.max_size_bytes as f64
 }
