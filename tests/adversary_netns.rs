@@ -165,7 +165,7 @@ fn dump(dir: &Path, i: usize) -> Option<serde_json::Value> {
         .ok()?;
     out.status
         .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())?
+        .then(|| Some(common::cli_json(&out.stdout)))?
 }
 
 fn entry(dir: &Path, i: usize, peer: usize, transport: &str) -> Option<serde_json::Value> {

@@ -210,7 +210,7 @@ fn ngctl_json(what: &str, shm: &Path) -> Option<serde_json::Value> {
         .ok()?;
     out.status
         .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())?
+        .then(|| Some(common::cli_json(&out.stdout)))?
 }
 
 fn dump(shm: &Path) -> Option<serde_json::Value> {

@@ -136,7 +136,13 @@ fn csv_num(v: f64) -> String {
 pub fn matrix(d: &MatrixData, format: &str) -> Result<String, serde_json::Error> {
     let mut s = String::new();
     match format {
-        "json" => return Ok(serde_json::to_string_pretty(d)? + "\n"),
+        "json" => {
+            let meta = super::Meta {
+                command: "matrix",
+                ..super::Meta::default()
+            };
+            return super::json_doc(&meta, d);
+        }
         "csv" => {
             s.push_str("transport,over,from,to,eel_ns,g_ns,G_ns_per_byte,bandwidth_bytes_per_s,flags,class,pairs,from_class\n");
             for m in &d.matrices {

@@ -18,9 +18,10 @@ impl Progress for Bar {
     }
 }
 
-/// The progress bar, and the notes that go to stderr above it.
-pub fn progress_bar(json: bool) -> (Bar, impl FnMut(Note)) {
-    let bar = if json || !std::io::stderr().is_terminal() {
+/// The progress bar (hidden when `hide`, or when stderr is not a
+/// terminal), and the notes that go to stderr above it (none when `quiet`).
+pub fn progress_bar(hide: bool, quiet: bool) -> (Bar, impl FnMut(Note)) {
+    let bar = if hide || quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {
         indicatif::ProgressBar::new(1).with_style(
@@ -29,7 +30,9 @@ pub fn progress_bar(json: bool) -> (Bar, impl FnMut(Note)) {
         )
     };
     (Bar(bar.clone()), move |n: Note| {
-        bar.suspend(|| eprint_note(&n))
+        if !quiet {
+            bar.suspend(|| eprint_note(&n))
+        }
     })
 }
 
@@ -41,7 +44,8 @@ pub fn eprint_note(n: &Note) {
 /// Set up a command-line tool's terminal: a reader that stops early
 /// (`ngctl dump | head`) ends the tool quietly, as it does any Unix
 /// filter, instead of a panic in `println!`; logs go to stderr (level from
-/// `RUST_LOG`, default warn). Call first thing in `main`.
+/// `RUST_LOG`, default warn), with colour codes only on a terminal. Call
+/// first thing in `main`.
 pub fn init_terminal() {
     // SAFETY: called before any other thread exists; SIG_DFL is a valid
     // disposition for SIGPIPE.
@@ -53,6 +57,7 @@ pub fn init_terminal() {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

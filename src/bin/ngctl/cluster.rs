@@ -9,8 +9,11 @@ use clap::Args;
 use netgauged::ops::{self, MatrixArgs};
 use netgauged::report;
 
+use super::Out;
+
 #[derive(Args)]
 pub struct QuietFlags {
+    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
     #[arg(long)]
     shm: Option<String>,
     /// Who holds the node quiet (quiet: default "ngctl"); it resumes when the last lets go.
@@ -22,14 +25,20 @@ pub struct QuietFlags {
 }
 
 impl QuietFlags {
-    pub fn quiet(self) -> Result<()> {
-        let q = ops::quiet(&super::shm(self.shm), self.name.as_deref(), self.for_)?;
+    pub fn quiet(self, o: &Out) -> Result<()> {
+        super::text_only(o, "quiet")?;
+        let q = ops::quiet(
+            &ops::shm_path(self.shm.as_deref()),
+            self.name.as_deref(),
+            self.for_,
+        )?;
         print!("{}", report::quiet_file(&q));
         Ok(())
     }
 
-    pub fn resume(self) -> Result<()> {
-        let q = ops::resume(&super::shm(self.shm), self.name.as_deref())?;
+    pub fn resume(self, o: &Out) -> Result<()> {
+        super::text_only(o, "resume")?;
+        let q = ops::resume(&ops::shm_path(self.shm.as_deref()), self.name.as_deref())?;
         print!("{}", report::quiet_file(&q));
         Ok(())
     }
@@ -40,8 +49,10 @@ pub struct MatrixFlags {
     /// Ask the daemons of these nodes (a hostlist, e.g. "node[001-128]").
     #[arg(long, conflicts_with = "segments")]
     nodes: Option<String>,
+    /// The daemons' control port.
     #[arg(long, default_value_t = 7470)]
     port: u16,
+    /// The cluster key the daemons share.
     #[arg(long, default_value = "/etc/netgauged/cluster.key")]
     key_file: PathBuf,
     /// Or read these segment files (gathered from the nodes).
@@ -50,14 +61,13 @@ pub struct MatrixFlags {
     /// Slurm topology.conf: also the leaf-switch group×group matrices.
     #[arg(long)]
     topology: Option<PathBuf>,
+    /// Only this transport's matrices (default: every transport).
     #[arg(long)]
     transport: Option<String>,
-    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
-    format: String,
 }
 
 impl MatrixFlags {
-    pub fn run(self) -> Result<()> {
+    pub fn run(self, o: &Out) -> Result<()> {
         let a = MatrixArgs {
             nodes: self.nodes,
             port: self.port,
@@ -67,7 +77,14 @@ impl MatrixFlags {
             transport: self.transport,
             timeout: ops::MATRIX_TIMEOUT,
         };
-        print!("{}", report::matrix(&ops::matrix(&a)?, &self.format)?);
+        let format = if o.json {
+            "json"
+        } else if o.csv {
+            "csv"
+        } else {
+            "table"
+        };
+        print!("{}", report::matrix(&ops::matrix(&a)?, format)?);
         Ok(())
     }
 }
