@@ -33,6 +33,10 @@ struct Args {
     /// Round length, seconds (default: the schedule's).
     #[arg(long)]
     round_s: Option<f64>,
+    /// A fan-out round every this many seconds (default: the schedule's;
+    /// 0: none).
+    #[arg(long)]
+    fanout_interval_s: Option<f64>,
     /// Nodes that fail once (for --fail-hours) in the first half of the run.
     #[arg(long, default_value_t = 0)]
     fail: usize,
@@ -79,11 +83,22 @@ fn main() -> anyhow::Result<()> {
         ..ProbeOptions::default()
     };
     full.sweep.max_size_bytes = a.max_size;
-    let costs = sim::measure_costs(&intra, &inter, &full, &RecheckPlan::default(), a.cost_runs)?;
     let mut schedule = ScheduleConfig {
         seed: a.seed,
         ..ScheduleConfig::default()
     };
+    if let Some(f) = a.fanout_interval_s {
+        schedule.fanout_interval_s = f;
+    }
+    let fanout_peers = (a.per_leaf.saturating_sub(1)).min(schedule.fanout_max_peers as usize);
+    let costs = sim::measure_costs(
+        &intra,
+        &inter,
+        &full,
+        &RecheckPlan::default(),
+        fanout_peers,
+        a.cost_runs,
+    )?;
     if let Some(b) = a.budget {
         schedule.budget_bytes_per_s = b;
     }
@@ -146,17 +161,22 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
     row(
         "rounds",
         format!(
-            "{} s; coverage: {} round(s) per pass, one per block of {}; cycle {:.2} h",
+            "{} s; coverage: {} round(s) per pass, one per block of {}; fan-out: one round per {}; cycle {:.2} h",
             cfg.schedule.round_s,
             r.coverage_rounds,
             r.block_rounds.map_or("-".into(), |b| b.to_string()),
+            if cfg.schedule.fanout_interval_s > 0.0 {
+                format!("{} s", cfg.schedule.fanout_interval_s)
+            } else {
+                "none".into()
+            },
             r.cycle_s / 3600.0
         ),
     );
     row(
         "session costs (sim transport, largest of the runs)",
         format!(
-            "full sweep intra {} / {:.3} s, inter {} / {:.3} s; re-check intra {} / {:.3} s, inter {} / {:.3} s",
+            "full sweep intra {} / {:.3} s, inter {} / {:.3} s; re-check intra {} / {:.3} s, inter {} / {:.3} s; fan-out {} / {:.3} s",
             mb(c.intra.full.bytes as f64),
             c.intra.full.seconds,
             mb(c.inter.full.bytes as f64),
@@ -164,7 +184,9 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
             mb(c.intra.recheck.bytes as f64),
             c.intra.recheck.seconds,
             mb(c.inter.recheck.bytes as f64),
-            c.inter.recheck.seconds
+            c.inter.recheck.seconds,
+            mb(c.fanout.bytes as f64),
+            c.fanout.seconds
         ),
     );
     row(
@@ -229,18 +251,19 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
         spread(&r.busy_share, |x| format!("{:.3} %", 100.0 * x)),
     );
     row(
-        "full sweeps / re-checks per node",
+        "full sweeps / re-checks / fan-outs driven per node",
         format!(
-            "{} / {}",
+            "{} / {} / {}",
             spread(&r.full_sweeps_per_node, |x| format!("{x:.1}")),
-            spread(&r.rechecks_per_node, |x| format!("{x:.0}"))
+            spread(&r.rechecks_per_node, |x| format!("{x:.0}")),
+            spread(&r.fanouts_per_node, |x| format!("{x:.1}"))
         ),
     );
     row(
-        "class sweeps run as re-checks / repairs deferred / rounds skipped (budget)",
+        "class sweeps / pair sweeps run as re-checks / repairs deferred / rounds skipped (budget)",
         format!(
-            "{} / {} / {}",
-            r.class_sweeps_deferred, r.repairs_deferred, r.budget_skips
+            "{} / {} / {} / {}",
+            r.class_sweeps_deferred, r.pair_sweeps_deferred, r.repairs_deferred, r.budget_skips
         ),
     );
     row(

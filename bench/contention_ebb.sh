@@ -56,7 +56,9 @@ for i in $(seq 1 "$N"); do
         echo "state_file = \"$DIR/state$i.json\""
         echo "lock_memory = false"
         echo "budget_bytes_per_s = 100000000"
-        echo "fanout_interval_s = 0"
+        # The conflict probe rides on fan-out rounds, which are part of the
+        # schedule every node derives: the same on all of them.
+        echo "fanout_interval_s = $([ -n "${CONFLICT:-}" ] && echo 20 || echo 0)"
         echo "recheck_interval_s = 1000000"
         echo "max_reps = 3"
         echo "max_size_bytes = 65536"
@@ -77,7 +79,7 @@ done
 # Each daemon sweeps its peers once at start (small and quick here): the
 # rounds come after, so no pair probe shares the links with the streams.
 for t in $(seq 1 900); do
-    done_n=$(cat "$DIR"/h*.log | grep -c ' over udp: EEL' || true)
+    done_n=$(cat "$DIR"/h*.log | grep -c ' over udp (.*sweep).*EEL' || true)
     [ "$done_n" -ge $((N * (N - 1))) ] && break
     sleep 1
 done
@@ -86,9 +88,10 @@ ip netns exec "${PREFIX}h1" "$NGCTL" ebb --config "$DIR/h1.toml" --rounds "$ROUN
     --window-s "$WINDOW" --publish --json > "$OUT"
 ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "/dev/shm/${PREFIX}seg1" | sed -n '/bisection/,+1p' >&2
 
-# CONFLICT=1: then host 1's daemon again, now with a conflict probe one
-# second after start (its peers are known from its state file): each peer
-# consents through its admission, and the penalties land in its segment.
+# CONFLICT=1: then host 1's daemon again, now with a conflict probe due one
+# second after start (its peers are known from its state file): it runs in
+# host 1's next fan-out round, each peer consents through its admission,
+# and the penalties land in its segment.
 if [ -n "${CONFLICT:-}" ]; then
     kill "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true
     sed -i 's/^interval_s = 0$/interval_s = 1\nmax_k = 5\nrounds = '"${CONFLICT_ROUNDS:-8}"'\nburst = 16/' "$DIR/h1.toml"

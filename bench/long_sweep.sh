@@ -51,7 +51,7 @@ done
 strip() { sed -e 's/\x1b\[[0-9;]*m//g' "$1"; }
 echo "# long sweep: tbf $RATE, max size $MAX B; $NETGAUGED"
 echo "published by node-a after $(( $(date +%s) - t0 )) s: $published"
-strip "$WORK/a.log" | grep -E "node-b over udp: EEL" | sed 's/^.*INFO [^ ]* //' || true
+strip "$WORK/a.log" | grep -E "node-b over udp \(.*\): large-message" | sed 's/^.*INFO [^ ]* //' || true
 if [ "$published" = yes ]; then
     echo "node-a's entry for node-b (1/R = $(python3 -c "import re,sys; r='$RATE'; m=re.match(r'([0-9.]+)(k|m|g)bit',r); print('%.1f' % (8e9/(float(m.group(1))*{'k':1e3,'m':1e6,'g':1e9}[m.group(2)]))) if m else print('?')") ns/B):"
     "$NGCTL" dump --shm "$WORK/seg-a" | sed -n '1,40p'

@@ -703,7 +703,7 @@ fn main() {
         shm.as_deref()
             .and_then(|p| {
                 let entries = load_entries(Some(p)).ok()?;
-                let e = find_entry(&entries, Some(p), None, "mpi").ok()?;
+                let e = find_entry(&entries, Some(p), None, Some("mpi")).ok()?;
                 Some((entries, e))
             })
             .map(|(entries, e)| {

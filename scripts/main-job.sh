@@ -52,10 +52,11 @@ for n in a b; do
     PIDS+=($!)
 done
 
-# Wait (at most 3 minutes) until node-a has published node-b over both transports.
+# Wait (at most 3 minutes) until node-a has published node-b over both
+# transports (the cluster's class entries, `@all`, come beside them).
 for _ in $(seq 1 180); do
     n=$($NGCTL dump --json --shm "$WORK/segment-a" 2>/dev/null \
-        | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0)
+        | python3 -c 'import json,sys; print(sum(e["peer"] == "node-b" for e in json.load(sys.stdin)["entries"]))' 2>/dev/null || echo 0)
     [ "$n" -ge 2 ] && break
     sleep 1
 done

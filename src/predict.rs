@@ -37,28 +37,56 @@ pub fn load_entries(shm: Option<&Path>) -> Result<Vec<EntryData>> {
     })
 }
 
-/// The entry of (peer, transport) among `entries` (of the segment `shm`);
-/// without a peer, the first entry of that transport.
+/// The entry of (peer, transport) among `entries` (of the segment `shm`).
+/// Without a peer or a transport, the only entry that fits what is given;
+/// when several fit, the error lists them (an all-ranks exchange entry,
+/// `<transport>-x<P>`, is never a pair's entry).
 pub fn find_entry(
     entries: &[EntryData],
     shm: Option<&Path>,
     peer: Option<&str>,
-    transport: &str,
+    transport: Option<&str>,
 ) -> Result<EntryData> {
-    entries
+    let pairs: Vec<&EntryData> = entries
         .iter()
-        .find(|e| e.transport == transport && peer.is_none_or(|p| e.peer == p))
-        .cloned()
-        .ok_or_else(|| OpsError::NoEntry {
+        .filter(|e| !is_exchange(&e.transport))
+        .filter(|e| transport.is_none_or(|t| e.transport == t))
+        .filter(|e| peer.is_none_or(|p| e.peer == p))
+        .collect();
+    let path = segment_path(shm).display().to_string();
+    match pairs.as_slice() {
+        [e] => Ok((*e).clone()),
+        [] => Err(OpsError::NoEntry {
             peer: peer.unwrap_or("(any)").to_string(),
-            transport: transport.to_string(),
-            path: segment_path(shm).display().to_string(),
-        })
+            transport: transport.unwrap_or("(any)").to_string(),
+            path,
+        }),
+        several => Err(OpsError::Ambiguous {
+            what: format!("{} entries in {path} fit", several.len()),
+            list: several
+                .iter()
+                .map(|e| format!("  --peer {} --transport {}", e.peer, e.transport))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }),
+    }
+}
+
+/// Whether a transport name is that of an all-ranks exchange entry
+/// (`<transport>-x<P>`).
+fn is_exchange(transport: &str) -> bool {
+    transport
+        .rsplit_once("-x")
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Read the entry of (peer, transport) from the segment ([`load_entries`],
 /// [`find_entry`]).
-pub fn load_entry(shm: Option<&Path>, peer: Option<&str>, transport: &str) -> Result<EntryData> {
+pub fn load_entry(
+    shm: Option<&Path>,
+    peer: Option<&str>,
+    transport: Option<&str>,
+) -> Result<EntryData> {
     find_entry(&load_entries(shm)?, shm, peer, transport)
 }
 
@@ -89,9 +117,10 @@ pub struct PredictArgs {
     pub ranks: usize,
     /// Message size in bytes (ignored for barrier).
     pub bytes: u64,
-    /// Peer name of the segment entry (None: the first of the transport).
+    /// Peer name of the segment entry (None: the only one that fits).
     pub peer: Option<String>,
-    pub transport: String,
+    /// Transport of the segment entry (None: the only one that fits).
+    pub transport: Option<String>,
     /// Segment file (None: $NETGAUGE_SEGMENT or the default).
     pub shm: Option<PathBuf>,
     /// Cost of combining one byte in a reduction.
@@ -151,7 +180,7 @@ pub fn run(args: &PredictArgs) -> Result<PredictJson> {
         &entries,
         args.shm.as_deref(),
         args.peer.as_deref(),
-        &args.transport,
+        args.transport.as_deref(),
     )?;
     let pair = entry.params();
     let exchange = exchange_of(&entries, &entry.peer, &entry.transport, args.ranks);

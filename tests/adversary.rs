@@ -427,7 +427,8 @@ fn the_daemon_answers_status_and_a_clean_stop_shows_as_one() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success());
+    // Exit code 3: the daemon is not running (README, "Exit codes").
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         text.contains("NOT RUNNING") && text.contains("stopped cleanly"),
         "{text}"
@@ -718,7 +719,7 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
             .arg(&good),
         Duration::from_secs(10),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::cli_json(&out.stdout);
     assert!(v["daemon"].is_null(), "{v}");
     drop(w);
 }

@@ -26,8 +26,10 @@ use std::time::{Duration, Instant};
 
 use common::netns::{ip, require_root};
 use hostile::{attack, capture_hello, key, wait_for, Daemon, Scratch};
+use netgauged::cluster::schedule::{Job, Reference};
 use netgauged::control::{
-    ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, SizePlan, Timeouts,
+    ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, RoundDone, RoundRequest, SizePlan,
+    Timeouts,
 };
 use netgauged::transport::Kind;
 
@@ -163,7 +165,7 @@ fn dump(dir: &Path, i: usize) -> Option<serde_json::Value> {
         .ok()?;
     out.status
         .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())?
+        .then(|| Some(common::cli_json(&out.stdout)))?
 }
 
 fn entry(dir: &Path, i: usize, peer: usize, transport: &str) -> Option<serde_json::Value> {
@@ -189,10 +191,46 @@ fn big_g(e: &serde_json::Value) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// A session request as host1's daemon sends it, against host0 under
-/// attack: connect, handshake, Endpoints, ProbeRequest → ProbeAccept,
-/// ProbeDone, each bounded so the whole fits 2 s.
-fn session_as_host1(target: SocketAddr) -> Result<Duration, String> {
+/// The next round, from now, in which host1 drives a job with host0 on
+/// the schedule both derive from `cfg` (host0's configuration): its number
+/// and start, unix seconds.
+fn next_round_of_host1(cfg: &Path) -> (u64, f64) {
+    use netgauged::cluster::rounds::{Membership, Rounds};
+    let c: netgauged::daemon::config::Config =
+        toml::from_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
+    let sc = c.schedule_config();
+    let m = Membership::new(&["host0", "host1"], |_| None).unwrap();
+    let rounds = Rounds::new(&m, &sc);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let first = rounds.slot_at(now_s).round + 1;
+    (first..first + 1000)
+        .map(|r| rounds.slot(r))
+        .find(|slot| {
+            let host0 = m.index_of("host0").unwrap();
+            let host1 = m.index_of("host1").unwrap();
+            rounds
+                .plan_cycle(&m, slot.cycle)
+                .pairing(&rounds, slot, host0)
+                .is_some_and(|p| p.partner == host1 && !p.drives)
+        })
+        .map(|slot| (slot.round, slot.start_s))
+        .expect("host1 drives host0 in some round")
+}
+
+/// A session as host1's daemon asks for one, against host0 under attack,
+/// in the next round in which host1 drives: at the round's start connect,
+/// handshake, Endpoints, RoundRequest → RoundReply, ProbeRequest →
+/// ProbeAccept, ProbeDone, RoundDone, each bounded so the whole fits 2 s.
+fn session_as_host1(target: SocketAddr, cfg: &Path) -> Result<Duration, String> {
+    let (round, start_s) = next_round_of_host1(cfg);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    std::thread::sleep(Duration::from_secs_f64((start_s - now_s).max(0.0) + 0.05));
     let t = Instant::now();
     let mut cc = ConnConfig::new("host1", key());
     cc.timeouts = Timeouts {
@@ -214,6 +252,15 @@ fn session_as_host1(target: SocketAddr) -> Result<Duration, String> {
         Msg::Endpoints(_) => {}
         other => return Err(format!("answered {other:?}")),
     }
+    let ask = Msg::RoundRequest(RoundRequest {
+        driver: "host1".into(),
+        round,
+        job: Job::Recheck(Reference::Pair),
+    });
+    match c.request(&ask, deadline).map_err(|e| e.to_string())? {
+        Msg::RoundReply(r) if r.round == round && r.declined.is_none() => {}
+        other => return Err(format!("round {round} answered {other:?}")),
+    }
     let nonce: u64 = rand::random::<u64>() | 1;
     let req = Msg::ProbeRequest(ProbeRequest {
         session_nonce: nonce,
@@ -230,6 +277,7 @@ fn session_as_host1(target: SocketAddr) -> Result<Duration, String> {
     let _ = c.send(&Msg::ProbeDone(ProbeDone {
         session_nonce: nonce,
     }));
+    let _ = c.send(&Msg::RoundDone(RoundDone { round, bytes: 0 }));
     c.close();
     Ok(took)
 }
@@ -243,7 +291,8 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hosts::new("a", 181, 3, None);
     let d = Scratch::new("netattack");
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nmax_reps = 8\nfanout_interval_s = 0";
+    // Rounds of 2 s: host1 drives host0 every few seconds.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nmax_reps = 8\nfanout_interval_s = 0\n[schedule]\nround_s = 2.0\nskew_s = 0.5";
     let cfg0 = config(&d.0, 0, h.control(0), &[(1, h.addr(1))], extra);
     let mut d0 = Daemon::start(Some(&h.names[0]), &cfg0, &[], &d.at("host0.log"));
     wait_for(Duration::from_secs(20), || dump(&d.0, 0))
@@ -269,12 +318,13 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
     for i in 0..20 {
         let r = {
             let h2 = h2.clone();
+            let cfg0 = cfg0.clone();
             std::thread::spawn(move || {
                 use std::os::fd::AsRawFd;
                 let f = std::fs::File::open(format!("/var/run/netns/{h2}")).unwrap();
                 // SAFETY: setns on an open netns descriptor, this thread only.
                 assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
-                session_as_host1(target)
+                session_as_host1(target, &cfg0)
             })
             .join()
             .unwrap()
@@ -358,7 +408,18 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
 fn driver_now(logs: [&Daemon; 2]) -> Option<usize> {
     logs.iter().position(|d| {
         let l = d.log();
-        let drive = l.rfind("driving a FullSweep");
+        // "round N: driving the pair sweep with host1" (a class, pair or
+        // repair sweep: long enough to be caught in).
+        let drive = l
+            .match_indices("driving the ")
+            .filter(|(i, _)| {
+                l[*i..]
+                    .lines()
+                    .next()
+                    .is_some_and(|x| x.contains(" sweep with "))
+            })
+            .map(|(i, _)| i)
+            .last();
         let serve = l.rfind("serving a ");
         drive.is_some() && drive > serve
     })
@@ -374,7 +435,9 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     let h = Hosts::new("t", 182, 3, Some("20mbit"));
     let d = Scratch::new("netterm");
     // Slow link, large sizes: a sweep lasts long enough to be caught in it.
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
+    // 1 GB/s: the schedule charges a sweep's bound before it runs, and the
+    // bound of a first sweep to 1 MiB is several GB.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
     let cfgs: Vec<PathBuf> = (0..2)
         .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
         .collect();

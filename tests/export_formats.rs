@@ -5,6 +5,7 @@
 //! COLLCOUNT; the first message size of every communicator size must be 0).
 
 use netgauge::{EntryData, RangeData};
+use netgauged::export::loggopsim::Unit;
 use netgauged::export::{self, ExportArgs, Format, OMPI_COLLCOUNT};
 
 fn entry() -> EntryData {
@@ -45,13 +46,14 @@ fn args(format: Format) -> ExportArgs {
         format,
         shm: None,
         peer: None,
-        transport: "mpi".into(),
+        transport: Some("mpi".into()),
         comm_sizes: vec![2, 4, 8, 64],
         max_bytes: 4 << 20,
         gamma_ns_per_byte: 0.2,
         cores: 0,
         margin: 0.1,
-        loggopsim_unit: "ns".into(),
+        loggopsim_unit: Unit::Auto,
+        bytes: None,
     }
 }
 
@@ -319,23 +321,27 @@ fn mpich_json_is_a_selection_tree() {
 }
 
 #[test]
-fn loggopsim_flags_are_integers_in_ns() {
+fn loggopsim_flags_are_integer_sets_one_per_piece_in_ps() {
     let text = export::render(&args(Format::Loggopsim), &entry(), &[]).unwrap();
-    let toks: Vec<&str> = text.split_whitespace().collect();
-    let flags: Vec<&str> = toks.iter().step_by(2).copied().collect();
-    assert_eq!(flags, ["-L", "-o", "-g", "-G", "-O", "-S"]);
-    let vals: Vec<i64> = toks
-        .iter()
-        .skip(1)
-        .step_by(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    assert_eq!(vals, [150, 220, 400, 0, 0, 4096]);
-    let mut a = args(Format::Loggopsim);
-    a.loggopsim_unit = "ps".into();
-    let text = export::render(&a, &entry(), &[]).unwrap();
+    // G = 0.08 and 0.055 ns/B: ns would round them away, ps carries them.
+    assert!(text.starts_with("# LogGOPSim flags"), "{text}");
+    assert!(text.contains("times in ps"), "{text}");
+    let sets: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    // Eager range, and the range above S (the handshake in L).
+    assert_eq!(sets.len(), 2, "{text}");
+    for set in &sets {
+        let toks: Vec<&str> = set.split_whitespace().collect();
+        let flags: Vec<&str> = toks.iter().step_by(2).copied().collect();
+        assert_eq!(flags, ["-L", "-o", "-g", "-G", "-O", "-S"]);
+        for v in toks.iter().skip(1).step_by(2) {
+            assert!(v.parse::<i32>().is_ok_and(|x| x >= 0), "{set}");
+        }
+    }
+    // L = EEL − 2o = 590 − 440 ns; o = (330 + 110)/2; O = max(O_s, O_r) ≤ G.
+    assert_eq!(sets[0], "-L 150000 -o 220000 -g 400000 -G 80 -O 20 -S 4096");
+    assert!(sets[1].contains(" -G 55 -O 55 -S 4096"), "{}", sets[1]);
     assert!(
-        text.starts_with("-L 150000 -o 220000 -g 400000 -G 55 -O 50 -S 4096"),
+        text.contains("# sizes 4097..4194304 B; rendezvous"),
         "{text}"
     );
 }

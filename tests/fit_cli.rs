@@ -21,7 +21,7 @@ fn saved_probe_refits_to_the_same_parameters() {
     let probe = stdout_of(sim_probe(model).arg("--raw"));
     let saved = tmp("probe.json");
     std::fs::write(&saved, &probe).unwrap();
-    let p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
+    let p = common::cli_json(&probe);
     assert_eq!(p["S_bytes"], 12288, "the sim's S");
 
     let seg = tmp("seg");
@@ -118,7 +118,7 @@ fn files_without_raw_samples_are_refused_clearly() {
 #[test]
 fn exchange_sweep_refits_publishes_and_is_used_by_predict() {
     let probe = stdout_of(sim_probe("L=2000,o=400,g=500,G=0.08,S=4096,seed=5").arg("--raw"));
-    let mut p: serde_json::Value = serde_json::from_slice(&probe).unwrap();
+    let mut p = common::cli_json(&probe);
     let x: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -94,7 +94,7 @@ fn run_cell(cell: &Cell) {
             cell.transport,
             String::from_utf8_lossy(&out.stderr)
         );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let v = common::cli_json(&out.stdout);
         let bw = &v["bandwidth"];
         let s = &bw["sustained"];
         let g = s["G_ns_per_byte"].as_f64().unwrap_or(f64::NAN);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Index-path lookups at cluster scale, ABI 1.0 against this tree (ABI 1.1):
-# the same program built against the ffi crate of BASE (the last ABI 1.0
-# commit, extracted with git archive) and against this tree's ffi crate.
+# Index-path lookups at cluster scale, ABI 1.0 and 1.1 against this tree
+# (ABI 1.2): the same program built against the ffi crate of BASE (the last
+# ABI 1.0 commit), of BASE_1_1 (the last ABI 1.1 commit), both extracted
+# with git archive, and against this tree's ffi crate.
 # Per (peers, transports, working set): a segment of peers × transports
 # entries written in (peer, transport) order, as a daemon publishes them;
 # then ns per lookup_index (best of 9 × 10^6, thread CPU time) cycling in a
@@ -10,15 +11,21 @@
 #
 #   flock /tmp/measure.lock bash bench/segment/scale_vs_1_0.sh [OUT_DIR]
 #
+# With NG_SCALE_BUILD_ONLY=1 it only builds into OUT_DIR (outside the lock);
+# a second run with the same OUT_DIR then only times.
+#
 # Needs the git history down to BASE and the crates in the local cargo cache
 # (builds offline).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BASE=d6ba19db2666acca658a03e5f9267e433a2fbea0
+BASE_1_1=d69c2e800137539a267a98a9ff4b768b5ef3631d
 out=${1:-$(mktemp -d /tmp/ng-scale.XXXXXX)}
-mkdir -p "$out/v10/src" "$out/v11/src"
+if [ ! -x "$out/target-v12/release/ng-scale-v12" ]; then
+mkdir -p "$out/v10/src" "$out/v11/src" "$out/v12/src"
 git -C "$root" archive --format=tar "$BASE" ffi | tar -x -C "$out/v10"
+git -C "$root" archive --format=tar "$BASE_1_1" ffi | tar -x -C "$out/v11"
 
 cat > "$out/main.rs" <<'EOF'
 use netgauge::{flags, EntryData, RangeData, Reader, SegmentWriter};
@@ -89,8 +96,8 @@ fn main() {
 }
 EOF
 
-for v in v10 v11; do
-    if [ "$v" = v10 ]; then dep="$out/v10/ffi"; else dep="$root/ffi"; fi
+for v in v10 v11 v12; do
+    if [ "$v" = v12 ]; then dep="$root/ffi"; else dep="$out/$v/ffi"; fi
     cat > "$out/$v/Cargo.toml" <<EOF
 [package]
 name = "ng-scale-$v"
@@ -104,20 +111,25 @@ members = ["."]
 EOF
     cp "$out/main.rs" "$out/$v/src/main.rs"
 done
-# The 1.0 crate takes edition and license from a workspace root: give them
-# to it directly.
-sed -i -e 's/^edition.workspace = true/edition = "2021"/' -e 's/^license.workspace = true/license = "MIT OR Apache-2.0"/' "$out/v10/ffi/Cargo.toml"
+# The extracted crates take edition and license from a workspace root: give
+# them to them directly.
 for v in v10 v11; do
+    sed -i -e 's/^edition.workspace = true/edition = "2021"/' -e 's/^license.workspace = true/license = "MIT OR Apache-2.0"/' "$out/$v/ffi/Cargo.toml"
+done
+for v in v10 v11 v12; do
     CARGO_TARGET_DIR="$out/target-$v" cargo build --release --offline --quiet --manifest-path "$out/$v/Cargo.toml"
 done
+fi
+[ "${NG_SCALE_BUILD_ONLY:-0}" = 1 ] && exit 0
 
-echo "| peers × transports | lookups over | ABI 1.0 ns | ABI 1.1 ns |"
-echo "|---|---|---:|---:|"
+echo "| peers × transports | lookups over | ABI 1.0 ns | ABI 1.1 ns | ABI 1.2 ns |"
+echo "|---|---|---:|---:|---:|"
 for pt in "1024 2" "2048 2" "4096 1" "4096 2" "8192 1"; do
     set -- $pt
     for ws in 64 "$1"; do
         a=$("$out/target-v10/release/ng-scale-v10" "$1" "$2" "$ws")
         b=$("$out/target-v11/release/ng-scale-v11" "$1" "$2" "$ws")
-        echo "| $1 × $2 | $ws peers | $a | $b |"
+        c=$("$out/target-v12/release/ng-scale-v12" "$1" "$2" "$ws")
+        echo "| $1 × $2 | $ws peers | $a | $b | $c |"
     done
 done

@@ -3,8 +3,9 @@
 //! user would otherwise use: re-reading and parsing a JSON file per lookup.
 //! Then the same at cluster scale: a segment for 4096 peers × {rdma, udp}
 //! plus 64 coverage classes × {rdma, udp, raw}, the 4096 peers mapped to
-//! the classes, every entry carrying the ABI 1.1 blocks; lookups in a
-//! scattered order over all 4096 peers, own entries and class fallback.
+//! the classes, every entry carrying the ABI 1.1 blocks (and the ABI 1.2
+//! hot-table records the index lookups read); lookups in a scattered order
+//! over all 4096 peers, own entries and class fallback.
 //!
 //! Run: cargo bench -p netgauge-ffi --bench lookup
 //! Plain measurement (no criterion): each figure is the best of 9 runs of
@@ -580,11 +581,13 @@ fn scale(dir: &str) {
     // SAFETY: closing the reader opened above.
     unsafe { ng_close(cr) };
 
+    let layout = netgauge::layout::Layout::new(capacity).unwrap();
     println!(
         "cluster scale: {} entries ({SCALE_PEERS} peers x 2 transports + {SCALE_CLASSES} classes x 3), \
-         {SCALE_PEERS} peers mapped, entry {} B, segment file {:.1} MiB",
+         {SCALE_PEERS} peers mapped, entry {} B, hot-table record {} B, segment file {:.1} MiB",
         capacity,
-        netgauge::layout::Layout::new(capacity).unwrap().entry_bytes,
+        layout.entry_bytes,
+        layout.hot.map_or(0, |h| h.record_bytes),
         bytes as f64 / (1 << 20) as f64
     );
     println!(

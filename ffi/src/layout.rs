@@ -1,4 +1,4 @@
-//! The segment's binary layout (ABI 1.1).
+//! The segment's binary layout (ABI 1.2).
 //!
 //! ```text
 //! offset 0                 HeaderRaw          (256 B, ABI 1.0)
@@ -12,7 +12,9 @@
 //!                                    EntryRaw    (2304 B, ABI 1.0)
 //!                                    EntryExtRaw (1088 B, ABI 1.1) entry_bytes = 3392
 //! copy_offset[1]           copy 1: same shape
-//! total_bytes
+//! total_bytes, rounded up to 4096: the hot table (ABI 1.2, layout/hot.rs):
+//!                          HotRaw × capacity for copy 0, then for copy 1
+//! file_bytes
 //! ```
 //!
 //! ABI 1.1 only appends: every 1.0 offset is unchanged, and a 1.0 reader,
@@ -20,7 +22,8 @@
 //! `entry_bytes`, skips the new blocks. A 1.1 reader finds them when
 //! `abi_minor ≥ 1` (the header extension then gives the sizes of the
 //! variable parts of [`MetaExtRaw`]); on a 1.0 segment it reports the new
-//! data as absent.
+//! data as absent. ABI 1.2 appends the hot table after `total_bytes`,
+//! which every older reader maps no further than.
 //!
 //! Every word is an atomic (`AtomicU64`/`AtomicU32`, same size and alignment as
 //! the plain integers); `f64` values are stored as their IEEE-754 bits. Names
@@ -48,7 +51,7 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"NGSEGMNT");
 /// ABI major version: a change here breaks every reader.
 pub const ABI_MAJOR: u32 = 1;
 /// ABI minor version: append-only additions.
-pub const ABI_MINOR: u32 = 1;
+pub const ABI_MINOR: u32 = 2;
 
 /// Protocol ranges stored per entry.
 pub const MAX_RANGES: usize = 8;
@@ -115,7 +118,7 @@ pub const CAP_CLASSES: u64 = 1 << 10;
 pub const CAP_CONTENTION: u64 = 1 << 11;
 /// Bits a reader must understand to use the segment.
 pub const CAP_INCOMPAT_MASK: u64 = 0xFFFF_FFFF_0000_0000;
-/// Incompatible-feature bits this reader understands (none up to ABI 1.1).
+/// Incompatible-feature bits this reader understands (none up to ABI 1.2).
 pub const CAP_INCOMPAT_KNOWN: u64 = 0;
 /// What this writer sets.
 pub const CAPABILITIES: u64 = CAP_LOGGPS
@@ -129,7 +132,8 @@ pub const CAPABILITIES: u64 = CAP_LOGGPS
     | CAP_OVERLAP
     | CAP_PROVENANCE
     | CAP_CLASSES
-    | CAP_CONTENTION;
+    | CAP_CONTENTION
+    | CAP_HOT;
 
 /// Entry and lookup flags (u32).
 pub mod flags {
@@ -302,8 +306,13 @@ pub struct HeaderExtRaw {
     pub max_latency: AtomicU32,
     pub max_k: AtomicU32,
     pub schemes: AtomicU32,
-    pub _reserved0: AtomicU32,
-    pub _reserved: [AtomicU64; 4],
+    /// (1.2) Bytes per hot-table record (0 on a 1.1 segment).
+    pub hot_record_bytes: AtomicU32,
+    /// (1.2) Offset of the hot table: `total_bytes` rounded up to 4096.
+    pub hot_offset: AtomicU64,
+    /// (1.2) The file's size: the end of the hot table.
+    pub file_bytes: AtomicU64,
+    pub _reserved: [AtomicU64; 2],
 }
 
 /// Bit positions inside [`EntryExtRaw::head`].
@@ -492,6 +501,9 @@ const _: () = {
 
     // ABI 1.1 blocks.
     assert!(size_of::<HeaderExtRaw>() == 64);
+    assert!(offset_of!(HeaderExtRaw, hot_record_bytes) == 28);
+    assert!(offset_of!(HeaderExtRaw, hot_offset) == 32);
+    assert!(offset_of!(HeaderExtRaw, file_bytes) == 40);
     assert!(size_of::<BandwidthRaw>() == 64);
     assert!(size_of::<LatencyRaw>() == 64);
     assert!(size_of::<OverlapRaw>() == 48);
@@ -613,6 +625,10 @@ pub struct Layout {
     pub total_bytes: usize,
     /// The ABI 1.1 parts (None for a 1.0 segment).
     pub ext: Option<ExtLayout>,
+    /// The ABI 1.2 hot table (None before 1.2).
+    pub hot: Option<HotLayout>,
+    /// Bytes of the file: `total_bytes`, or the end of the hot table.
+    pub file_bytes: usize,
 }
 
 /// Largest header, meta or entry size a reader accepts (every reader since
@@ -641,7 +657,21 @@ impl Layout {
         }
         let hash_slots = (2 * capacity).next_power_of_two();
         let (h, m, e) = ext.min_sizes();
-        Layout::from_params_ext(capacity, hash_slots, h, round_up_64(m)?, e, Some(ext))
+        Layout::from_params_ext(capacity, hash_slots, h, round_up_64(m)?, e, Some(ext))?
+            .with_hot(HOT_RECORD_BYTES)
+    }
+
+    /// This layout plus the ABI 1.2 hot table of `record_bytes` per record
+    /// after `total_bytes`; None without the 1.1 extension (the table's
+    /// size lives in the header extension) or when out of range.
+    pub fn with_hot(self, record_bytes: usize) -> Option<Layout> {
+        self.ext?;
+        let hot = HotLayout::new(self.total_bytes, self.capacity, record_bytes)?;
+        Some(Layout {
+            hot: Some(hot),
+            file_bytes: hot.file_bytes,
+            ..self
+        })
     }
 
     /// The layout for the given sizes, or None when they are out of range
@@ -712,76 +742,17 @@ impl Layout {
             copy_offset: [copy0, copy1],
             total_bytes,
             ext,
+            hot: None,
+            file_bytes: total_bytes,
         })
     }
 }
 
-/// Packs `s` into NUL-padded little-endian words; None if it does not fit
-/// with a terminating NUL or contains a NUL.
-#[inline]
-pub fn pack_name<const W: usize>(s: &[u8]) -> Option<[u64; W]> {
-    if s.len() >= W * 8 || s.contains(&0) {
-        return None;
-    }
-    let mut bytes = [0u8; 128];
-    bytes[..s.len()].copy_from_slice(s);
-    let mut words = [0u64; W];
-    for (i, w) in words.iter_mut().enumerate() {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
-        *w = u64::from_le_bytes(b);
-    }
-    Some(words)
-}
+mod hot;
+mod names;
 
-/// Unpacks `len` bytes from words (caller bounds-checked `len < 8·W`).
-pub fn unpack_name(words: &[u64], len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len);
-    for w in words {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-#[inline]
-fn mix(mut h: u64) -> u64 {
-    // murmur3 fmix64
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    h
-}
-
-/// The name-table hash of a (peer, transport) pair, over the packed words.
-/// Only the words that hold bytes are hashed (padding is zero anyway).
-#[inline]
-pub fn key_hash(
-    peer: &[u64; 8],
-    peer_len: usize,
-    transport: &[u64; 2],
-    transport_len: usize,
-) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (peer_len as u64) | ((transport_len as u64) << 8);
-    let pw = peer_len.div_ceil(8).min(8);
-    for w in &peer[..pw] {
-        h = (h ^ *w).wrapping_mul(K).rotate_left(29);
-    }
-    let tw = transport_len.div_ceil(8).min(2);
-    for w in &transport[..tw] {
-        h = (h ^ *w).wrapping_mul(K).rotate_left(29);
-    }
-    mix(h)
-}
-
-/// Slot word: `tag << 32 | (index + 1)`, 0 = empty.
-#[inline]
-pub fn slot_word(hash: u64, index: usize) -> u64 {
-    (hash & 0xFFFF_FFFF_0000_0000) | (index as u64 + 1)
-}
+pub use hot::*;
+pub use names::*;
 
 #[cfg(test)]
 #[path = "layout_tests.rs"]

@@ -34,7 +34,31 @@ fn layout_formula() {
     // The 1.0 formula over the same sizes gives the same offsets: a 1.0
     // reader finds every 1.0 field where it always was.
     let old = Layout::from_params(4, 8, l.header_bytes, l.meta_bytes, l.entry_bytes).unwrap();
-    assert_eq!(Layout { ext: l.ext, ..old }, l);
+    assert_eq!(
+        Layout {
+            ext: l.ext,
+            hot: l.hot,
+            file_bytes: l.file_bytes,
+            ..old
+        },
+        l
+    );
+    // ABI 1.2: the hot table after total_bytes, page-aligned, two copies.
+    let h = l.hot.unwrap();
+    assert_eq!(h.record_bytes, 768);
+    assert_eq!(h.offset, l.total_bytes.div_ceil(4096) * 4096);
+    assert_eq!(h.copy_bytes, 4 * 768);
+    assert_eq!(h.record_offset(1, 3), h.offset + 4 * 768 + 3 * 768);
+    assert_eq!(l.file_bytes, h.offset + 2 * 4 * 768);
+    assert!(old.hot.is_none() && old.file_bytes == old.total_bytes);
+    assert!(
+        old.with_hot(768).is_none(),
+        "the hot table needs the 1.1 header extension"
+    );
+    assert!(HotLayout::new(l.total_bytes, 4, 704).is_none());
+    assert!(HotLayout::new(l.total_bytes, 4, 800).is_none());
+    assert!(HotLayout::new(l.total_bytes, 4, 8192).is_none());
+    assert!(HotLayout::new(usize::MAX - 10, 4, 768).is_none());
     // The largest extension stays within the limit every reader checks.
     let big = Layout::new(MAX_CAPACITY).unwrap();
     let bx = big.ext.unwrap();

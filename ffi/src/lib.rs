@@ -11,6 +11,9 @@
 //! - ABI 1.1 ([`ext`]): a status per parameter (identified, or why not),
 //!   bandwidth, latency percentiles, overlap, per-transport contention
 //!   records, coverage classes with [`Reader::lookup_or_class`].
+//! - ABI 1.2 (`layout/hot.rs`): a dense hot table, per entry the words the
+//!   index lookups return, so that [`Reader::lookup_index`] reads 3 cache
+//!   lines of a contiguous table instead of an entry on a page of its own.
 //!
 //! Dependencies: libc only (serde with the optional `serde` feature, for
 //! netgauged's own JSON).

@@ -31,6 +31,10 @@
 //! A writer killed while filling a copy never stored the new `seq`, so readers
 //! keep reading the previously published copy, which nobody touches.
 //!
+//! The ABI 1.2 hot table has two copies as well; hot copy `c` is part of
+//! copy `c` (the writer fills an entry's record with the entry), so the
+//! index lookups that read it follow exactly this protocol.
+//!
 //! # Staleness
 //!
 //! The header's heartbeat word holds the writer's CLOCK_REALTIME in ns at its
@@ -135,7 +139,8 @@ impl Reader {
     /// blocks on a FIFO or device), fstat (a regular file owned by one of
     /// `owners`, writable by its owner only, as long as the header says),
     /// the header read with pread and checked against the file's size, and
-    /// only then `mmap(PROT_READ)` of exactly the declared size and the
+    /// only then `mmap(PROT_READ)` of exactly the declared size (on an ABI
+    /// 1.2 segment up to the end of its hot table) and the
     /// full validation; the file is closed again, the mapping stays. Every
     /// failure is an error, never a signal: the mapped length never exceeds
     /// the file, and the writer never shrinks a segment.
@@ -159,6 +164,11 @@ impl Reader {
                 "declared size shorter than the header",
             ));
         }
+        if total > size {
+            return Err(ReaderError::Invalid("file shorter than its declared size"));
+        }
+        // A 1.2 segment's hot table lies after total_bytes.
+        let total = view::bytes_to_map(total, size, |off| sys::read_u64_at(&file, off))?;
         if total > size {
             return Err(ReaderError::Invalid("file shorter than its declared size"));
         }
@@ -324,18 +334,34 @@ impl Reader {
         self.check_entry(p)
     }
 
+    /// Parameters of entry `idx` of copy `c` and the index of the range
+    /// used: from the hot table when the segment has one (ABI 1.2), else
+    /// from the entry. Always inlined: out of line, the C index functions
+    /// receive the 150-byte answer through memory and copy it on, which
+    /// costs more than the lookup itself (bench/segment/README.md).
+    #[inline(always)]
+    fn params_at(
+        seg: &Seg,
+        c: usize,
+        idx: usize,
+        msg_bytes: u64,
+    ) -> Result<(Params, usize), LookupError> {
+        if idx >= Self::count(seg, c)? {
+            return Err(LookupError::NotFound);
+        }
+        match seg.hot(c, idx) {
+            Some(h) => view::read_hot_params_at(h, msg_bytes),
+            None => view::read_params_at(seg.entry(c, idx).ok_or(LookupError::Invalid)?, msg_bytes),
+        }
+    }
+
     /// The fast path: like [`Reader::lookup`] for an index from
-    /// [`Reader::index`].
+    /// [`Reader::index`]. On an ABI 1.2 segment it reads the entry's
+    /// hot-table record (3 cache lines, contiguous for all entries).
     #[inline]
     pub fn lookup_index(&self, idx: usize, msg_bytes: u64) -> Result<Params, LookupError> {
         self.check_heartbeat()?;
-        let p = self.read(|seg, c| {
-            if idx >= Self::count(seg, c)? {
-                return Err(LookupError::NotFound);
-            }
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            view::read_params(e, msg_bytes)
-        })?;
+        let (p, _) = self.read(|seg, c| Self::params_at(seg, c, idx, msg_bytes))?;
         self.check_entry(p)
     }
 
@@ -539,12 +565,12 @@ impl Reader {
     ) -> Result<(Params, ParamsStatus), LookupError> {
         self.check_heartbeat()?;
         let (p, st) = self.read(|seg, c| {
-            if idx >= Self::count(seg, c)? {
-                return Err(LookupError::NotFound);
-            }
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            let (p, ri) = view::read_params_at(e, msg_bytes)?;
-            Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
+            let (p, ri) = Self::params_at(seg, c, idx, msg_bytes)?;
+            let st = match seg.hot(c, idx) {
+                Some(h) => view::read_hot_status(h, ri),
+                None => view::read_status(seg.entry_ext(c, idx), ri),
+            };
+            Ok((p, st))
         })?;
         self.check_entry(p).map(|p| (p, st))
     }

@@ -215,6 +215,9 @@ impl SegmentWriter {
                 let x = self.seg.entry_ext(c, i);
                 view::encode_entry(e, x, &s.data, s.flags, &s.peer, &s.transport, s.hash);
             }
+            if let Some(h) = self.seg.hot(c, i) {
+                view::encode_hot(h, &s.data, s.flags, s.hash);
+            }
         }
     }
 
@@ -293,6 +296,12 @@ impl SegmentWriter {
             view::encode_entry(e, self.seg.entry_ext(c, i), d, fl, &peer, &transport, hash);
             // Leave the entry half-old: scribble over the ranges as well.
             for r in &e.ranges {
+                r.g_ns.store(f64::NAN.to_bits(), Ordering::Relaxed);
+            }
+        }
+        if let Some(h) = self.seg.hot(c, i) {
+            view::encode_hot(h, d, fl, hash);
+            for r in &h.ranges {
                 r.g_ns.store(f64::NAN.to_bits(), Ordering::Relaxed);
             }
         }
@@ -601,8 +610,9 @@ fn read_back_ext(
 
 fn header_ext_ptr(map: &Mapping) -> &HeaderExtRaw {
     // SAFETY: the mapping is at least `total_bytes` ≥ header_bytes ≥ 320
-    // bytes long for a layout with the extension (the only caller checks
-    // `layout.ext`); offset 256 of a page-aligned base; all atomics.
+    // bytes long for a layout with the extension (the callers check
+    // `layout.ext`, or `layout.hot`, which only a layout with the extension
+    // has); offset 256 of a page-aligned base; all atomics.
     unsafe { &*(map.base().add(core::mem::size_of::<HeaderRaw>()) as *const HeaderExtRaw) }
 }
 

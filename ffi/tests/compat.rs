@@ -1,11 +1,14 @@
-//! ABI compatibility, tested against the 1.0 code itself, not a model of it.
+//! ABI compatibility, tested against the 1.0 and 1.1 code itself, not a
+//! model of it.
 //!
 //! The `ffi/` crate of [`BASE`] (the last ABI 1.0 commit, where the 1.1
-//! work branched off) is extracted from git history (`git archive`) into a
-//! temporary workspace under `target/`, next to a small program written
-//! against the 1.0 API only, and built offline from the local cargo cache.
-//! Then:
-//! - (a) the 1.0 reader, Rust and C, reads a 1.1 segment written by this
+//! work branched off) and of [`BASE_1_1`] (the last ABI 1.1 commit, where
+//! the 1.2 work branched off) is extracted from git history (`git archive`)
+//! into a temporary workspace under `target/`, next to a small program
+//! written against the 1.0 API only, and built offline from the local cargo
+//! cache. Then:
+//! - (a) the 1.0 reader, Rust and C, and the 1.1 reader (Rust) read a 1.2
+//!   segment written by this
 //!   crate's writer (entries with every 1.1 block, class entries, the class
 //!   map, per-transport records): every lookup, index, snapshot and info
 //!   answer equals what the 1.1 reader's 1.0 functions give. The C side is
@@ -15,7 +18,10 @@
 //! - (b) this crate's reader reads a 1.0 segment written by the 1.0 writer:
 //!   the 1.0 data is all there and every 1.1 part reads as absent; and this
 //!   crate's writer replaces a 1.0 segment (new inode) while readers of the
-//!   old one keep a valid mapping.
+//!   old one keep a valid mapping;
+//! - (c) this crate's reader reads a 1.1 segment written by the 1.1 writer
+//!   (no hot table: the index lookups read the entries) and answers as the
+//!   1.1 reader does; this crate's writer replaces it with a 1.2 one.
 //!
 //! Needs git with the history down to BASE (a shallow clone lacks it: `git
 //! fetch --unshallow`), tar, cc, and the crates of the workspace in the
@@ -34,6 +40,9 @@ use std::sync::OnceLock;
 /// The last commit with segment ABI 1.0 (`git merge-base HEAD main` when
 /// ABI 1.1 was written).
 const BASE: &str = "d6ba19db2666acca658a03e5f9267e433a2fbea0";
+/// The last commit with segment ABI 1.1 (`git merge-base HEAD main` when
+/// ABI 1.2 was written).
+const BASE_1_1: &str = "d69c2e800137539a267a98a9ff4b768b5ef3631d";
 
 /// A program that uses only the ABI 1.0 API of the `netgauge` crate:
 /// `write PATH` creates a segment with the 1.0 writer; `read PATH [PEER
@@ -102,28 +111,39 @@ fn target_profile_dir() -> PathBuf {
 /// Extracts and builds the 1.0 baseline once per test process.
 fn baseline() -> &'static Baseline {
     static B: OnceLock<Baseline> = OnceLock::new();
-    B.get_or_init(|| {
+    B.get_or_init(|| build_baseline(BASE, "1.0"))
+}
+
+/// Extracts and builds the 1.1 baseline once per test process.
+fn baseline_1_1() -> &'static Baseline {
+    static B: OnceLock<Baseline> = OnceLock::new();
+    B.get_or_init(|| build_baseline(BASE_1_1, "1.1"))
+}
+
+/// The ffi crate of `commit` (ABI `abi`) with the probe program, built.
+fn build_baseline(commit: &str, abi: &str) -> Baseline {
+    {
         let root = repo_root();
         let have = Command::new("git")
             .args(["-C", root.to_str().unwrap(), "cat-file", "-e"])
-            .arg(format!("{BASE}^{{commit}}"))
+            .arg(format!("{commit}^{{commit}}"))
             .status();
         assert!(
             matches!(have, Ok(s) if s.success()),
-            "the ABI 1.0 baseline commit {BASE} is not in this repository's history \
+            "the ABI {abi} baseline commit {commit} is not in this repository's history \
              (a shallow clone? `git fetch --unshallow`); the compatibility tests need it"
         );
-        let work = target_profile_dir().join("compat-abi-1.0");
+        let work = target_profile_dir().join(format!("compat-abi-{abi}"));
         let src = work.join("src");
         let _ = std::fs::remove_dir_all(&src);
         std::fs::create_dir_all(src.join("probe/src")).unwrap();
         run(
             Command::new("sh").arg("-c").arg(format!(
-                "git -C '{}' archive --format=tar {BASE} ffi Cargo.lock | tar -x -C '{}'",
+                "git -C '{}' archive --format=tar {commit} ffi Cargo.lock | tar -x -C '{}'",
                 root.display(),
                 src.display()
             )),
-            "git archive of the 1.0 ffi crate",
+            &format!("git archive of the {abi} ffi crate"),
         );
         std::fs::write(
             src.join("Cargo.toml"),
@@ -154,7 +174,7 @@ fn baseline() -> &'static Baseline {
                 .args(["-p", "ng-abi10-probe", "-p", "netgauge-ffi"])
                 .env("CARGO_TARGET_DIR", &target)
                 .env_remove("RUSTC_WORKSPACE_WRAPPER"),
-            "cargo build of the 1.0 baseline (offline, from the local crate cache)",
+            &format!("cargo build of the {abi} baseline (offline, from the local crate cache)"),
         );
         let rel = target.join("release");
         Baseline {
@@ -163,7 +183,7 @@ fn baseline() -> &'static Baseline {
             include: src.join("ffi/include"),
             examples: src.join("ffi/examples"),
         }
-    })
+    }
 }
 
 fn probe_read(b: &Baseline, seg: &Path, queries: &[(&str, &str, u64)]) -> String {
@@ -172,10 +192,10 @@ fn probe_read(b: &Baseline, seg: &Path, queries: &[(&str, &str, u64)]) -> String
     for (p, t, n) in queries {
         c.args([*p, *t]).arg(n.to_string());
     }
-    String::from_utf8(run(&mut c, "1.0 probe read").stdout).unwrap()
+    String::from_utf8(run(&mut c, "baseline probe read").stdout).unwrap()
 }
 
-/// A 1.1 segment with every new part in use.
+/// A segment of this crate's writer (ABI 1.2) with every 1.1 part in use.
 fn segment_1_1(p: &TmpPath) -> SegmentWriter {
     let mut w = SegmentWriter::create_or_open(&p.0, 16, "node001", "tsc 1.1").unwrap();
     w.upsert(&sample_entry_ext("node002", "rdma")).unwrap();
@@ -211,10 +231,30 @@ const QUERIES_1_1: &[(&str, &str, u64)] = &[
     ("", "raw", 1),
 ];
 
+/// Questions about the segment the probe program writes.
+const QUERIES_PROBE: &[(&str, &str, u64)] = &[
+    ("n0", "rdma", 0),
+    ("n1", "udp", 2500),
+    ("n2", "udp", 1),
+    ("n2", "rdma", 1 << 40),
+    ("zz", "rdma", 1),
+];
+
 #[test]
-fn reader_1_0_reads_a_1_1_segment() {
-    let b = baseline();
-    let p = TmpPath::new("compat-a");
+fn reader_1_0_reads_a_1_2_segment() {
+    old_reader_reads_a_1_2_segment(baseline(), "compat-a");
+}
+
+#[test]
+fn reader_1_1_reads_a_1_2_segment() {
+    old_reader_reads_a_1_2_segment(baseline_1_1(), "compat-a11");
+}
+
+/// The baseline's reader reads this writer's segment (with its hot table,
+/// which it never maps) and answers every 1.0 question as this reader
+/// does, the index path included.
+fn old_reader_reads_a_1_2_segment(b: &Baseline, tag: &str) {
+    let p = TmpPath::new(tag);
     let w = segment_1_1(&p);
     let mut r = Reader::open(&p.0).unwrap();
     r.set_stale_after_ns(600_000_000_000);
@@ -224,10 +264,15 @@ fn reader_1_0_reads_a_1_1_segment() {
         assert_eq!(g, x);
     }
     assert_eq!(got, want);
+    assert!(got.contains("index node002 rdma 8192 0 eel="));
     // The answers say what they should, not just the same thing: the 1.0
     // reader sees the new flags as bits of the entry, class entries as
     // entries, mapped peers without entries as unknown, stale as stale.
-    assert!(got.contains("info major=1 minor=1 "));
+    assert!(got.contains("info major=1 minor=2 "));
+    assert_ne!(
+        r.info().unwrap().capabilities & netgauge::layout::CAP_HOT,
+        0
+    );
     assert!(got.contains("lookup m1 raw 1 err unknown peer or transport"));
     assert!(got.contains("lookup d2 raw 1 err stale"));
     let restored = r.lookup("node003", "udp", 1).unwrap().flags;
@@ -238,7 +283,7 @@ fn reader_1_0_reads_a_1_1_segment() {
 }
 
 #[test]
-fn c_example_1_0_reads_a_1_1_segment() {
+fn c_example_1_0_reads_a_1_2_segment() {
     let b = baseline();
     let p = TmpPath::new("compat-c");
     let w = segment_1_1(&p);
@@ -353,7 +398,7 @@ fn write_1_0(b: &Baseline, path: &Path) -> std::process::Child {
 }
 
 #[test]
-fn reader_1_1_reads_a_1_0_segment() {
+fn reader_1_2_reads_a_1_0_segment() {
     let b = baseline();
     let p = TmpPath::new("compat-b");
     let mut child = write_1_0(b, &p.0);
@@ -448,13 +493,7 @@ fn reader_1_1_reads_a_1_0_segment() {
     }
     // A 1.0 reader and this one agree on the 1.0 segment, question by
     // question.
-    let queries: &[(&str, &str, u64)] = &[
-        ("n0", "rdma", 0),
-        ("n1", "udp", 2500),
-        ("n2", "udp", 1),
-        ("n2", "rdma", 1 << 40),
-        ("zz", "rdma", 1),
-    ];
+    let queries = QUERIES_PROBE;
     let mut r = r;
     r.set_stale_after_ns(600_000_000_000);
     assert_eq!(probe_read(b, &p.0, queries), answers_1_0(&r, queries));
@@ -474,6 +513,51 @@ fn reader_1_1_reads_a_1_0_segment() {
     r.set_stale_after_ns(0);
     assert_eq!(r.lookup("n1", "rdma", 1500).unwrap(), before);
     let r2 = Reader::open(&p.0).unwrap();
-    assert_eq!(r2.info().unwrap().abi_minor, 1);
+    assert_eq!(r2.info().unwrap().abi_minor, 2);
     assert_ne!(r2.entry_ext("n1", "rdma").unwrap().present, 0);
+}
+
+#[test]
+fn reader_1_2_reads_a_1_1_segment() {
+    let b = baseline_1_1();
+    let p = TmpPath::new("compat-d");
+    let mut child = write_1_0(b, &p.0);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(600_000_000_000);
+    let info = r.info().unwrap();
+    assert_eq!((info.abi_major, info.abi_minor), (1, 1));
+    assert_eq!(info.capabilities & netgauge::layout::CAP_HOT, 0);
+    assert_eq!(info.entry_count, 6);
+    // No hot table: the index lookups read the entries, and agree with the
+    // name lookups field by field.
+    for (i, t) in ["rdma", "udp"].iter().enumerate() {
+        for peer in 0..2u64 {
+            let name = format!("n{peer}");
+            let idx = r.index(&name, t).unwrap();
+            for s in [0u64, 1500, 2999, 3999, 1 << 40] {
+                let v = r.lookup(&name, t, s).unwrap();
+                assert_eq!(derived_k(&v, (s / 1000).min(3)), Some(10 * peer + i as u64));
+                assert_eq!(r.lookup_index(idx, s), Ok(v));
+                let st = r.lookup_status(&name, t, s).unwrap();
+                assert_eq!(r.lookup_index_status(idx, s), Ok(st));
+            }
+        }
+    }
+    assert_eq!(
+        probe_read(b, &p.0, QUERIES_PROBE),
+        answers_1_0(&r, QUERIES_PROBE)
+    );
+    // This crate's writer replaces the 1.1 segment with a 1.2 one (a new
+    // inode); the reader of the old one keeps its mapping and answers.
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let before = r
+        .lookup_index(r.index("n1", "rdma").unwrap(), 1500)
+        .unwrap();
+    let mut w = SegmentWriter::create_or_open(&p.0, 8, "node001", "tsc").unwrap();
+    w.upsert(&sample_entry_ext("n1", "rdma")).unwrap();
+    r.set_stale_after_ns(0);
+    assert_eq!(r.lookup("n1", "rdma", 1500), Ok(before));
+    let r2 = Reader::open(&p.0).unwrap();
+    assert_eq!(r2.info().unwrap().abi_minor, 2);
 }

@@ -27,7 +27,7 @@ fn extension_round_trips_and_sets_flags() {
     w.upsert(&e).unwrap();
     w.upsert(&sample_entry("node003", "udp")).unwrap();
     let r = Reader::open(&p.0).unwrap();
-    assert_eq!(r.info().unwrap().abi_minor, 1);
+    assert_eq!(r.info().unwrap().abi_minor, 2);
 
     // Flags the writer derives: UNIDENTIFIED (g of range 1, S), SHAPED.
     let v = r.lookup("node002", "raw", 100).unwrap();
@@ -659,7 +659,7 @@ fn c_abi_of_the_extension() {
             ng_peer_class(r, core::ptr::null(), cls.as_mut_ptr(), 64),
             -libc::EINVAL
         );
-        assert_eq!(ng_abi_version(), 1 << 16 | 1);
+        assert_eq!(ng_abi_version(), 1 << 16 | 2);
 
         // Heartbeat rule: a writer gone makes every 1.1 lookup stale too.
         w.shutdown();

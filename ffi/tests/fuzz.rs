@@ -2,14 +2,15 @@
 //! ReaderError::Invalid), never crashes. Seeded random corruptions of a
 //! valid segment, run in-process (a crash would fail the test binary), plus
 //! targeted corruptions of every structural field with the exact expected
-//! error, for the ABI 1.0 part and the 1.1 extension (header extension,
-//! per-transport records, classes, the peer → class map, entry blocks).
+//! error, for the ABI 1.0 part, the 1.1 extension (header extension,
+//! per-transport records, classes, the peer → class map, entry blocks) and
+//! the 1.2 hot table.
 
 mod common;
 
 use common::*;
 use netgauge::capi::*;
-use netgauge::layout::{Layout, MAX_RANGES};
+use netgauge::layout::{Layout, CAP_HOT, MAX_RANGES};
 use netgauge::{
     EntryExt, LookupError, Params, Reader, ReaderError, SegmentWriter, Status, TransportExt,
 };
@@ -128,11 +129,21 @@ fn write_case(path: &std::path::Path, bytes: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Writes `bytes` to `p` and opens a reader of it without the heartbeat
+/// rule.
+fn open_case(p: &TmpPath, bytes: &[u8]) -> Reader {
+    write_case(&p.0, bytes);
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    r
+}
+
 #[test]
 fn random_corruptions_and_truncations_never_crash() {
     let good = valid_segment();
     let layout = Layout::new(CAP).unwrap();
-    assert_eq!(good.len(), layout.total_bytes);
+    assert_eq!(good.len(), layout.file_bytes);
+    let hot = layout.hot.unwrap();
     let p = TmpPath::new("fuzz");
     let mut rng = Rng(0x005e_ed0f_f022);
     let mut o = Outcomes::default();
@@ -158,7 +169,7 @@ fn random_corruptions_and_truncations_never_crash() {
             // of the 1.1 extension.
             2 | 3 => {
                 for _ in 0..1 + rng.below(4) {
-                    let region = rng.below(8);
+                    let region = rng.below(9);
                     let copy = rng.below(2) as usize;
                     let base = layout.copy_offset[copy];
                     let x = layout.ext.unwrap();
@@ -182,6 +193,12 @@ fn random_corruptions_and_truncations_never_crash() {
                         }
                         // Class table, map slots, map records.
                         6 => base + x.classes_offset + rng.below(3 * 72 / 8) as usize * 8,
+                        // Hot-table records: head, search array, the
+                        // first ranges' bounds.
+                        7 => {
+                            hot.record_offset(copy, rng.below(CAP as u64) as usize)
+                                + [0, 8, 16, 56, 128, 136, 192, 200][rng.below(8) as usize]
+                        }
                         _ => {
                             base + x.map_slots_offset
                                 + rng.below(((x.meta_ext_end - x.map_slots_offset) / 8) as u64)
@@ -214,7 +231,7 @@ fn random_corruptions_and_truncations_never_crash() {
                 let i = rng.below(b.len() as u64) as usize;
                 b[i] = rng.next() as u8;
                 if rng.below(2) == 0 {
-                    b.truncate(layout.total_bytes - 1 - rng.below(64) as usize);
+                    b.truncate(layout.file_bytes - 1 - rng.below(64) as usize);
                 } else {
                     b.extend((0..rng.below(5000)).map(|_| rng.next() as u8));
                 }
@@ -224,7 +241,7 @@ fn random_corruptions_and_truncations_never_crash() {
         match Reader::open(&p.0) {
             Ok(mut r) => {
                 assert!(
-                    b.len() >= layout.total_bytes,
+                    b.len() >= layout.file_bytes,
                     "case {case}: truncated file ({} bytes) opened",
                     b.len()
                 );
@@ -234,7 +251,7 @@ fn random_corruptions_and_truncations_never_crash() {
             Err(ReaderError::Invalid(_)) => o.open_invalid += 1,
             Err(e) => panic!("case {case}: unexpected open error {e}"),
         }
-        if b.len() < layout.total_bytes {
+        if b.len() < layout.file_bytes {
             truncations += 1;
         }
     }
@@ -262,40 +279,48 @@ fn each_structural_header_field_is_validated() {
     let p = TmpPath::new("fuzzhdr");
     // (offset, width, bad value)
     let cases: &[(usize, usize, u64)] = &[
-        (0, 8, 0x1122_3344_5566_7788),  // magic
-        (8, 4, 2),                      // abi_major
-        (16, 4, 128),                   // header_bytes too small
-        (16, 4, 384),                   // header_bytes inconsistent with offsets
-        (16, 4, 256),                   // header_bytes without the 1.1 extension
-        (20, 4, 255),                   // meta_bytes misaligned
-        (24, 4, 2240),                  // entry_bytes too small
-        (24, 4, 3392 + 64),             // entry_bytes inconsistent with total
-        (24, 4, 2304),                  // entry_bytes too small for 1.1
-        (28, 4, 0),                     // capacity 0
-        (28, 4, 9),                     // capacity inconsistent
-        (28, 4, 1 << 20),               // capacity absurd
-        (32, 4, 12),                    // hash_slots not a power of two
-        (32, 4, 8),                     // hash_slots ≤ capacity
-        (36, 4, MAX_RANGES as u64 + 1), // max_ranges
-        (40, 4, 31),                    // max_curve
-        (44, 4, 17),                    // max_ci
-        (48, 8, u64::MAX),              // total_bytes
-        (48, 8, good.len() as u64 + 8), // total_bytes beyond the file
-        (56, 8, 4096),                  // copy_bytes
-        (64, 8, 0),                     // copy_offset[0]
-        (72, 8, u64::MAX - 7),          // copy_offset[1]
-        (80, 8, 1 << 40),               // unknown incompatible capability
-        (256, 4, 0),                    // class_capacity 0
-        (256, 4, 1025),                 // class_capacity beyond MAX_CLASSES
-        (256, 4, 9),                    // class_capacity inconsistent with meta_bytes
-        (260, 4, 0),                    // map_capacity 0
-        (260, 4, 16),                   // map_capacity ≥ map_slots
-        (264, 4, 12),                   // map_slots not a power of two
-        (264, 4, 1 << 20),              // map_slots absurd
-        (268, 4, 9),                    // transport_records
-        (272, 4, 9),                    // max_latency
-        (276, 4, 7),                    // max_k
-        (280, 4, 4),                    // schemes
+        (0, 8, 0x1122_3344_5566_7788),      // magic
+        (8, 4, 2),                          // abi_major
+        (16, 4, 128),                       // header_bytes too small
+        (16, 4, 384),                       // header_bytes inconsistent with offsets
+        (16, 4, 256),                       // header_bytes without the 1.1 extension
+        (20, 4, 255),                       // meta_bytes misaligned
+        (24, 4, 2240),                      // entry_bytes too small
+        (24, 4, 3392 + 64),                 // entry_bytes inconsistent with total
+        (24, 4, 2304),                      // entry_bytes too small for 1.1
+        (28, 4, 0),                         // capacity 0
+        (28, 4, 9),                         // capacity inconsistent
+        (28, 4, 1 << 20),                   // capacity absurd
+        (32, 4, 12),                        // hash_slots not a power of two
+        (32, 4, 8),                         // hash_slots ≤ capacity
+        (36, 4, MAX_RANGES as u64 + 1),     // max_ranges
+        (40, 4, 31),                        // max_curve
+        (44, 4, 17),                        // max_ci
+        (48, 8, u64::MAX),                  // total_bytes
+        (48, 8, good.len() as u64 + 8),     // total_bytes beyond the file
+        (56, 8, 4096),                      // copy_bytes
+        (64, 8, 0),                         // copy_offset[0]
+        (72, 8, u64::MAX - 7),              // copy_offset[1]
+        (80, 8, 1 << 40),                   // unknown incompatible capability
+        (256, 4, 0),                        // class_capacity 0
+        (256, 4, 1025),                     // class_capacity beyond MAX_CLASSES
+        (256, 4, 9),                        // class_capacity inconsistent with meta_bytes
+        (260, 4, 0),                        // map_capacity 0
+        (260, 4, 16),                       // map_capacity ≥ map_slots
+        (264, 4, 12),                       // map_slots not a power of two
+        (264, 4, 1 << 20),                  // map_slots absurd
+        (268, 4, 9),                        // transport_records
+        (272, 4, 9),                        // max_latency
+        (276, 4, 7),                        // max_k
+        (280, 4, 4),                        // schemes
+        (284, 4, 0),                        // hot_record_bytes 0 with CAP_HOT
+        (284, 4, 704),                      // hot_record_bytes below the record
+        (284, 4, 800),                      // hot_record_bytes misaligned
+        (284, 4, 832),                      // hot_record_bytes inconsistent
+        (288, 8, 0),                        // hot_offset
+        (288, 8, 1 << 40),                  // hot_offset absurd
+        (296, 8, 4096),                     // file_bytes short of the table
+        (296, 8, good.len() as u64 + 4096), // file_bytes beyond the file
     ];
     for &(off, width, v) in cases {
         let mut b = good.clone();
@@ -347,33 +372,40 @@ fn each_structural_payload_field_is_validated() {
     let counts_of =
         |b: &[u8], i: usize| u64::from_le_bytes(b[entry(i) + 8..entry(i) + 16].try_into().unwrap());
 
-    let check = |b: &[u8], what: &str, want_string: LookupError, want_index: LookupError| {
-        write_case(&p.0, b);
-        let mut r = Reader::open(&p.0).unwrap();
-        r.set_stale_after_ns(0);
-        assert_eq!(
-            r.lookup("node002", "rdma", 100),
-            Err(want_string),
-            "{what}: string path"
-        );
-        assert_eq!(
-            r.lookup_index(0, 100).err(),
-            Some(want_index),
-            "{what}: index path"
-        );
-        let cr = c_reader(&p.0, 0);
-        // SAFETY: valid pointers; the reader is closed before leaving.
-        unsafe {
-            let mut out = Params::default();
+    // The index path reads the entry's hot-table record, which these
+    // corruptions of the entry leave intact: it answers as before, except
+    // where entry_count is corrupt (`want_index`).
+    let pg = TmpPath::new("fuzzpay-good");
+    write_case(&pg.0, &good);
+    let mut rg = Reader::open(&pg.0).unwrap();
+    rg.set_stale_after_ns(0);
+    let want_hot = rg.lookup_index(0, 100);
+    assert!(want_hot.is_ok());
+    let check =
+        |b: &[u8], what: &str, want_string: LookupError, want_index: Option<LookupError>| {
+            write_case(&p.0, b);
+            let mut r = Reader::open(&p.0).unwrap();
+            r.set_stale_after_ns(0);
             assert_eq!(
-                ng_lookup_index(cr, 0, 100, &mut out),
-                want_index.errno(),
-                "{what}: C index path"
+                r.lookup("node002", "rdma", 100),
+                Err(want_string),
+                "{what}: string path"
             );
-            assert!(ng_predict_index_ns(cr, 0, 100).is_nan());
-            ng_close(cr);
-        }
-    };
+            let want = want_index.map_or(want_hot, Err);
+            assert_eq!(r.lookup_index(0, 100), want, "{what}: index path");
+            let cr = c_reader(&p.0, 0);
+            // SAFETY: valid pointers; the reader is closed before leaving.
+            unsafe {
+                let mut out = Params::default();
+                assert_eq!(
+                    ng_lookup_index(cr, 0, 100, &mut out),
+                    want.map_or_else(|e| e.errno(), |_| 0),
+                    "{what}: C index path"
+                );
+                assert_eq!(ng_predict_index_ns(cr, 0, 100).is_nan(), want.is_err());
+                ng_close(cr);
+            }
+        };
 
     // entry_count beyond capacity.
     let mut b = good.clone();
@@ -382,7 +414,7 @@ fn each_structural_payload_field_is_validated() {
         &b,
         "entry_count",
         LookupError::Invalid,
-        LookupError::Invalid,
+        Some(LookupError::Invalid),
     );
 
     // counts: zero ranges, too many ranges, empty peer, long peer, junk bits.
@@ -396,26 +428,16 @@ fn each_structural_payload_field_is_validated() {
     ] {
         let mut b = good.clone();
         le_put(&mut b, entry(0) + 8, v, 8);
-        check(&b, what, LookupError::Invalid, LookupError::Invalid);
+        check(&b, what, LookupError::Invalid, None);
     }
     // A changed peer length no longer matches the name: unknown by name,
     // and invalid by index when out of bounds.
     let mut b = good.clone();
     le_put(&mut b, entry(0) + 8, base & !0xFF, 8);
-    check(
-        &b,
-        "peer_len 0",
-        LookupError::NotFound,
-        LookupError::Invalid,
-    );
+    check(&b, "peer_len 0", LookupError::NotFound, None);
     let mut b = good.clone();
     le_put(&mut b, entry(0) + 8, (base & !0xFF) | 64, 8);
-    check(
-        &b,
-        "peer_len 64",
-        LookupError::NotFound,
-        LookupError::Invalid,
-    );
+    check(&b, "peer_len 64", LookupError::NotFound, None);
 
     // A slot pointing past entry_count.
     let mut b = good.clone();
@@ -464,12 +486,7 @@ fn each_structural_extension_field_is_validated() {
     let meta_ext = c + x.meta_ext_offset;
     let rd = |b: &[u8], off: usize| u64::from_le_bytes(b[off..off + 8].try_into().unwrap());
     let p = TmpPath::new("fuzzext");
-    let open = |b: &[u8]| {
-        write_case(&p.0, b);
-        let mut r = Reader::open(&p.0).unwrap();
-        r.set_stale_after_ns(0);
-        r
-    };
+    let open = |b: &[u8]| open_case(&p, b);
     // The 1.0 answers a corruption of the extension must leave alone.
     let plain = open(&good).lookup("node002", "rdma", 100).unwrap();
     let plain_k = derived_k(&open(&good).lookup("a", "rdma", 100).unwrap(), 0);
@@ -683,4 +700,107 @@ fn each_structural_extension_field_is_validated() {
     }
     let r = open(&b);
     assert_eq!(r.lookup("node002", "rdma", 1), Err(LookupError::Invalid));
+}
+
+/// The ABI 1.2 hot table: a corrupt record is an Invalid entry for the
+/// index lookups (Rust and C), never an answer, while the name lookups,
+/// which read the entry, are undisturbed; a segment without CAP_HOT is read
+/// from its entries.
+#[test]
+fn each_structural_hot_field_is_validated() {
+    let good = valid_segment();
+    let layout = Layout::new(CAP).unwrap();
+    let hot = layout.hot.unwrap();
+    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
+    let copy = (seq & 1) as usize;
+    let p = TmpPath::new("fuzzhot");
+    let open = |b: &[u8]| open_case(&p, b);
+    let r = open(&good);
+    // "a"/"rdma" is derived_entry(k = 5): ranges [1000 r, 1000 r + 999].
+    let idx = r.index("a", "rdma").unwrap();
+    let rec = hot.record_offset(copy, idx);
+    let head = u64::from_le_bytes(good[rec..rec + 8].try_into().unwrap());
+    let by_name = r.lookup("a", "rdma", 100).unwrap();
+    assert_eq!(r.lookup_index(idx, 100), Ok(by_name));
+    assert_eq!(derived_k(&by_name, 0), Some(5));
+    drop(r);
+    let invalid = |b: &[u8], what: &str, size: u64| {
+        let r = open(b);
+        assert_eq!(
+            r.lookup_index(idx, size),
+            Err(LookupError::Invalid),
+            "{what}"
+        );
+        assert_eq!(
+            r.lookup_index_status(idx, size).map(|_| ()),
+            Err(LookupError::Invalid),
+            "{what}: status"
+        );
+        assert_eq!(
+            r.predict_index_ns(idx, size).map(|_| ()),
+            Err(LookupError::Invalid),
+            "{what}: predict"
+        );
+        // The entry itself is intact: the name lookups answer from it.
+        assert_eq!(r.lookup("a", "rdma", 100), Ok(by_name), "{what}: name");
+        let cr = c_reader(&p.0, 0);
+        // SAFETY: valid pointers; the reader is closed before leaving.
+        unsafe {
+            let mut out = Params::default();
+            assert_eq!(
+                ng_lookup_index(cr, idx as i32, size, &mut out),
+                -libc::EINVAL,
+                "{what}: C"
+            );
+            ng_close(cr);
+        }
+    };
+    let rng = 0xFF_u64 << 16;
+    for (what, v) in [
+        ("0 ranges", head & !rng),
+        ("9 ranges", (head & !rng) | 9 << 16),
+        ("255 ranges", head | rng),
+        ("reserved bits", head | 1 << 24),
+    ] {
+        let mut b = good.clone();
+        le_put(&mut b, rec, v, 8);
+        invalid(&b, what, 100);
+    }
+    // A record the writer never wrote (all zero).
+    let mut b = good.clone();
+    b[rec..rec + hot.record_bytes].fill(0);
+    invalid(&b, "zeroed record", 100);
+    // The search array disagrees with the range it selects.
+    let mut b = good.clone();
+    le_put(&mut b, rec + 8, 500, 8);
+    invalid(&b, "search word 0", 100);
+    // ... which only matters to the sizes whose search stops there: 2500
+    // goes past word 0 to range 2, whose words agree.
+    let r = open(&b);
+    assert_eq!(r.lookup_index(idx, 2500), r.lookup("a", "rdma", 2500));
+    assert!(r.lookup_index(idx, 2500).is_ok());
+    drop(r);
+    // A range record with from > to.
+    let mut b = good.clone();
+    le_put(&mut b, rec + 128, 5000, 8);
+    invalid(&b, "range 0 from > to", 100);
+    // The last range (no search word) is checked for from ≤ to as well.
+    let mut b = good.clone();
+    le_put(&mut b, rec + 128 + 3 * 64, 1 << 40, 8);
+    invalid(&b, "last range from > to", 1 << 20);
+
+    // Without CAP_HOT a 1.2 reader reads the entries: the corrupt record
+    // is not used.
+    let mut b = good.clone();
+    le_put(&mut b, rec, 0, 8);
+    let caps = u64::from_le_bytes(b[80..88].try_into().unwrap());
+    le_put(&mut b, 80, caps & !CAP_HOT, 8);
+    let r = open(&b);
+    assert_eq!(r.lookup_index(idx, 100), Ok(by_name));
+    // Nor does a reader that takes the segment for 1.1 (minor 1).
+    let mut b = good.clone();
+    le_put(&mut b, rec, 0, 8);
+    le_put(&mut b, 12, 1, 4);
+    let r = open(&b);
+    assert_eq!(r.lookup_index(idx, 100), Ok(by_name));
 }

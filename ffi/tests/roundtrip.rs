@@ -388,7 +388,7 @@ fn c_abi() {
         assert_eq!(info.entry_count, 1);
         assert_eq!(info.capacity_entries, 8);
         assert!(ng_heartbeat_age_ns(r) >= 0);
-        assert_eq!(ng_abi_version(), 1 << 16 | 1);
+        assert_eq!(ng_abi_version(), 1 << 16 | 2);
         assert_eq!(
             CStr::from_ptr(ng_strerror(-libc::ESTALE)),
             c"stale: daemon gone or data too old"

@@ -66,10 +66,12 @@ fn main() -> ExitCode {
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    // Colour codes only for a terminal: a redirected log stays plain text.
     if journal {
         fmt.without_time().with_ansi(false).init();
     } else {
-        fmt.init();
+        fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
     }
     let cli = Cli::parse();
     let mut cfg = match Config::load(&cli.config) {

@@ -30,6 +30,10 @@ pub struct ClockInfo {
     pub kernel_diff_ppm: Option<f64>,
     /// /sys/devices/system/clocksource/clocksource0/current_clocksource.
     pub kernel_clocksource: Option<String>,
+    /// `--long`: the TSC rate from a 2 s calibration against
+    /// CLOCK_MONOTONIC_RAW, and its difference from `rate_hz` in ppm.
+    pub long_calibration_hz: Option<f64>,
+    pub long_calibration_diff_ppm: Option<f64>,
     /// Degradations and remarks, one sentence each.
     pub notes: Vec<String>,
 }
@@ -65,6 +69,13 @@ impl fmt::Display for ClockInfo {
         if let Some(d) = self.kernel_diff_ppm {
             writeln!(f, "diff vs kernel:  {d:+.2} ppm")?;
         }
+        if let (Some(hz), Some(d)) = (self.long_calibration_hz, self.long_calibration_diff_ppm) {
+            writeln!(
+                f,
+                "2 s calibration: {:.6} MHz against CLOCK_MONOTONIC_RAW ({d:+.2} ppm)",
+                hz / 1e6
+            )?;
+        }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
@@ -73,9 +84,10 @@ impl fmt::Display for ClockInfo {
 }
 
 /// Describe `clock`: rate and its origin, read cost, and the difference to
-/// the kernel's TSC rate. With `long`, a missing kernel log line is replaced
-/// by a 2 s calibration against CLOCK_MONOTONIC_RAW when the kernel's
-/// clocksource is the TSC (the raw clock then runs at the kernel's rate).
+/// the kernel's TSC rate. With `long`, a TSC is also calibrated for 2 s
+/// against CLOCK_MONOTONIC_RAW (reported beside the rate in use), which
+/// stands in for a missing kernel log line when the kernel's clocksource is
+/// the TSC (the raw clock then runs at the kernel's rate).
 pub fn clock_info(clock: &HostClock, long: bool) -> ClockInfo {
     let mut notes = Vec::new();
     let invariant_tsc = tsc_invariant();
@@ -104,14 +116,24 @@ pub fn clock_info(clock: &HostClock, long: bool) -> ClockInfo {
             .ok()
             .map(|s| s.trim().to_string());
 
+    let long_calibration_hz = match clock {
+        HostClock::Tsc(_) if long => match calibrate_tsc(Duration::from_secs(2)) {
+            Ok(c) => Some(c.hz),
+            Err(e) => {
+                notes.push(format!("long calibration failed: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    let long_calibration_diff_ppm = long_calibration_hz.map(|hz| (clock.rate_hz() - hz) / hz * 1e6);
     let mut kernel = kernel_tsc_from_logs(&mut notes);
     if kernel.is_none() {
         if kernel_clocksource.as_deref() == Some("tsc") {
-            if long {
-                match calibrate_tsc(Duration::from_secs(2)) {
-                    Ok(c) => kernel = Some((c.hz, "long_calibration".to_string())),
-                    Err(e) => notes.push(format!("long calibration failed: {e}")),
-                }
+            if let Some(hz) = long_calibration_hz {
+                kernel = Some((hz, "long_calibration".to_string()));
+            } else if long {
+                notes.push("no kernel tsc line, and no TSC to calibrate".into());
             } else {
                 notes.push(
                     "no kernel tsc line; a long run would calibrate against CLOCK_MONOTONIC_RAW"
@@ -141,6 +163,8 @@ pub fn clock_info(clock: &HostClock, long: bool) -> ClockInfo {
         kernel_rate_source,
         kernel_diff_ppm,
         kernel_clocksource,
+        long_calibration_hz,
+        long_calibration_diff_ppm,
         notes,
     }
 }

@@ -25,6 +25,8 @@ pub struct CostTable {
     pub intra: JobCosts,
     /// Ends on two groups.
     pub inter: JobCosts,
+    /// A LogfP fan-out, at its driver (each of its P peers carries 1/P).
+    pub fanout: Cost,
 }
 
 impl CostTable {
@@ -32,6 +34,7 @@ impl CostTable {
         Self {
             intra: costs,
             inter: costs,
+            fanout: Cost::default(),
         }
     }
 
@@ -40,6 +43,7 @@ impl CostTable {
         match kind {
             JobKind::Full => c.full,
             JobKind::Recheck => c.recheck,
+            JobKind::Fanout => self.fanout,
         }
     }
 
@@ -85,14 +89,16 @@ impl RecheckPlan {
 }
 
 /// A job's kind, as a responder is asked to admit it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum JobKind {
     Full,
     Recheck,
+    Fanout,
 }
 
-/// What a re-check is compared with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// What a re-check is compared with. Part of the control protocol (a
+/// request names its job): new variants go at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Reference {
     /// The pair's own full sweep.
     Pair,
@@ -104,25 +110,33 @@ pub enum Reference {
 
 /// Why a full sweep runs; it sets the sweep's priority on the budget. A
 /// repair (and any job of a coverage round) may empty the bucket; a class
-/// sweep outside coverage rounds must leave two full sweeps in it, kept
-/// for repairs and coverage duties (a class sweep the bucket cannot pay is
-/// replaced by a re-check).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// or pair sweep outside coverage rounds must leave two full sweeps in it,
+/// kept for repairs and coverage duties (a sweep the bucket cannot pay is
+/// replaced by a re-check). Part of the control protocol: new variants go
+/// at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Purpose {
     /// No full sweep of the pair's class younger than the maximum age:
     /// this one stands for the class.
     Class,
     /// A disagreement was confirmed: the pair gets its own parameters.
     Repair,
+    /// The class is known, the pair has no sweep of its own younger than
+    /// the maximum age: the full mesh, swept in the background as the
+    /// budget allows.
+    Pair,
 }
 
-/// A job of a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// A job of a session. Part of the control protocol (a request names its
+/// job): new variants go at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Job {
     FullSweep(Purpose),
     Recheck(Reference),
     /// A second re-check after a disagreeing one.
     Confirm(Reference),
+    /// A LogfP fan-out over the driver's chunk (fan-out rounds only).
+    Fanout,
 }
 
 impl Job {
@@ -130,6 +144,19 @@ impl Job {
         match self {
             Job::FullSweep(_) => JobKind::Full,
             Job::Recheck(_) | Job::Confirm(_) => JobKind::Recheck,
+            Job::Fanout => JobKind::Fanout,
+        }
+    }
+
+    /// A short name (status, logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Job::FullSweep(Purpose::Class) => "class sweep",
+            Job::FullSweep(Purpose::Repair) => "repair sweep",
+            Job::FullSweep(Purpose::Pair) => "pair sweep",
+            Job::Recheck(_) => "re-check",
+            Job::Confirm(_) => "confirming re-check",
+            Job::Fanout => "fan-out",
         }
     }
 }
@@ -153,6 +180,21 @@ pub enum Idle {
     Planned,
 }
 
+impl Idle {
+    /// A short name (status, logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Idle::NoPartner => "no partner",
+            Idle::Quiet => "quiet",
+            Idle::NotDue => "pair not due",
+            Idle::PartnerDown => "partner backing off",
+            Idle::Budget => "over budget",
+            Idle::NoTime => "no time left in the round",
+            Idle::Planned => "planned",
+        }
+    }
+}
+
 /// What this node does in a round.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub enum Plan {
@@ -167,6 +209,13 @@ pub enum Plan {
     Drive {
         partner: u32,
         job: Job,
+        until_s: f64,
+    },
+    /// Ask every other member of fan-out chunk `chunk` for [`Job::Fanout`]
+    /// (its cost is charged), run the fan-out over those that accept
+    /// before `until_s`, then call [`NodeSchedule::record`].
+    Fanout {
+        chunk: u32,
         until_s: f64,
     },
 }
@@ -207,10 +256,16 @@ pub enum Outcome {
     Failed {
         bytes: u64,
     },
+    /// A fan-out ran over `peers` peers (0: it could not run).
+    FannedOut {
+        peers: u32,
+        bytes: u64,
+    },
 }
 
 /// Counters for `ngctl status` and the simulator.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct NodeStats {
     pub rounds: u64,
     pub quiet_rounds: u64,
@@ -228,17 +283,25 @@ pub struct NodeStats {
     /// Repairs of a confirmed disagreement the budget could not pay: the
     /// pair stays suspect until its next meeting.
     pub repairs_deferred: u64,
+    /// Sweeps of a pair of its own the budget could not pay yet (a re-check
+    /// ran instead).
+    pub pair_sweeps_deferred: u64,
+    pub fanouts: u64,
     /// Rounds skipped because not even a re-check fitted.
     pub budget_skips: u64,
     pub unreachable: u64,
     pub failed: u64,
     pub disturbed: u64,
-    /// Declines this node met as driver, and gave as responder.
+    /// Declines this node met as driver: quiet, over budget, busy with
+    /// another session, not expecting this node in that round.
     pub partner_quiet: u64,
     pub partner_budget: u64,
     pub partner_busy: u64,
+    pub partner_not_expected: u64,
+    /// Declines this node gave as responder, by the same reasons.
     pub refused_quiet: u64,
     pub refused_budget: u64,
+    pub refused_busy: u64,
     pub refused_other: u64,
     /// Probe payload bytes settled (driving and serving).
     pub bytes: u64,

@@ -18,6 +18,12 @@
 //! - [`jobs`] — jobs, costs, plans, outcomes and the token bucket.
 //! - [`schedule`] — one node's part in a round: drive, serve or skip, full
 //!   sweep or cheap re-check, a token bucket charged before a job runs.
+//! - [`node`] — the schedule a daemon holds ([`schedule::Schedule`]) and
+//!   its status.
+//! - [`matrix`] — a node's published view reduced to EEL, g and G, and
+//!   the N×N (or group×group) matrix of many nodes' views.
+//! - [`recheck`] — whether a re-check agrees with the entry it checks, and
+//!   whether a full sweep's data show a disturbed link or host.
 //! - [`sim`] — the cluster in virtual time over the `sim` transport's
 //!   measured session costs (`bench/cluster_sim.rs`, `bench/cluster.md`).
 //!
@@ -27,7 +33,10 @@
 
 pub mod hostlist;
 pub mod jobs;
+pub mod matrix;
+pub mod node;
 pub mod peers;
+pub mod recheck;
 pub mod rounds;
 pub mod schedule;
 pub mod sim;

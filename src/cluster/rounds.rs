@@ -30,6 +30,17 @@
 //! short; the coverage rounds go on counting passes across cycles. A node
 //! looks up its partner for a round in O(1) from the [`CyclePlan`],
 //! computed once per cycle (O(n + classes)).
+//!
+//! - **Fan-out rounds** (LogfP's 1:P−P:1), one every `fanout_interval_s`
+//!   of rounds (round k with k mod period = period − 1), stand outside the
+//!   cycles: the other rounds are numbered without them, so the cycle
+//!   layout above is unchanged, only stretched by one round per period.
+//!   The members are cut into fixed chunks of at most
+//!   `fanout_max_peers + 1` (within each switch group, balanced); in a
+//!   fan-out round one member of every chunk of three or more drives the
+//!   fan-out over the rest of its chunk, the driver rotating from one
+//!   fan-out round to the next, so every member drives once per
+//!   (chunk size) fan-out rounds and nobody is in two sessions a round.
 
 use super::schedule::{ScheduleConfig, ScheduleError};
 use super::topology::Topology;
@@ -194,6 +205,19 @@ pub enum RoundKind {
     Mesh(u32),
     /// Coverage round `q` of pass number `pass` (counted from the origin).
     Coverage { q: u32, pass: u64 },
+    /// Fan-out round number `f` (counted from the origin).
+    Fanout { f: u64 },
+}
+
+impl RoundKind {
+    /// A short name (status, logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoundKind::Mesh(_) => "mesh",
+            RoundKind::Coverage { .. } => "coverage",
+            RoundKind::Fanout { .. } => "fanout",
+        }
+    }
 }
 
 /// One round in time.
@@ -229,7 +253,25 @@ pub struct Rounds {
     /// padding position); fixed by the seed.
     pos: Vec<u32>,
     at: Vec<u32>,
+    /// Every `fan_period`-th round is a fan-out round (0: none).
+    fan_period: u64,
+    /// The fan-out chunks (members ascending) and each member's chunk
+    /// (NONE: in a chunk too small to fan out).
+    fan_chunks: Vec<Vec<u32>>,
+    fan_chunk_of: Vec<u32>,
 }
+
+/// A member's part in a fan-out round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FanoutPart {
+    /// Index of the member's chunk ([`Rounds::fanout_chunk`]).
+    pub chunk: u32,
+    /// The member that drives the chunk's fan-out this round.
+    pub driver: u32,
+}
+
+/// Least chunk that fans out: a driver and two peers (LogfP needs P ≥ 2).
+const MIN_FANOUT_CHUNK: usize = 3;
 
 impl Rounds {
     pub fn new(membership: &Membership, cfg: &ScheduleConfig) -> Rounds {
@@ -250,6 +292,12 @@ impl Rounds {
         };
         let cycle_rounds = u64::from(mesh.max(1) + blocks);
         let (pos, at) = permutation(n, slots, cfg.seed);
+        let (fan_chunks, fan_chunk_of) = fanout_chunks(membership, cfg.fanout_max_peers);
+        let fan_period = if cfg.fanout_interval_s > 0.0 && !fan_chunks.is_empty() {
+            ((cfg.fanout_interval_s / cfg.round_s).round() as u64).max(2)
+        } else {
+            0
+        };
         Rounds {
             round_s: cfg.round_s,
             seed: cfg.seed,
@@ -262,6 +310,9 @@ impl Rounds {
             cycle_rounds,
             pos,
             at,
+            fan_period,
+            fan_chunks,
+            fan_chunk_of,
         }
     }
 
@@ -269,9 +320,19 @@ impl Rounds {
         self.round_s
     }
 
-    /// Rounds of one cycle.
+    /// Rounds of one cycle (fan-out rounds not counted).
     pub fn cycle_rounds(&self) -> u64 {
         self.cycle_rounds
+    }
+
+    /// The time one cycle takes, the fan-out rounds between its rounds
+    /// included.
+    pub fn cycle_s(&self) -> f64 {
+        let stretch = match self.fan_period {
+            0 => 1.0,
+            p => p as f64 / (p - 1) as f64,
+        };
+        self.cycle_rounds as f64 * self.round_s * stretch
     }
 
     /// Mesh rounds of one cycle (every pair once).
@@ -294,10 +355,33 @@ impl Rounds {
         self.slot(((t_s.max(0.0)) / self.round_s).floor() as u64)
     }
 
+    /// Rounds from one fan-out round to the next (None: no fan-out rounds).
+    pub fn fanout_period(&self) -> Option<u64> {
+        (self.fan_period > 0).then_some(self.fan_period)
+    }
+
     /// Round number `round`.
     pub fn slot(&self, round: u64) -> Slot {
-        let cycle = round / self.cycle_rounds;
-        let j = round % self.cycle_rounds;
+        let start_s = round as f64 * self.round_s;
+        let end_s = start_s + self.round_s;
+        // The rounds of the cycles are numbered without the fan-out rounds.
+        let (fanout, inner) = match self.fan_period {
+            0 => (false, round),
+            p => (round % p == p - 1, round - round / p),
+        };
+        let cycle = inner / self.cycle_rounds;
+        if fanout {
+            return Slot {
+                round,
+                cycle,
+                kind: RoundKind::Fanout {
+                    f: round / self.fan_period,
+                },
+                start_s,
+                end_s,
+            };
+        }
+        let j = inner % self.cycle_rounds;
         let kind = if self.cover_rounds == 0 {
             RoundKind::Mesh(j as u32)
         } else {
@@ -314,14 +398,33 @@ impl Rounds {
                 RoundKind::Mesh((block * (every - 1) + within - 1) as u32)
             }
         };
-        let start_s = round as f64 * self.round_s;
         Slot {
             round,
             cycle,
             kind,
             start_s,
-            end_s: start_s + self.round_s,
+            end_s,
         }
+    }
+
+    /// `member`'s part in `slot` when it is a fan-out round and the member
+    /// is in a chunk that fans out.
+    pub fn fanout(&self, slot: &Slot, member: u32) -> Option<FanoutPart> {
+        let RoundKind::Fanout { f } = slot.kind else {
+            return None;
+        };
+        let chunk = *self.fan_chunk_of.get(member as usize)?;
+        let members = self.fan_chunks.get(chunk as usize)?;
+        let turn = f.wrapping_add(mix(self.seed ^ u64::from(chunk) ^ 0xfa_0007));
+        let driver = members[(turn % members.len() as u64) as usize];
+        Some(FanoutPart { chunk, driver })
+    }
+
+    /// The members of fan-out chunk `chunk`, ascending.
+    pub fn fanout_chunk(&self, chunk: u32) -> &[u32] {
+        self.fan_chunks
+            .get(chunk as usize)
+            .map_or(&[][..], |c| &c[..])
     }
 
     /// The coverage representatives of cycle `cycle`.
@@ -403,6 +506,29 @@ fn permutation(n: u32, slots: u32, seed: u64) -> (Vec<u32>, Vec<u32>) {
         .map(|m| if m < n { m } else { NONE })
         .collect();
     (pos, at)
+}
+
+/// The fan-out chunks: each switch group cut into balanced chunks of at
+/// most `max_peers + 1` members; chunks too small to fan out are dropped.
+fn fanout_chunks(membership: &Membership, max_peers: u32) -> (Vec<Vec<u32>>, Vec<u32>) {
+    let size = (max_peers as usize).saturating_add(1).max(MIN_FANOUT_CHUNK);
+    let mut chunks = Vec::new();
+    let mut chunk_of = vec![NONE; membership.len()];
+    for g in membership.groups() {
+        let m = &g.members;
+        let k = m.len().div_ceil(size);
+        for c in 0..k {
+            // Balanced: chunk c holds members [c·len/k, (c+1)·len/k).
+            let part = &m[c * m.len() / k..(c + 1) * m.len() / k];
+            if part.len() >= MIN_FANOUT_CHUNK {
+                for &x in part {
+                    chunk_of[x as usize] = chunks.len() as u32;
+                }
+                chunks.push(part.to_vec());
+            }
+        }
+    }
+    (chunks, chunk_of)
 }
 
 /// Fisher–Yates.
@@ -499,10 +625,12 @@ pub struct Pairing {
 }
 
 impl CyclePlan {
-    /// `member`'s partner in `slot` (which must be of this cycle), or None.
+    /// `member`'s partner in `slot` (which must be of this cycle), or None
+    /// (fan-out rounds pair nobody: see [`Rounds::fanout`]).
     pub fn pairing(&self, rounds: &Rounds, slot: &Slot, member: u32) -> Option<Pairing> {
         let n = self.n;
         match slot.kind {
+            RoundKind::Fanout { .. } => None,
             RoundKind::Mesh(m) => {
                 let p = circle_partner(rounds.pos[member as usize], m, rounds.slots);
                 let partner = rounds.at[p as usize];

@@ -16,8 +16,13 @@
 //!   - a class sweep (full sweep) when this node has no full sweep of the
 //!     pair's coverage class younger than `full_sweep_max_age_s`: it then
 //!     stands for the class;
+//!   - a pair sweep (full sweep) when the pair has no sweep of its own
+//!     younger than `full_sweep_max_age_s` and the budget allows it: the
+//!     full mesh, swept in the background;
 //!   - else a cheap re-check, against the pair's own sweep, the class's,
 //!     or nothing yet (then it records the pair's points).
+//! - In a fan-out round (see `rounds`) the driver of a chunk plans
+//!   [`Plan::Fanout`], the chunk's other members serve it.
 //! - The job's estimated cost is charged to a token bucket *before* it
 //!   runs; the bucket never goes into debt on an estimate. Repairs and the
 //!   jobs of coverage rounds may empty it; a class sweep elsewhere must
@@ -25,7 +30,9 @@
 //!   cannot pay becomes a re-check, so the meeting is not lost. After the
 //!   job the estimate is settled against the bytes actually sent (an
 //!   estimate below the real cost leaves a debt, paid back before
-//!   anything else runs).
+//!   anything else runs). Pair sweeps keep the same two full sweeps in the
+//!   bucket, so a budget that cannot spare them (large sweeps, a low
+//!   budget) covers the mesh with re-checks only.
 //! - The responder charges its own bucket the same way when it admits a
 //!   request, so the budget bounds all probe bytes through the node.
 //! - [`NodeSchedule::record`] takes the outcome and may continue the same
@@ -47,100 +54,8 @@ pub use super::jobs::{
     Cost, CostTable, Decline, Idle, Job, JobCosts, JobKind, NodeStats, Outcome, Plan, Purpose,
     RecheckPlan, Reference, TokenBucket,
 };
-use super::rounds::{ClassId, CyclePlan, Membership, Rounds, Slot};
-
-/// Scheduling settings; every node of a cluster must use the same
-/// `round_s`, `coverage_pass_s` and `seed` (they define the rounds).
-#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ScheduleConfig {
-    /// Length of a round: a node takes part in at most one session per
-    /// round, so this bounds the sessions per node per second.
-    pub round_s: f64,
-    /// Aim for one pass over all coverage classes in about this time.
-    pub coverage_pass_s: f64,
-    /// Probe payload bytes per second through this node (driving and
-    /// serving), the long-run bound.
-    pub budget_bytes_per_s: u64,
-    /// Bucket capacity in seconds of budget (raised to two full sweeps
-    /// when that is more, so one can run with one kept in reserve).
-    pub burst_s: f64,
-    /// A measured pair is not re-checked sooner than this.
-    pub pair_recheck_s: f64,
-    /// A coverage class's full sweep is repeated when older than this.
-    pub full_sweep_max_age_s: f64,
-    /// Backoff after an unreachable partner: doubling from the minimum.
-    pub backoff_min_s: f64,
-    pub backoff_max_s: f64,
-    /// Clock difference between nodes tolerated at a round's edges.
-    pub skew_s: f64,
-    /// Seed of the pairing (shared by the cluster).
-    pub seed: u64,
-}
-
-impl Default for ScheduleConfig {
-    fn default() -> Self {
-        Self {
-            round_s: 10.0,
-            coverage_pass_s: 600.0,
-            budget_bytes_per_s: 2_000_000,
-            burst_s: 300.0,
-            pair_recheck_s: 3600.0,
-            full_sweep_max_age_s: 86_400.0,
-            backoff_min_s: 60.0,
-            backoff_max_s: 900.0,
-            skew_s: 1.0,
-            seed: 0,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ScheduleError {
-    #[error("no members")]
-    NoMembers,
-    #[error("{0} members is too many")]
-    TooManyMembers(usize),
-    #[error("{0:?} is not a member of the cluster (its own name must be in the peer list every node reads)")]
-    NotAMember(String),
-    #[error("schedule: {0}")]
-    Config(String),
-}
-
-impl ScheduleConfig {
-    pub fn validate(&self) -> Result<(), ScheduleError> {
-        let bad = |m: &str| Err(ScheduleError::Config(m.to_string()));
-        let finite = [
-            self.round_s,
-            self.coverage_pass_s,
-            self.burst_s,
-            self.pair_recheck_s,
-            self.full_sweep_max_age_s,
-            self.backoff_min_s,
-            self.backoff_max_s,
-            self.skew_s,
-        ];
-        if finite.iter().any(|v| !v.is_finite() || *v < 0.0) {
-            return bad("every duration must be a finite number ≥ 0");
-        }
-        if self.round_s < 1.0 {
-            return bad("round_s must be at least 1 s (at most one session per second)");
-        }
-        if self.budget_bytes_per_s == 0 {
-            return bad("budget_bytes_per_s must be positive");
-        }
-        if self.full_sweep_max_age_s <= 0.0 || self.backoff_min_s <= 0.0 {
-            return bad("full_sweep_max_age_s and backoff_min_s must be positive");
-        }
-        if self.backoff_max_s < self.backoff_min_s {
-            return bad("backoff_max_s must not be below backoff_min_s");
-        }
-        if self.skew_s * 2.0 >= self.round_s {
-            return bad("skew_s must be under half a round");
-        }
-        Ok(())
-    }
-}
+pub use super::node::{Schedule, ScheduleConfig, ScheduleError, ScheduleStatus};
+use super::rounds::{ClassId, CyclePlan, Membership, RoundKind, Rounds, Slot};
 
 /// What the node knows of a pair (its driven direction).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,10 +71,12 @@ enum Entry {
 }
 
 /// Times are whole seconds since the schedule's origin, plus one (0 =
-/// never), so a pair costs 12 bytes at 4096 members.
+/// never), so a pair costs 16 bytes at 4096 members.
 #[derive(Clone, Copy, Debug, Default)]
 struct PairState {
     measured: u32,
+    /// The pair's own full sweep (a class, pair or repair sweep).
+    swept: u32,
     down_until: u32,
     entry: Entry,
     suspect: bool,
@@ -172,6 +89,8 @@ struct Session {
     partner: u32,
     drives: bool,
     coverage: bool,
+    /// A fan-out round's session (driver: `partner` is itself).
+    fanout: bool,
     class: ClassId,
     intra: bool,
     until_s: f64,
@@ -180,6 +99,25 @@ struct Session {
     charged: u64,
     /// A responder admitted a request in this session.
     admitted: bool,
+}
+
+impl Session {
+    /// A session of `slot` with `partner`, nothing charged yet.
+    fn new(slot: &Slot, partner: u32, drives: bool, class: ClassId, intra: bool) -> Session {
+        Session {
+            round: slot.round,
+            partner,
+            drives,
+            coverage: false,
+            fanout: false,
+            class,
+            intra,
+            until_s: slot.end_s,
+            job: None,
+            charged: 0,
+            admitted: false,
+        }
+    }
 }
 
 /// The shared, read-only state a node's schedule is evaluated against.
@@ -206,6 +144,10 @@ pub struct NodeSchedule {
     stats: NodeStats,
 }
 
+/// How far back the schedule can date what it learns (restored entries):
+/// its origin lies this long before its start.
+const HISTORY_S: f64 = 30.0 * 86_400.0;
+
 impl NodeSchedule {
     /// The schedule of member `me_name`, starting at `now_s` with one full
     /// sweep's worth in its bucket.
@@ -225,7 +167,7 @@ impl NodeSchedule {
         Ok(Self {
             me,
             cfg: cfg.clone(),
-            origin_s: now_s,
+            origin_s: now_s - HISTORY_S,
             pairs: vec![PairState::default(); membership.len()],
             class_swept: vec![0; membership.class_count()],
             bucket: TokenBucket::new(rate, (cfg.burst_s * rate).max(3.0 * full), full, now_s),
@@ -269,12 +211,38 @@ impl NodeSchedule {
         self.time_of(self.class_swept[class as usize])
     }
 
-    /// A full sweep of `class` made elsewhere (shared by a peer) counts as
-    /// this node's reference for the class.
+    /// A full sweep of `class` made elsewhere (shared by a peer, or
+    /// restored from the state file) counts as this node's reference for
+    /// the class.
     pub fn learn_class(&mut self, class: ClassId, swept_s: f64) {
         let s = self.stamp(swept_s);
         let c = &mut self.class_swept[class as usize];
         *c = (*c).max(s);
+    }
+
+    /// The pair with `peer` has a full sweep of its own from `swept_s`
+    /// (restored from the state file): re-checks compare with it, and it
+    /// counts as measured then.
+    pub fn learn_pair(&mut self, peer: u32, swept_s: f64) {
+        let s = self.stamp(swept_s);
+        if let Some(p) = self.pairs.get_mut(peer as usize) {
+            p.entry = Entry::Swept;
+            p.swept = p.swept.max(s);
+            p.measured = p.measured.max(s);
+        }
+    }
+
+    /// Whether this node has measured its pair with `peer` (any job), and
+    /// whether with a full sweep of the pair's own.
+    pub fn pair_known(&self, peer: u32) -> (bool, bool) {
+        let p = self.pairs[peer as usize];
+        (p.entry != Entry::None, p.entry == Entry::Swept)
+    }
+
+    /// Whether this node's full sweep standing for `class` is younger than
+    /// the maximum age at `now_s`.
+    pub fn class_fresh(&self, class: ClassId, now_s: f64) -> bool {
+        self.age_s(self.class_swept[class as usize], now_s) < self.cfg.full_sweep_max_age_s
     }
 
     fn stamp(&self, t_s: f64) -> u32 {
@@ -304,8 +272,59 @@ impl NodeSchedule {
     fn reserve(&self, costs: &CostTable, coverage: bool, job: Job) -> u64 {
         let full = costs.max_full_bytes();
         match job {
-            Job::FullSweep(Purpose::Class) if !coverage => 2 * full,
+            Job::FullSweep(Purpose::Class | Purpose::Pair) if !coverage => 2 * full,
             _ => 0,
+        }
+    }
+
+    /// Bytes a fan-out peer is charged: its share of the driver's cost.
+    fn fanout_share(costs: &CostTable, peers: usize) -> u64 {
+        costs.fanout.bytes / peers.max(1) as u64
+    }
+
+    /// Serve `session`'s partner (a session admitted early, across the
+    /// round's edge, is kept).
+    fn serve(&mut self, session: Session) -> Plan {
+        if self.session.is_none() {
+            self.session = Some(session);
+        }
+        Plan::Serve {
+            partner: session.partner,
+            until_s: session.until_s,
+        }
+    }
+
+    /// The plan of a fan-out round.
+    fn plan_fanout(&mut self, view: &View<'_>, slot: &Slot, now_s: f64, quiet: bool) -> Plan {
+        let Some(part) = view.rounds.fanout(slot, self.me) else {
+            return Plan::Idle(Idle::NoPartner);
+        };
+        if quiet {
+            self.stats.quiet_rounds += 1;
+            return Plan::Idle(Idle::Quiet);
+        }
+        let mut session = Session {
+            fanout: true,
+            ..Session::new(slot, part.driver, part.driver == self.me, 0, true)
+        };
+        if !session.drives {
+            return self.serve(session);
+        }
+        let cost = view.costs.fanout;
+        if cost.seconds > slot.end_s - now_s {
+            return Plan::Idle(Idle::NoTime);
+        }
+        if !self.bucket.try_take(cost.bytes, 0, now_s) {
+            self.stats.budget_skips += 1;
+            return Plan::Idle(Idle::Budget);
+        }
+        session.job = Some(Job::Fanout);
+        session.charged = cost.bytes;
+        self.stats.drives += 1;
+        self.session = Some(session);
+        Plan::Fanout {
+            chunk: part.chunk,
+            until_s: slot.end_s,
         }
     }
 
@@ -322,6 +341,9 @@ impl NodeSchedule {
         let cap = (self.cfg.burst_s * self.cfg.budget_bytes_per_s as f64)
             .max(3.0 * view.costs.max_full_bytes() as f64);
         self.bucket.set_capacity(cap);
+        if matches!(slot.kind, RoundKind::Fanout { .. }) {
+            return self.plan_fanout(view, slot, now_s, quiet);
+        }
         let Some(p) = view.cycle.pairing(view.rounds, slot, self.me) else {
             return Plan::Idle(Idle::NoPartner);
         };
@@ -330,26 +352,13 @@ impl NodeSchedule {
             return Plan::Idle(Idle::Quiet);
         }
         let class = view.membership.class_of(self.me, p.partner);
+        let intra = view.membership.is_intra(class);
         let mut session = Session {
-            round: slot.round,
-            partner: p.partner,
-            drives: p.drives,
             coverage: p.coverage,
-            class,
-            intra: view.membership.is_intra(class),
-            until_s: slot.end_s,
-            job: None,
-            charged: 0,
-            admitted: false,
+            ..Session::new(slot, p.partner, p.drives, class, intra)
         };
         if !p.drives {
-            if self.session.is_none() {
-                self.session = Some(session);
-            }
-            return Plan::Serve {
-                partner: p.partner,
-                until_s: slot.end_s,
-            };
+            return self.serve(session);
         }
         let pair = self.pairs[p.partner as usize];
         if pair.down_until > self.stamp(now_s) {
@@ -364,18 +373,29 @@ impl NodeSchedule {
             self.stats.not_due += 1;
             return Plan::Idle(Idle::NotDue);
         }
-        let class_fresh =
-            self.age_s(self.class_swept[class as usize], now_s) < self.cfg.full_sweep_max_age_s;
+        let class_fresh = self.class_fresh(class, now_s);
+        let pair_fresh = self.age_s(pair.swept, now_s) < self.cfg.full_sweep_max_age_s;
         let remaining_s = slot.end_s - now_s;
-        if pair.suspect || !class_fresh {
+        if pair.suspect || !class_fresh || !pair_fresh {
             let job = Job::FullSweep(if pair.suspect {
                 Purpose::Repair
-            } else {
+            } else if !class_fresh {
                 Purpose::Class
+            } else {
+                Purpose::Pair
             });
             let cost = view.costs.get(session.intra, JobKind::Full);
             let reserve = self.reserve(view.costs, p.coverage, job);
-            if cost.seconds <= remaining_s && self.bucket.try_take(cost.bytes, reserve, now_s) {
+            // A pair never swept gets its sweep at the start of a round
+            // even where sweeps outlast every round (the meeting then
+            // outlasts it too, and the partner declines its next ones as
+            // busy): re-checks alone would leave it unmeasured for good.
+            let round_s = slot.end_s - slot.start_s;
+            let fits = cost.seconds <= remaining_s
+                || (self.time_of(pair.swept).is_none()
+                    && cost.seconds > round_s
+                    && remaining_s >= 0.5 * round_s);
+            if fits && self.bucket.try_take(cost.bytes, reserve, now_s) {
                 session.job = Some(job);
                 session.charged = cost.bytes;
             } else {
@@ -421,7 +441,8 @@ impl NodeSchedule {
             match d {
                 Decline::Quiet => stats.refused_quiet += 1,
                 Decline::Budget => stats.refused_budget += 1,
-                Decline::NotExpected | Decline::Busy => stats.refused_other += 1,
+                Decline::Busy => stats.refused_busy += 1,
+                Decline::NotExpected => stats.refused_other += 1,
             }
             Err(d)
         };
@@ -429,12 +450,23 @@ impl NodeSchedule {
             return refuse(&mut self.stats, Decline::Quiet);
         }
         let skew = self.cfg.skew_s;
+        let in_time = now_s >= slot.start_s - skew && now_s <= slot.end_s + skew;
+        if !in_time {
+            return refuse(&mut self.stats, Decline::NotExpected);
+        }
+        if job == Job::Fanout || matches!(slot.kind, RoundKind::Fanout { .. }) {
+            if let Some(s) = &self.session {
+                if s.drives && s.job.is_some() {
+                    return refuse(&mut self.stats, Decline::Busy);
+                }
+            }
+            return self.admit_fanout(view, slot, requester, job, now_s);
+        }
         let expected = view
             .cycle
             .pairing(view.rounds, slot, self.me)
             .filter(|p| p.partner == requester && !p.drives);
-        let in_time = now_s >= slot.start_s - skew && now_s <= slot.end_s + skew;
-        let Some(p) = expected.filter(|_| in_time) else {
+        let Some(p) = expected else {
             return refuse(&mut self.stats, Decline::NotExpected);
         };
         if let Some(s) = &self.session {
@@ -449,9 +481,20 @@ impl NodeSchedule {
         if !self.bucket.try_take(cost.bytes, reserve, now_s) {
             return refuse(&mut self.stats, Decline::Budget);
         }
+        self.admitted(Session {
+            coverage: p.coverage,
+            charged: cost.bytes,
+            ..Session::new(slot, requester, false, class, intra)
+        });
+        Ok(())
+    }
+
+    /// A request was admitted as `new` describes: it joins the session of
+    /// the same round and requester (its charge added), or starts one.
+    fn admitted(&mut self, new: Session) {
         match &mut self.session {
-            Some(s) if !s.drives && s.round == slot.round && s.partner == requester => {
-                s.charged += cost.bytes;
+            Some(s) if !s.drives && s.round == new.round && s.partner == new.partner => {
+                s.charged += new.charged;
                 if !s.admitted {
                     s.admitted = true;
                     self.stats.serves += 1;
@@ -460,20 +503,52 @@ impl NodeSchedule {
             _ => {
                 self.stats.serves += 1;
                 self.session = Some(Session {
-                    round: slot.round,
-                    partner: requester,
-                    drives: false,
-                    coverage: p.coverage,
-                    class,
-                    intra,
-                    until_s: slot.end_s,
-                    job: None,
-                    charged: cost.bytes,
                     admitted: true,
+                    ..new
                 });
             }
         }
+    }
+
+    /// A fan-out request: from this member's chunk driver, in its fan-out
+    /// round.
+    fn admit_fanout(
+        &mut self,
+        view: &View<'_>,
+        slot: &Slot,
+        requester: u32,
+        job: Job,
+        now_s: f64,
+    ) -> Result<(), Decline> {
+        let part = view
+            .rounds
+            .fanout(slot, self.me)
+            .filter(|p| job == Job::Fanout && p.driver == requester && requester != self.me);
+        let Some(part) = part else {
+            self.stats.refused_other += 1;
+            return Err(Decline::NotExpected);
+        };
+        let peers = view.rounds.fanout_chunk(part.chunk).len().saturating_sub(1);
+        let bytes = Self::fanout_share(view.costs, peers);
+        if !self.bucket.try_take(bytes, 0, now_s) {
+            self.stats.refused_budget += 1;
+            return Err(Decline::Budget);
+        }
+        self.admitted(Session {
+            fanout: true,
+            charged: bytes,
+            ..Session::new(slot, requester, false, 0, true)
+        });
         Ok(())
+    }
+
+    /// An admitted job ended without word of its bytes (its driver's
+    /// connection closed first): the estimate charged stands.
+    pub fn served_as_charged(&mut self) {
+        if let Some(s) = self.session.as_mut().filter(|s| !s.drives) {
+            self.stats.bytes += s.charged;
+            s.charged = 0;
+        }
     }
 
     /// An admitted job ended having sent `bytes` (both directions).
@@ -483,6 +558,31 @@ impl NodeSchedule {
             s.charged = 0;
             self.stats.bytes += bytes;
         }
+    }
+
+    /// Take `bytes` more for the job this node drives now (a conflict
+    /// probe after a round's fan-out), if the budget holds them; they are
+    /// settled with the job's outcome.
+    pub fn charge_more(&mut self, bytes: u64, now_s: f64) -> bool {
+        let Some(s) = self
+            .session
+            .as_mut()
+            .filter(|s| s.drives && s.job.is_some())
+        else {
+            return false;
+        };
+        if !self.bucket.try_take(bytes, 0, now_s) {
+            return false;
+        }
+        s.charged += bytes;
+        true
+    }
+
+    /// Bytes moved outside the rounds (the flows of an operator's stream
+    /// order this node consented to): spent, as a job's are.
+    pub fn spent_outside_rounds(&mut self, bytes: u64, now_s: f64) {
+        self.bucket.level(now_s);
+        self.settle(0, bytes);
     }
 
     /// How the job of [`Plan::Drive`] (or of the last step) ended. Returns
@@ -495,20 +595,42 @@ impl NodeSchedule {
         let now = self.stamp(now_s);
         let i = s.partner as usize;
         let mut next = None;
+        if s.fanout {
+            let bytes = match outcome {
+                Outcome::FannedOut { bytes, peers } => {
+                    self.stats.fanouts += u64::from(peers > 0);
+                    bytes
+                }
+                Outcome::Swept { bytes }
+                | Outcome::Rechecked { bytes, .. }
+                | Outcome::Disturbed { bytes }
+                | Outcome::Failed { bytes } => bytes,
+                Outcome::Declined(_) | Outcome::Unreachable => 0,
+            };
+            self.settle(s.charged, bytes);
+            if let Some(x) = self.session.as_mut() {
+                x.job = None;
+                x.charged = 0;
+            }
+            return None;
+        }
         match outcome {
             Outcome::Declined(d) => {
                 self.bucket.settle(s.charged, 0);
                 match d {
                     Decline::Quiet => self.stats.partner_quiet += 1,
                     Decline::Budget => self.stats.partner_budget += 1,
-                    Decline::NotExpected | Decline::Busy => self.stats.partner_busy += 1,
+                    Decline::Busy => self.stats.partner_busy += 1,
+                    Decline::NotExpected => self.stats.partner_not_expected += 1,
                 }
                 // A partner that cannot pay for a class sweep may pay for a
                 // re-check: the meeting is not lost.
                 if d == Decline::Budget {
                     self.deferred(job);
                 }
-                if d == Decline::Budget && job == Job::FullSweep(Purpose::Class) {
+                if d == Decline::Budget
+                    && matches!(job, Job::FullSweep(Purpose::Class | Purpose::Pair))
+                {
                     let r = self.reference(s.partner, s.class);
                     next = self.charge_next(view, &s, Job::Recheck(r), now_s);
                 }
@@ -536,12 +658,17 @@ impl NodeSchedule {
                 self.settle(s.charged, bytes);
                 self.stats.disturbed += 1;
             }
+            Outcome::FannedOut { bytes, .. } => {
+                // Not a job of a pair session: only its bytes count.
+                self.settle(s.charged, bytes);
+            }
             Outcome::Swept { bytes } => {
                 self.settle(s.charged, bytes);
                 self.stats.full_sweeps += 1;
                 let p = &mut self.pairs[i];
                 *p = PairState {
                     measured: now,
+                    swept: now,
                     entry: Entry::Swept,
                     ..PairState::default()
                 };
@@ -554,7 +681,7 @@ impl NodeSchedule {
                 self.stats.rechecks += 1;
                 let reference = match job {
                     Job::Recheck(r) | Job::Confirm(r) => r,
-                    Job::FullSweep(_) => Reference::Nothing,
+                    Job::FullSweep(_) | Job::Fanout => Reference::Nothing,
                 };
                 let p = &mut self.pairs[i];
                 p.failures = 0;
@@ -595,7 +722,8 @@ impl NodeSchedule {
         match job {
             Job::FullSweep(Purpose::Class) => self.stats.class_sweeps_deferred += 1,
             Job::FullSweep(Purpose::Repair) => self.stats.repairs_deferred += 1,
-            Job::Recheck(_) | Job::Confirm(_) => {}
+            Job::FullSweep(Purpose::Pair) => self.stats.pair_sweeps_deferred += 1,
+            Job::Recheck(_) | Job::Confirm(_) | Job::Fanout => {}
         }
     }
 
@@ -622,131 +750,5 @@ impl NodeSchedule {
             return None;
         }
         Some((job, cost.bytes))
-    }
-}
-
-/// A node's schedule with what it is evaluated against: the membership,
-/// the rounds, the current cycle's plan (recomputed when the cycle
-/// changes) and the cost estimates. This is what the daemon holds: its
-/// probe thread calls [`Schedule::plan`] at every round and
-/// [`Schedule::record`] after every job; its control handler calls
-/// [`Schedule::admit`] for a request and [`Schedule::served`] when the
-/// session ends.
-#[derive(Clone, Debug)]
-pub struct Schedule {
-    membership: Membership,
-    rounds: Rounds,
-    cycle: CyclePlan,
-    costs: CostTable,
-    node: NodeSchedule,
-    /// The round of the last plan (for record).
-    slot: Option<Slot>,
-}
-
-impl Schedule {
-    pub fn new(
-        membership: Membership,
-        me: &str,
-        cfg: &ScheduleConfig,
-        costs: CostTable,
-        now_s: f64,
-    ) -> Result<Schedule, ScheduleError> {
-        let node = NodeSchedule::new(&membership, me, cfg, &costs, now_s)?;
-        let rounds = Rounds::new(&membership, cfg);
-        let cycle = rounds.plan_cycle(&membership, rounds.slot_at(now_s).cycle);
-        Ok(Schedule {
-            membership,
-            rounds,
-            cycle,
-            costs,
-            node,
-            slot: None,
-        })
-    }
-
-    pub fn membership(&self) -> &Membership {
-        &self.membership
-    }
-
-    pub fn rounds(&self) -> &Rounds {
-        &self.rounds
-    }
-
-    pub fn node(&self) -> &NodeSchedule {
-        &self.node
-    }
-
-    pub fn node_mut(&mut self) -> &mut NodeSchedule {
-        &mut self.node
-    }
-
-    /// New estimates (e.g. from the node's own sweeps).
-    pub fn set_costs(&mut self, costs: CostTable) {
-        self.costs = costs;
-    }
-
-    fn refresh(&mut self, slot: &Slot) {
-        if self.cycle.cycle != slot.cycle {
-            self.cycle = self.rounds.plan_cycle(&self.membership, slot.cycle);
-        }
-    }
-
-    /// The round at `now_s` (shared clock) and what this node does in it.
-    pub fn plan(&mut self, now_s: f64, quiet: bool) -> (Slot, Plan) {
-        let slot = self.rounds.slot_at(now_s);
-        self.refresh(&slot);
-        self.slot = Some(slot);
-        let view = View {
-            membership: &self.membership,
-            rounds: &self.rounds,
-            cycle: &self.cycle,
-            costs: &self.costs,
-        };
-        (slot, self.node.plan(&view, &slot, now_s, quiet))
-    }
-
-    /// A request from the member named `requester` for `job` in `round`.
-    pub fn admit(
-        &mut self,
-        requester: &str,
-        round: u64,
-        job: Job,
-        now_s: f64,
-        quiet: bool,
-    ) -> Result<(), Decline> {
-        let Some(from) = self.membership.index_of(requester) else {
-            return Err(Decline::NotExpected);
-        };
-        let slot = self.rounds.slot(round);
-        let cycle = if slot.cycle == self.cycle.cycle {
-            None
-        } else {
-            Some(self.rounds.plan_cycle(&self.membership, slot.cycle))
-        };
-        let view = View {
-            membership: &self.membership,
-            rounds: &self.rounds,
-            cycle: cycle.as_ref().unwrap_or(&self.cycle),
-            costs: &self.costs,
-        };
-        self.node.admit(&view, &slot, from, job, now_s, quiet)
-    }
-
-    /// The admitted job ended having sent `bytes`.
-    pub fn served(&mut self, bytes: u64) {
-        self.node.served(bytes);
-    }
-
-    /// How the planned job ended; the next job of the session, if any.
-    pub fn record(&mut self, outcome: Outcome, now_s: f64) -> Option<Job> {
-        let slot = self.slot?;
-        self.refresh(&slot);
-        let view = View {
-            membership: &self.membership,
-            rounds: &self.rounds,
-            cycle: &self.cycle,
-            costs: &self.costs,
-        };
-        self.node.record(&view, outcome, now_s)
     }
 }

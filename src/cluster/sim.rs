@@ -42,6 +42,8 @@ pub struct CostSamples {
     pub intra_recheck: Vec<Cost>,
     pub inter_full: Vec<Cost>,
     pub inter_recheck: Vec<Cost>,
+    /// A fan-out over `fanout_peers` peers at its driver.
+    pub fanout: Vec<Cost>,
 }
 
 fn max_cost(v: &[Cost]) -> Cost {
@@ -63,6 +65,7 @@ impl CostSamples {
                 full: max_cost(&self.inter_full),
                 recheck: max_cost(&self.inter_recheck),
             },
+            fanout: max_cost(&self.fanout),
         }
     }
 
@@ -72,20 +75,43 @@ impl CostSamples {
             (true, JobKind::Recheck) => &self.intra_recheck,
             (false, JobKind::Full) => &self.inter_full,
             (false, JobKind::Recheck) => &self.inter_recheck,
+            (_, JobKind::Fanout) => &self.fanout,
         }
     }
 }
 
 /// Run the full sweep and the re-check over the `sim` transport for both
-/// link models, `runs` times each with jitter seeds 1..=runs.
+/// link models, and the fan-out over `fanout_peers` intra-leaf peers,
+/// `runs` times each with jitter seeds 1..=runs.
 pub fn measure_costs(
     intra: &SimParams,
     inter: &SimParams,
     full: &ProbeOptions,
     recheck: &RecheckPlan,
+    fanout_peers: usize,
     runs: u64,
 ) -> Result<CostSamples, SweepError> {
     let mut out = CostSamples::default();
+    if fanout_peers >= 2 {
+        for seed in 1..=runs.max(1) {
+            let p = SimParams { seed, ..*intra };
+            let clock = VirtualClock::new();
+            let mut t = SimTransport::new(p, clock.clone(), fanout_peers);
+            let start = clock.now();
+            sweep::fanout_sweep(
+                &mut t,
+                &clock,
+                fanout_peers,
+                full.fanout_size_bytes,
+                &full.sweep,
+            )?;
+            let c = t.counters();
+            out.fanout.push(Cost {
+                bytes: c.sent_bytes + c.recv_bytes,
+                seconds: clock.to_ns(clock.now().wrapping_sub(start)) * 1e-9,
+            });
+        }
+    }
     for (params, fulls, rechecks) in [
         (intra, &mut out.intra_full, &mut out.intra_recheck),
         (inter, &mut out.inter_full, &mut out.inter_recheck),
@@ -224,9 +250,11 @@ pub struct SimReport {
     pub busy_share: Spread,
     pub full_sweeps_per_node: Spread,
     pub rechecks_per_node: Spread,
+    pub fanouts_per_node: Spread,
     /// Summed over nodes.
     pub class_sweeps_deferred: u64,
     pub repairs_deferred: u64,
+    pub pair_sweeps_deferred: u64,
     pub budget_skips: u64,
     pub partner_down: u64,
     pub unreachable: u64,
@@ -395,12 +423,17 @@ impl Tally {
     /// A job between d and p sent `cost.bytes` and took `cost.seconds`,
     /// from `t_s` on.
     fn job(&mut self, d: usize, p: usize, cost: Cost, t_s: f64) {
-        let hour = (((t_s - self.start_s) / 3600.0) as usize).min(self.hours - 1);
         for x in [d, p] {
-            self.bytes[x] += cost.bytes;
-            self.busy_s[x] += cost.seconds;
-            self.hourly[x * self.hours + hour] += cost.bytes;
+            self.charge(x, cost.bytes, cost.seconds, t_s);
         }
+    }
+
+    /// Node x sent or received `bytes` in a session of `seconds`.
+    fn charge(&mut self, x: usize, bytes: u64, seconds: f64, t_s: f64) {
+        let hour = (((t_s - self.start_s) / 3600.0) as usize).min(self.hours - 1);
+        self.bytes[x] += bytes;
+        self.busy_s[x] += seconds;
+        self.hourly[x * self.hours + hour] += bytes;
     }
 
     /// d measured its pair with p (class `class`) at `t_s`.
@@ -506,6 +539,10 @@ fn session(
                             agrees: agrees(cfg, &mut draws, d, p, job_reference(job)),
                             bytes: cost.bytes,
                         },
+                        JobKind::Fanout => Outcome::FannedOut {
+                            peers: 1,
+                            bytes: cost.bytes,
+                        },
                     }
                 }
             }
@@ -558,7 +595,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
         classes: classes.len(),
         coverage_rounds: rounds.coverage_rounds(),
         block_rounds: rounds.block_rounds(),
-        cycle_s: rounds.cycle_rounds() as f64 * rounds.round_s(),
+        cycle_s: rounds.cycle_s(),
         horizon_s: cfg.horizon_s,
         costs: table,
         failed_nodes: failed.iter().filter(|&&f| f).count(),
@@ -600,9 +637,15 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
             .map(|i| alive[i].then(|| nodes[i].plan(&round.view, &slot, now, quiet[i])))
             .collect();
         for (d, plan) in plans.iter().enumerate() {
-            if let Some(Plan::Drive { partner, job, .. }) = *plan {
-                let end = session(&round, &mut nodes, &mut tally, d, partner, job);
-                tally.report.overruns += u64::from(end > slot.end_s);
+            match *plan {
+                Some(Plan::Drive { partner, job, .. }) => {
+                    let end = session(&round, &mut nodes, &mut tally, d, partner, job);
+                    tally.report.overruns += u64::from(end > slot.end_s);
+                }
+                Some(Plan::Fanout { chunk, .. }) => {
+                    fanout(&round, &mut nodes, &mut tally, d, chunk);
+                }
+                _ => {}
             }
         }
         let fresh = tally.all_fresh(
@@ -634,10 +677,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
     report.busy_share = spread(tally.busy_s.iter().map(|&b| b / horizon));
     report.full_sweeps_per_node = spread(nodes.iter().map(|s| s.stats().full_sweeps as f64));
     report.rechecks_per_node = spread(nodes.iter().map(|s| s.stats().rechecks as f64));
+    report.fanouts_per_node = spread(nodes.iter().map(|s| s.stats().fanouts as f64));
     for s in &nodes {
         let st = s.stats();
         report.class_sweeps_deferred += st.class_sweeps_deferred;
         report.repairs_deferred += st.repairs_deferred;
+        report.pair_sweeps_deferred += st.pair_sweeps_deferred;
         report.budget_skips += st.budget_skips;
         report.partner_down += st.partner_down;
         report.unreachable += st.unreachable;
@@ -653,8 +698,66 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, ScheduleError> {
 fn job_reference(job: Job) -> Reference {
     match job {
         Job::Recheck(r) | Job::Confirm(r) => r,
-        Job::FullSweep(_) => Reference::Nothing,
+        Job::FullSweep(_) | Job::Fanout => Reference::Nothing,
     }
+}
+
+/// Run the fan-out `d` plans over the other members of `chunk`: each peer
+/// that is alive admits or declines, the fan-out runs over those that
+/// accepted (two at least) and costs one of the measured runs, scaled to
+/// their number.
+fn fanout(round: &Round<'_>, nodes: &mut [NodeSchedule], tally: &mut Tally, d: usize, chunk: u32) {
+    let Round {
+        cfg, view, slot, ..
+    } = round;
+    let key = mix(slot.round ^ mix((d as u64) << 32 | 0xfa));
+    let mut draws = Mix::new(mix(cfg.seed ^ key));
+    let t = slot.start_s.max(cfg.start_s);
+    let members = view.rounds.fanout_chunk(chunk).to_vec();
+    let mut accepted = Vec::new();
+    for &p in members.iter().filter(|&&p| p as usize != d) {
+        let p = p as usize;
+        if !round.alive[p] {
+            continue;
+        }
+        for x in [d, p] {
+            tally.sessions[x] += 1;
+            tally.requests[x] += 1;
+        }
+        if nodes[p]
+            .admit(view, slot, d as u32, Job::Fanout, t, round.quiet[p])
+            .is_ok()
+        {
+            accepted.push(p);
+        }
+    }
+    let runs = &cfg.costs.fanout;
+    let outcome = if accepted.len() >= 2 && !runs.is_empty() {
+        let run = runs[draws.below(runs.len() as u64) as usize];
+        let full = (members.len() - 1).max(1) as f64;
+        let scale = accepted.len() as f64 / full;
+        let cost = Cost {
+            bytes: (run.bytes as f64 * scale) as u64,
+            seconds: run.seconds * scale,
+        };
+        let share = cost.bytes / accepted.len() as u64;
+        tally.charge(d, cost.bytes, cost.seconds, t);
+        for &p in &accepted {
+            tally.charge(p, share, cost.seconds, t);
+            nodes[p].served(share);
+        }
+        tally.report.overruns += u64::from(t + cost.seconds > slot.end_s);
+        Outcome::FannedOut {
+            peers: accepted.len() as u32,
+            bytes: cost.bytes,
+        }
+    } else {
+        for &p in &accepted {
+            nodes[p].served(0);
+        }
+        Outcome::FannedOut { peers: 0, bytes: 0 }
+    };
+    nodes[d].record(view, outcome, t);
 }
 
 /// Does a re-check of d → p against `reference` agree? Against nothing it

@@ -33,8 +33,13 @@ type HmacSha256 = Hmac<Sha256>;
 /// Version written into (and required in) every frame.
 /// 2: `Msg::ProbeAlive` (a node speaking 1 could not decode it).
 /// 3: the client proves the key for the connection (`ClientProof`) before
-/// the server admits it; `ProbeRequest` carries the driver's MAC.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// the server admits it; `ProbeRequest` carries the driver's MAC; the
+/// contention messages `Msg::StreamOrder` / `StreamResult` / `Bisection`,
+/// `SizePlan::Flow`, the reject reasons `Quiet` and `Budget`.
+/// 4: the cluster schedule's `Msg::RoundRequest` / `RoundReply` /
+/// `RoundDone`, `Msg::Entries` / `EntriesReply`, the reject reason
+/// `NotExpected`.
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Bytes of the HMAC-SHA256 tag.
 pub const TAG_BYTES: usize = 32;
 /// Bytes of the length prefix.

@@ -93,9 +93,9 @@ pub use conn::{ConnConfig, Connection, Timeouts};
 pub use frame::PROTOCOL_VERSION;
 pub use key::{load_key, ClusterKey, KeyError};
 pub use msg::{
-    BisectionReport, DaemonStatus, Endpoints, Hello, Msg, PeerState, PeerStatus, ProbeAccept,
-    ProbeDone, ProbeReject, ProbeRequest, RejectReason, SizePlan, StreamOrder, StreamResult,
-    VerbsEndpoint,
+    BisectionReport, DaemonStatus, Endpoints, EntriesReply, EntriesRequest, Hello, Msg, PeerState,
+    PeerStatus, ProbeAccept, ProbeDone, ProbeReject, ProbeRequest, RejectReason, RoundDone,
+    RoundReply, RoundRequest, SizePlan, StreamOrder, StreamResult, VerbsEndpoint,
 };
 
 /// The name an operator's tool on `node` authenticates as (it holds the

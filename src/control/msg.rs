@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ControlError, RejectSnapshot, MAX_FRAME_BYTES, MAX_NODE_NAME_BYTES};
+use crate::cluster::matrix::EntrySummary;
+use crate::cluster::schedule::Job;
 use crate::transport::Kind;
 
 /// Longest list of sizes in a [`SizePlan::Recheck`].
@@ -16,6 +18,9 @@ pub const MAX_RECHECK_SIZES: usize = 256;
 pub const MAX_TEXT_BYTES: usize = 256;
 /// Most peers listed in one [`DaemonStatus`].
 pub const MAX_STATUS_PEERS: usize = 1024;
+/// Most entries in one [`EntriesReply`] (each at most ~170 bytes encoded:
+/// a page fits a frame with room to spare).
+pub const MAX_ENTRIES_PER_REPLY: usize = 256;
 
 /// One control-plane message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +56,22 @@ pub enum Msg {
     /// The local operator hands this node the effective bisection bandwidth
     /// it measured, to publish in the transport's record of the segment.
     Bisection(BisectionReport),
+    /// Ask the peer, its partner in a round of the cluster schedule, to
+    /// admit a job of that round (its schedule charges the job's cost):
+    /// answered by [`Msg::RoundReply`]. The job's sessions (one
+    /// [`Msg::ProbeRequest`] per transport) follow on the same connection.
+    RoundRequest(RoundRequest),
+    /// The answer to [`Msg::RoundRequest`].
+    RoundReply(RoundReply),
+    /// The round's jobs on this connection are over; the payload bytes
+    /// they put on the wire (both directions), which the responder's
+    /// budget is settled with.
+    RoundDone(RoundDone),
+    /// Ask for the node's published view (`ngctl matrix`): what a reader
+    /// of its segment gets for each peer and transport, a page at a time.
+    Entries(EntriesRequest),
+    /// The answer to [`Msg::Entries`].
+    EntriesReply(EntriesReply),
 }
 
 /// See [`Msg::StreamOrder`].
@@ -145,6 +166,50 @@ impl BisectionReport {
         }
         Ok(())
     }
+}
+
+/// See [`Msg::RoundRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundRequest {
+    /// The requester: it drives the round's sessions.
+    pub driver: String,
+    /// The round, ⌊t / round_s⌋ on the shared clock.
+    pub round: u64,
+    pub job: Job,
+}
+
+/// See [`Msg::RoundReply`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundReply {
+    pub round: u64,
+    /// None: admitted; else why not.
+    pub declined: Option<RejectReason>,
+}
+
+/// See [`Msg::RoundDone`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundDone {
+    pub round: u64,
+    pub bytes: u64,
+}
+
+/// See [`Msg::Entries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntriesRequest {
+    /// First entry of the page, and the most it may hold (at most
+    /// [`MAX_ENTRIES_PER_REPLY`]).
+    pub offset: u32,
+    pub max: u32,
+}
+
+/// See [`Msg::EntriesReply`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntriesReply {
+    pub node: String,
+    /// Entries in the whole view; this page starts at `offset`.
+    pub total: u32,
+    pub offset: u32,
+    pub entries: Vec<EntrySummary>,
 }
 
 /// See [`Msg::Hello`].
@@ -280,6 +345,9 @@ pub enum RejectReason {
     Quiet,
     /// The receiver's traffic budget cannot carry what the session asks.
     Budget,
+    /// The requester is not the receiver's partner in that round (or the
+    /// round is over), or the request needs a round it did not admit.
+    NotExpected,
 }
 
 /// See [`Msg::ProbeReject`].
@@ -384,6 +452,11 @@ impl Msg {
             Msg::StreamOrder(_) => "stream_order",
             Msg::StreamResult(_) => "stream_result",
             Msg::Bisection(_) => "bisection",
+            Msg::RoundRequest(_) => "round_request",
+            Msg::RoundReply(_) => "round_reply",
+            Msg::RoundDone(_) => "round_done",
+            Msg::Entries(_) => "entries",
+            Msg::EntriesReply(_) => "entries_reply",
         }
     }
 
@@ -420,6 +493,32 @@ impl Msg {
                 }
                 if s.peers.len() > MAX_STATUS_PEERS || s.peers.iter().any(|p| !name_ok(&p.name)) {
                     return bad("status_reply: bad peer list");
+                }
+                Ok(())
+            }
+            Msg::RoundRequest(r) if !name_ok(&r.driver) => bad("round_request: bad driver name"),
+            Msg::RoundReply(RoundReply {
+                declined: Some(RejectReason::Other(s)),
+                ..
+            }) if s.len() > MAX_TEXT_BYTES => bad("round_reply: reason too long"),
+            Msg::Entries(r) if r.max as usize > MAX_ENTRIES_PER_REPLY => {
+                bad("entries: page too large")
+            }
+            Msg::EntriesReply(r) => {
+                if !name_ok(&r.node) {
+                    return bad("entries_reply: bad node name");
+                }
+                let entry_ok = |e: &EntrySummary| {
+                    name_ok(&e.peer)
+                        && !e.transport.is_empty()
+                        && e.transport.len() <= MAX_TEXT_BYTES
+                        && e.class.as_deref().is_none_or(name_ok)
+                };
+                if r.entries.len() > MAX_ENTRIES_PER_REPLY
+                    || r.entries.len() as u64 + u64::from(r.offset) > u64::from(r.total)
+                    || !r.entries.iter().all(entry_ok)
+                {
+                    return bad("entries_reply: bad entry list");
                 }
                 Ok(())
             }
@@ -627,11 +726,115 @@ mod tests {
         assert_eq!(tag(&Msg::Bye), 8);
         assert_eq!(tag(&Msg::ProbeAlive(ProbeDone { session_nonce: 1 })), 9);
         assert_eq!(tag(&Msg::StreamOrder(order())), 10);
+        let round = Msg::RoundDone(RoundDone { round: 1, bytes: 0 });
+        assert_eq!(tag(&round), 15);
         let plan = |p: &SizePlan| u32::from_le_bytes(encode(p).unwrap()[..4].try_into().unwrap());
         assert_eq!(plan(&SizePlan::Flow { bytes: 1 }), 2);
         let reason =
             |r: &RejectReason| u32::from_le_bytes(encode(r).unwrap()[..4].try_into().unwrap());
         assert_eq!(reason(&RejectReason::Quiet), 4);
+        assert_eq!(reason(&RejectReason::NotExpected), 6);
+    }
+
+    #[test]
+    fn schedule_and_matrix_messages_round_trip_and_are_checked() {
+        use crate::cluster::schedule::{Purpose, Reference};
+        let summary = EntrySummary {
+            peer: "node0042".into(),
+            transport: "udp".into(),
+            eel_ns: 9300.0,
+            g_ns: 1200.5,
+            G_ns_per_byte: 0.8,
+            flags: 1,
+            measured_unix_ns: 1_700_000_000_000_000_000,
+            class: Some("@leaf01".into()),
+        };
+        let good = [
+            Msg::RoundRequest(RoundRequest {
+                driver: "node0001".into(),
+                round: 170_000_123,
+                job: Job::FullSweep(Purpose::Pair),
+            }),
+            Msg::RoundRequest(RoundRequest {
+                driver: "node0001".into(),
+                round: 1,
+                job: Job::Confirm(Reference::Class),
+            }),
+            Msg::RoundReply(RoundReply {
+                round: 3,
+                declined: Some(RejectReason::Quiet),
+            }),
+            Msg::RoundReply(RoundReply {
+                round: 3,
+                declined: None,
+            }),
+            Msg::RoundDone(RoundDone {
+                round: 3,
+                bytes: 812_345,
+            }),
+            Msg::Entries(EntriesRequest {
+                offset: 256,
+                max: 256,
+            }),
+            Msg::EntriesReply(EntriesReply {
+                node: "node0001".into(),
+                total: 300,
+                offset: 256,
+                entries: vec![summary.clone(); 44],
+            }),
+        ];
+        for m in &good {
+            let b = encode(m).unwrap();
+            let back: Msg = decode(&b).unwrap();
+            assert_eq!(&back, m);
+            back.validate().unwrap();
+            for n in 0..b.len() {
+                assert!(decode::<Msg>(&b[..n]).is_err(), "{} cut at {n}", m.kind());
+            }
+        }
+        // A full page with the longest names fits a frame.
+        let long = EntrySummary {
+            peer: "n".repeat(63),
+            transport: "t".repeat(15),
+            class: Some(format!("@{}", "c".repeat(62))),
+            ..summary.clone()
+        };
+        let page = Msg::EntriesReply(EntriesReply {
+            node: "n".repeat(63),
+            total: 256,
+            offset: 0,
+            entries: vec![long; MAX_ENTRIES_PER_REPLY],
+        });
+        assert!(encode(&page).unwrap().len() < MAX_FRAME_BYTES - 1024);
+        let bad = [
+            Msg::RoundRequest(RoundRequest {
+                driver: String::new(),
+                round: 1,
+                job: Job::Fanout,
+            }),
+            Msg::Entries(EntriesRequest {
+                offset: 0,
+                max: MAX_ENTRIES_PER_REPLY as u32 + 1,
+            }),
+            Msg::EntriesReply(EntriesReply {
+                node: "a".into(),
+                total: 10,
+                offset: 0,
+                entries: vec![summary.clone(); 11],
+            }),
+            Msg::EntriesReply(EntriesReply {
+                node: "a".into(),
+                total: 1,
+                offset: 0,
+                entries: vec![EntrySummary {
+                    peer: "x\u{7}".into(),
+                    ..summary
+                }],
+            }),
+        ];
+        for m in &bad {
+            assert!(m.validate().is_err(), "{m:?} accepted");
+        }
     }
 
     #[test]

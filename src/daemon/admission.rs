@@ -4,10 +4,18 @@
 //! measure the other. Checks and claims happen under one lock, so a
 //! request that crosses our own in flight is refused instead of slipping
 //! in between.
+//!
+//! A session is served only within a round the schedule admitted for its
+//! driver on the same control connection ([`RoundAdmit`], set by the
+//! control handler on `RoundRequest`): the schedule, not the order of
+//! arrival, decides whom a node serves. The one exception is a flow
+//! session outside the rounds (an operator's stream order): it is served
+//! on its own consent (not quiet, within the flow budget).
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::contention::Rounds;
 use super::job::JobError;
 use super::{Shared, SESSION_TTL};
 use crate::control::{ConnId, Msg, ProbeAccept, ProbeReject, ProbeRequest, RejectReason, SizePlan};
@@ -29,11 +37,23 @@ pub(super) struct Session {
     pub transport: Option<Kind>,
 }
 
+/// A round's job the schedule admitted for `driver` on connection `conn`;
+/// its sessions may follow on that connection until `RoundDone` or its
+/// end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct RoundAdmit {
+    pub driver: String,
+    pub round: u64,
+    pub conn: ConnId,
+}
+
 /// What this node's probing is busy with.
 #[derive(Default)]
 pub(super) struct Activity {
     pub serving: Session,
     pub driving: bool,
+    /// The round admitted last (its sessions are served).
+    pub round: Option<RoundAdmit>,
 }
 
 impl Activity {
@@ -159,6 +179,17 @@ pub(super) fn accept_session(
         PeerEndpoint::QueuePair { .. } | PeerEndpoint::None => GateSource::Any,
     };
     let mut a = shared.activity();
+    let in_round = a
+        .round
+        .as_ref()
+        .is_some_and(|r| r.driver == peer && r.conn == conn);
+    // A flow session (an operator's stream order) runs outside the rounds,
+    // on its own consent below.
+    let flow = matches!(req.sizes, SizePlan::Flow { .. });
+    if !in_round && !flow {
+        tracing::debug!("session from {peer} refused: no round admitted for it");
+        return reject(RejectReason::NotExpected);
+    }
     if a.driving {
         tracing::debug!("session from {peer} refused: this node is driving one");
         return reject(RejectReason::Busy);
@@ -171,7 +202,12 @@ pub(super) fn accept_session(
     // A flow of someone's contention or bisection measurement: only when
     // not quiet and within this node's budget (see daemon::contention).
     if let SizePlan::Flow { bytes } = req.sizes {
-        if let Err(why) = shared.consent_flow(bytes) {
+        let rounds = if in_round {
+            Rounds::Within
+        } else {
+            Rounds::Outside
+        };
+        if let Err(why) = shared.consent_flow(bytes, rounds) {
             tracing::info!("flow session from {peer} ({bytes} B) refused: {why:?}");
             return reject(why);
         }

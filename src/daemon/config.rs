@@ -1,13 +1,25 @@
 //! The daemon's configuration: a TOML file (see `systemd/netgauged.toml`),
 //! overridden by command-line flags.
+//!
+//! Peers come from any of: `peers` (a Slurm hostlist expression),
+//! `peers_file` (one hostlist expression or host per line) and `[[peer]]`
+//! entries (a name with its address; beside a list they give a listed name
+//! its own address). `topology_file` (Slurm's topology.conf) groups them
+//! by leaf switch. Every node must read the same member list (its own name
+//! included): the rounds of the cluster schedule are derived from it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::cluster::schedule::ScheduleConfig;
 use crate::transport::kind::{known, PeerEndpoint};
 use crate::transport::Kind;
+
+/// The name `ngctl` authenticates as on the control plane (read-only
+/// requests); no node may be called so.
+pub const OPERATOR_NAME: &str = "ngctl";
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -46,10 +58,11 @@ pub struct Config {
     /// two daemons never share one.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
-    /// Probe traffic budget of this node, payload bytes per second.
+    /// Probe traffic budget of this node, payload bytes per second, driving
+    /// and serving together.
     #[serde(default = "default_budget")]
     pub budget_bytes_per_s: u64,
-    /// Mean interval between re-checks of one peer, seconds (jittered ±25 %).
+    /// A measured pair is not re-checked sooner than this, seconds.
     #[serde(default = "default_interval")]
     pub recheck_interval_s: f64,
     /// Largest message size of a full sweep.
@@ -76,12 +89,45 @@ pub struct Config {
     /// "monotonic-raw". What `ngctl --clock` takes.
     #[serde(default)]
     pub clock: crate::clock::ClockChoice,
-    /// LogfP fan-out over all peers every this many seconds (0: never).
+    /// A LogfP fan-out round every this many seconds (0: never): each
+    /// node drives one in turn, over the other members of its chunk.
     #[serde(default = "default_fanout_interval")]
     pub fanout_interval_s: f64,
     /// This node's RDMA device, for peers probed over `rdma` or `msg`.
     #[serde(default)]
     pub verbs: Option<VerbsConfig>,
+    /// The cluster's members as a Slurm hostlist expression, e.g.
+    /// "node[001-128,130]" (this node among them).
+    #[serde(default, rename = "peers")]
+    pub hostlist: Option<String>,
+    /// A file of members: one hostlist expression or host per line, `#`
+    /// comments.
+    #[serde(default)]
+    pub peers_file: Option<PathBuf>,
+    /// Slurm topology.conf: members grouped by leaf switch (coverage
+    /// classes).
+    #[serde(default)]
+    pub topology_file: Option<PathBuf>,
+    /// Control port of members named by `peers` or `peers_file` (default:
+    /// the port of `listen`).
+    #[serde(default)]
+    pub peer_port: Option<u16>,
+    /// Local interface toward listed members, for raw Ethernet.
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Transports toward listed members (default: udp, and raw where
+    /// `interface` is set).
+    #[serde(default)]
+    pub transports: Option<Vec<String>>,
+    /// Deadline of one name resolution, seconds; a name that does not
+    /// resolve is logged once and tried again every `resolve_retry_s`.
+    #[serde(default = "default_resolve_timeout")]
+    pub resolve_timeout_s: f64,
+    #[serde(default = "default_resolve_retry")]
+    pub resolve_retry_s: f64,
+    /// The rounds of the cluster schedule (every node the same).
+    #[serde(default)]
+    pub schedule: ScheduleSection,
     /// `[contention]`: the bandwidth-sharing (conflict) probe.
     #[serde(default)]
     pub contention: ContentionConfig,
@@ -92,6 +138,49 @@ pub struct Config {
     /// publisher stalls this many seconds after the start.
     #[serde(skip)]
     pub test_stall_publisher_after_s: Option<f64>,
+}
+
+/// `[schedule]`: the rounds every node derives alone. `round_s`,
+/// `coverage_pass_s`, `seed`, `fanout_interval_s` (top level) and
+/// `fanout_max_peers` must be the same on every node.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScheduleSection {
+    /// Length of a round: at most one session per node per round.
+    pub round_s: f64,
+    /// One pass over every coverage class in about this time.
+    pub coverage_pass_s: f64,
+    /// Token bucket capacity in seconds of budget.
+    pub burst_s: f64,
+    /// A full sweep standing for a class, or of a pair, is repeated when
+    /// older than this.
+    pub full_sweep_max_age_s: f64,
+    /// Backoff after an unreachable partner, doubling from the minimum.
+    pub backoff_min_s: f64,
+    pub backoff_max_s: f64,
+    /// Clock difference between nodes tolerated at a round's edges.
+    pub skew_s: f64,
+    /// Seed of the pairing, shared by the cluster.
+    pub seed: u64,
+    /// Peers of one fan-out at most.
+    pub fanout_max_peers: u32,
+}
+
+impl Default for ScheduleSection {
+    fn default() -> Self {
+        let d = ScheduleConfig::default();
+        ScheduleSection {
+            round_s: d.round_s,
+            coverage_pass_s: d.coverage_pass_s,
+            burst_s: d.burst_s,
+            full_sweep_max_age_s: d.full_sweep_max_age_s,
+            backoff_min_s: d.backoff_min_s,
+            backoff_max_s: d.backoff_max_s,
+            skew_s: d.skew_s,
+            seed: d.seed,
+            fanout_max_peers: d.fanout_max_peers,
+        }
+    }
 }
 
 /// `[verbs]`: the device the `rdma` and `msg` transports use.
@@ -215,13 +304,19 @@ fn default_budget() -> u64 {
     4_000_000
 }
 fn default_interval() -> f64 {
+    ScheduleConfig::default().pair_recheck_s
+}
+fn default_resolve_timeout() -> f64 {
+    2.0
+}
+fn default_resolve_retry() -> f64 {
     60.0
 }
 fn default_max_size() -> u64 {
     128 * 1024
 }
 fn default_fanout_interval() -> f64 {
-    600.0
+    ScheduleConfig::default().fanout_interval_s
 }
 fn default_port() -> u8 {
     1
@@ -279,6 +374,29 @@ impl Config {
                 "recheck_interval_s must be positive and at most {MAX_RECHECK_INTERVAL_S}"
             ));
         }
+        if !(self.resolve_timeout_s.is_finite()
+            && self.resolve_timeout_s > 0.0
+            && self.resolve_retry_s.is_finite()
+            && self.resolve_retry_s > 0.0)
+        {
+            return bad("resolve_timeout_s and resolve_retry_s must be positive".into());
+        }
+        if self.hostlist.is_none() && self.peers_file.is_none() && self.peers.is_empty() {
+            return bad(
+                "no peers: set peers = \"HOSTLIST\", peers_file or [[peer]] entries".into(),
+            );
+        }
+        for t in self.transports.iter().flatten() {
+            if !t.parse::<Kind>().is_ok_and(|k| k.descriptor().daemon) {
+                return bad(format!(
+                    "transports: unknown transport {t:?} (known: {})",
+                    known(|k| k.descriptor().daemon)
+                ));
+            }
+        }
+        if self.node.as_deref() == Some(OPERATOR_NAME) {
+            return bad(format!("node: {OPERATOR_NAME:?} is the operator's name"));
+        }
         if !(self.fanout_interval_s.is_finite()
             && self.fanout_interval_s >= 0.0
             && self.fanout_interval_s <= MAX_FANOUT_INTERVAL_S)
@@ -329,6 +447,10 @@ impl Config {
                 return bad(format!("{what} must not be empty"));
             }
         }
+        // After the scalar bounds above, which name their own setting.
+        self.schedule_config()
+            .validate()
+            .or_else(|e| bad(e.to_string()))?;
         if let Some(v) = &self.verbs {
             if v.device.is_empty() || v.device.len() > 64 || v.port == 0 {
                 return bad(
@@ -408,6 +530,31 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The cluster schedule's settings.
+    pub fn schedule_config(&self) -> ScheduleConfig {
+        let s = &self.schedule;
+        ScheduleConfig {
+            round_s: s.round_s,
+            coverage_pass_s: s.coverage_pass_s,
+            budget_bytes_per_s: self.budget_bytes_per_s,
+            burst_s: s.burst_s,
+            pair_recheck_s: self.recheck_interval_s,
+            full_sweep_max_age_s: s.full_sweep_max_age_s,
+            backoff_min_s: s.backoff_min_s,
+            backoff_max_s: s.backoff_max_s,
+            skew_s: s.skew_s,
+            seed: s.seed,
+            fanout_interval_s: self.fanout_interval_s,
+            fanout_max_peers: s.fanout_max_peers,
+        }
+    }
+
+    /// The control port of listed members.
+    pub fn peer_port(&self) -> u16 {
+        self.peer_port
+            .unwrap_or(self.listen.map_or(DEFAULT_CONTROL_PORT, |a| a.port()))
     }
 
     /// This node's name: the configured one or the host name.
@@ -588,7 +735,7 @@ mod tests {
 
     #[test]
     fn contention_section() {
-        let base = "key_file = \"/k\"\n";
+        let base = "key_file = \"/k\"\n[[peer]]\nname = \"b\"\naddress = \"10.0.0.2:7470\"\n";
         let c: Config = toml::from_str(base).unwrap();
         assert_eq!(c.contention, ContentionConfig::default());
         let c: Config =

@@ -8,20 +8,23 @@
 //! Budget: a flow session states the payload bytes it will carry
 //! (`SizePlan::Flow`). The serving node takes them from a token bucket of
 //! its own budget rate holding [`FLOW_WINDOW_S`] of it (full at start) and
-//! refuses with `Budget` when it cannot pay; the bytes are also charged to
-//! its probe scheduler, whose own probing then pays them back. The driver
-//! charges everything its probe moved, as for a sweep. Peers hold the
-//! cluster key and are trusted to carry no more than they stated.
+//! refuses with `Budget` when it cannot pay. A conflict probe runs in a
+//! fan-out round of the cluster schedule, on the meetings whose partners
+//! admitted that round: its bytes are settled with the round on both sides
+//! as the fan-out's are. A stream order's flows run outside the rounds:
+//! their bytes are charged to the schedule's budget when consented. Peers
+//! hold the cluster key and are trusted to carry no more than they stated.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::admission::DriveClaim;
 use super::config::Config;
-use super::job::{open_sessions, JobCtx, JobError, Negotiated};
-use super::{Shared, KEEP_ALIVE};
-use crate::control::{self, Msg, ProbeDone, RejectReason, SizePlan, StreamOrder, StreamResult};
+use super::job::{connect, measured_first, sessions_with, JobCtx, JobError, Meeting};
+use super::Shared;
+use crate::control::{self, RejectReason, SizePlan, StreamOrder, StreamResult};
 use crate::link::Kind;
-use crate::model::contention::Conflict;
+use crate::model::contention::{Conflict, ContentionFit};
 use crate::probe::contention::{self, ContentionOptions, ContentionResult, MAX_K};
 use crate::transport::multi::Multi;
 
@@ -70,18 +73,19 @@ impl FlowBudget {
 }
 
 impl Shared {
-    /// QUIET HOOK (issue 15's quiet mode): true while a job owns this node.
-    /// A quiet node drives no conflict probe or stream, and consents to no
-    /// flow session. Nothing sets the flag yet: the quiet state of the
-    /// scale work (`ngctl quiet`, the watched file) is to set it.
+    /// True while a job owns this node (`ngctl quiet`; the publisher sets
+    /// it from the quiet file). A quiet node drives no conflict probe or
+    /// stream, and consents to no flow session.
     pub(super) fn quiet(&self) -> bool {
         self.quiet.load(Ordering::Relaxed)
     }
 
     /// Consent to serving (or, for a stream order, driving) a flow session
     /// of `bytes`: refused while quiet or when the flow budget cannot pay.
-    /// On consent the bytes are taken and counted for the scheduler.
-    pub(super) fn consent_flow(&self, bytes: u64) -> Result<(), RejectReason> {
+    /// On consent the bytes are taken; a flow outside the schedule's rounds
+    /// is charged to the schedule's budget as well (a round's are settled
+    /// with the round).
+    pub(super) fn consent_flow(&self, bytes: u64, rounds: Rounds) -> Result<(), RejectReason> {
         if self.quiet() {
             return Err(RejectReason::Quiet);
         }
@@ -89,15 +93,22 @@ impl Shared {
         if !b.take(bytes, Instant::now()) {
             return Err(RejectReason::Budget);
         }
-        self.flow_bytes.fetch_add(bytes, Ordering::Relaxed);
+        drop(b);
+        if rounds == Rounds::Outside {
+            self.schedule()
+                .node_mut()
+                .spent_outside_rounds(bytes, super::unix_now_s());
+        }
         Ok(())
     }
+}
 
-    /// Flow bytes consented since the last call (the probe thread charges
-    /// them to the node's budget).
-    pub(super) fn take_flow_bytes(&self) -> u64 {
-        self.flow_bytes.swap(0, Ordering::Relaxed)
-    }
+/// Whether a flow runs in a round of the cluster schedule (its bytes are
+/// settled with the round) or outside them (an operator's stream order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rounds {
+    Within,
+    Outside,
 }
 
 /// The conflict probe's options from the configuration.
@@ -113,54 +124,88 @@ pub(super) fn options(cfg: &Config) -> ContentionOptions {
     }
 }
 
-/// Run `work` while every session is kept alive (the responders' session
-/// TTL and idle limit are shorter than a probe): one keep-alive thread per
-/// session's control connection, nested.
-fn keep_alive<R>(sessions: &mut [Negotiated], work: impl FnOnce() -> R) -> R {
-    match sessions.split_first_mut() {
-        None => work(),
-        Some((n, rest)) => {
-            let alive = Msg::ProbeAlive(ProbeDone {
-                session_nonce: n.nonce,
-            });
-            n.conn
-                .keep_alive_during(&alive, KEEP_ALIVE, || keep_alive(rest, work))
-        }
-    }
-}
-
-/// The conflict probe over `peers` (up to 8 known peers of `kind`), each
-/// asked to consent to the bytes its flows will carry.
+/// The conflict probe over the meetings of a fan-out round (up to
+/// [`MAX_K`] partners that admitted it), each asked to consent to the bytes
+/// its flows will carry. The caller holds the claim to drive.
 pub(super) fn contention_job(
     ctx: &JobCtx<'_>,
     kind: Kind,
-    peers: &[usize],
+    meetings: &mut [Meeting],
 ) -> Result<ContentionResult, JobError> {
     if ctx.shared.quiet() {
         return Err(JobError::Quiet);
     }
     let opts = options(ctx.cfg);
-    let per_peer = opts.bytes_per_peer(peers.len());
+    let per_peer = opts.bytes_per_peer(meetings.len());
     let plan = |j: usize| SizePlan::Flow {
         bytes: (per_peer[j] as f64 * LOSS_ALLOWANCE) as u64,
     };
-    let (_claim, mut sessions, links) = open_sessions(ctx, kind, peers, plan)?;
-    let mut m = Multi::new(links);
-    let r = keep_alive(&mut sessions.0, || {
-        contention::run(&mut m, &ctx.clock, &opts, &mut ())
-    })?;
-    Ok(r)
+    sessions_with(ctx, kind, meetings, plan, |links| {
+        let r = contention::run(&mut Multi::new(links), &ctx.clock, &opts, &mut ())?;
+        let bytes = r.probe_bytes;
+        Ok((r, bytes))
+    })
 }
 
-/// Up to [`MAX_K`] of `peers`, chosen at random (all when there are few).
-pub(super) fn pick_peers(mut peers: Vec<usize>) -> Vec<usize> {
-    use rand::seq::SliceRandom;
-    if peers.len() > MAX_K {
-        peers.shuffle(&mut rand::thread_rng());
-        peers.truncate(MAX_K);
-        peers.sort_unstable();
+/// The payload bytes the conflict probe with `k` partners is planned to
+/// carry (what its partners are asked to consent to).
+pub(super) fn planned_bytes(cfg: &Config, k: usize) -> u64 {
+    let per_peer = options(cfg).bytes_per_peer(k);
+    per_peer
+        .iter()
+        .map(|&b| (b as f64 * LOSS_ALLOWANCE) as u64)
+        .sum()
+}
+
+/// The conflict probe over the meetings of a fan-out round, when it is
+/// due and this node is not quiet: for each fan-out kind, over up to
+/// [`MAX_K`] of the partners (each consents to its flows' bytes), its bytes
+/// charged to the round before it runs. Returns the bytes moved.
+pub(super) fn conflict_probe(
+    ctx: &JobCtx<'_>,
+    meetings: &mut [Meeting],
+    plan: &[(Kind, Vec<usize>)],
+    due_s: &mut f64,
+    mut publish: impl FnMut(Kind, ContentionFit),
+) -> u64 {
+    let cfg = ctx.cfg;
+    let now = super::unix_now_s();
+    if cfg.contention.interval_s <= 0.0 || now < *due_s || ctx.shared.quiet() {
+        return 0;
     }
-    peers
+    let mut bytes = 0;
+    for (kind, peers) in plan {
+        let k = peers.len().min(MAX_K);
+        let planned = planned_bytes(cfg, k);
+        if !ctx.shared.schedule().node_mut().charge_more(planned, now) {
+            tracing::debug!("conflict probe over {kind}: the budget cannot pay {planned} B now");
+            return bytes;
+        }
+        let Ok(_claim) = DriveClaim::take(ctx.shared) else {
+            return bytes;
+        };
+        let subset = &mut measured_first(meetings, peers)[..k];
+        match contention_job(ctx, *kind, subset) {
+            Ok(r) => {
+                bytes += r.probe_bytes;
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: beta {:.2} ({} B in {:.1} s)",
+                    r.fit.beta.value,
+                    r.probe_bytes,
+                    r.elapsed_ns * 1e-9
+                );
+                publish(*kind, r.fit);
+            }
+            Err(e) => {
+                tracing::info!(
+                    "conflict probe over {kind} with {k} peers: {e}; at the next fan-out"
+                );
+                return bytes;
+            }
+        }
+    }
+    *due_s = now + cfg.contention.interval_s;
+    bytes
 }
 
 /// A stream order from an operator: stream to the partner over the
@@ -212,23 +257,48 @@ fn run_order(
         ));
     }
     let peer = ctx
-        .cfg
+        .shared
         .peers
         .iter()
         .position(|p| p.name == o.partner)
-        .ok_or_else(|| format!("{} is not a configured peer", o.partner))?;
+        .ok_or_else(|| format!("{} is not a member of this node's cluster", o.partner))?;
     let size = usize::try_from(o.size_bytes).map_err(|_| "message too large".to_string())?;
     ctx.shared
-        .consent_flow(o.max_bytes)
+        .consent_flow(o.max_bytes, Rounds::Outside)
         .map_err(|why| format!("refused: {why:?}"))?;
     let start = Instant::now() + start_in;
     let until = start + Duration::from_nanos(o.duration_ns);
-    let plan = |_| SizePlan::Flow { bytes: o.max_bytes };
-    // This node or the partner may be busy with a probe session of its
-    // own: try again until the window starts.
-    let (_claim, mut sessions, mut links) = loop {
-        match open_sessions(ctx, o.transport, &[peer], plan) {
-            Ok(x) => break x,
+    let timeout = Duration::from_secs(5).max(Duration::from_nanos(o.duration_ns) / 2);
+    let mut meeting = connect(ctx, peer).map_err(|e| e.to_string())?;
+    // This node or the partner may be busy with a session of a round:
+    // try again until the window starts.
+    let m = loop {
+        let claim = DriveClaim::take(ctx.shared);
+        let result = claim.and_then(|_claim| {
+            let plan = SizePlan::Flow { bytes: o.max_bytes };
+            meeting.session(ctx, o.transport, plan, |link| {
+                // The session is set up: wait for the common start.
+                if ctx
+                    .shared
+                    .shutdown
+                    .wait(start.saturating_duration_since(Instant::now()))
+                {
+                    return Err(JobError::Unexpected("shutting down"));
+                }
+                Ok(contention::stream(
+                    link,
+                    &ctx.clock,
+                    o.bidirectional,
+                    o.burst,
+                    size,
+                    until,
+                    o.max_bytes,
+                    timeout,
+                )?)
+            })
+        });
+        match result {
+            Ok(m) => break m,
             Err(e @ (JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_))) => {
                 if Instant::now() + BUSY_RETRY >= start {
                     return Err(format!("{e} until the window started"));
@@ -238,29 +308,6 @@ fn run_order(
             Err(e) => return Err(e.to_string()),
         }
     };
-    let link = links.first_mut().ok_or("no link")?;
-    let timeout = Duration::from_secs(5).max(Duration::from_nanos(o.duration_ns) / 2);
-    let m = keep_alive(&mut sessions.0, || {
-        // The sessions are set up: wait for the common start.
-        if ctx
-            .shared
-            .shutdown
-            .wait(start.saturating_duration_since(Instant::now()))
-        {
-            return Err("shutting down".to_string());
-        }
-        contention::stream(
-            link,
-            &ctx.clock,
-            o.bidirectional,
-            o.burst,
-            size,
-            until,
-            o.max_bytes,
-            timeout,
-        )
-        .map_err(|e| e.to_string())
-    })?;
     if Instant::now() > until + timeout {
         return Err("the stream overran its window".into());
     }
@@ -288,13 +335,5 @@ mod tests {
         // Never more than the window holds.
         assert!(!b.take(600_001, t0 + Duration::from_secs(10_000)));
         assert!(b.take(600_000, t0 + Duration::from_secs(10_000)));
-    }
-
-    #[test]
-    fn at_most_eight_peers_are_picked() {
-        assert_eq!(pick_peers(vec![3, 1]), vec![3, 1]);
-        let p = pick_peers((0..20).collect());
-        assert_eq!(p.len(), MAX_K);
-        assert!(p.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -1,15 +1,22 @@
 //! The daemon's answers on the control plane, on the control server's
-//! threads: who it is, its endpoints, sessions granted and ended, and the
-//! queue pair of an accepted verbs session.
+//! threads: who it is, its endpoints, rounds admitted by the schedule and
+//! settled, sessions granted and ended, the queue pair of an accepted
+//! verbs session, and the node's published view (`ngctl matrix`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::admission::accept_session;
+use super::admission::{accept_session, RoundAdmit};
+use super::config::OPERATOR_NAME;
 use super::job::JobCtx;
 use super::publisher::Outcome;
-use super::{contention, verbs, Shared};
-use crate::control::{self, ConnId, Msg, ProbeDone, ProbeReject, RejectReason};
+use super::{contention, unix_now_s, verbs, Shared};
+use crate::cluster::schedule::Decline;
+use crate::control::msg::MAX_ENTRIES_PER_REPLY;
+use crate::control::{
+    self, ConnId, EntriesReply, Msg, ProbeDone, ProbeReject, RejectReason, RoundReply,
+};
 use crate::transport::kind::PeerEndpoint;
 
 /// The control plane's answers.
@@ -40,7 +47,100 @@ impl control::Handler for ControlHandler {
         {
             tracing::debug!("session from {peer} ended with its connection");
         }
+        // A round admitted on it and never settled: its estimate stands.
+        let ended = {
+            let mut a = self.0.activity();
+            let mine = a.round.as_ref().is_some_and(|r| r.conn == conn);
+            if mine {
+                a.round = None;
+            }
+            mine
+        };
+        if ended {
+            self.0.schedule().served_as_charged();
+        }
     }
+}
+
+/// The schedule's decline on the wire.
+fn reason_of(d: Decline) -> RejectReason {
+    match d {
+        Decline::Quiet => RejectReason::Quiet,
+        Decline::Budget => RejectReason::Budget,
+        Decline::Busy => RejectReason::Busy,
+        Decline::NotExpected => RejectReason::NotExpected,
+    }
+}
+
+/// `RoundRequest` at `now_s`: does the schedule admit `peer`'s job in that
+/// round?
+pub(super) fn admit_round(
+    shared: &Shared,
+    conn: ConnId,
+    peer: &str,
+    r: &control::RoundRequest,
+    now_s: f64,
+) -> Msg {
+    let reply = |declined| {
+        Msg::RoundReply(RoundReply {
+            round: r.round,
+            declined,
+        })
+    };
+    if r.driver != peer {
+        return reply(Some(RejectReason::WrongDriver));
+    }
+    {
+        let a = shared.activity();
+        // A meeting of this node's own, or a session it serves, outlasted
+        // its round.
+        let serving_other = a.serving_live(Instant::now()) && a.serving.driver != peer;
+        if a.driving || serving_other {
+            tracing::debug!(
+                "round {} from {peer} declined: this node is {}",
+                r.round,
+                if a.driving { "driving" } else { "serving" }
+            );
+            return reply(Some(RejectReason::Busy));
+        }
+    }
+    let quiet = shared.quiet.load(Ordering::Relaxed);
+    let admitted = shared.schedule().admit(peer, r.round, r.job, now_s, quiet);
+    match admitted {
+        Ok(()) => {
+            shared.activity().round = Some(RoundAdmit {
+                driver: peer.to_string(),
+                round: r.round,
+                conn,
+            });
+            reply(None)
+        }
+        Err(d) => {
+            tracing::debug!(
+                "round {} from {peer}: {} declined ({d:?})",
+                r.round,
+                r.job.name()
+            );
+            reply(Some(reason_of(d)))
+        }
+    }
+}
+
+/// `Entries`: a page of the node's view.
+fn entries_page(shared: &Shared, offset: u32, max: u32) -> Msg {
+    let view = shared
+        .view
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let from = (offset as usize).min(view.len());
+    let to = (from + (max as usize).min(MAX_ENTRIES_PER_REPLY)).min(view.len());
+    Msg::EntriesReply(EntriesReply {
+        node: shared.node.clone(),
+        total: view.len() as u32,
+        offset: from as u32,
+        entries: view[from..to].to_vec(),
+    })
 }
 
 pub(super) fn handle_control(
@@ -50,7 +150,34 @@ pub(super) fn handle_control(
     peer: &str,
     msg: Msg,
 ) -> Option<Msg> {
+    // The reader's tool (`ngctl matrix`) reads; it takes part in nothing.
+    if peer == OPERATOR_NAME {
+        return match msg {
+            Msg::Entries(r) => Some(entries_page(shared, r.offset, r.max)),
+            Msg::Status => Some(Msg::StatusReply(daemon_status(shared))),
+            _ => None,
+        };
+    }
     match msg {
+        Msg::RoundRequest(r) => Some(admit_round(shared, conn, peer, &r, unix_now_s())),
+        Msg::RoundDone(d) => {
+            let settled = {
+                let mut a = shared.activity();
+                let mine = a
+                    .round
+                    .as_ref()
+                    .is_some_and(|r| r.conn == conn && r.driver == peer && r.round == d.round);
+                if mine {
+                    a.round = None;
+                }
+                mine
+            };
+            if settled {
+                shared.schedule().served(d.bytes);
+            }
+            None
+        }
+        Msg::Entries(r) => Some(entries_page(shared, r.offset, r.max)),
         Msg::Hello(_) => Some(Msg::Hello(control::Hello {
             node: shared.node.clone(),
             generation: shared.generation,

@@ -1,32 +1,33 @@
-//! One probe job: which (peer, transport) targets a node keeps current,
-//! the session's negotiation on the control plane, opening the link
-//! through the link layer, and the measurement (a full sweep, a cheap
-//! re-check against the published model, or a LogfP fan-out over several
-//! peers).
+//! One meeting of the cluster schedule, on the control plane and the
+//! links: which (peer, transport) targets a node keeps current, the
+//! control connection of a meeting (its round admitted by the partner's
+//! schedule, then one session per transport on the same connection), the
+//! link of each session through the link layer, and the measurements (a
+//! full sweep, a cheap re-check, a LogfP fan-out over several peers).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::admission::DriveClaim;
-use super::config::{Config, PeerConfig};
-use super::sched::{Job, PeerPhase};
+use super::cluster::Peer;
+use super::config::Config;
 use super::verbs::{self, ControlRendezvous, Waiting};
-use super::{Shared, CONTROL_DEADLINE, FALLBACK, KEEP_ALIVE, RECHECK_SIZES, RECHECK_TOLERANCE};
+use super::{recheck_plan, Shared, CONTROL_DEADLINE, FALLBACK, KEEP_ALIVE};
 use crate::clock::HostClock;
+use crate::cluster::schedule::{Decline, Job};
 use crate::control::{
-    self, ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, RejectReason, SizePlan,
+    self, ConnConfig, Connection, Msg, ProbeDone, ProbeRequest, RejectReason, RoundDone,
+    RoundRequest, SizePlan,
 };
-use crate::link::{self, Kind, LinkSpec, NoRendezvous, OpenError, Peer};
-use crate::model::{self, LogfpFit};
+use crate::link::{self, Kind, LinkSpec, NoRendezvous, OpenError, Peer as LinkPeer};
+use crate::model::{self, LogfpFit, SizeSamples};
 use crate::probe::{self, ProbeOptions};
 use crate::sweep::{self, SweepConfig};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
 use crate::transport::Transport;
-use netgauge::EntryData;
 
-/// One (peer, transport) the scheduler keeps current.
+/// One (peer, transport) the schedule keeps current.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Target {
     pub peer: usize,
@@ -38,12 +39,12 @@ pub(super) struct Target {
 /// device kinds with a working device), and the fallback for a peer that
 /// asked for it, whose raw is unavailable, or that is left with nothing.
 pub(super) fn make_targets(
-    cfg: &Config,
+    peers: &[Peer],
     raw_toward: &HashMap<String, (String, [u8; 6])>,
     verbs_ok: bool,
 ) -> Vec<Target> {
     let mut out = Vec::new();
-    for (i, p) in cfg.peers.iter().enumerate() {
+    for (i, p) in peers.iter().enumerate() {
         let runs = |k: Kind| match k.descriptor().endpoint {
             PeerEndpoint::MacOnLink => raw_toward.contains_key(&p.name),
             PeerEndpoint::QueuePair { .. } => verbs_ok && p.wants(k),
@@ -60,38 +61,24 @@ pub(super) fn make_targets(
     out
 }
 
-/// The fan-outs to run, given each target's phase: over the fallback kind
-/// (every node runs its responder) the peers all of whose targets are
-/// known, and over each other fan-out kind the peers known over it; each
-/// needs at least two peers.
-pub(super) fn fanout_sets(
-    cfg: &Config,
-    targets: &[Target],
-    phases: &[PeerPhase],
+/// What a fan-out over the accepted `peers` runs: per fan-out kind, the
+/// peers measured over it (`measured`: a published entry of the pair over
+/// the kind). A peer never met over a kind, or that serves no session of
+/// it, would fail the whole pattern; a kind needs two peers.
+pub(super) fn fanout_plan(
+    peers: &[usize],
+    measured: impl Fn(usize, Kind) -> bool,
 ) -> Vec<(Kind, Vec<usize>)> {
-    let known = |t: &(&Target, &PeerPhase)| *t.1 == PeerPhase::Known;
-    let mut out = Vec::new();
-    for kind in Kind::daemon_kinds().filter(|k| k.descriptor().daemon_fanout) {
-        let peers: Vec<usize> = if kind == FALLBACK {
-            (0..cfg.peers.len())
-                .filter(|&i| {
-                    let mut of_i = targets.iter().zip(phases).filter(|(t, _)| t.peer == i);
-                    of_i.clone().next().is_some() && of_i.all(|x| known(&x))
-                })
-                .collect()
-        } else {
-            targets
-                .iter()
-                .zip(phases)
-                .filter(|x| x.0.kind == kind && known(x))
-                .map(|(t, _)| t.peer)
-                .collect()
-        };
-        if peers.len() >= 2 {
-            out.push((kind, peers));
-        }
-    }
-    out
+    Kind::daemon_kinds()
+        .filter(|k| k.descriptor().daemon_fanout)
+        .map(|k| {
+            (
+                k,
+                peers.iter().copied().filter(|&p| measured(p, k)).collect(),
+            )
+        })
+        .filter(|(_, p): &(Kind, Vec<usize>)| p.len() >= 2)
+        .collect()
 }
 
 /// Why one probe job failed.
@@ -107,164 +94,60 @@ pub(super) enum JobError {
     Quiet,
     #[error("unexpected control answer {0}")]
     Unexpected(&'static str),
+    #[error("{0}'s address is not known (its name did not resolve)")]
+    NoAddress(String),
     #[error("transport: {0}")]
     Transport(#[from] crate::transport::TransportError),
     #[error("{0}")]
     Sweep(#[from] sweep::SweepError),
     #[error("{0}")]
     Open(#[from] OpenError),
-    /// The peer is not where the published values were measured (its MAC
-    /// changed): they no longer describe the link.
-    #[error("{0}")]
-    PeerChanged(String),
 }
 
-/// A negotiated probe session with one peer.
-pub(super) struct Negotiated {
-    pub conn: Connection,
-    pub nonce: u64,
-    ep: control::Endpoints,
+impl JobError {
+    /// The partner cannot run the transport (or this node toward it): the
+    /// kind is skipped, not a failure of the pair.
+    pub fn refused_transport(&self) -> bool {
+        matches!(self, JobError::Refused(_, RejectReason::Transport))
+    }
+
+    /// The partner answered and declined the session (busy with another,
+    /// quiet, over budget, not expecting it): no failure of the pair.
+    pub fn declined(&self) -> Option<Decline> {
+        match self {
+            JobError::Refused(
+                _,
+                r @ (RejectReason::Busy
+                | RejectReason::Quiet
+                | RejectReason::Budget
+                | RejectReason::NotExpected),
+            ) => Some(decline_of(r)),
+            JobError::Occupied(_) => Some(Decline::Busy),
+            _ => None,
+        }
+    }
 }
 
-/// A control connection to a peer whose endpoints are known, before any
-/// session is asked for: opening it needs no claim to drive, so a peer that
-/// is down or slow to answer never keeps this node from serving others.
-pub(super) struct Opened {
+/// The schedule's reading of a decline.
+pub(super) fn decline_of(r: &RejectReason) -> Decline {
+    match r {
+        RejectReason::Quiet => Decline::Quiet,
+        RejectReason::Budget => Decline::Budget,
+        RejectReason::Busy => Decline::Busy,
+        _ => Decline::NotExpected,
+    }
+}
+
+/// A control connection to one peer for one meeting: its endpoints are
+/// known, its round may be asked for, and its sessions follow one another
+/// on it.
+pub(super) struct Meeting {
+    pub peer: usize,
     conn: Connection,
+    addr: SocketAddr,
     ep: control::Endpoints,
-}
-
-/// Connect to `peer` and learn its endpoints (every wait has a deadline).
-pub(super) fn open(peer: &PeerConfig, cc: &ConnConfig, node: &str) -> Result<Opened, JobError> {
-    let mut conn = Connection::connect(peer.address, &peer.name, cc)?;
-    let ep = match conn.request(
-        &Msg::Endpoints(control::Endpoints {
-            node: node.to_string(),
-            mac: [0; 6],
-            ifindex: 0,
-            udp_port: 0,
-            raw_ok: false,
-            verbs: None,
-        }),
-        Instant::now() + CONTROL_DEADLINE,
-    )? {
-        Msg::Endpoints(e) => e,
-        other => return Err(JobError::Unexpected(other.kind())),
-    };
-    Ok(Opened { conn, ep })
-}
-
-/// Ask an opened peer for a session. The caller holds its `DriveClaim`.
-pub(super) fn request_session(
-    opened: Opened,
-    peer: &PeerConfig,
-    shared: &Shared,
-    plan: SizePlan,
-    kind: Kind,
-) -> Result<Negotiated, JobError> {
-    let node = shared.node.as_str();
-    let Opened { mut conn, ep } = opened;
-    if kind.descriptor().endpoint == PeerEndpoint::MacOnLink && !ep.raw_ok {
-        return Err(JobError::Refused(
-            peer.name.clone(),
-            RejectReason::Transport,
-        ));
-    }
-    let nonce = loop {
-        let n: u64 = rand::random();
-        if n != 0 {
-            break n;
-        }
-    };
-    // raw: the MAC this node sends from toward the peer, which the peer's
-    // gate then admits (with the nonce) and nothing else.
-    let driver_mac = (kind.descriptor().endpoint == PeerEndpoint::MacOnLink)
-        .then(|| shared.raw_toward.get(&peer.name).map(|r| r.1))
-        .flatten();
-    let req = ProbeRequest {
-        session_nonce: nonce,
-        transport: kind,
-        sizes: plan,
-        driver: node.to_string(),
-        driver_mac,
-    };
-    match conn.request(&Msg::ProbeRequest(req), Instant::now() + CONTROL_DEADLINE)? {
-        Msg::ProbeAccept(a) if a.session_nonce == nonce => {}
-        Msg::ProbeReject(r) => return Err(JobError::Refused(peer.name.clone(), r.reason)),
-        other => return Err(JobError::Unexpected(other.kind())),
-    }
-    Ok(Negotiated { conn, nonce, ep })
-}
-
-pub(super) fn finish(n: Negotiated) {
-    let mut conn = n.conn;
-    let _ = conn.send(&Msg::ProbeDone(ProbeDone {
-        session_nonce: n.nonce,
-    }));
-    conn.close();
-}
-
-/// Open the driving link of a negotiated session of `kind` with `peer`:
-/// at the UDP port or MAC its `Endpoints` named, or (verbs) through the
-/// session's control connection.
-pub(super) fn open_link(
-    ctx: &JobCtx<'_>,
-    peer: &PeerConfig,
-    kind: Kind,
-    n: &mut Negotiated,
-) -> Result<Waiting, JobError> {
-    let refused = || JobError::Refused(peer.name.clone(), RejectReason::Transport);
-    let mut spec = match kind.descriptor().endpoint {
-        PeerEndpoint::QueuePair { .. } => ctx
-            .verbs
-            .and_then(|v| v.spec(kind))
-            .ok_or_else(refused)?
-            .clone(),
-        // The port the peer's `Endpoints` named: its UDP responder's.
-        PeerEndpoint::Port if kind == FALLBACK => {
-            let mut s = LinkSpec::new(kind);
-            s.peer = Peer::Addr(SocketAddr::new(peer.address.ip(), n.ep.udp_port));
-            s
-        }
-        PeerEndpoint::MacOnLink => {
-            let (Some(ifname), true) = (peer.interface.as_deref(), n.ep.raw_ok) else {
-                return Err(refused());
-            };
-            let mut s = LinkSpec::new(kind);
-            s.device = Some(ifname.to_string());
-            s.peer = Peer::Mac(n.ep.mac);
-            s
-        }
-        _ => return Err(refused()),
-    };
-    spec.options.session_nonce = Some(n.nonce);
-    spec.options.clock = ctx.clock;
-    let link = match kind.descriptor().endpoint {
-        PeerEndpoint::QueuePair { .. } => {
-            let mut rdv = ControlRendezvous {
-                conn: &mut n.conn,
-                peer: &peer.name,
-                me: &ctx.shared.node,
-                nonce: n.nonce,
-            };
-            link::open_driver(&spec, &mut rdv)?
-        }
-        _ => link::open_driver(&spec, &mut NoRendezvous)?,
-    };
-    Ok(verbs::waiting(link))
-}
-
-/// What a job produced.
-pub(super) enum JobResult {
-    /// A full sweep, and (raw) the MAC the peer announced.
-    Swept {
-        result: Box<probe::ProbeResult>,
-        peer_mac: Option<[u8; 6]>,
-    },
-    Rechecked {
-        agrees: bool,
-        bytes: u64,
-    },
+    /// Payload bytes of the sessions so far (both directions).
+    pub bytes: u64,
 }
 
 /// What every job needs besides its target.
@@ -276,103 +159,194 @@ pub(super) struct JobCtx<'a> {
     pub verbs: Option<&'a verbs::Node>,
 }
 
-/// Run one job toward `peer` over `kind`. A re-check compares with
-/// `published`; `expect_mac` (raw) is the MAC the published values were
-/// measured toward: a peer announcing another one fails the job as
-/// `PeerChanged` before anything is measured.
-pub(super) fn run_job(
-    ctx: &JobCtx<'_>,
-    peer: &PeerConfig,
-    kind: Kind,
-    job: Job,
-    published: Option<&EntryData>,
-    expect_mac: Option<[u8; 6]>,
-) -> Result<JobResult, JobError> {
-    let plan = match job {
-        Job::FullSweep => SizePlan::Full,
-        Job::Recheck => SizePlan::Recheck(RECHECK_SIZES.to_vec()),
+/// Connect to `peer` and learn its endpoints (every wait has a deadline).
+/// Needs no claim to drive: a peer that is down or slow to answer never
+/// keeps this node from serving others.
+pub(super) fn connect(ctx: &JobCtx<'_>, peer: usize) -> Result<Meeting, JobError> {
+    let p = &ctx.shared.peers[peer];
+    let addr = ctx
+        .shared
+        .addresses
+        .get(peer)
+        .ok_or_else(|| JobError::NoAddress(p.name.clone()))?;
+    let mut conn = Connection::connect(addr, &p.name, ctx.cc)?;
+    let ep = match conn.request(
+        &Msg::Endpoints(control::Endpoints {
+            node: ctx.shared.node.clone(),
+            mac: [0; 6],
+            ifindex: 0,
+            udp_port: 0,
+            raw_ok: false,
+            verbs: None,
+        }),
+        Instant::now() + CONTROL_DEADLINE,
+    )? {
+        Msg::Endpoints(e) => e,
+        other => return Err(JobError::Unexpected(other.kind())),
     };
-    DriveClaim::could_take(ctx.shared)?;
-    let opened = open(peer, ctx.cc, &ctx.shared.node)?;
-    let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
-    if let (true, Some(want)) = (raw, expect_mac) {
-        if opened.ep.raw_ok && opened.ep.mac != want {
-            return Err(JobError::PeerChanged(format!(
-                "{} now announces MAC {}, the values were measured toward {}",
-                peer.name,
-                crate::transport::raw_eth::format_mac(&opened.ep.mac),
-                crate::transport::raw_eth::format_mac(&want)
-            )));
-        }
-    }
-    let peer_mac = (raw && opened.ep.raw_ok).then_some(opened.ep.mac);
-    let _claim = DriveClaim::take(ctx.shared)?;
-    let mut n = request_session(opened, peer, ctx.shared, plan, kind)?;
-    tracing::debug!("driving a {job:?} over {kind} toward {}", peer.name);
-    // The sweep may outlast the session's TTL and the control server's idle
-    // limit on the responder: the session's connection is kept alive.
-    let alive = Msg::ProbeAlive(ProbeDone {
-        session_nonce: n.nonce,
-    });
-    let result = open_link(ctx, peer, kind, &mut n).and_then(|mut l| {
-        n.conn.keep_alive_during(&alive, KEEP_ALIVE, || {
-            measure(&mut l, ctx.cfg, kind, job, ctx.clock, published)
-        })
-    });
-    finish(n);
-    result.map(|r| match r {
-        JobResult::Swept { result, .. } => JobResult::Swept { result, peer_mac },
-        r => r,
+    Ok(Meeting {
+        peer,
+        conn,
+        addr,
+        ep,
+        bytes: 0,
     })
 }
 
-/// A full sweep, or a cheap re-check against the published model.
-fn measure<T: Transport>(
-    link: &mut T,
-    cfg: &Config,
-    kind: Kind,
-    job: Job,
-    clock: HostClock,
-    published: Option<&EntryData>,
-) -> Result<JobResult, JobError> {
-    match (job, published) {
-        (Job::Recheck, Some(model)) => {
-            let sc = recheck_config();
-            let before = link.counters();
-            let samples = sweep::measure_sizes(link, &clock, 0, &RECHECK_SIZES, &sc)?;
-            let after = link.counters();
-            let bytes =
-                (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-            Ok(JobResult::Rechecked {
-                agrees: agrees_with(&samples, model),
-                bytes,
-            })
+impl Meeting {
+    /// The control address the partner was met at.
+    pub fn address(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The MAC the partner announced for raw Ethernet, if it serves raw.
+    pub fn announced_mac(&self) -> Option<[u8; 6]> {
+        self.ep.raw_ok.then_some(self.ep.mac)
+    }
+
+    /// Ask the partner to admit `job` in `round`: None when it does, else
+    /// why not.
+    pub fn ask(
+        &mut self,
+        node: &str,
+        round: u64,
+        job: Job,
+    ) -> Result<Option<RejectReason>, JobError> {
+        let req = Msg::RoundRequest(RoundRequest {
+            driver: node.to_string(),
+            round,
+            job,
+        });
+        match self.conn.request(&req, Instant::now() + CONTROL_DEADLINE)? {
+            Msg::RoundReply(r) if r.round == round => Ok(r.declined),
+            other => Err(JobError::Unexpected(other.kind())),
         }
-        _ => {
-            let opts = full_config(cfg, kind);
-            let r = probe::run(link, &clock, 0, &opts, &mut ())?;
-            Ok(JobResult::Swept {
-                result: Box::new(r),
-                peer_mac: None,
-            })
+    }
+
+    /// The round's jobs are over: tell the partner what they cost, close.
+    pub fn done(mut self, round: u64) {
+        let _ = self.conn.send(&Msg::RoundDone(RoundDone {
+            round,
+            bytes: self.bytes,
+        }));
+        self.conn.close();
+    }
+
+    /// One session of `kind` on this connection: ask for it, open the
+    /// link, run `f` on it (the connection kept alive meanwhile), end it.
+    pub fn session<R>(
+        &mut self,
+        ctx: &JobCtx<'_>,
+        kind: Kind,
+        plan: SizePlan,
+        f: impl FnOnce(&mut Waiting) -> Result<R, JobError>,
+    ) -> Result<R, JobError> {
+        let nonce = self.request(ctx, kind, plan)?;
+        // The sweep may outlast the session's TTL and the control server's
+        // idle limit on the responder: the session's connection is kept
+        // alive.
+        let alive = Msg::ProbeAlive(ProbeDone {
+            session_nonce: nonce,
+        });
+        let result = self.open_link(ctx, kind, nonce).and_then(|mut l| {
+            self.conn
+                .keep_alive_during(&alive, KEEP_ALIVE, || f(&mut l))
+        });
+        let _ = self.conn.send(&Msg::ProbeDone(ProbeDone {
+            session_nonce: nonce,
+        }));
+        result
+    }
+
+    /// Ask for a session of `kind`; its nonce.
+    fn request(&mut self, ctx: &JobCtx<'_>, kind: Kind, plan: SizePlan) -> Result<u64, JobError> {
+        let name = ctx.shared.peers[self.peer].name.clone();
+        if kind.descriptor().endpoint == PeerEndpoint::MacOnLink && !self.ep.raw_ok {
+            return Err(JobError::Refused(name, RejectReason::Transport));
         }
+        // raw: the MAC this node sends from toward the peer, which the
+        // peer's gate then admits (with the nonce) and nothing else.
+        let driver_mac = (kind.descriptor().endpoint == PeerEndpoint::MacOnLink)
+            .then(|| ctx.shared.raw_toward.get(&name).map(|r| r.1))
+            .flatten();
+        let nonce = loop {
+            let n: u64 = rand::random();
+            if n != 0 {
+                break n;
+            }
+        };
+        let req = ProbeRequest {
+            session_nonce: nonce,
+            transport: kind,
+            sizes: plan,
+            driver: ctx.shared.node.clone(),
+            driver_mac,
+        };
+        match self
+            .conn
+            .request(&Msg::ProbeRequest(req), Instant::now() + CONTROL_DEADLINE)?
+        {
+            Msg::ProbeAccept(a) if a.session_nonce == nonce => Ok(nonce),
+            Msg::ProbeReject(r) => Err(JobError::Refused(name, r.reason)),
+            other => Err(JobError::Unexpected(other.kind())),
+        }
+    }
+
+    /// Open the driving link of an accepted session of `kind`: at the UDP
+    /// port or MAC the peer's `Endpoints` named, or (verbs) through the
+    /// session's control connection.
+    fn open_link(&mut self, ctx: &JobCtx<'_>, kind: Kind, nonce: u64) -> Result<Waiting, JobError> {
+        let peer = &ctx.shared.peers[self.peer];
+        let refused = || JobError::Refused(peer.name.clone(), RejectReason::Transport);
+        let mut spec = match kind.descriptor().endpoint {
+            PeerEndpoint::QueuePair { .. } => ctx
+                .verbs
+                .and_then(|v| v.spec(kind))
+                .ok_or_else(refused)?
+                .clone(),
+            // The port the peer's `Endpoints` named: its UDP responder's.
+            PeerEndpoint::Port if kind == FALLBACK => {
+                let mut s = LinkSpec::new(kind);
+                s.peer = LinkPeer::Addr(SocketAddr::new(self.addr.ip(), self.ep.udp_port));
+                s
+            }
+            PeerEndpoint::MacOnLink => {
+                let (Some(ifname), true) = (peer.interface.as_deref(), self.ep.raw_ok) else {
+                    return Err(refused());
+                };
+                let mut s = LinkSpec::new(kind);
+                s.device = Some(ifname.to_string());
+                s.peer = LinkPeer::Mac(self.ep.mac);
+                s
+            }
+            _ => return Err(refused()),
+        };
+        spec.options.session_nonce = Some(nonce);
+        spec.options.clock = ctx.clock;
+        let link = match kind.descriptor().endpoint {
+            PeerEndpoint::QueuePair { .. } => {
+                let mut rdv = ControlRendezvous {
+                    conn: &mut self.conn,
+                    peer: &peer.name,
+                    me: &ctx.shared.node,
+                    nonce,
+                };
+                link::open_driver(&spec, &mut rdv)?
+            }
+            _ => link::open_driver(&spec, &mut NoRendezvous)?,
+        };
+        Ok(verbs::waiting(link))
     }
 }
 
-/// The sweep settings of a re-check: [`RECHECK_SIZES`] only, a few
-/// repetitions each.
-pub(super) fn recheck_config() -> SweepConfig {
-    SweepConfig {
-        refine: false,
-        max_reps: 12,
-        long_bursts: false,
-        repeat_smallest: false,
-        ..SweepConfig::default()
-    }
+/// Payload bytes a link put on the wire since `before` (both directions).
+fn bytes_since<T: Transport>(link: &T, before: crate::transport::Counters) -> u64 {
+    let after = link.counters();
+    (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes)
 }
 
-/// The sweep settings of a full sweep.
-pub(super) fn full_config(cfg: &Config, kind: Kind) -> ProbeOptions {
+/// The full sweep's options over `kind` from the configuration.
+pub(super) fn sweep_options(cfg: &Config, kind: Kind) -> ProbeOptions {
     let mut opts = ProbeOptions::for_kind(kind);
     opts.sweep.max_size_bytes = cfg.max_size_bytes;
     if let Some(r) = cfg.max_reps {
@@ -382,93 +356,127 @@ pub(super) fn full_config(cfg: &Config, kind: Kind) -> ProbeOptions {
     opts
 }
 
-/// Does a re-check agree with the published entry (measured now, or
-/// restored from the state file)? A restored entry is held to the plain
-/// tolerance: a re-check too noisy to tell does not make it current.
-pub(super) fn agrees_with(samples: &[model::SizeSamples], published: &EntryData) -> bool {
-    let restored = published.flags & netgauge::flags::RESTORED != 0;
-    let points = model::fit::size_points(samples);
-    points.iter().all(|p| {
-        let Some(r) = published
-            .ranges
-            .iter()
-            .find(|r| p.size_bytes >= r.from_bytes && p.size_bytes <= r.to_bytes)
-            .or(published.ranges.last())
-        else {
-            return false;
-        };
-        let want = r.gap_ns(p.size_bytes);
-        // Off by more than the tolerance *and* by more than the re-check's
-        // own noise (3 × its 95 % half-width): a noisy host must not turn
-        // every re-check into a full sweep.
-        let noise = if p.gap_hw_ns.is_finite() && !restored {
-            3.0 * p.gap_hw_ns
-        } else {
-            0.0
-        };
-        let gap_ok = (p.gap_ns - want).abs() <= (RECHECK_TOLERANCE * want.abs()).max(noise);
-        let eel_ok = p.size_bytes != 1
-            || (p.half_rtt_ns - published.eel_ns).abs() <= RECHECK_TOLERANCE * published.eel_ns;
-        gap_ok && eel_ok
-    })
+/// A full sweep over `link`.
+pub(super) fn full_sweep<T: Transport>(
+    link: &mut T,
+    cfg: &Config,
+    kind: Kind,
+    clock: HostClock,
+) -> Result<probe::ProbeResult, JobError> {
+    Ok(probe::run(
+        link,
+        &clock,
+        0,
+        &sweep_options(cfg, kind),
+        &mut (),
+    )?)
 }
 
-/// Sessions negotiated with several peers at once; each ends (`ProbeDone`)
-/// when this is dropped, after the links that use it.
-pub(super) struct Sessions(pub Vec<Negotiated>);
+/// A cheap re-check over `link`: its samples and the bytes it sent.
+pub(super) fn recheck<T: Transport>(
+    link: &mut T,
+    cfg: &Config,
+    clock: HostClock,
+) -> Result<(Vec<SizeSamples>, u64), JobError> {
+    let plan = recheck_plan();
+    let sc = plan.sweep_config(&sweep_options(cfg, FALLBACK).sweep);
+    let before = link.counters();
+    let samples = sweep::measure_sizes(link, &clock, 0, &plan.sizes_bytes, &sc)?;
+    Ok((samples, bytes_since(link, before)))
+}
 
-impl Drop for Sessions {
-    fn drop(&mut self) {
-        for n in self.0.drain(..) {
-            finish(n);
+/// The sizes a re-check asks the responder for.
+pub(super) fn recheck_sizes() -> SizePlan {
+    SizePlan::Recheck(recheck_plan().sizes_bytes)
+}
+
+/// Sessions of `kind` with every meeting at once, each asked for
+/// `plan(j)` (j: its place in `meetings`): `work` runs on their links with
+/// every session's connection kept alive, then every session ends. The
+/// payload bytes `work` reports are added to the meetings' counts in equal
+/// shares. What a multi-peer job (the LogfP fan-out, the conflict probe)
+/// runs on; the caller holds the claim to drive.
+pub(super) fn sessions_with<R>(
+    ctx: &JobCtx<'_>,
+    kind: Kind,
+    meetings: &mut [Meeting],
+    plan: impl Fn(usize) -> SizePlan,
+    work: impl FnOnce(Vec<Waiting>) -> Result<(R, u64), JobError>,
+) -> Result<R, JobError> {
+    let mut nonces = Vec::with_capacity(meetings.len());
+    let result = (|| {
+        let mut links = Vec::with_capacity(meetings.len());
+        for (j, m) in meetings.iter_mut().enumerate() {
+            let nonce = m.request(ctx, kind, plan(j))?;
+            nonces.push(nonce);
+            links.push(m.open_link(ctx, kind, nonce)?);
+        }
+        let mut alive: Vec<(&mut Connection, u64)> = meetings
+            .iter_mut()
+            .zip(&nonces)
+            .map(|(m, &n)| (&mut m.conn, n))
+            .collect();
+        keep_alive(&mut alive, || work(links))
+    })();
+    for (m, &nonce) in meetings.iter_mut().zip(&nonces) {
+        let _ = m.conn.send(&Msg::ProbeDone(ProbeDone {
+            session_nonce: nonce,
+        }));
+    }
+    let (r, bytes) = result?;
+    let share = bytes / meetings.len().max(1) as u64;
+    for m in meetings.iter_mut() {
+        m.bytes += share;
+    }
+    Ok(r)
+}
+
+/// Run `work` while every session's connection is kept alive (the
+/// responders' session TTL and idle limit may be shorter than the job):
+/// one keep-alive per connection, nested.
+fn keep_alive<R>(conns: &mut [(&mut Connection, u64)], work: impl FnOnce() -> R) -> R {
+    match conns.split_first_mut() {
+        None => work(),
+        Some(((conn, nonce), rest)) => {
+            let alive = Msg::ProbeAlive(ProbeDone {
+                session_nonce: *nonce,
+            });
+            conn.keep_alive_during(&alive, KEEP_ALIVE, || keep_alive(rest, work))
         }
     }
 }
 
-/// Sessions with every peer of `peers` at once over `kind` (each consents
-/// through its own admission to `plan(i)`, i its place in `peers`), and a
-/// link to each: what a multi-peer job (the LogfP fan-out, the conflict
-/// probe) runs on. Every peer is connected to before the claim to drive,
-/// as in `run_job`; the claim and the sessions end when dropped.
-pub(super) fn open_sessions<'a>(
-    ctx: &JobCtx<'a>,
-    kind: Kind,
+/// Put the meetings of `peers` first (in their order) and return them.
+pub(super) fn measured_first<'m>(
+    meetings: &'m mut [Meeting],
     peers: &[usize],
-    plan: impl Fn(usize) -> SizePlan,
-) -> Result<(DriveClaim<'a>, Sessions, Vec<Waiting>), JobError> {
-    let (cfg, shared) = (ctx.cfg, ctx.shared);
-    DriveClaim::could_take(shared)?;
-    let mut opened = Vec::with_capacity(peers.len());
-    for &i in peers {
-        opened.push((i, open(&cfg.peers[i], ctx.cc, &shared.node)?));
-    }
-    let claim = DriveClaim::take(shared)?;
-    let mut sessions = Sessions(Vec::with_capacity(peers.len()));
-    let mut links = Vec::with_capacity(peers.len());
-    for (j, (i, o)) in opened.into_iter().enumerate() {
-        let p = &cfg.peers[i];
-        sessions
-            .0
-            .push(request_session(o, p, shared, plan(j), kind)?);
-        let n = sessions.0.last_mut().expect("just pushed");
-        links.push(open_link(ctx, p, kind, n)?);
-    }
-    Ok((claim, sessions, links))
+) -> &'m mut [Meeting] {
+    meetings.sort_by_key(|m| {
+        peers
+            .iter()
+            .position(|&p| p == m.peer)
+            .unwrap_or(usize::MAX)
+    });
+    &mut meetings[..peers.len()]
 }
 
-/// The 1:P−P:1 pattern across `peers` over `kind`: one link to each peer's
-/// responder (udp: its standing responder; rdma: a queue pair to each).
-pub(super) fn fanout_job(
+/// The 1:P−P:1 pattern over `kind` across the accepted meetings: one
+/// session with each (udp: its standing responder; rdma: a queue pair to
+/// each). The caller holds the claim to drive.
+pub(super) fn fanout(
     ctx: &JobCtx<'_>,
     kind: Kind,
-    peers: &[usize],
+    meetings: &mut [Meeting],
 ) -> Result<Fanned, JobError> {
-    if !kind.descriptor().daemon_fanout {
+    if !kind.descriptor().daemon_fanout || meetings.len() < 2 {
         return Err(JobError::Unexpected("no fan-out over this transport"));
     }
-    let (_claim, _sessions, links) =
-        open_sessions(ctx, kind, peers, |_| SizePlan::Recheck(vec![1]))?;
-    fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)
+    let plan = |_| SizePlan::Recheck(vec![1]);
+    sessions_with(ctx, kind, meetings, plan, |links| {
+        let f = fanout_run(&mut Multi::new(links), ctx.clock, ctx.cfg.max_reps)?;
+        let bytes = f.bytes;
+        Ok((f, bytes))
+    })
 }
 
 /// A fan-out's fit, its intervals and the payload bytes it sent.
@@ -494,8 +502,7 @@ fn fanout_run<T: Transport>(
     let peers = multi.caps().peers;
     let before = multi.counters();
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
-    let after = multi.counters();
-    let bytes = (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
+    let bytes = bytes_since(multi, before);
     Ok(Fanned {
         fit: model::logfp::fit_logfp(&samples),
         ci95: model::logfp::ci95_logfp(&samples, FANOUT_RESAMPLES, rand::random()),

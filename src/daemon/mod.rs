@@ -1,26 +1,34 @@
-//! netgauged: keeps the segment current for every configured peer.
+//! netgauged: keeps the segment current for the cluster's members, in the
+//! rounds of the cluster schedule (`cluster::schedule`).
 //!
 //! Threads (docs/ARCHITECTURE.md, "The daemon"):
 //! - **control** (`control::ControlServer`, answers in [`control`]): one
 //!   pre-authentication thread for every stranger, workers for
 //!   authenticated peers only; answers `Hello`, `Endpoints`,
-//!   `ProbeRequest`/`ProbeAlive`/`ProbeDone` (one session at a time, see
-//!   [`admission`]; the responders admit only the nonce of the accepted
-//!   session, from the address or MAC the control plane authenticated)
-//!   and `Status`;
+//!   `RoundRequest` (the schedule admits a partner's job of a round, or
+//!   declines: quiet, budget, not expected, busy), `RoundDone`,
+//!   `ProbeRequest`/`ProbeAlive`/`ProbeDone` (one session at a time, only
+//!   within an admitted round, see [`admission`]; the responders admit
+//!   only the nonce of the accepted session, from the address or MAC the
+//!   control plane authenticated), `Entries` (the node's published view,
+//!   for `ngctl matrix`) and `Status`;
 //! - **responders** ([`responders`], [`verbs`]): the link layer's PRTT
 //!   responder on the UDP port, on each raw Ethernet interface a peer wants
 //!   raw on, and with a `[verbs]` device one rdma or msg session at a time;
 //!   all pinned with the probe thread to `probe_cpu` (`sys::spawn_busy`);
 //!   idle, they sleep in poll(2) until a frame arrives;
 //! - **probe** ([`probe_thread`], jobs in [`job`]): optionally SCHED_FIFO;
-//!   sleeps until the scheduler's next job is due, drives the sweep, sends
-//!   results over a crossbeam channel;
+//!   sleeps until its next round starts (or the shutdown wakes it), plans
+//!   the round with the schedule, drives its meetings, sends results over
+//!   a crossbeam channel;
+//! - **resolver** ([`cluster`]): turns peer names into control addresses,
+//!   each lookup with a deadline, failures retried;
 //! - **publisher** (the main thread, [`publisher`]): owns the segment
-//!   writer, beats the heartbeat every second, writes the state file on
-//!   change and the [`status`] file on change (and every 30 s), and feeds
-//!   the systemd watchdog only while the control plane and the probe
-//!   thread keep their liveness promises ([`lifecycle`]);
+//!   writer, beats the heartbeat every second, watches the [`quiet`] file
+//!   on the same beat, writes the state file on change and the [`status`]
+//!   file on change (and every 30 s), and feeds the systemd watchdog only
+//!   while the control plane and the probe thread keep their liveness
+//!   promises ([`lifecycle`]);
 //! - **signals** ([`lifecycle::spawn_signal_thread`]): SIGTERM wakes every
 //!   sleeping thread at once, and the process is gone within 2 s.
 //!
@@ -29,14 +37,17 @@
 //! This module wires them together.
 
 mod admission;
+mod cluster;
 pub mod config;
 mod contention;
 mod control;
+mod costs;
 mod job;
 pub mod lifecycle;
 mod paths;
 mod probe_thread;
 mod publisher;
+pub mod quiet;
 mod responders;
 pub mod sched;
 pub mod state;
@@ -51,20 +62,23 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::HostClock;
+use crate::cluster::matrix::EntrySummary;
+use crate::cluster::schedule::{CostTable, RecheckPlan, Schedule, ScheduleStatus};
 use crate::control::{self as control_plane, ControlServer, RejectCounters, ServerConfig};
 use crate::link::{Kind, OpenError};
 use crate::transport::dgram::SessionGate;
 use admission::Activity;
+use cluster::{Addresses, ClusterPeers, Peer};
 use config::Config;
 use control::ControlHandler;
 use lifecycle::Liveness;
 use paths::DaemonFiles;
-use probe_thread::{probe_loop, ProbeCtx};
+use probe_thread::{probe_loop, PeerClass, ProbeCtx};
 use publisher::{open_segment, publish_loop, Outcome};
 
 /// The kind every node serves (unprivileged, no device: a UDP responder at
@@ -77,11 +91,17 @@ const SESSION_TTL: Duration = Duration::from_secs(120);
 const KEEP_ALIVE: Duration = Duration::from_secs(30);
 /// Deadline of every control request.
 const CONTROL_DEADLINE: Duration = Duration::from_secs(3);
-/// Sizes of a cheap re-check (besides the EEL size 1).
-const RECHECK_SIZES: [u64; 3] = [1, 1024, 16384];
-/// A re-check disagrees when a point is off the published model by more
-/// than this fraction (and outside the published interval).
-const RECHECK_TOLERANCE: f64 = 0.15;
+/// The cheap re-check every node runs (a few sizes, under 1 MB).
+fn recheck_plan() -> RecheckPlan {
+    RecheckPlan::default()
+}
+
+/// Wall-clock now, seconds since the Unix epoch: the clock the rounds are
+/// cut from (every node's own; they may differ by the schedule's skew).
+fn unix_now_s() -> f64 {
+    crate::publish::unix_now_ns() as f64 * 1e-9
+}
+
 /// The control plane's pre-authentication thread checks in at least this
 /// often (its liveness for the watchdog).
 const CONTROL_BEAT: Duration = Duration::from_secs(5);
@@ -120,6 +140,8 @@ pub enum DaemonError {
         name: &'static str,
         source: std::io::Error,
     },
+    #[error("peers: {0}")]
+    Cluster(#[from] cluster::ClusterError),
 }
 
 fn thread_error(name: &'static str) -> impl FnOnce(std::io::Error) -> DaemonError {
@@ -149,12 +171,22 @@ struct Shared {
     shutdown: Arc<Shutdown>,
     /// The verbs responder, when this node's `[verbs]` device opened.
     verbs: OnceLock<verbs::Serving>,
-    /// The quiet hook (see `Shared::quiet`).
+    /// Every member but this node, sorted by name, and their addresses.
+    peers: Vec<Peer>,
+    addresses: Addresses,
+    /// This node's schedule: planned and recorded by the probe thread,
+    /// admitted and settled by the control handler (never held across
+    /// I/O).
+    schedule: Mutex<Schedule>,
+    /// Held quiet (see [`quiet`]): set by the publisher from the file.
     quiet: AtomicBool,
+    quiet_status: Mutex<quiet::QuietStatus>,
+    sched_status: Mutex<Option<ScheduleStatus>>,
+    /// What a reader of this node's segment gets per peer and transport,
+    /// for `Entries` requests (rebuilt by the publisher on change).
+    view: Mutex<Arc<Vec<EntrySummary>>>,
     /// What flow sessions of others may still carry through this node.
     flow_budget: Mutex<contention::FlowBudget>,
-    /// Flow bytes consented and not yet charged to the scheduler.
-    flow_bytes: AtomicU64,
     /// What the control plane needs to carry out an operator's stream
     /// order and publish a bisection result (set once at start).
     operator: OnceLock<Operator>,
@@ -162,6 +194,18 @@ struct Shared {
     rejects: OnceLock<Arc<RejectCounters>>,
     /// The probe thread's promise to check in (the watchdog's view).
     probe_alive: Liveness,
+}
+
+impl Shared {
+    fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        // Every holder leaves the schedule consistent between calls.
+        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The peer that is member `m`.
+    fn peer_of_member(&self, m: u32) -> Option<usize> {
+        self.peers.iter().position(|p| p.member == m)
+    }
 }
 
 /// What a stream order runs with, as a probe job does.
@@ -203,19 +247,51 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     let listen = cfg.listen_addr()?;
     let key = crate::control::load_key(&cfg.key_file)?;
     let files = DaemonFiles::open(&cfg, &node)?;
+    let cluster = ClusterPeers::load(&cfg, &node)?;
+    let me = cluster
+        .membership
+        .index_of(&node)
+        .ok_or_else(|| cluster::ClusterError::NotListed(node.clone()))?;
+    // Per peer: its coverage class and the class's segment name.
+    let classes: Vec<PeerClass> = cluster
+        .peers
+        .iter()
+        .map(|p| {
+            let id = cluster.membership.class_of(me, p.member);
+            PeerClass {
+                id,
+                name: cluster::class_name(&cluster.membership, id),
+                intra: cluster.membership.is_intra(id),
+            }
+        })
+        .collect();
 
     // The segment first: readers get values from the state file at once
     // (flagged RESTORED until a re-check agrees).
     let clock = HostClock::choose(cfg.clock).map_err(DaemonError::Clock)?;
     let clock_desc = format!("{} {:.6} MHz", clock.source_name(), clock.rate_hz() / 1e6);
-    let capacity = (cfg.peers.len() * Kind::daemon_kinds().count()).max(16);
-    let (mut writer, mut entries) =
-        open_segment(&cfg, &files, &node, &clock_desc, capacity, listen.ip())?;
+    let (mut writer, mut entries) = open_segment(
+        &files,
+        &node,
+        &clock_desc,
+        &cluster.peers,
+        &classes,
+        listen.ip(),
+    )?;
 
     let gate = Arc::new(SessionGate::new());
-    let raw = responders::start_raw(&cfg, clock, &gate, &shutdown)?;
-    let verbs_node = open_verbs(&cfg, clock);
-    let targets = job::make_targets(&cfg, &raw.toward, verbs_node.is_some());
+    let raw = responders::start_raw(&cluster.peers, clock, &gate, &shutdown, cfg.probe_cpu)?;
+    let verbs_node = open_verbs(&cfg, &cluster.peers, clock);
+    let targets = job::make_targets(&cluster.peers, &raw.toward, verbs_node.is_some());
+    let schedule = Schedule::new(
+        cluster.membership.clone(),
+        &node,
+        &cfg.schedule_config(),
+        CostTable::default(),
+        unix_now_s(),
+    )
+    .map_err(cluster::ClusterError::from)?;
+    let members = cluster.membership.names().to_vec();
 
     let shared = Arc::new(Shared {
         node: node.clone(),
@@ -232,12 +308,17 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         budget_bytes_per_s: cfg.budget_bytes_per_s,
         shutdown: shutdown.clone(),
         verbs: OnceLock::new(),
+        addresses: Addresses::new(&cluster.peers),
+        peers: cluster.peers,
+        schedule: Mutex::new(schedule),
         quiet: AtomicBool::new(false),
+        quiet_status: Mutex::new(quiet::QuietStatus::default()),
+        sched_status: Mutex::new(None),
+        view: Mutex::new(Arc::new(Vec::new())),
         flow_budget: Mutex::new(contention::FlowBudget::new(
             cfg.budget_bytes_per_s,
             Instant::now(),
         )),
-        flow_bytes: AtomicU64::new(0),
         operator: OnceLock::new(),
         rejects: OnceLock::new(),
         probe_alive: Liveness::new(),
@@ -250,6 +331,29 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         verbs: verbs_node.clone(),
         outcomes: tx.clone(),
     });
+
+    // Names to addresses, in the background.
+    let resolver = {
+        let shared = shared.clone();
+        let (port, timeout, retry) = (
+            cluster.port,
+            Duration::from_secs_f64(cfg.resolve_timeout_s),
+            Duration::from_secs_f64(cfg.resolve_retry_s),
+        );
+        std::thread::Builder::new()
+            .name("ng-resolver".into())
+            .spawn(move || {
+                cluster::resolver_loop(
+                    &shared.peers,
+                    port,
+                    &shared.addresses,
+                    timeout,
+                    retry,
+                    &shared.shutdown,
+                )
+            })
+            .map_err(thread_error("resolver"))?
+    };
 
     // The verbs responder: one rdma or msg session at a time.
     let verbs_thread = verbs_node
@@ -283,14 +387,19 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
-    // The peers, and the operators' tools on this node and on the peers
-    // (`ngctl ebb` orders streams and hands results to publish).
-    let names = cfg.peers.iter().map(|p| p.name.as_str());
-    let operators = names
-        .clone()
+    // The members, the operators' tools on this node and on the members
+    // (`ngctl ebb` orders streams and hands results to publish), and the
+    // readers' tool (`ngctl matrix`, read-only).
+    let operators: Vec<String> = members
+        .iter()
+        .map(String::as_str)
         .chain([node.as_str()])
-        .map(control_plane::operator_name);
-    scfg.allowed_peers = Some(names.map(str::to_string).chain(operators).collect());
+        .map(control_plane::operator_name)
+        .collect();
+    let mut allowed = members;
+    allowed.extend(operators);
+    allowed.push(config::OPERATOR_NAME.to_string());
+    scfg.allowed_peers = Some(allowed);
     // A driver keeps its session's connection open for the whole sweep and
     // ends it with ProbeDone: the connection must outlive a long sweep.
     scfg.idle = SESSION_TTL;
@@ -322,17 +431,24 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
                 clock,
                 verbs: verbs_node.as_deref(),
             };
-            probe_loop(&ctx, key, &targets, &restored, &tx)
+            probe_loop(&ctx, key, &targets, &classes, &restored, &tx)
         })
         .map_err(thread_error("probe"))?
     };
 
     sys::notify(&[sd_notify::NotifyState::Ready]);
-    tracing::info!(
-        "netgauged {node} up: control {listen}, udp {udp_addr}, {} peers, segment {}",
-        cfg.peers.len(),
-        cfg.shm_path().display()
-    );
+    {
+        let sched = shared.schedule();
+        let r = sched.rounds();
+        tracing::info!(
+            "netgauged {node} up: control {listen}, udp {udp_addr}, segment {}; {} members in {} group(s), rounds of {} s, a cycle {:.0} s",
+            cfg.shm_path().display(),
+            sched.membership().len(),
+            sched.membership().groups().len(),
+            r.round_s(),
+            r.cycle_s()
+        );
+    }
 
     publish_loop(
         &cfg,
@@ -354,6 +470,7 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     tracing::debug!("stopping: control plane closed");
     let _ = join_by(probe_thread, deadline, "probe");
     tracing::debug!("stopping: probe thread done");
+    let _ = join_by(resolver, deadline, "resolver");
     let sessions = join_by(udp, deadline, "UDP responder").unwrap_or(0);
     tracing::debug!("stopping: UDP responder done");
     for t in raw.threads {
@@ -369,17 +486,19 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
 /// This node's verbs device, if one is configured and works. Peers that
 /// want a device kind without one: one line, and they keep their other
 /// transports.
-fn open_verbs(cfg: &Config, clock: HostClock) -> Option<Arc<verbs::Node>> {
-    let wanting: Vec<&str> = cfg
-        .peers
+fn open_verbs(cfg: &Config, peers: &[Peer], clock: HostClock) -> Option<Arc<verbs::Node>> {
+    let wanting: Vec<&str> = peers
         .iter()
         .filter(|p| Kind::daemon_kinds().any(|k| k.descriptor().device && p.wants(k)))
         .map(|p| p.name.as_str())
         .collect();
-    let skipped = if wanting.is_empty() {
-        String::new()
-    } else {
-        format!("; rdma/msg toward {} skipped", wanting.join(", "))
+    let skipped = match wanting.len() {
+        0 => String::new(),
+        n if n <= 8 => format!("; rdma/msg toward {} skipped", wanting.join(", ")),
+        n => format!(
+            "; rdma/msg toward {n} peers skipped ({}, …)",
+            wanting[..4].join(", ")
+        ),
     };
     let Some(v) = &cfg.verbs else {
         if !wanting.is_empty() {

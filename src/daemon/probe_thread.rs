@@ -1,16 +1,31 @@
-//! The probe thread: asks the scheduler what to do next, runs the job (a
-//! sweep, a re-check, a LogfP fan-out or a conflict probe), hands the
-//! outcome to the publisher, and keeps the peers' status current.
+//! The probe thread: runs this node's part of the cluster schedule. At
+//! every round it asks the schedule what to do (drive a pair's job, drive
+//! a fan-out, serve, or sit out), runs a meeting through [`super::job`],
+//! reports each job's outcome back to the schedule (which may continue
+//! the meeting with a confirming re-check or a repair sweep), hands what
+//! is to be published to the publisher, and keeps the status current. A
+//! fan-out round also carries the conflict probe when it is due.
 //!
-//! Between jobs it sleeps until the next one is due (or the shutdown
+//! Between rounds it sleeps until the next one starts (or the shutdown
 //! wakes it), promising the watchdog ([`super::lifecycle::Liveness`]) to
-//! be back by then; a job promises to end within [`MAX_JOB`] (every wait
-//! in it has a deadline). Entries restored from the state file are
-//! re-checked first, within seconds of the start: one that agrees becomes
-//! current, one that does not is marked stale and measured again, one
-//! whose peer now announces another MAC (raw) is dropped.
+//! be back by then; a round's work promises to end within [`MAX_JOB`]
+//! (every wait in it has a deadline).
+//!
+//! What a job publishes:
+//! - a full sweep whose data are not disturbed (`cluster::recheck::
+//!   disturbed`): the pair's entry (CHANGED after a repair), and for a
+//!   class sweep the class's entry (`@class`) too; a disturbed one nothing,
+//!   and the pair is met again at its next round;
+//! - a re-check that agrees with the pair's own entry: the entry's
+//!   `checked_unix_ns` (and the end of RESTORED; a restored entry is held
+//!   to the plain tolerance, without the re-check's noise allowance);
+//! - an unreachable or failed partner: its entries marked stale;
+//! - a partner now at another address, or (raw) announcing another MAC,
+//!   than where its restored or published entries were measured: those
+//!   entries dropped before anything is measured;
+//! - a fan-out: the LogfP fit on the entries of its peers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -18,24 +33,32 @@ use crossbeam_channel::Sender;
 use netgauge::{flags, EntryData};
 
 use super::config::Config;
-use super::contention::{contention_job, pick_peers};
-use super::job::{fanout_job, fanout_sets, run_job, JobCtx, JobError, JobResult, Target};
-use super::publisher::Outcome;
-use super::sched::{Job, PeerPhase, Scheduler};
+use super::contention::conflict_probe;
+use super::costs::Costs;
+use super::job::{
+    self, connect, decline_of, fanout_plan, full_sweep, measured_first, recheck, recheck_sizes,
+    JobCtx, JobError, Meeting, Target,
+};
+use super::publisher::Outcome as Publish;
+use super::sched::PeerPhase;
 use super::state::{Provenance, Stored};
 use super::status::PeerStatus;
-use super::{sys, verbs, Shared};
+use super::{sys, unix_now_s, verbs, Shared};
 use crate::clock::HostClock;
-use crate::control::{ClusterKey, ConnConfig, RejectReason};
+use crate::cluster::recheck::{compare, disturbed, DisturbancePolicy, RecheckPolicy};
+use crate::cluster::rounds::ClassId;
+use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan, Purpose, Reference};
+use crate::control::{ClusterKey, ConnConfig, SizePlan};
+use crate::link::Kind;
+use crate::model::fit::size_points;
 use crate::transport::kind::PeerEndpoint;
-use crate::transport::Kind;
 
 /// A job ends within this (its waits all have deadlines; this bounds how
 /// long the watchdog trusts a thread it does not hear from).
 pub(super) const MAX_JOB: Duration = Duration::from_secs(30 * 60);
 /// Slack of a sleeping thread's promise.
 const SLACK: Duration = Duration::from_secs(5);
-/// Longest single sleep between jobs.
+/// Longest single sleep between rounds.
 const MAX_SLEEP: Duration = Duration::from_secs(3600);
 
 /// What the probe thread starts with.
@@ -46,39 +69,80 @@ pub(super) struct ProbeCtx<'a> {
     pub verbs: Option<&'a verbs::Node>,
 }
 
-/// A peer (or this node) busy with another session: not a failure, soon
-/// again.
-fn busy(e: &JobError) -> bool {
-    matches!(
-        e,
-        JobError::Refused(_, RejectReason::Busy) | JobError::Occupied(_)
-    )
+/// Per peer: its coverage class, the class's segment name, and whether
+/// the class is intra-switch.
+#[derive(Clone, Debug)]
+pub(super) struct PeerClass {
+    pub id: ClassId,
+    pub name: String,
+    pub intra: bool,
 }
 
-/// A retry after a busy peer: in 0.2–1.2 s.
-fn soon(now_s: f64) -> f64 {
-    now_s + 0.2 + rand::random::<f64>()
+/// What the thread knows of one target.
+#[derive(Clone, Debug)]
+struct TargetState {
+    phase: PeerPhase,
+    failures: u32,
+    last_probe_unix_ns: Option<u64>,
+    last_error: Option<String>,
 }
 
-/// What the thread knows of each target beyond the scheduler.
-struct Targets {
-    /// The entry a re-check compares with (published now, or restored).
-    models: HashMap<usize, EntryData>,
-    /// raw: the MAC the model was measured toward.
-    macs: HashMap<usize, [u8; 6]>,
-    /// Still flagged RESTORED (not yet confirmed).
-    restored: HashSet<usize>,
-    /// The last re-check disagreed: the next sweep's entry is CHANGED.
-    disagreed: HashSet<usize>,
-    errors: Vec<Option<String>>,
+/// Everything the thread keeps between rounds.
+struct State<'a> {
+    targets: &'a [Target],
+    classes: &'a [PeerClass],
+    /// What is published (own and class entries), to re-check against.
+    known: HashMap<(String, Kind), EntryData>,
+    /// Where each of them was measured (restored or published).
+    provenance: HashMap<(String, Kind), Provenance>,
+    per_target: Vec<TargetState>,
+    costs: Costs,
+    /// A full sweep was found to outlast a round (said once).
+    warned_long: bool,
+    /// When the next conflict probe is due (unix s): it rides on the
+    /// node's next fan-out round from then on.
+    next_contention_s: f64,
+    tx: &'a Sender<Publish>,
+}
+
+impl State<'_> {
+    fn kinds_of(&self, peer: usize) -> Vec<(usize, Kind)> {
+        self.targets
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.peer == peer)
+            .map(|(i, t)| (i, t.kind))
+            .collect()
+    }
+
+    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance) {
+        let key = (e.peer.clone(), kind);
+        self.known.insert(key.clone(), e.clone());
+        self.provenance.insert(key, provenance.clone());
+        let _ = self.tx.send(Publish::Publish(Box::new(e), provenance));
+    }
+
+    /// Forget the entries of `peer` over `kind` (its own, not its class's):
+    /// they no longer describe the link; the publisher drops them.
+    fn drop_entry(&mut self, peer: &str, kind: Kind, why: String) {
+        let key = (peer.to_string(), kind);
+        self.known.remove(&key);
+        self.provenance.remove(&key);
+        let _ = self.tx.send(Publish::Dropped {
+            peer: peer.to_string(),
+            transport: kind.name().to_string(),
+            why,
+        });
+    }
 }
 
 pub(super) fn probe_loop(
     pctx: &ProbeCtx<'_>,
     key: ClusterKey,
     targets: &[Target],
+    classes: &[PeerClass],
     restored: &HashMap<(String, String), Stored>,
-    tx: &Sender<Outcome>,
+    tx: &Sender<Publish>,
 ) {
     let ProbeCtx {
         cfg,
@@ -101,44 +165,32 @@ pub(super) fn probe_loop(
         }
     }
     let cc = ConnConfig::new(&shared.node, key);
-    let t0 = Instant::now();
-    let t0_unix_ns = crate::publish::unix_now_ns();
-    let now_s = || t0.elapsed().as_secs_f64();
-    let name_of = |t: &Target| (cfg.peers[t.peer].name.clone(), t.kind.name().to_string());
-    let mut st = Targets {
-        models: HashMap::new(),
-        macs: HashMap::new(),
-        restored: HashSet::new(),
-        disagreed: HashSet::new(),
-        errors: vec![None; targets.len()],
+    let max_kinds = (0..shared.peers.len())
+        .map(|p| targets.iter().filter(|t| t.peer == p).count())
+        .max()
+        .unwrap_or(1);
+    let mut st = State {
+        targets,
+        classes,
+        known: HashMap::new(),
+        provenance: HashMap::new(),
+        per_target: targets
+            .iter()
+            .map(|_| TargetState {
+                phase: PeerPhase::New,
+                failures: 0,
+                last_probe_unix_ns: None,
+                last_error: None,
+            })
+            .collect(),
+        costs: Costs::new(cfg, max_kinds),
+        warned_long: false,
+        // The first after one interval: pair sweeps and fan-outs first.
+        next_contention_s: unix_now_s() + cfg.contention.interval_s,
+        tx,
     };
-    for (i, t) in targets.iter().enumerate() {
-        if let Some(s) = restored.get(&name_of(t)) {
-            st.models.insert(i, s.entry.clone());
-            st.restored.insert(i);
-            if let Some(m) = s.provenance.peer_mac {
-                st.macs.insert(i, m);
-            }
-        }
-    }
-    let known: Vec<bool> = (0..targets.len())
-        .map(|i| st.models.contains_key(&i))
-        .collect();
-    let mut sched = Scheduler::new(
-        &known,
-        cfg.recheck_interval_s,
-        cfg.budget_bytes_per_s,
-        0.0,
-        rand::random(),
-    );
-    // Restored values are not current until re-checked: first thing.
-    for &i in &st.restored {
-        sched.defer(i, 0.5 * rand::random::<f64>());
-    }
-    let mut next_fanout_s = 0.0;
-    // The first conflict probe after one interval: the pair sweeps and the
-    // fan-out come first.
-    let mut next_contention_s = cfg.contention.interval_s;
+    learn_restored(shared, &mut st, restored);
+    shared.schedule().set_costs(st.costs.table());
     let ctx = JobCtx {
         cfg,
         cc: &cc,
@@ -146,280 +198,566 @@ pub(super) fn probe_loop(
         shared,
         verbs: verbs_node,
     };
-    publish_status(cfg, shared, targets, &sched, &st.errors, t0_unix_ns);
     while !shared.shutdown.is_set() {
-        // Others' flow sessions through this node are paid from its budget.
-        sched.charge(shared.take_flow_bytes(), now_s());
-        // LogfP over the known peers, now and then, once every target has
-        // been tried.
-        let phases: Vec<PeerPhase> = (0..targets.len()).map(|i| sched.peer(i).phase).collect();
-        let fanout_on = cfg.fanout_interval_s > 0.0 && !phases.contains(&PeerPhase::New);
-        let fanouts = if fanout_on && now_s() >= next_fanout_s {
-            fanout_sets(cfg, targets, &phases)
-        } else {
-            Vec::new()
-        };
-        if !fanouts.is_empty() {
-            next_fanout_s = now_s() + cfg.fanout_interval_s;
-            for (kind, peers) in &fanouts {
-                alive.promise(MAX_JOB);
-                match fanout_job(&ctx, *kind, peers) {
-                    Ok(f) => {
-                        sched.charge(f.bytes, now_s());
-                        let peers = peers.iter().map(|&i| cfg.peers[i].name.clone()).collect();
-                        let _ = tx.send(Outcome::Logfp {
-                            peers,
-                            transport: kind.name().to_string(),
-                            fit: f.fit,
-                            ci95: f.ci95,
-                        });
-                    }
-                    Err(e) if busy(&e) => {
-                        tracing::debug!("LogfP fan-out over {kind}: {e}");
-                        next_fanout_s = soon(now_s());
-                        break;
-                    }
-                    Err(e) => tracing::warn!("LogfP fan-out over {kind} failed: {e}"),
-                }
-            }
-            continue;
-        }
-        let contention_on = cfg.contention.interval_s > 0.0 && !phases.contains(&PeerPhase::New);
-        if contention_on && now_s() >= next_contention_s && sched.solvent(now_s()) {
-            next_contention_s = now_s() + cfg.contention.interval_s;
-            for (kind, peers) in fanout_sets(cfg, targets, &phases) {
-                alive.promise(MAX_JOB);
-                if run_contention(&ctx, kind, pick_peers(peers), &mut sched, tx, now_s) {
-                    next_contention_s = soon(now_s());
-                    break;
-                }
-            }
-            continue;
-        }
-        let (i, job) = match sched.next(now_s()) {
-            Ok(j) => j,
-            Err(wait) => {
-                // Asleep until the next job is due (the scheduler's own
-                // wait is at most a second: it stands for a budget in debt
-                // or a job due now), the next fan-out, the next conflict
-                // probe, or the shutdown. A conflict probe due but waiting
-                // for the budget sleeps the scheduler's wait (at most 1 s).
-                let now = now_s();
-                let mut due = (0..targets.len())
-                    .map(|i| sched.peer(i).due_s)
-                    .fold(f64::INFINITY, f64::min);
-                if fanout_on {
-                    due = due.min(next_fanout_s);
-                }
-                if contention_on {
-                    due = due.min(next_contention_s);
-                }
-                let sleep = if due > now {
-                    Duration::from_secs_f64((due - now).min(MAX_SLEEP.as_secs_f64())).max(wait)
-                } else {
-                    wait
-                };
-                alive.promise(sleep + SLACK);
-                shared.shutdown.wait(sleep);
-                continue;
-            }
-        };
         alive.promise(MAX_JOB);
-        let target = targets[i];
-        let peer = &cfg.peers[target.peer];
-        let job = if st.models.contains_key(&i) {
-            job
-        } else {
-            Job::FullSweep
+        let now = unix_now_s();
+        let quiet = shared.quiet.load(Ordering::Relaxed);
+        let (slot, plan) = {
+            let mut sched = shared.schedule();
+            // Old runs leave the estimates as time passes, not only when a
+            // job is recorded.
+            sched.set_costs(st.costs.table());
+            sched.plan(now, quiet)
         };
-        let (name, transport) = name_of(&target);
+        match plan {
+            Plan::Drive { partner, job, .. } => {
+                drive(&ctx, &mut st, slot.round, partner, job);
+            }
+            Plan::Fanout { chunk, .. } => drive_fanout(&ctx, &mut st, slot.round, chunk),
+            Plan::Serve { partner, .. } => {
+                tracing::debug!("round {}: serving member {partner}", slot.round)
+            }
+            Plan::Idle(why) => {
+                if why != crate::cluster::schedule::Idle::Planned {
+                    tracing::debug!("round {}: {}", slot.round, why.name());
+                }
+            }
+        }
+        publish_status(shared, &st, quiet);
+        // Asleep until the next round starts (or the shutdown wakes it),
+        // promising the watchdog to be back by then.
+        let next = shared.schedule().rounds().slot(slot.round + 1).start_s;
+        let wait =
+            Duration::from_secs_f64((next - unix_now_s()).clamp(0.001, MAX_SLEEP.as_secs_f64()));
+        alive.promise(wait + SLACK);
+        shared.shutdown.wait(wait);
+    }
+}
+
+/// Entries restored from the state file are the references of re-checks
+/// and tell the schedule which pairs and classes are measured; where they
+/// were measured is checked when their peer is next met.
+fn learn_restored(
+    shared: &Shared,
+    st: &mut State<'_>,
+    restored: &HashMap<(String, String), Stored>,
+) {
+    let mut sched = shared.schedule();
+    for s in restored.values() {
+        let e = &s.entry;
+        let Ok(kind) = e.transport.parse::<Kind>() else {
+            continue;
+        };
+        let at_s = e.measured_unix_ns as f64 * 1e-9;
+        if e.peer.starts_with('@') {
+            if let Some(c) = st.classes.iter().find(|c| c.name == e.peer) {
+                sched.node_mut().learn_class(c.id, at_s);
+            }
+        } else if let Ok(p) = shared
+            .peers
+            .binary_search_by(|p| p.name.as_str().cmp(&e.peer))
+        {
+            sched.node_mut().learn_pair(shared.peers[p].member, at_s);
+            for (i, t) in st.targets.iter().enumerate() {
+                if t.peer == p && t.kind == kind {
+                    st.per_target[i].phase = PeerPhase::Known;
+                }
+            }
+        }
+        st.known.insert((e.peer.clone(), kind), e.clone());
+        st.provenance
+            .insert((e.peer.clone(), kind), s.provenance.clone());
+    }
+}
+
+/// A meeting with `partner` (a member index) in `round`, from `first` on.
+fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: Job) {
+    let shared = ctx.shared;
+    let Some(peer) = shared.peer_of_member(partner) else {
+        shared
+            .schedule()
+            .record(Outcome::Declined(Decline::NotExpected), unix_now_s());
+        return;
+    };
+    let name = shared.peers[peer].name.clone();
+    // This node still serves a session (one that outlasted its round):
+    // not the partner's fault.
+    if let Err(e) = super::admission::DriveClaim::could_take(shared) {
+        tracing::debug!("round {round}: {name} not met: {e}");
+        shared
+            .schedule()
+            .record(Outcome::Declined(Decline::Busy), unix_now_s());
+        return;
+    }
+    let mut m = match connect(ctx, peer) {
+        Ok(m) => m,
+        Err(e) => {
+            unreachable(ctx, st, peer, &e);
+            return;
+        }
+    };
+    moved_away(ctx, st, &m);
+    let claim = match super::admission::DriveClaim::take(shared) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!("round {round}: {name} not met: {e}");
+            shared
+                .schedule()
+                .record(Outcome::Declined(Decline::Busy), unix_now_s());
+            m.done(round);
+            return;
+        }
+    };
+    let mut job = first;
+    loop {
         let started = Instant::now();
-        let outcome = run_job(
-            &ctx,
-            peer,
-            target.kind,
-            job,
-            st.models.get(&i),
-            st.macs.get(&i).copied(),
-        );
-        match outcome {
-            Ok(JobResult::Swept {
-                result: r,
-                peer_mac,
-            }) => {
-                sched.charge(r.probe_bytes, now_s());
-                shared
-                    .spent_bytes
-                    .store(sched.spent_bytes, Ordering::Relaxed);
-                let mut entry = crate::publish::entry_from_probe(&name, &transport, &r);
-                if st.disagreed.remove(&i) {
-                    entry.flags |= flags::CHANGED;
-                    entry.ext.changed_unix_ns = crate::publish::unix_now_ns();
+        let before = m.bytes;
+        let outcome = match m.ask(&shared.node, round, job) {
+            Err(e) => {
+                unreachable(ctx, st, peer, &e);
+                break;
+            }
+            Ok(Some(reason)) => {
+                tracing::debug!(
+                    "round {round}: {name} declined the {}: {reason:?}",
+                    job.name()
+                );
+                Outcome::Declined(decline_of(&reason))
+            }
+            Ok(None) => {
+                tracing::debug!("round {round}: driving the {} with {name}", job.name());
+                run_job(ctx, st, &mut m, job)
+            }
+        };
+        if !matches!(outcome, Outcome::Declined(_)) {
+            let cost = Cost {
+                bytes: m.bytes - before,
+                seconds: started.elapsed().as_secs_f64(),
+            };
+            st.costs.record(st.classes[peer].intra, job.kind(), cost);
+        }
+        let table = st.costs.table();
+        let round_s = ctx.cfg.schedule.round_s;
+        let longest = table.intra.full.seconds.max(table.inter.full.seconds);
+        if longest > round_s && !st.warned_long {
+            st.warned_long = true;
+            tracing::warn!(
+                "a full sweep takes up to {longest:.1} s here, longer than a round ({round_s} s): meetings with pairs already swept run re-checks instead while the recent sweeps' median outlasts a round (raise [schedule] round_s, or lower max_size_bytes, max_reps)"
+            );
+        }
+        let mut sched = shared.schedule();
+        sched.set_costs(table);
+        match sched.record(outcome, unix_now_s()) {
+            Some(next) => {
+                drop(sched);
+                tracing::debug!("round {round}: {name}: then a {}", next.name());
+                job = next;
+            }
+            None => break,
+        }
+    }
+    drop(claim);
+    m.done(round);
+}
+
+/// Entries of the partner measured at another address, or (raw) toward
+/// another MAC, than the partner is now met at or announces: they no
+/// longer describe the link and are dropped (then measured again) before
+/// anything is measured.
+fn moved_away(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &Meeting) {
+    let name = ctx.shared.peers[m.peer].name.clone();
+    for (_, kind) in st.kinds_of(m.peer) {
+        let Some(p) = st.provenance.get(&(name.clone(), kind)) else {
+            continue;
+        };
+        let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+        let why = if p.peer_address.ip() != m.address().ip() {
+            format!(
+                "{name} is now at {}, the values were measured toward {}",
+                m.address().ip(),
+                p.peer_address.ip()
+            )
+        } else {
+            match (raw, p.peer_mac, m.announced_mac()) {
+                (true, Some(want), Some(now)) if want != now => format!(
+                    "{name} now announces MAC {}, the values were measured toward {}",
+                    crate::transport::raw_eth::format_mac(&now),
+                    crate::transport::raw_eth::format_mac(&want)
+                ),
+                _ => continue,
+            }
+        };
+        tracing::info!("{why}; measuring again");
+        st.drop_entry(&name, kind, why);
+    }
+}
+
+/// The partner could not be reached: the schedule backs off, its entries
+/// go stale.
+fn unreachable(ctx: &JobCtx<'_>, st: &mut State<'_>, peer: usize, e: &JobError) {
+    let name = &ctx.shared.peers[peer].name;
+    tracing::info!("{name} unreachable: {e}");
+    ctx.shared
+        .schedule()
+        .record(Outcome::Unreachable, unix_now_s());
+    failed(st, name, peer, &e.to_string());
+}
+
+/// Mark the targets of `peer` failing and their published entries stale.
+fn failed(st: &mut State<'_>, name: &str, peer: usize, why: &str) {
+    for (i, kind) in st.kinds_of(peer) {
+        let t = &mut st.per_target[i];
+        t.phase = PeerPhase::Failing;
+        t.failures += 1;
+        t.last_error = Some(why.to_string());
+        if st.known.contains_key(&(name.to_string(), kind)) {
+            let _ = st.tx.send(Publish::Stale {
+                peer: name.to_string(),
+                transport: kind.name().to_string(),
+            });
+        }
+    }
+}
+
+/// Run one admitted job of a pair over each of its transports.
+fn run_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, job: Job) -> Outcome {
+    match job {
+        Job::FullSweep(purpose) => sweep_job(ctx, st, m, purpose),
+        Job::Recheck(r) | Job::Confirm(r) => recheck_job(ctx, st, m, r),
+        Job::Fanout => Outcome::Declined(Decline::NotExpected),
+    }
+}
+
+fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Purpose) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].clone();
+    let (mut swept, mut disturbed_any) = (0, false);
+    for (i, kind) in st.kinds_of(peer) {
+        let started = Instant::now();
+        let r = m.session(ctx, kind, SizePlan::Full, |l| {
+            full_sweep(l, ctx.cfg, kind, ctx.clock)
+        });
+        match r {
+            Ok(r) => {
+                m.bytes += r.probe_bytes;
+                if let Some(d) = disturbed(&r, &DisturbancePolicy::default()) {
+                    tracing::info!(
+                        "{name} over {kind}: sweep disturbed ({d}); not published, tried again at the next meeting"
+                    );
+                    disturbed_any = true;
+                    st.per_target[i].last_error = Some(format!("sweep disturbed: {d}"));
+                    continue;
+                }
+                let now_ns = crate::publish::unix_now_ns();
+                let mut e = crate::publish::entry_from_probe(&name, kind.name(), &r);
+                if purpose == Purpose::Repair {
+                    e.flags |= flags::CHANGED;
+                    e.ext.changed_unix_ns = now_ns;
                 }
                 tracing::info!(
-                    "{} over {}: large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, S {:?} ({} B of probes in {:.1} s)",
-                    peer.name,
-                    target.kind,
+                    "{name} over {kind} ({}): large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    Job::FullSweep(purpose).name(),
                     crate::report::bandwidth_line(&r.bandwidth),
                     r.fit.eel_ns,
-                    entry.ranges.first().map_or(f64::NAN, |x| x.g_ns),
+                    e.ranges.first().map_or(f64::NAN, |x| x.g_ns),
+                    e.ranges.last().map_or(f64::NAN, |x| x.G_ns_per_byte),
                     r.fit.S_bytes,
                     r.probe_bytes,
                     started.elapsed().as_secs_f64()
                 );
-                let raw = target.kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+                let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
                 let provenance = Provenance {
-                    local: shared.local_ip,
-                    peer_address: peer.address,
-                    interface: peer.interface.clone().filter(|_| raw),
-                    peer_mac: peer_mac.filter(|_| raw),
+                    local: ctx.shared.local_ip,
+                    peer_address: m.address(),
+                    interface: ctx.shared.peers[peer].interface.clone().filter(|_| raw),
+                    peer_mac: m.announced_mac().filter(|_| raw),
                 };
-                match peer_mac.filter(|_| raw) {
-                    Some(m) => st.macs.insert(i, m),
-                    None => st.macs.remove(&i),
-                };
-                st.restored.remove(&i);
-                st.models.insert(i, entry.clone());
-                let _ = tx.send(Outcome::Publish(Box::new(entry), provenance));
-                sched.swept(i, now_s());
-                st.errors[i] = None;
-            }
-            Ok(JobResult::Rechecked { agrees, bytes }) => {
-                sched.charge(bytes, now_s());
-                shared
-                    .spent_bytes
-                    .store(sched.spent_bytes, Ordering::Relaxed);
-                if agrees {
-                    st.restored.remove(&i);
-                    let _ = tx.send(Outcome::Confirmed {
-                        peer: name,
-                        transport,
-                        at_unix_ns: crate::publish::unix_now_ns(),
-                    });
-                } else {
-                    tracing::info!(
-                        "{}: re-check disagrees with the published model; full sweep",
-                        peer.name
-                    );
-                    st.disagreed.insert(i);
-                    if st.restored.remove(&i) {
-                        // Never confirmed: not to be read as current while
-                        // the new sweep runs.
-                        let _ = tx.send(Outcome::Stale {
-                            peer: name,
-                            transport,
-                        });
-                    }
+                if purpose == Purpose::Class {
+                    let mut c = e.clone();
+                    c.peer = class.name.clone();
+                    c.flags &= !flags::CHANGED;
+                    st.publish(c, kind, provenance.clone());
                 }
-                sched.rechecked(i, agrees, now_s());
-                st.errors[i] = None;
+                st.publish(e, kind, provenance);
+                let t = &mut st.per_target[i];
+                t.phase = PeerPhase::Known;
+                t.failures = 0;
+                t.last_probe_unix_ns = Some(now_ns);
+                t.last_error = None;
+                swept += 1;
             }
-            Err(JobError::PeerChanged(why)) => {
-                tracing::info!("{}: {why}; measuring again", peer.name);
-                st.models.remove(&i);
-                st.macs.remove(&i);
-                st.restored.remove(&i);
-                let _ = tx.send(Outcome::Dropped {
-                    peer: name,
-                    transport,
-                    why,
-                });
-                sched.rechecked(i, false, now_s());
-            }
-            Err(e) if busy(&e) => {
-                // The peer is busy with another session (or driving one),
-                // or this node serves one: try again shortly.
-                tracing::debug!("{}: {e}; retrying shortly", peer.name);
-                sched.defer(i, soon(now_s()));
+            Err(e) if e.refused_transport() => {
+                tracing::debug!("{name}: {kind} refused: {e}");
+                st.per_target[i].last_error = Some(e.to_string());
             }
             Err(e) => {
-                tracing::warn!("{}: probe failed: {e}", peer.name);
-                sched.failed(i, now_s());
-                st.errors[i] = Some(e.to_string());
-                let _ = tx.send(Outcome::Stale {
-                    peer: name,
-                    transport,
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        }
+    }
+    if disturbed_any || swept == 0 {
+        Outcome::Disturbed { bytes: m.bytes }
+    } else {
+        Outcome::Swept { bytes: m.bytes }
+    }
+}
+
+fn recheck_job(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &mut Meeting,
+    reference: Reference,
+) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].name.clone();
+    let start_bytes = m.bytes;
+    let mut agrees = true;
+    for (i, kind) in st.kinds_of(peer) {
+        let r = m.session(ctx, kind, recheck_sizes(), |l| {
+            recheck(l, ctx.cfg, ctx.clock)
+        });
+        let (samples, bytes) = match r {
+            Ok(x) => x,
+            Err(e) if e.refused_transport() => {
+                st.per_target[i].last_error = Some(e.to_string());
+                continue;
+            }
+            Err(e) => {
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        };
+        m.bytes += bytes;
+        let against = match reference {
+            Reference::Pair => st.known.get(&(name.clone(), kind)),
+            Reference::Class => st.known.get(&(class.clone(), kind)),
+            Reference::Nothing => None,
+        };
+        let Some(entry) = against else {
+            continue;
+        };
+        let v = compare(&size_points(&samples), entry, &recheck_policy(entry));
+        let now_ns = crate::publish::unix_now_ns();
+        let t = &mut st.per_target[i];
+        t.last_probe_unix_ns = Some(now_ns);
+        t.failures = 0;
+        t.last_error = None;
+        if v.agrees {
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Known;
+            }
+            if reference == Reference::Pair {
+                let _ = st.tx.send(Publish::Confirmed {
+                    peer: name.clone(),
+                    transport: kind.name().to_string(),
+                    at_unix_ns: now_ns,
                 });
             }
-        }
-        publish_status(cfg, shared, targets, &sched, &st.errors, t0_unix_ns);
-    }
-}
-
-/// One conflict probe over `kind` with `peers`, published and charged.
-/// True when it should be retried soon (a peer or this node was busy).
-fn run_contention(
-    ctx: &JobCtx<'_>,
-    kind: Kind,
-    peers: Vec<usize>,
-    sched: &mut Scheduler,
-    tx: &Sender<Outcome>,
-    now_s: impl Fn() -> f64,
-) -> bool {
-    if ctx.shared.quiet() {
-        tracing::debug!("no conflict probe over {kind}: this node is quiet");
-        return false;
-    }
-    match contention_job(ctx, kind, &peers) {
-        Ok(r) => {
-            sched.charge(r.probe_bytes, now_s());
-            ctx.shared
-                .spent_bytes
-                .store(sched.spent_bytes, Ordering::Relaxed);
-            tracing::info!(
-                "conflict probe over {kind} with {} peers: beta {:.2} ({} B in {:.1} s)",
-                peers.len(),
-                r.fit.beta.value,
-                r.probe_bytes,
-                r.elapsed_ns * 1e-9
-            );
-            let _ = tx.send(Outcome::Contention {
-                transport: kind.name().to_string(),
-                fit: Box::new(r.fit),
-            });
-            false
-        }
-        Err(e) if busy(&e) || matches!(e, JobError::Refused(_, RejectReason::Quiet)) => {
-            tracing::debug!("conflict probe over {kind}: {e}; later");
-            true
-        }
-        Err(e) => {
-            tracing::warn!("conflict probe over {kind} failed: {e}");
-            false
-        }
-    }
-}
-
-/// The peers' status as the status file (and `Msg::Status`) shows it;
-/// the publisher rewrites the file when its version moves.
-fn publish_status(
-    cfg: &Config,
-    shared: &Shared,
-    targets: &[Target],
-    sched: &Scheduler,
-    errors: &[Option<String>],
-    t0_unix_ns: u64,
-) {
-    let fresh: Vec<PeerStatus> = targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let s = sched.peer(i);
-            PeerStatus {
-                name: cfg.peers[t.peer].name.clone(),
-                phase: s.phase,
-                transport: t.kind.name().into(),
-                failures: s.failures,
-                last_probe_unix_ns: s
-                    .last_probe_s
-                    .map(|t| t0_unix_ns.saturating_add((t.max(0.0) * 1e9) as u64)),
-                last_error: errors[i].clone(),
+        } else {
+            agrees = false;
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Suspect;
             }
+            let off: Vec<String> = v
+                .checks
+                .iter()
+                .filter(|c| !c.agrees)
+                .map(|c| {
+                    format!(
+                        "{:?} at {} B: {:.0} ns against {:.0} ± {:.0}",
+                        c.quantity, c.size_bytes, c.measured_ns, c.reference_ns, c.tolerance_ns
+                    )
+                })
+                .collect();
+            tracing::info!(
+                "{name} over {kind}: re-check disagrees with the {} entry ({})",
+                if reference == Reference::Pair {
+                    "pair's"
+                } else {
+                    "class's"
+                },
+                off.join("; ")
+            );
+        }
+    }
+    Outcome::Rechecked {
+        agrees,
+        bytes: m.bytes - start_bytes,
+    }
+}
+
+/// How a re-check is compared with `entry`. A restored entry is held to
+/// the plain tolerance: a re-check too noisy to tell does not make it
+/// current.
+pub(super) fn recheck_policy(entry: &EntryData) -> RecheckPolicy {
+    if entry.flags & flags::RESTORED != 0 {
+        RecheckPolicy {
+            k_hw: 0.0,
+            ..RecheckPolicy::default()
+        }
+    } else {
+        RecheckPolicy::default()
+    }
+}
+
+/// A session of a job failed mid-way: the partner stopped answering.
+fn job_failed(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &Meeting,
+    kind: Kind,
+    e: &JobError,
+) -> Outcome {
+    let name = &ctx.shared.peers[m.peer].name;
+    tracing::warn!("{name} over {kind}: probe failed: {e}");
+    failed(st, name, m.peer, &format!("{kind}: {e}"));
+    Outcome::Failed { bytes: m.bytes }
+}
+
+/// A fan-out round this node drives over the other members of `chunk`.
+fn drive_fanout(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, chunk: u32) {
+    let shared = ctx.shared;
+    let members = shared.schedule().fanout_peers(chunk);
+    let record = |o: Outcome| {
+        shared.schedule().record(o, unix_now_s());
+    };
+    if super::admission::DriveClaim::could_take(shared).is_err() {
+        return record(Outcome::FannedOut { peers: 0, bytes: 0 });
+    }
+    let started = Instant::now();
+    let mut meetings: Vec<Meeting> = Vec::new();
+    for member in members {
+        let Some(peer) = shared.peer_of_member(member) else {
+            continue;
+        };
+        let mut m = match connect(ctx, peer) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!("fan-out: {} unreachable: {e}", shared.peers[peer].name);
+                continue;
+            }
+        };
+        match m.ask(&shared.node, round, Job::Fanout) {
+            Ok(None) => meetings.push(m),
+            Ok(Some(why)) => {
+                tracing::debug!("fan-out: {} declined: {why:?}", shared.peers[peer].name);
+                m.done(round);
+            }
+            Err(e) => tracing::debug!("fan-out: {}: {e}", shared.peers[peer].name),
+        }
+    }
+    let accepted: Vec<usize> = meetings.iter().map(|m| m.peer).collect();
+    let plan = fanout_plan(&accepted, |p, k| {
+        st.known.contains_key(&(shared.peers[p].name.clone(), k))
+    });
+    let mut bytes = 0;
+    let mut fanned = 0;
+    if !plan.is_empty() {
+        match super::admission::DriveClaim::take(shared) {
+            Ok(_claim) => {
+                for (kind, peers) in &plan {
+                    let subset = measured_first(&mut meetings, peers);
+                    match job::fanout(ctx, *kind, subset) {
+                        Ok(job::Fanned {
+                            fit,
+                            ci95,
+                            bytes: b,
+                        }) => {
+                            bytes += b;
+                            fanned = fanned.max(peers.len());
+                            let names = peers
+                                .iter()
+                                .map(|&p| shared.peers[p].name.clone())
+                                .collect();
+                            let _ = st.tx.send(Publish::Logfp {
+                                peers: names,
+                                transport: kind.name().to_string(),
+                                fit,
+                                ci95,
+                            });
+                        }
+                        Err(e) => tracing::warn!(
+                            "LogfP fan-out over {kind} across {} peers failed: {e}",
+                            peers.len()
+                        ),
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("fan-out not run: {e}"),
+        }
+    }
+    let n = fanned as u32;
+    if n > 0 {
+        st.costs.record(
+            false,
+            JobKind::Fanout,
+            Cost {
+                bytes,
+                seconds: started.elapsed().as_secs_f64(),
+            },
+        );
+        shared.schedule().set_costs(st.costs.table());
+        let tx = st.tx;
+        bytes += conflict_probe(
+            ctx,
+            &mut meetings,
+            &plan,
+            &mut st.next_contention_s,
+            |kind, fit| {
+                let _ = tx.send(Publish::Contention {
+                    transport: kind.name().to_string(),
+                    fit: Box::new(fit),
+                });
+            },
+        );
+    }
+    for m in meetings {
+        m.done(round);
+    }
+    record(Outcome::FannedOut { peers: n, bytes });
+}
+
+/// The targets' and the schedule's status as the status file shows them.
+fn publish_status(shared: &Shared, st: &State<'_>, quiet: bool) {
+    let peers: Vec<PeerStatus> = st
+        .targets
+        .iter()
+        .zip(&st.per_target)
+        .map(|(t, s)| PeerStatus {
+            name: shared.peers[t.peer].name.clone(),
+            phase: s.phase,
+            transport: t.kind.name().into(),
+            failures: s.failures,
+            last_probe_unix_ns: s.last_probe_unix_ns,
+            last_error: s.last_error.clone(),
         })
         .collect();
-    let mut st = shared.status.lock().unwrap_or_else(|e| e.into_inner());
-    if *st != fresh {
-        *st = fresh;
+    {
+        let mut held = shared.status.lock().unwrap_or_else(|e| e.into_inner());
+        if *held != peers {
+            *held = peers;
+            shared.status_version.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let sched = shared.schedule().status(unix_now_s(), quiet);
+    shared
+        .spent_bytes
+        .store(sched.stats.bytes, Ordering::Relaxed);
+    let mut held = shared
+        .sched_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if held.as_ref() != Some(&sched) {
+        *held = Some(sched);
         shared.status_version.fetch_add(1, Ordering::Relaxed);
     }
 }

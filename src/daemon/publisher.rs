@@ -1,28 +1,42 @@
 //! The publisher (the daemon's main thread): owns the segment writer;
 //! publishes whole results only (a failed probe publishes nothing and marks
-//! the entry stale), beats the heartbeat, writes the state and status
-//! files, and feeds the systemd watchdog.
+//! the entry stale), beats the heartbeat, watches the quiet file, writes
+//! the state and status files, keeps the node's view (what `Entries`
+//! answers) current, and feeds the systemd watchdog.
 //!
 //! It sleeps until an outcome arrives, the shutdown, or its next beat
 //! (every second: the segment's heartbeat, a few nanoseconds of work, is
-//! what readers judge the daemon alive by). The state file is written when
-//! an entry changes; the status file when what it shows changes, and at
-//! least every [`STATUS_EVERY`].
+//! what readers judge the daemon alive by; the quiet file is looked at on
+//! the same beat). The state file is written when an entry changes; the
+//! status file when what it shows changes, and at least every
+//! [`STATUS_EVERY`].
+//!
+//! The segment is sized from the peer list: an entry per peer and
+//! transport the configuration may ask for, an entry per coverage class
+//! of this node and transport, and every peer in the peer → class map, so
+//! a reader asking for a peer this node has not measured gets its class's
+//! entry, flagged CLASS.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use netgauge::{flags, EntryData, SegmentOptions, SegmentWriter};
 
 use super::admission::expire_session;
+use super::cluster::Peer;
 use super::config::Config;
 use super::paths::DaemonFiles;
+use super::probe_thread::PeerClass;
 use super::state::{self, Provenance, Stored};
 use super::status::{self, StatusFile};
-use super::{sys, DaemonError, Shared, CONTROL_BEAT};
+use super::{quiet, sys, DaemonError, Shared, CONTROL_BEAT, FALLBACK};
+use crate::cluster::matrix::summarize;
 use crate::control::{BisectionReport, ControlServer, RejectSnapshot};
+use crate::link::Kind;
 use crate::model::contention::ContentionFit;
 use crate::model::{Interval, LogfpFit};
 use crate::publish::{attach_logfp, set_bisection, set_contention};
@@ -73,28 +87,49 @@ pub(super) enum Outcome {
 /// The published entries and their provenance, by (peer, transport).
 pub(super) type Entries = HashMap<(String, String), Stored>;
 
-/// Create (or re-open) the segment and fill it from the state file with
-/// the entries that may be restored (`state::restorable`), each flagged
-/// RESTORED with its original measurement time: readers get values at
-/// once, and can tell they are not current yet. Whatever a re-opened
-/// segment still shows from the previous run that is not restored is
-/// marked stale, so nothing of it passes for current.
+/// The segment's sizes for `peers` and this node's `classes`.
+pub(super) fn segment_options(peers: &[Peer], classes: &[PeerClass]) -> SegmentOptions {
+    let kinds_of = |p: &Peer| {
+        Kind::daemon_kinds()
+            .filter(|&k| k == FALLBACK || p.wants(k))
+            .count()
+    };
+    let per_peer: usize = peers.iter().map(kinds_of).sum();
+    let max_kinds = peers.iter().map(kinds_of).max().unwrap_or(1);
+    let mut names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    SegmentOptions {
+        capacity_entries: (per_peer + names.len() * max_kinds).max(16),
+        class_capacity: names.len().clamp(1, netgauge::layout::MAX_CLASSES),
+        map_capacity: peers.len().clamp(1, netgauge::layout::MAX_MAP_PEERS),
+    }
+}
+
+/// Create (or re-open) the segment sized for the peers, map every peer to
+/// its coverage class, and fill it from the state file with the entries
+/// of the peers and classes that may be restored (`state::restorable`),
+/// each flagged RESTORED with its original measurement time: readers get
+/// values at once, and can tell they are not current yet. Whatever a
+/// re-opened segment still shows from the previous run that is not
+/// restored is marked stale, so nothing of it passes for current.
 pub(super) fn open_segment(
-    cfg: &Config,
     files: &DaemonFiles,
     node: &str,
     clock_desc: &str,
-    capacity: usize,
+    peers: &[Peer],
+    classes: &[PeerClass],
     local: std::net::IpAddr,
 ) -> Result<(SegmentWriter, Entries), DaemonError> {
     let seg_err = |source| DaemonError::Segment {
         path: files.segment_path(),
         source,
     };
+    let options = segment_options(peers, classes);
     let mut writer = SegmentWriter::create_or_open_in(
         &files.runtime,
         &files.segment,
-        &SegmentOptions::new(capacity),
+        &options,
         node,
         clock_desc,
     )
@@ -114,6 +149,14 @@ pub(super) fn open_segment(
             files.segment_path().display()
         );
     }
+    let map: Vec<(&str, &str)> = peers
+        .iter()
+        .zip(classes)
+        .map(|(p, c)| (p.name.as_str(), c.name.as_str()))
+        .collect();
+    if let Err(e) = writer.set_peer_classes(map) {
+        tracing::warn!("peer → class map not published: {e}");
+    }
     let (stored_node, loaded) = match state::load(&files.state, files.state_file()) {
         Ok(v) => v,
         Err(e) => {
@@ -122,9 +165,21 @@ pub(super) fn open_segment(
         }
     };
     let mut entries = Entries::new();
+    let known_class = |n: &str| classes.iter().any(|c| c.name == n);
     for mut s in loaded {
         let (peer, transport) = (s.entry.peer.clone(), s.entry.transport.clone());
-        if let Err(why) = state::restorable(&s, &stored_node, node, local, cfg) {
+        let at = if peer.starts_with('@') {
+            known_class(&peer).then_some(state::PeerAt::Class)
+        } else {
+            peers
+                .binary_search_by(|p| p.name.as_str().cmp(&peer))
+                .ok()
+                .map(|i| state::PeerAt::Peer {
+                    address: peers[i].explicit,
+                    interface: peers[i].interface.as_deref(),
+                })
+        };
+        if let Err(why) = state::restorable(&s, &stored_node, node, local, at) {
             tracing::info!("stored {peer}/{transport} not restored: {why}");
             continue;
         }
@@ -146,12 +201,23 @@ pub(super) fn open_segment(
     writer.heartbeat();
     tracing::info!(
         "segment {} ready: {} entries restored (flagged restored until re-checked), \
-         generation {:016x}",
+         generation {:016x} (room for {} entries, {} classes, {} peers mapped)",
         files.segment_path().display(),
         entries.len(),
-        writer.generation()
+        writer.generation(),
+        options.capacity_entries,
+        options.class_capacity,
+        options.map_capacity
     );
     Ok((writer, entries))
+}
+
+/// Rebuild the node's view (what `Entries` answers) from the entries and
+/// the writer's class map.
+fn refresh_view(shared: &Shared, entries: &Entries, class_of: &[(String, String)]) {
+    let all: Vec<EntryData> = entries.values().map(|s| s.entry.clone()).collect();
+    let view = Arc::new(summarize(&all, class_of));
+    *shared.view.lock().unwrap_or_else(|e| e.into_inner()) = view;
 }
 
 /// What the last status file showed, to write it again only on change.
@@ -182,6 +248,17 @@ pub(super) fn publish_loop(
     let mut seen = StatusSeen::default();
     let mut starving = false;
     let shutdown = shared.shutdown.receiver();
+    let class_of: Vec<(String, String)> = shared
+        .peers
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), writer.peer_class(&p.name)?.to_string())))
+        .collect();
+    refresh_view(shared, entries, &class_of);
+    let mut watch = quiet::Watch::default();
+    let quiet_at = cfg.shm_path();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    poll_quiet(shared, &mut watch, &quiet_at, euid);
     while !shared.shutdown.is_set() {
         let wait = next_beat.saturating_duration_since(Instant::now());
         let mut dirty = false;
@@ -198,6 +275,7 @@ pub(super) fn publish_loop(
             if let Err(e) = state::save(&files.state, files.state_file(), &shared.node, &all) {
                 tracing::warn!("{e}");
             }
+            refresh_view(shared, entries, &class_of);
             shared.status_version.fetch_add(1, Ordering::Relaxed);
         }
         if Instant::now() < next_beat {
@@ -215,6 +293,7 @@ pub(super) fn publish_loop(
         }
         writer.heartbeat();
         expire_session(shared);
+        poll_quiet(shared, &mut watch, &quiet_at, euid);
         write_status(files, shared, server, &mut seen);
         if let Some(every) = watchdog {
             if last_ping.elapsed() >= every {
@@ -237,6 +316,30 @@ pub(super) fn publish_loop(
                 }
             }
         }
+    }
+}
+
+/// Look at the quiet file of the segment: the node is held quiet while a
+/// holder's hold lasts. A change is logged and shows in the status file.
+fn poll_quiet(shared: &Shared, watch: &mut quiet::Watch, shm: &Path, euid: u32) {
+    let q = watch.poll(shm, euid, crate::publish::unix_now_ns());
+    if shared.quiet.swap(q.quiet, Ordering::Relaxed) != q.quiet {
+        if q.quiet {
+            tracing::info!(
+                "quiet (held by {}): no probes, sessions declined",
+                q.holders.join(", ")
+            );
+        } else {
+            tracing::info!("resumed");
+        }
+    }
+    let mut held = shared
+        .quiet_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if *held != q {
+        *held = q;
+        shared.status_version.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -412,6 +515,18 @@ fn write_status(
         spent_bytes_per_s: spent as f64 / uptime_s.max(1.0),
         control_rejects: rejects,
         responder_sessions: 0,
+        schedule: shared
+            .sched_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
+        quiet: Some(
+            shared
+                .quiet_status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        ),
     };
     match status::write(&files.runtime, &files.status, &st) {
         Ok(()) => {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crossbeam_channel::bounded;
 
+use super::cluster::Peer;
 use super::config::Config;
 use super::{sys, thread_error, DaemonError, Shutdown};
 use crate::clock::HostClock;
@@ -104,10 +105,11 @@ pub(super) struct Raw {
 /// One raw Ethernet responder per interface named by a peer that wants
 /// raw. Without CAP_NET_RAW: one line, and those peers use udp.
 pub(super) fn start_raw(
-    cfg: &Config,
+    peers: &[Peer],
     clock: HostClock,
     gate: &Arc<SessionGate>,
     shutdown: &Arc<Shutdown>,
+    cpu: Option<usize>,
 ) -> Result<Raw, DaemonError> {
     let mut raw = Raw {
         toward: HashMap::new(),
@@ -119,10 +121,14 @@ pub(super) fn start_raw(
         return Ok(raw);
     };
     let mut ifaces: HashMap<String, [u8; 6]> = HashMap::new();
-    for p in &cfg.peers {
+    let mut failed: std::collections::HashSet<String> = Default::default();
+    for p in peers {
         let Some(ifname) = p.interface.as_deref().filter(|_| p.wants(kind)) else {
             continue;
         };
+        if failed.contains(ifname) {
+            continue;
+        }
         if let Some(mac) = ifaces.get(ifname) {
             raw.toward
                 .insert(p.name.clone(), (ifname.to_string(), *mac));
@@ -130,7 +136,7 @@ pub(super) fn start_raw(
         }
         let mut s = spec(kind, clock, gate);
         s.device = Some(ifname.to_string());
-        match start(s, "ng-raw-responder", cfg.probe_cpu, shutdown.flag())? {
+        match start(s, "ng-raw-responder", cpu, shutdown.flag())? {
             Ok((Local::Mac { mac, .. }, h)) => {
                 ifaces.insert(ifname.to_string(), mac);
                 raw.toward.insert(p.name.clone(), (ifname.to_string(), mac));
@@ -141,10 +147,10 @@ pub(super) fn start_raw(
                 tracing::warn!("raw Ethernet unavailable (no CAP_NET_RAW): peers use udp");
                 break;
             }
-            Err(e) => tracing::warn!(
-                "raw Ethernet on {ifname} unavailable ({e}): {} uses udp",
-                p.name
-            ),
+            Err(e) => {
+                tracing::warn!("raw Ethernet on {ifname} unavailable ({e}): peers there use udp");
+                failed.insert(ifname.to_string());
+            }
         }
     }
     Ok(raw)

@@ -17,8 +17,6 @@ use netgauge::files::Dir;
 use netgauge::EntryData;
 use serde::{Deserialize, Serialize};
 
-use super::config::Config;
-
 /// 2: entries carry their provenance (version 1 files are not restored).
 const STATE_VERSION: u32 = 2;
 /// Largest state file read back.
@@ -117,17 +115,32 @@ pub fn load(dir: &Dir, name: &OsStr) -> Result<(String, Vec<Stored>), StateError
     Ok((file.node, file.entries))
 }
 
+/// What the configuration says now of the peer an entry was measured
+/// toward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerAt<'a> {
+    /// A member peer: its configured address (None: resolved by name,
+    /// checked when the peer is next met) and its interface (raw).
+    Peer {
+        address: Option<SocketAddr>,
+        interface: Option<&'a str>,
+    },
+    /// A coverage class of this node (`@…`): no address of its own.
+    Class,
+}
+
 /// Whether `s`, stored by node `stored_node`, may be restored by node
-/// `node` listening on `local` with configuration `cfg`: the same node,
-/// from the same local address, toward a configured peer at the same
-/// address, and for raw Ethernet over the same interface (the peer's MAC
-/// is checked when the peer is next contacted). Else why not.
+/// `node` listening on `local` toward `peer` (None: no longer a peer or
+/// class of this node): the same node, from the same local address,
+/// toward a peer at the same address, and for raw Ethernet over the same
+/// interface (the peer's MAC, and a resolved peer's address, are checked
+/// when the peer is next met). Else why not.
 pub fn restorable(
     s: &Stored,
     stored_node: &str,
     node: &str,
     local: IpAddr,
-    cfg: &Config,
+    peer: Option<PeerAt<'_>>,
 ) -> Result<(), String> {
     if stored_node != node {
         return Err(format!(
@@ -135,7 +148,7 @@ pub fn restorable(
         ));
     }
     let e = &s.entry;
-    let Some(peer) = cfg.peers.iter().find(|p| p.name == e.peer) else {
+    let Some(peer) = peer else {
         return Err("the peer is no longer configured".into());
     };
     let p = &s.provenance;
@@ -145,20 +158,24 @@ pub fn restorable(
             p.local
         ));
     }
-    if p.peer_address != peer.address {
+    let PeerAt::Peer { address, interface } = peer else {
+        return Ok(());
+    };
+    if let Some(a) = address.filter(|&a| a != p.peer_address) {
         return Err(format!(
-            "measured toward {}, the peer is now at {}",
-            p.peer_address, peer.address
+            "measured toward {}, the peer is now at {a}",
+            p.peer_address
         ));
     }
     let raw = e
         .transport
         .parse::<crate::transport::Kind>()
         .is_ok_and(|k| k.descriptor().endpoint == crate::transport::kind::PeerEndpoint::MacOnLink);
-    if raw && (p.interface.is_none() || p.interface != peer.interface || p.peer_mac.is_none()) {
+    if raw && (p.interface.is_none() || p.interface.as_deref() != interface || p.peer_mac.is_none())
+    {
         return Err(format!(
             "measured over interface {:?}, the peer is now reached over {:?}",
-            p.interface, peer.interface
+            p.interface, interface
         ));
     }
     Ok(())
@@ -167,6 +184,18 @@ pub fn restorable(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::config::Config;
+
+    /// What `cfg` says now of the peer `s` was measured toward.
+    fn at<'a>(cfg: &'a Config, s: &Stored) -> Option<PeerAt<'a>> {
+        cfg.peers
+            .iter()
+            .find(|p| p.name == s.entry.peer)
+            .map(|p| PeerAt::Peer {
+                address: Some(p.address),
+                interface: p.interface.as_deref(),
+            })
+    }
     use netgauge::files::DirPolicy;
     use netgauge::RangeData;
 
@@ -286,26 +315,33 @@ mod tests {
         .unwrap();
         let here: IpAddr = "10.0.0.1".parse().unwrap();
         let s = stored();
-        assert!(restorable(&s, "node01", "node01", here, &cfg).is_ok());
+        assert!(restorable(&s, "node01", "node01", here, at(&cfg, &s)).is_ok());
         // Another node's file, another local address.
-        assert!(restorable(&s, "node01", "node09", here, &cfg).is_err());
-        assert!(restorable(&s, "node01", "node01", "10.9.0.1".parse().unwrap(), &cfg).is_err());
+        assert!(restorable(&s, "node01", "node09", here, at(&cfg, &s)).is_err());
+        assert!(restorable(
+            &s,
+            "node01",
+            "node01",
+            "10.9.0.1".parse().unwrap(),
+            at(&cfg, &s)
+        )
+        .is_err());
         // The peer moved.
         let mut moved = s.clone();
         moved.provenance.peer_address = "10.0.0.3:7470".parse().unwrap();
-        assert!(restorable(&moved, "node01", "node01", here, &cfg).is_err());
+        assert!(restorable(&moved, "node01", "node01", here, at(&cfg, &moved)).is_err());
         // A peer no longer configured.
         let mut gone = s.clone();
         gone.entry.peer = "node03".into();
-        assert!(restorable(&gone, "node01", "node01", here, &cfg).is_err());
+        assert!(restorable(&gone, "node01", "node01", here, at(&cfg, &gone)).is_err());
         // raw: the interface (and a MAC to check later) must be known.
         let mut raw = s.clone();
         raw.entry.transport = "raw".into();
-        assert!(restorable(&raw, "node01", "node01", here, &cfg).is_err());
+        assert!(restorable(&raw, "node01", "node01", here, at(&cfg, &raw)).is_err());
         raw.provenance.interface = Some("eth1".into());
         raw.provenance.peer_mac = Some([2, 0, 0, 0, 0, 2]);
-        assert!(restorable(&raw, "node01", "node01", here, &cfg).is_ok());
+        assert!(restorable(&raw, "node01", "node01", here, at(&cfg, &raw)).is_ok());
         raw.provenance.interface = Some("eth0".into());
-        assert!(restorable(&raw, "node01", "node01", here, &cfg).is_err());
+        assert!(restorable(&raw, "node01", "node01", here, at(&cfg, &raw)).is_err());
     }
 }

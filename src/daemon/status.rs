@@ -10,7 +10,9 @@ use netgauge::files::{self, Dir, Owners};
 
 use serde::{Deserialize, Serialize};
 
+use super::quiet::QuietStatus;
 use super::sched::PeerPhase;
+use crate::cluster::schedule::ScheduleStatus;
 use crate::control::RejectSnapshot;
 
 /// One (peer, transport) the daemon keeps current.
@@ -38,6 +40,14 @@ pub struct StatusFile {
     pub spent_bytes_per_s: f64,
     pub control_rejects: RejectSnapshot,
     pub responder_sessions: u64,
+    /// The cluster schedule: round, classes fresh, mesh coverage, and its
+    /// counters (sessions driven and served, declines met and given —
+    /// busy, quiet, budget, not expected —, sweeps deferred by the budget).
+    #[serde(default)]
+    pub schedule: Option<ScheduleStatus>,
+    /// Whether the node is held quiet, by whom, until when.
+    #[serde(default)]
+    pub quiet: Option<QuietStatus>,
 }
 
 /// Where the status file of the segment `shm` lives.
@@ -102,6 +112,16 @@ mod tests {
             spent_bytes_per_s: 6.5,
             control_rejects: RejectSnapshot::default(),
             responder_sessions: 0,
+            schedule: Some(ScheduleStatus {
+                round: 17,
+                round_kind: "mesh".into(),
+                ..ScheduleStatus::default()
+            }),
+            quiet: Some(QuietStatus {
+                quiet: true,
+                holders: vec!["slurm-job-9".into()],
+                ..QuietStatus::default()
+            }),
         };
         assert!(read(&shm).is_none());
         let d = Dir::open(&dir, netgauge::files::DirPolicy::Private, false).unwrap();

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::config::VerbsConfig;
-use super::{CONTROL_DEADLINE, RECHECK_SIZES};
+use super::{recheck_plan, CONTROL_DEADLINE};
 use crate::clock::HostClock;
 use crate::control::{self, Connection, Msg, VerbsEndpoint};
 use crate::link::{
@@ -78,8 +78,9 @@ impl Node {
     /// buffers once (then release them): the reason of a failure, in one
     /// line, or a usable node.
     pub fn open(v: &VerbsConfig, max_size_bytes: u64, clock: HostClock) -> Result<Node, String> {
-        // Re-checks probe up to 16 KiB whatever the sweep's maximum.
-        let max = max_size_bytes.max(RECHECK_SIZES[RECHECK_SIZES.len() - 1]);
+        // Re-checks probe their sizes whatever the sweep's maximum.
+        let recheck_max = recheck_plan().sizes_bytes.into_iter().max().unwrap_or(1);
+        let max = max_size_bytes.max(recheck_max);
         let max = usize::try_from(max).map_err(|_| "max_size_bytes too large".to_string())?;
         let mut specs = Vec::new();
         for kind in Kind::daemon_kinds().filter(|k| k.descriptor().device) {

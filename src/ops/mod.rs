@@ -5,6 +5,7 @@
 //! writes to stderr as it goes) are handed to the caller's callbacks as
 //! [`Note`]s.
 
+mod cluster;
 mod contention;
 mod ebb;
 mod overlap;
@@ -14,6 +15,7 @@ mod serve;
 
 pub use crate::probe::contention::ContentionOptions;
 pub use crate::probe::overlap::OverlapOptions;
+pub use cluster::{matrix, parse_duration, quiet, resume, MatrixArgs, MatrixData, MATRIX_TIMEOUT};
 pub use contention::{contention, default_options, parse_schemes, ContentionArgs, Servers};
 pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
 pub use overlap::{overlap, OverlapArgs};
@@ -148,6 +150,13 @@ pub enum OpsError {
     NothingToFit { file: String, what: &'static str },
     #[error("the daemon writing {path} is not running")]
     NotRunning { path: String },
+    #[error(
+        "no segment at {path} (netgauged not started? --shm or $NETGAUGE_SEGMENT names another)"
+    )]
+    NoSegment { path: String },
+    /// Several entries could be meant: the caller must name one.
+    #[error("{what}; name one with --peer and --transport:\n{list}")]
+    Ambiguous { what: String, list: String },
     #[error("no entry for peer {peer} over {transport} in {path}")]
     NoEntry {
         peer: String,
@@ -168,12 +177,49 @@ pub enum OpsError {
     NotBuilt(#[from] crate::transport::kind::NotBuilt),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Quiet(#[from] crate::daemon::quiet::QuietError),
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Mpi(#[from] crate::probe::ranks::MpiProbeError),
     #[cfg(feature = "mpi")]
     #[error("MPI is already initialized")]
     MpiInitialized,
+}
+
+/// `ngctl`'s exit codes, one per kind of failure a script may want to
+/// tell apart (README, "Exit codes"; `ngctl --help`).
+pub mod exit {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// The operation failed (measurement, I/O, a peer, …).
+    pub const FAILURE: u8 = 1;
+    /// The command line is wrong (clap's own code for unknown flags too).
+    pub const USAGE: u8 = 2;
+    /// The segment is there but the daemon writing it is not running.
+    pub const NOT_RUNNING: u8 = 3;
+    /// There is no segment to read.
+    pub const NO_SEGMENT: u8 = 4;
+    /// The segment has no entry for what was asked (or several, and the
+    /// command needs one named).
+    pub const NO_ENTRY: u8 = 5;
+}
+
+impl OpsError {
+    /// The exit code of `ngctl` for this error ([`exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            OpsError::Usage(_) | OpsError::Model(_) => exit::USAGE,
+            OpsError::NotRunning { .. } => exit::NOT_RUNNING,
+            OpsError::NoSegment { .. } => exit::NO_SEGMENT,
+            OpsError::SegmentOpen {
+                source: netgauge::ReaderError::Io(e),
+                ..
+            } if e.kind() == std::io::ErrorKind::NotFound => exit::NO_SEGMENT,
+            OpsError::NoEntry { .. } | OpsError::Ambiguous { .. } => exit::NO_ENTRY,
+            _ => exit::FAILURE,
+        }
+    }
 }
 
 fn usage(s: impl Into<String>) -> OpsError {

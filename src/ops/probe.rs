@@ -121,6 +121,36 @@ impl ProbeArgs {
                 self.resamples
             )));
         }
+        // A flag the transport would ignore is a mistake to say, not to
+        // pass over in silence.
+        let name = self.kind.name();
+        let ignored = [
+            (
+                "--fanout-peers",
+                self.fanout_peers.is_some() && matches!(self.kind, Kind::Udp | Kind::Raw),
+                "its probe has one peer (the daemon runs the fan-out over its peers)",
+            ),
+            (
+                "--model",
+                self.model.is_some() && self.kind != Kind::Sim,
+                "the model is the sim transport's ground truth",
+            ),
+            (
+                "--peer-mac",
+                self.peer_mac.is_some() && self.kind != Kind::Raw,
+                "only raw Ethernet addresses its peer by MAC",
+            ),
+            (
+                "--interface",
+                self.interface.is_some() && self.kind != Kind::Raw,
+                "only raw Ethernet opens an interface",
+            ),
+        ];
+        if let Some((flag, _, why)) = ignored.iter().find(|(_, given, _)| *given) {
+            return Err(usage(format!(
+                "{flag} does nothing with --transport {name}: {why}"
+            )));
+        }
         for (flag, v) in [("--max-reps", self.max_reps), ("--min-reps", self.min_reps)] {
             if v.is_some_and(|r| r == 0 || r > MAX_REPS_LIMIT) {
                 return Err(usage(format!(
@@ -137,6 +167,10 @@ impl ProbeArgs {
 #[derive(Debug)]
 pub struct ProbeOutput {
     pub kind: Kind,
+    /// The peer's name (the name a published entry has).
+    pub peer: String,
+    /// The clock the probe timed with, as a segment describes it.
+    pub clock_desc: String,
     pub result: ProbeResult,
     /// The MPI all-ranks exchange: raw rounds and their fit.
     pub exchange_raw: Option<ExchangeRaw>,
@@ -236,6 +270,8 @@ pub fn probe(
     }
     Ok(Some(ProbeOutput {
         kind: a.kind,
+        peer,
+        clock_desc,
         result,
         exchange_raw,
         exchange,

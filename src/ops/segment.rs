@@ -187,9 +187,14 @@ pub struct DumpData {
 }
 
 fn reader(path: &str) -> Result<(Reader, SegmentInfo), OpsError> {
-    let reader = Reader::open(path).map_err(|e| OpsError::SegmentRead {
-        path: path.into(),
-        reason: e.to_string(),
+    let reader = Reader::open(path).map_err(|e| match e {
+        netgauge::ReaderError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            OpsError::NoSegment { path: path.into() }
+        }
+        e => OpsError::SegmentRead {
+            path: path.into(),
+            reason: e.to_string(),
+        },
     })?;
     let info = reader.info().map_err(|e| invalid(path, e))?;
     Ok((reader, info))

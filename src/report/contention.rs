@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use netgauge::{Scheme, Status, TransportExt, TransportField};
 use serde_json::{json, Value};
 
-use super::{fmt_ns, pretty};
+use super::{fmt_ns, json_doc, Meta};
 use crate::model::contention::{ContentionFit, Est, Penalty};
 use crate::probe::contention::ContentionResult;
 
@@ -21,8 +21,10 @@ fn est(e: &Est) -> String {
 
 fn penalty_rows(s: &mut String, name: &str, rows: &[Penalty]) {
     for p in rows {
+        // Mixed flows: the outgoing and incoming penalties on a row of
+        // their own (the table stays within 80 columns).
         let split = match (&p.out, &p.inc) {
-            (Some(o), Some(i)) => format!("  (out {:.3}, in {:.3})", o.value, i.value),
+            (Some(o), Some(i)) => format!("\n  {:>12}  out {:.3}, in {:.3}", "", o.value, i.value),
             _ => String::new(),
         };
         let _ = writeln!(
@@ -50,7 +52,7 @@ pub fn contention_table(f: &ContentionFit) -> String {
     penalty_rows(&mut s, "mixed", &f.mixed);
     let _ = writeln!(
         s,
-        "  β = {} from the outgoing penalties (incoming slope {:.3}); model error E_abs {:.1} %",
+        "  β = {} from the outgoing penalties (incoming slope {:.3})\n  model error E_abs {:.1} %",
         est(&f.beta),
         f.beta_in.value,
         f.e_abs_pct
@@ -79,10 +81,14 @@ pub fn contention(
         if raw {
             v["raw"] = serde_json::to_value(&r.raw)?;
         }
-        return pretty(&v);
+        let meta = Meta {
+            command: "contention",
+            ..Meta::default()
+        };
+        return json_doc(&meta, &v);
     }
     let mut s = format!(
-        "conflict probe over {} peers: {} B messages, {} lost rounds, {} of probes in {}\n",
+        "conflict probe over {} peers: {} B messages, {} lost rounds\n  {} of probes in {}\n",
         r.raw.peers,
         r.fit.size_bytes,
         r.raw.lost_rounds,
@@ -100,29 +106,39 @@ pub fn overlap(
     json: bool,
 ) -> Result<String, serde_json::Error> {
     if json {
-        return pretty(r);
+        let meta = Meta {
+            command: "overlap",
+            ..Meta::default()
+        };
+        return json_doc(&meta, r);
     }
     let mut s = format!(
-        "CPU overlap (Bell et al.): {} lost rounds, {} of probes\n  {:>8}  {:>11}  {:>11}  {:>11}  {:<22}  {:<22}\n",
+        "CPU overlap (Bell et al.): {} lost rounds, {} of probes\n  {:>8}  {:>11}  {:<22}  {}\n",
         r.lost_rounds,
         super::fmt_bytes(r.probe_bytes as f64),
         "size",
         "round",
-        "post",
-        "recv CPU",
         "send side [95 %]",
         "receive side [95 %]"
     );
     for p in &r.points {
         let _ = writeln!(
             s,
-            "  {:>8}  {:>11}  {:>11}  {:>11}  {:<22}  {:<22}",
+            "  {:>8}  {:>11}  {:<22}  {}",
             p.size_bytes,
             fmt_ns(p.round_ns),
-            fmt_ns(p.post_ns),
-            fmt_ns(p.recv_cpu_ns.value),
             est(&p.send),
             est(&p.recv)
+        );
+    }
+    let _ = writeln!(s, "  {:>8}  {:>11}  {:>11}", "size", "post", "recv CPU");
+    for p in &r.points {
+        let _ = writeln!(
+            s,
+            "  {:>8}  {:>11}  {:>11}",
+            p.size_bytes,
+            fmt_ns(p.post_ns),
+            fmt_ns(p.recv_cpu_ns.value)
         );
     }
     Ok(s)
@@ -131,7 +147,12 @@ pub fn overlap(
 /// `ngctl ebb`: every round's pairs and distribution, then the overall one.
 pub fn ebb(r: &crate::ops::EbbResult, json: bool) -> Result<String, serde_json::Error> {
     if json {
-        return pretty(r);
+        let meta = Meta {
+            command: "ebb",
+            transport: Some(r.transport.name()),
+            ..Meta::default()
+        };
+        return json_doc(&meta, r);
     }
     let bw = |x: Option<f64>| x.map_or("-".into(), |v| format!("{}/s", super::fmt_bytes(v)));
     let dist = |d: &Option<crate::ops::Distribution>| match d {

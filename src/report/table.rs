@@ -93,6 +93,63 @@ fn status_by_name(name: &str) -> Status {
 /// LogGP set, the ranges' gaps and bandwidths, their overheads, what is not
 /// identified, and the stability verdict. Lines stay within 80 columns.
 pub fn probe_table(p: &ProbeJson) -> String {
+    probe_table_in(p, &super::Output::default())
+}
+
+/// The 95 % intervals of range `i`'s g and G, one row each (none without).
+fn range_intervals(
+    p: &ProbeJson,
+    i: usize,
+    ns: &dyn Fn(f64) -> String,
+    pb: &dyn Fn(f64) -> String,
+) -> String {
+    let ci = |k: &str, f: &dyn Fn(f64) -> String| {
+        ci_strings(p, &format!("ranges[{i}].{k}"), f)
+            .map_or(String::new(), |(lo, hi)| format!("[{lo} … {hi}]"))
+    };
+    let (cg, cb) = (ci("g_ns", ns), ci("G_ns_per_byte", pb));
+    if cg.is_empty() && cb.is_empty() {
+        return String::new();
+    }
+    format!("  {:>21}  g {cg}\n  {:>21}  G {cb}\n", "95 %:", "")
+}
+
+/// A JSON key of a parameter as the tables name it: `ranges[1].O_s_ns_per_byte`
+/// is "range 2 O_s", `logfp.o_max_ns` "LogfP o_max", `eel_ns` "EEL".
+pub fn param_name(key: &str) -> String {
+    let short = |k: &str| -> String {
+        match k {
+            "eel_ns" => "EEL".into(),
+            "L_ns" => "L".into(),
+            "S_bytes" => "S".into(),
+            _ => k
+                .trim_end_matches("_ns_per_byte")
+                .trim_end_matches("_per_byte")
+                .trim_end_matches("_ns")
+                .trim_end_matches("_bytes")
+                .to_string(),
+        }
+    };
+    if let Some(rest) = key.strip_prefix("ranges[") {
+        if let Some((i, k)) = rest.split_once("].") {
+            let n = i
+                .parse::<usize>()
+                .map_or(i.to_string(), |i| (i + 1).to_string());
+            return format!("range {n} {}", short(k));
+        }
+    }
+    if let Some(k) = key.strip_prefix("logfp.") {
+        return format!("LogfP {}", short(k));
+    }
+    match key.split_once('.') {
+        Some((a, b)) => format!("{} {}", a.replace('_', " "), short(b)),
+        None => short(key),
+    }
+}
+
+/// The tables of a probe or an entry; `how.wide`: the ranges in one table
+/// with every column (wider than 80 columns).
+pub fn probe_table_in(p: &ProbeJson, how: &super::Output) -> String {
     let mut s = String::new();
     let ns = |v: f64| fmt_ns(v);
     let pb = |v: f64| fmt_per_byte(v);
@@ -180,12 +237,39 @@ pub fn probe_table(p: &ProbeJson) -> String {
         Status::NotIdentified(_) => format!("({v})"),
         _ => v,
     };
-    let _ = writeln!(
-        s,
-        "  {:<21} {:>12} {:>13}  bandwidth 1/G",
-        "range (bytes)", "g", "G"
-    );
-    for (i, r) in p.ranges.iter().enumerate() {
+    if how.wide {
+        let _ = writeln!(
+            s,
+            "  {:<21} {:>12} {:>13} {:>11} {:>11} {:>13} {:>13}  bandwidth 1/G",
+            "range (bytes)", "g", "G", "o_s", "o_r", "O_s", "O_r"
+        );
+        for (i, r) in p.ranges.iter().enumerate() {
+            let r = &r.range;
+            let _ = writeln!(
+                s,
+                "  {:>9} … {:<9} {:>12} {:>13} {:>11} {:>11} {:>13} {:>13}  {}",
+                r.from_bytes,
+                r.to_bytes,
+                cell(p, i, "g_ns", fmt_ns(r.g_ns)),
+                cell(p, i, "G_ns_per_byte", pb(r.G_ns_per_byte)),
+                cell(p, i, "o_s_ns", fmt_ns(r.o_s_ns)),
+                cell(p, i, "o_r_ns", fmt_ns(r.o_r_ns)),
+                cell(p, i, "O_s_ns_per_byte", pb(r.O_s_ns_per_byte)),
+                cell(p, i, "O_r_ns_per_byte", pb(r.O_r_ns_per_byte)),
+                fmt_rate(r.G_ns_per_byte)
+            );
+            s.push_str(&range_intervals(p, i, &ns, &pb));
+        }
+    }
+    let narrow = if how.wide { 0 } else { p.ranges.len() };
+    if !how.wide {
+        let _ = writeln!(
+            s,
+            "  {:<21} {:>12} {:>13}  bandwidth 1/G",
+            "range (bytes)", "g", "G"
+        );
+    }
+    for (i, r) in p.ranges.iter().enumerate().take(narrow) {
         let r = &r.range;
         let _ = writeln!(
             s,
@@ -196,23 +280,17 @@ pub fn probe_table(p: &ProbeJson) -> String {
             cell(p, i, "G_ns_per_byte", pb(r.G_ns_per_byte)),
             fmt_rate(r.G_ns_per_byte)
         );
-        let ci = |k: &str, f: &dyn Fn(f64) -> String| {
-            ci_strings(p, &format!("ranges[{i}].{k}"), f)
-                .map_or(String::new(), |(lo, hi)| format!("[{lo} … {hi}]"))
-        };
-        let (cg, cb) = (ci("g_ns", &ns), ci("G_ns_per_byte", &pb));
-        if !cg.is_empty() || !cb.is_empty() {
-            let _ = writeln!(s, "  {:>21}  g {cg}", "95 %:");
-            let _ = writeln!(s, "  {:>21}  G {cb}", "");
-        }
+        s.push_str(&range_intervals(p, i, &ns, &pb));
     }
-    // Overhead table.
-    let _ = writeln!(
-        s,
-        "  {:<21} {:>11} {:>11} {:>11} {:>11}",
-        "range (bytes)", "o_s", "o_r", "O_s", "O_r"
-    );
-    for (i, r) in p.ranges.iter().enumerate() {
+    // Overhead table (per-byte slopes in ns/B).
+    if !how.wide {
+        let _ = writeln!(
+            s,
+            "  {:<21} {:>11} {:>11} {:>11} {:>11}",
+            "range (bytes)", "o_s", "o_r", "O_s ns/B", "O_r ns/B"
+        );
+    }
+    for (i, r) in p.ranges.iter().enumerate().take(narrow) {
         let r = &r.range;
         let _ = writeln!(
             s,
@@ -230,7 +308,7 @@ pub fn probe_table(p: &ProbeJson) -> String {
         let fp = l.f_paper.map_or("none".to_string(), |f| f.to_string());
         let _ = writeln!(
             s,
-            "  LogfP f = {f} (RTT(P)/P minimum: {fp}), o_min {}, o_max {}, g {}",
+            "  LogfP f = {f} (RTT(P)/P minimum: {fp})\n    o_min {}, o_max {}, g {}",
             fmt_ns(l.o_min_ns),
             fmt_ns(l.o_max_ns),
             fmt_ns(l.g_ns)
@@ -239,7 +317,12 @@ pub fn probe_table(p: &ProbeJson) -> String {
     if !p.not_identified.is_empty() {
         let _ = writeln!(s, "  not identified (values in parentheses above):");
         for x in &p.not_identified {
-            let _ = writeln!(s, "    {}: {}", x.parameter, x.reason.replace('_', " "));
+            let _ = writeln!(
+                s,
+                "    {}: {}",
+                param_name(&x.parameter),
+                x.reason.replace('_', " ")
+            );
         }
     }
     if p.stability.verdict != "stable" {
@@ -249,6 +332,11 @@ pub fn probe_table(p: &ProbeJson) -> String {
             p.stability.cause.replace('_', " "),
             p.stability.detail
         );
+    }
+    if p.probe_bytes == 0 && p.probe_messages == 0 {
+        // A re-fit of saved samples, or an entry that does not say.
+        let _ = writeln!(s, "  probe cost: not recorded");
+        return s;
     }
     if p.sizes == 0 {
         // A segment entry: no sweep details are kept.
@@ -270,7 +358,7 @@ pub fn probe_table(p: &ProbeJson) -> String {
     );
     let _ = writeln!(
         s,
-        "  probe cost: {} payload in {} messages over {} sizes, {} ({} lost rounds)",
+        "  probe cost: {} payload in {} messages over {} sizes\n    {}, {} lost rounds",
         fmt_bytes(p.probe_bytes as f64),
         p.probe_messages,
         p.sizes,

@@ -24,7 +24,7 @@ macro_rules! with_kinds {
     ($callback:ident) => {
         $callback! {
             Udp udp::UdpTransport = kind("udp", "UDP datagrams (unprivileged)").endpoint(Port).daemon().daemon_fanout();
-            Raw raw_eth::RawEthTransport = kind("raw", "Raw Ethernet (AF_PACKET, needs CAP_NET_RAW)").privilege("CAP_NET_RAW").endpoint(MacOnLink).daemon();
+            Raw raw_eth::RawEthTransport = kind("raw", "Raw Ethernet (AF_PACKET, needs CAP_NET_RAW)").privilege("CAP_NET_RAW").endpoint(MacOnLink).daemon().daemon_fanout();
             Rdma rdma_write::RdmaWriteTransport ["verbs"] = kind("rdma", "One-sided RDMA write (verbs; needs --device)").one_sided().device().endpoint(QueuePair { record: 1 }).daemon().daemon_fanout();
             Msg verbs_msg::VerbsMsgTransport ["verbs"] = kind("msg", "Two-sided \"Myrinet-style\" verbs messages with eager/rendezvous").device().endpoint(QueuePair { record: 2 }).daemon().rendezvous().credit();
             Mpi mpi::MpiTransport ["mpi"] = kind("mpi", "MPI point-to-point (build with `--features mpi`, run under mpirun)").mpirun().rendezvous();

@@ -55,9 +55,36 @@ pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
     out.stdout
 }
 
-/// [`stdout_of`], parsed as JSON.
+/// [`stdout_of`], parsed as JSON and validated against
+/// docs/ngctl.schema.json ([`cli_json`]).
 pub fn json_of(cmd: &mut Command) -> serde_json::Value {
-    serde_json::from_slice(&stdout_of(cmd)).expect("JSON on stdout")
+    cli_json(&stdout_of(cmd))
+}
+
+/// JSON that `ngctl` printed, parsed and validated against the schema of
+/// every `ngctl` JSON document, docs/ngctl.schema.json: a document that
+/// does not validate fails the test that printed it.
+pub fn cli_json(stdout: &[u8]) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_else(|e| {
+        panic!(
+            "ngctl printed no JSON ({e}): {}",
+            String::from_utf8_lossy(stdout)
+        )
+    });
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ngctl.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the schema"))
+            .expect("schema JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(&v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "ngctl's JSON does not follow docs/ngctl.schema.json: {errors:#?}"
+    );
+    v
 }
 
 pub mod echo;

@@ -31,7 +31,7 @@ pub fn sane_probe(out: &Output) -> serde_json::Value {
         "probe failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = super::cli_json(&out.stdout);
     let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let eel = num("eel_ns");
     assert!(eel > 100.0 && eel < 1e6, "EEL {eel} ns");

@@ -212,7 +212,7 @@ max_size_bytes = $max
 max_reps = 16
 recheck_interval_s = 3600.0
 budget_bytes_per_s = 100000000
-fanout_interval_s = 600.0
+fanout_interval_s = 20.0
 EOC
     [ "$dev" != none ] && printf '[verbs]\ndevice = "%s"\ngid_index = 1\neager_max_bytes = 1024\n' "$dev"
     for p in "$@"; do # name:port:transports
@@ -220,11 +220,13 @@ EOC
         printf '[[peer]]\nname = "%s"\naddress = "%s:%s"\ntransports = [%s]\n' "$pn" $IP "$pp" "$pt"
     done
 }
-daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' >$D/vma.toml
-daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"rdma"' >$D/vma2.toml
-daemon_cfg vmb 7482 rxe0 16384 'vma:7480:"rdma", "msg"' >$D/vmb.toml
-daemon_cfg vmc 7484 rxe0 16384 'vma:7480:"rdma"' >$D/vmc.toml
-daemon_cfg vmd 7486 nosuch 256 'vma:7480:"udp", "rdma", "msg"' >$D/vmd.toml
+# One cluster of four: every node lists the other three (the cluster
+# schedule's rounds follow from the member list, which all must share);
+# phase 1 runs vma and vmb alone, the others' absence is backed off.
+daemon_cfg vma 7480 rxe0 16384 'vmb:7482:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"rdma"' >$D/vma.toml
+daemon_cfg vmb 7482 rxe0 16384 'vma:7480:"rdma", "msg"' 'vmc:7484:"rdma"' 'vmd:7486:"udp"' >$D/vmb.toml
+daemon_cfg vmc 7484 rxe0 16384 'vma:7480:"rdma"' 'vmb:7482:"rdma"' 'vmd:7486:"udp"' >$D/vmc.toml
+daemon_cfg vmd 7486 nosuch 256 'vma:7480:"udp", "rdma", "msg"' 'vmb:7482:"udp"' 'vmc:7484:"udp"' >$D/vmd.toml
 cp $D/*.toml "$OUT/"
 declare -A PID
 start() { # name config log
@@ -263,7 +265,7 @@ echo $(( $(date +%s) - t0 )) >"$OUT/daemon1.seconds"
 cp "$OUT/daemon_vma.json" "$OUT/daemon1_vma.json"; cp "$OUT/daemon_vmb.json" "$OUT/daemon1_vmb.json"
 kill -TERM ${PID[vma]}; wait ${PID[vma]}
 t1=$(date +%s)
-start vma vma2 vma; start vmc vmc vmc; start vmd vmd vmd
+start vma vma vma; start vmc vmc vmc; start vmd vmd vmd
 wait_for $PHASE_S '{"vma": [("vmb", "rdma"), ("vmb", "msg"), ("vmc", "rdma")], "vmc": [("vma", "rdma")], "vmd": [("vma", "udp")], "fanout": "vma"}'
 echo $? >"$OUT/daemon2.rc"
 echo $(( $(date +%s) - t1 )) >"$OUT/daemon2.seconds"

@@ -90,27 +90,8 @@ pub(crate) fn read_params_at(e: &EntryRaw, msg_bytes: u64) -> Result<(Params, us
     if msg_bytes < from || msg_bytes > to {
         fl |= flags::EXTRAPOLATED;
     }
-    let p = Params {
-        eel_ns: f(&e.eel_ns),
-        L_ns: f(&e.l_ns),
-        o_s_ns: f(&r.o_s_ns),
-        o_r_ns: f(&r.o_r_ns),
-        g_ns: f(&r.g_ns),
-        G_ns_per_byte: f(&r.big_g_ns_per_byte),
-        O_s_ns_per_byte: f(&r.big_o_s_ns_per_byte),
-        O_r_ns_per_byte: f(&r.big_o_r_ns_per_byte),
-        o_min_ns: f(&e.o_min_ns),
-        o_max_ns: f(&e.o_max_ns),
-        g_f_ns: f(&e.g_f_ns),
-        S_bytes: e.s_bytes.load(Relaxed),
-        range_from_bytes: from,
-        range_to_bytes: to,
-        measured_unix_ns: e.measured_unix_ns.load(Relaxed),
-        samples: e.samples.load(Relaxed),
-        f: e.f.load(Relaxed).min(u64::from(u32::MAX)) as u32,
-        flags: fl,
-    };
-    Ok((p, ri))
+    let fv = e.f.load(Relaxed).min(u64::from(u32::MAX)) as u32;
+    Ok((params_of!(e, r, from, to, fv, fl), ri))
 }
 
 /// The statuses that go with a lookup's [`Params`]: the entry-level word
@@ -268,6 +249,19 @@ pub(crate) fn check_entry(d: &EntryData) -> Result<(u32, [u64; 8], [u64; 2]), &'
     Ok((fl, peer, transport))
 }
 
+/// Writes one protocol range (relaxed stores).
+pub(crate) fn store_range(raw: &RangeRaw, r: &RangeData) {
+    let st = |w: &AtomicU64, v: f64| w.store(v.to_bits(), Relaxed);
+    raw.from_bytes.store(r.from_bytes, Relaxed);
+    raw.to_bytes.store(r.to_bytes, Relaxed);
+    st(&raw.g_ns, r.g_ns);
+    st(&raw.big_g_ns_per_byte, r.G_ns_per_byte);
+    st(&raw.o_s_ns, r.o_s_ns);
+    st(&raw.o_r_ns, r.o_r_ns);
+    st(&raw.big_o_s_ns_per_byte, r.O_s_ns_per_byte);
+    st(&raw.big_o_r_ns_per_byte, r.O_r_ns_per_byte);
+}
+
 /// Writes a checked entry into `e` and, on an ABI 1.1 segment, its
 /// extension into `x` (relaxed stores; the caller publishes).
 pub(crate) fn encode_entry(
@@ -301,14 +295,7 @@ pub(crate) fn encode_entry(
     store_words(&e.peer, peer);
     store_words(&e.transport, transport);
     for (raw, r) in e.ranges.iter().zip(&d.ranges) {
-        raw.from_bytes.store(r.from_bytes, Relaxed);
-        raw.to_bytes.store(r.to_bytes, Relaxed);
-        st(&raw.g_ns, r.g_ns);
-        st(&raw.big_g_ns_per_byte, r.G_ns_per_byte);
-        st(&raw.o_s_ns, r.o_s_ns);
-        st(&raw.o_r_ns, r.o_r_ns);
-        st(&raw.big_o_s_ns_per_byte, r.O_s_ns_per_byte);
-        st(&raw.big_o_r_ns_per_byte, r.O_r_ns_per_byte);
+        store_range(raw, r);
     }
     for (raw, (p, o, rtt)) in e.curve.iter().zip(&d.curve) {
         raw.peers.store(u64::from(*p), Relaxed);

@@ -7,7 +7,8 @@
 //!   and decode);
 //! - [`ext`]: the ABI 1.1 block of an entry (statuses, bandwidth,
 //!   percentiles, overlap);
-//! - [`tables`]: the per-transport records and the coverage-class map.
+//! - [`tables`]: the per-transport records and the coverage-class map;
+//! - [`hot`]: the ABI 1.2 hot-table records.
 
 use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -17,20 +18,51 @@ use crate::layout::*;
 use crate::sys::Mapping;
 use crate::types::LookupError;
 
+/// The [`Params`](crate::types::Params) of a lookup from the entry-level
+/// words of `$e` (an [`EntryRaw`] or a [`HotRaw`], which name them alike),
+/// the range record `$r` with its bounds, f and the flags.
+macro_rules! params_of {
+    ($e:expr, $r:expr, $from:expr, $to:expr, $f:expr, $flags:expr) => {
+        Params {
+            eel_ns: f(&$e.eel_ns),
+            L_ns: f(&$e.l_ns),
+            o_s_ns: f(&$r.o_s_ns),
+            o_r_ns: f(&$r.o_r_ns),
+            g_ns: f(&$r.g_ns),
+            G_ns_per_byte: f(&$r.big_g_ns_per_byte),
+            O_s_ns_per_byte: f(&$r.big_o_s_ns_per_byte),
+            O_r_ns_per_byte: f(&$r.big_o_r_ns_per_byte),
+            o_min_ns: f(&$e.o_min_ns),
+            o_max_ns: f(&$e.o_max_ns),
+            g_f_ns: f(&$e.g_f_ns),
+            S_bytes: $e.s_bytes.load(Relaxed),
+            range_from_bytes: $from,
+            range_to_bytes: $to,
+            measured_unix_ns: $e.measured_unix_ns.load(Relaxed),
+            samples: $e.samples.load(Relaxed),
+            f: $f,
+            flags: $flags,
+        }
+    };
+}
+
 mod entry;
 mod ext;
+mod hot;
 mod tables;
 
 pub(crate) use entry::*;
 pub(crate) use ext::*;
+pub(crate) use hot::*;
 pub(crate) use tables::*;
 
 /// A mapping together with a layout validated against it.
 ///
-/// Invariant: `layout.total_bytes <= map.len()`, the base is page-aligned and
-/// every offset in `layout` is a multiple of 64, so every `&HeaderRaw`,
-/// `&MetaRaw`, slot and `&EntryRaw` handed out below lies inside the mapping
-/// and is properly aligned.
+/// Invariant: `layout.file_bytes <= map.len()` (and `total_bytes ≤
+/// file_bytes`), the base is page-aligned and every offset in `layout` is a
+/// multiple of 64, so every `&HeaderRaw`, `&MetaRaw`, slot, `&EntryRaw` and
+/// `&HotRaw` handed out below lies inside the mapping and is properly
+/// aligned.
 pub(crate) struct Seg {
     map: Mapping,
     layout: Layout,
@@ -103,6 +135,23 @@ impl Seg {
         // entry is 64-byte aligned and entry_ext_offset (2304) is a multiple
         // of 64; EntryExtRaw is all atomics.
         Some(unsafe { &*(self.map.base().add(off) as *const EntryExtRaw) })
+    }
+
+    /// Record `i` of hot copy `copy`; None before ABI 1.2 (or without
+    /// CAP_HOT) or when `i ≥ capacity`.
+    #[inline]
+    pub(crate) fn hot(&self, copy: usize, i: usize) -> Option<&HotRaw> {
+        let h = self.layout.hot?;
+        if i >= self.layout.capacity {
+            return None;
+        }
+        let off = h.record_offset(copy, i);
+        // SAFETY: validate_header attached the hot layout only after checking
+        // file_bytes = offset + 2 · capacity · record_bytes ≤ map.len(), so
+        // with i < capacity the record (record_bytes ≥ size_of::<HotRaw>())
+        // lies inside the mapping; offset is a multiple of 4096 and
+        // record_bytes of 64 from a page-aligned base; HotRaw is all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const HotRaw) })
     }
 
     /// The ABI 1.1 head of a copy's meta region; None on a 1.0 segment.
@@ -231,7 +280,7 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         hx.map_slots.load(Relaxed) as usize,
     )
     .ok_or("ABI 1.1 class or map capacities out of range")?;
-    Layout::from_params_ext(
+    let layout = Layout::from_params_ext(
         layout.capacity,
         layout.hash_slots,
         layout.header_bytes,
@@ -239,7 +288,48 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         layout.entry_bytes,
         Some(ext),
     )
-    .ok_or("ABI 1.1 extension does not fit the declared sizes")
+    .ok_or("ABI 1.1 extension does not fit the declared sizes")?;
+    if h.abi_minor.load(Relaxed) < 2 || caps & CAP_HOT == 0 {
+        return Ok(layout);
+    }
+    // ABI ≥ 1.2 with the hot table: its place follows from total_bytes.
+    let layout = layout
+        .with_hot(hx.hot_record_bytes.load(Relaxed) as usize)
+        .ok_or("ABI 1.2 hot-table record size out of range")?;
+    let hot = layout.hot.ok_or("ABI 1.2 hot table missing")?;
+    if hx.hot_offset.load(Relaxed) != hot.offset as u64
+        || hx.file_bytes.load(Relaxed) != hot.file_bytes as u64
+    {
+        return Err("ABI 1.2 hot-table offsets disagree with the sizes");
+    }
+    if hot.file_bytes > map.len() {
+        return Err("file shorter than its hot table");
+    }
+    Ok(layout)
+}
+
+/// The bytes a reader maps for a segment of `size` bytes whose header says
+/// `total_bytes` (≤ size): `total_bytes`, or on a 1.2 segment with the hot
+/// table the `file_bytes` its header extension declares when that is
+/// larger (validate_header checks it against the formula once mapped).
+/// `word_at` reads a native-endian u64 of the file (pread).
+pub(crate) fn bytes_to_map(
+    total_bytes: u64,
+    size: u64,
+    mut word_at: impl FnMut(u64) -> std::io::Result<u64>,
+) -> std::io::Result<u64> {
+    use core::mem::offset_of;
+    if size < (size_of::<HeaderRaw>() + size_of::<HeaderExtRaw>()) as u64 {
+        return Ok(total_bytes);
+    }
+    let minor = word_at(offset_of!(HeaderRaw, abi_major) as u64)? >> 32;
+    let header = word_at(offset_of!(HeaderRaw, header_bytes) as u64)? & 0xFFFF_FFFF;
+    let caps = word_at(offset_of!(HeaderRaw, capabilities) as u64)?;
+    if minor < 2 || caps & CAP_HOT == 0 || header < (size_of::<HeaderRaw>() + 64) as u64 {
+        return Ok(total_bytes);
+    }
+    let file = word_at((size_of::<HeaderRaw>() + offset_of!(HeaderExtRaw, file_bytes)) as u64)?;
+    Ok(file.max(total_bytes))
 }
 
 #[inline]

@@ -153,7 +153,7 @@ impl SegmentWriter {
         clock_desc: &str,
     ) -> io::Result<Result<SegmentWriter, File>> {
         let len = usize::try_from(file.metadata()?.len()).unwrap_or(0);
-        if len != layout.total_bytes {
+        if len != layout.file_bytes {
             return Ok(Err(lock));
         }
         let map = Mapping::map(&file, len, true)?;
@@ -228,8 +228,8 @@ impl SegmentWriter {
     ) -> io::Result<SegmentWriter> {
         let (file, tmp) = dir.create_temp(name, 0o644)?;
         let result = (|| {
-            file.set_len(layout.total_bytes as u64)?;
-            let map = Mapping::map(&file, layout.total_bytes, true)?;
+            file.set_len(layout.file_bytes as u64)?;
+            let map = Mapping::map(&file, layout.file_bytes, true)?;
             // Plain initialisation through atomics: the file is not visible
             // to readers until the rename below.
             let h = header_ptr(&map);
@@ -267,6 +267,13 @@ impl SegmentWriter {
                 hx.max_latency.store(MAX_LATENCY as u32, Ordering::Relaxed);
                 hx.max_k.store(MAX_K as u32, Ordering::Relaxed);
                 hx.schemes.store(SCHEMES as u32, Ordering::Relaxed);
+            }
+            if let Some(x) = layout.hot {
+                let hx = header_ext_ptr(&map);
+                hx.hot_record_bytes
+                    .store(x.record_bytes as u32, Ordering::Relaxed);
+                hx.hot_offset.store(x.offset as u64, Ordering::Relaxed);
+                hx.file_bytes.store(x.file_bytes as u64, Ordering::Relaxed);
             }
             h.created_unix_ns
                 .store(sys::realtime_ns(), Ordering::Relaxed);

@@ -14,18 +14,7 @@ pub fn derived_entry_1_0(peer: &str, transport: &str, k: u64) -> EntryData {
     EntryData {
         peer: peer.to_string(),
         transport: transport.to_string(),
-        ranges: (0..4)
-            .map(|r| RangeData {
-                from_bytes: r * 1000,
-                to_bytes: r * 1000 + 999,
-                g_ns: x + 10.0 + r as f64,
-                G_ns_per_byte: x + 20.0 + r as f64,
-                o_s_ns: x + 30.0 + r as f64,
-                o_r_ns: x + 40.0 + r as f64,
-                O_s_ns_per_byte: x + 50.0 + r as f64,
-                O_r_ns_per_byte: x + 60.0 + r as f64,
-            })
-            .collect(),
+        ranges: (0..4).map(|r| derived_range(k, r)).collect(),
         eel_ns: x + 1.0,
         L_ns: x + 2.0,
         S_bytes: Some(k + 3),
@@ -45,6 +34,22 @@ pub fn derived_entry_1_0(peer: &str, transport: &str, k: u64) -> EntryData {
         measured_unix_ns: k + 13,
         flags: flags::VALID,
         ..Default::default()
+    }
+}
+
+/// Range `r` of [`derived_entry_1_0`]: [1000 r, 1000 r + 999], the values
+/// derived from `k` and `r`.
+pub fn derived_range(k: u64, r: u64) -> RangeData {
+    let x = k as f64;
+    RangeData {
+        from_bytes: r * 1000,
+        to_bytes: r * 1000 + 999,
+        g_ns: x + 10.0 + r as f64,
+        G_ns_per_byte: x + 20.0 + r as f64,
+        o_s_ns: x + 30.0 + r as f64,
+        o_r_ns: x + 40.0 + r as f64,
+        O_s_ns_per_byte: x + 50.0 + r as f64,
+        O_r_ns_per_byte: x + 60.0 + r as f64,
     }
 }
 

@@ -11,11 +11,12 @@ use netgauged::ops::{self, ContentionArgs, EbbArgs};
 use netgauged::report;
 use netgauged::transport::Kind;
 
-use super::{kind_parser, VerbsFlags};
+use super::{kind_parser, Out, VerbsFlags};
 
 /// The servers of `ngctl contention` and `ngctl overlap`.
 #[derive(Args)]
 pub struct ServerFlags {
+    /// Transport to measure.
     #[arg(long, value_parser = kind_parser())]
     transport: Kind,
     /// The `ngctl serve` responders, comma-separated HOST:PORT (udp, rdma, msg).
@@ -66,27 +67,28 @@ pub struct ContentionFlags {
     /// Least wait for a round, in ms.
     #[arg(long, default_value_t = 1000)]
     timeout_ms: u64,
+    /// Bootstrap resamples for the 95 % intervals.
     #[arg(long, default_value_t = 200)]
     resamples: usize,
-    #[arg(long)]
-    json: bool,
     /// Include every round's flow times in the JSON.
     #[arg(long)]
     raw: bool,
     /// Write the penalties and β into the shared-memory segment.
     #[arg(long)]
     publish: bool,
+    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
     #[arg(long)]
     shm: Option<String>,
 }
 
 impl ContentionFlags {
-    pub fn run(self, clock: ClockChoice) -> Result<()> {
-        let (json, raw) = (self.json, self.raw);
-        let (mut bar, mut note) = super::progress_bar(json);
+    pub fn run(self, clock: ClockChoice, o: &Out) -> Result<()> {
+        super::no_csv(o, "contention")?;
+        let raw = self.raw;
+        let (mut bar, mut note) = o.progress_bar();
         let out = ops::contention(&self.args(clock)?, &mut bar, &mut note);
         bar.0.finish_and_clear();
-        print!("{}", report::contention(&out?, json, raw)?);
+        print!("{}", report::contention(&out?, o.json, raw)?);
         Ok(())
     }
 
@@ -118,6 +120,7 @@ pub struct EbbFlags {
     /// The node set, comma-separated names (default: this node and its peers).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<String>,
+    /// Transport the daemons stream over.
     #[arg(long, value_parser = kind_parser(), default_value = "udp")]
     transport: Kind,
     /// Random perfect matchings measured.
@@ -126,6 +129,7 @@ pub struct EbbFlags {
     /// Seconds every pair streams in a round.
     #[arg(long, default_value_t = 3.0)]
     window_s: f64,
+    /// Message size of the streams, bytes.
     #[arg(long, default_value_t = 64 * 1024)]
     size: u64,
     /// Messages per burst.
@@ -140,12 +144,11 @@ pub struct EbbFlags {
     /// Hand the result to this node's daemon for its segment.
     #[arg(long)]
     publish: bool,
-    #[arg(long)]
-    json: bool,
 }
 
 impl EbbFlags {
-    pub fn run(self) -> Result<()> {
+    pub fn run(self, o: &Out) -> Result<()> {
+        super::no_csv(o, "ebb")?;
         if !(self.window_s > 0.0 && self.window_s <= 60.0) {
             anyhow::bail!("--window-s must be in (0, 60]");
         }
@@ -161,7 +164,7 @@ impl EbbFlags {
             seed: self.seed,
             publish: self.publish,
         };
-        print!("{}", report::ebb(&ops::ebb(&a)?, self.json)?);
+        print!("{}", report::ebb(&ops::ebb(&a)?, o.json)?);
         Ok(())
     }
 }
@@ -176,20 +179,21 @@ pub struct OverlapFlags {
     /// Rounds without and with computation per size.
     #[arg(long, default_value_t = 30)]
     rounds: usize,
+    /// Bootstrap resamples for the 95 % intervals.
     #[arg(long, default_value_t = 200)]
     resamples: usize,
-    #[arg(long)]
-    json: bool,
     /// Write the fractions into the entry of this peer name (and the
     /// transport) in the shared-memory segment.
     #[arg(long)]
     publish: Option<String>,
+    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
     #[arg(long)]
     shm: Option<String>,
 }
 
 impl OverlapFlags {
-    pub fn run(self, clock: ClockChoice) -> Result<()> {
+    pub fn run(self, clock: ClockChoice, o: &Out) -> Result<()> {
+        super::no_csv(o, "overlap")?;
         let f = self;
         let a = ops::OverlapArgs {
             servers: f.servers.servers(clock, 1),
@@ -201,10 +205,10 @@ impl OverlapFlags {
             },
             publish: f.publish.map(|p| (ops::shm_path(f.shm.as_deref()), p)),
         };
-        let (mut bar, mut note) = super::progress_bar(f.json);
+        let (mut bar, mut note) = o.progress_bar();
         let out = ops::overlap(&a, &mut bar, &mut note);
         bar.0.finish_and_clear();
-        print!("{}", report::overlap(&out?, f.json)?);
+        print!("{}", report::overlap(&out?, o.json)?);
         Ok(())
     }
 }

@@ -1,5 +1,7 @@
 mod hostlist;
+mod matrix;
 mod peers;
+mod recheck;
 mod rounds;
 mod schedule;
 mod sim;

@@ -18,8 +18,12 @@ fn fat_tree(groups: usize, per: usize) -> Membership {
     .unwrap()
 }
 
+/// The default schedule without fan-out rounds (tested on their own).
 fn cfg() -> ScheduleConfig {
-    ScheduleConfig::default()
+    ScheduleConfig {
+        fanout_interval_s: 0.0,
+        ..ScheduleConfig::default()
+    }
 }
 
 /// Every mesh round of cycle `cycle`: (partner of each member, driver?).
@@ -188,6 +192,7 @@ fn round_layout() {
                 assert!(mesh.insert(m));
                 kinds.1 += 1;
             }
+            RoundKind::Fanout { .. } => panic!("no fan-out rounds configured"),
         }
     }
     assert_eq!(kinds, (3, 63));
@@ -228,4 +233,81 @@ fn groups_come_from_the_topology() {
     assert_eq!(flat.groups()[0].name, ALL_GROUP);
     assert_eq!(flat.class_count(), 1);
     assert!(Membership::flat::<&str>(&[]).is_err());
+}
+
+#[test]
+fn fanout_rounds_stand_outside_the_cycles() {
+    let m = Membership::flat(&names(16)).unwrap();
+    let with = ScheduleConfig {
+        fanout_interval_s: 100.0,
+        ..ScheduleConfig::default()
+    };
+    let r = Rounds::new(&m, &with);
+    let plain = Rounds::new(&m, &cfg());
+    assert_eq!(r.fanout_period(), Some(10));
+    assert_eq!(plain.fanout_period(), None);
+    assert_eq!(r.cycle_rounds(), plain.cycle_rounds());
+    assert!((r.cycle_s() / plain.cycle_s() - 10.0 / 9.0).abs() < 1e-12);
+    // Every tenth round is a fan-out round; the others are the plain
+    // layout's rounds in order, the same kinds and cycles.
+    let mut inner = 0;
+    let mut drivers = vec![0; 16];
+    for k in 0..200 * 10 {
+        let s = r.slot(k);
+        assert_eq!(s.start_s, k as f64 * with.round_s);
+        if k % 10 == 9 {
+            let RoundKind::Fanout { f } = s.kind else {
+                panic!("round {k}: {:?}", s.kind)
+            };
+            assert_eq!(f, k / 10);
+            let parts: Vec<_> = (0..16).map(|x| r.fanout(&s, x).unwrap()).collect();
+            // One chunk, one driver, the same for everyone.
+            assert!(parts.iter().all(|p| *p == parts[0]));
+            if f < 16 {
+                drivers[parts[0].driver as usize] += 1;
+            }
+            let plan = r.plan_cycle(&m, s.cycle);
+            assert_eq!(plan.pairing(&r, &s, 0), None);
+        } else {
+            let p = plain.slot(inner);
+            assert_eq!((s.kind, s.cycle), (p.kind, p.cycle), "round {k}");
+            assert_eq!(r.fanout(&s, 0), None);
+            inner += 1;
+        }
+    }
+    // Over 16 fan-out rounds every member drove once.
+    assert_eq!(drivers, vec![1; 16]);
+}
+
+#[test]
+fn fanout_chunks_are_balanced_within_switch_groups() {
+    let with = ScheduleConfig {
+        fanout_interval_s: 100.0,
+        ..ScheduleConfig::default()
+    };
+    let chunks = |m: &Membership| {
+        let r = Rounds::new(m, &with);
+        let s = r.slot(9);
+        let mut seen: Vec<Vec<u32>> = (0..m.len() as u32)
+            .filter_map(|x| r.fanout(&s, x))
+            .map(|p| r.fanout_chunk(p.chunk).to_vec())
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    // 64 per leaf, at most 15 peers: 4 chunks of 16 per leaf.
+    let c = chunks(&fat_tree(2, 64));
+    assert_eq!(c.len(), 8);
+    assert!(c.iter().all(|x| x.len() == 16));
+    let m = fat_tree(2, 64);
+    for x in &c {
+        assert!(x.iter().all(|&y| m.group_of(y) == m.group_of(x[0])));
+    }
+    // 20: two chunks of 10; a leaf of 2 cannot fan out (P ≥ 2 needs 3).
+    let c = chunks(&fat_tree(1, 20));
+    assert_eq!(c.iter().map(Vec::len).collect::<Vec<_>>(), vec![10, 10]);
+    let m = fat_tree(3, 2);
+    let r = Rounds::new(&m, &with);
+    assert_eq!(r.fanout_period(), None, "no chunk can fan out");
 }

@@ -118,10 +118,19 @@ fn roomy() -> ScheduleConfig {
     }
 }
 
-/// Eight nodes with room in their budgets, and the first round from 100 in
-/// which h00 drives h01: the full sweep that stands for their class.
-fn first_class_sweep() -> (Cluster, Slot) {
-    let mut c = Cluster::new(8, roomy());
+/// A budget that pays a class sweep (with two full sweeps kept in the
+/// bucket) once the bucket has filled, but not a pair sweep right after.
+fn thrifty() -> ScheduleConfig {
+    ScheduleConfig {
+        budget_bytes_per_s: 200_000,
+        ..ScheduleConfig::default()
+    }
+}
+
+/// Eight nodes under `cfg`, and the first round from 100 in which h00
+/// drives h01: the full sweep that stands for their class.
+fn first_class_sweep(cfg: ScheduleConfig) -> (Cluster, Slot) {
+    let mut c = Cluster::new(8, cfg);
     let (s, p) = c.drive(0, 1, 100);
     assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
     (c, s)
@@ -131,20 +140,22 @@ fn first_class_sweep() -> (Cluster, Slot) {
 fn a_class_is_swept_once_then_rechecked() {
     // h00 and h01, h02 share group g0. Once the bucket has filled, the
     // first pair of the class gets a full sweep standing for the class.
-    let (mut c, s) = first_class_sweep();
+    let (mut c, s) = first_class_sweep(thrifty());
     assert_eq!(
         c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0),
         None
     );
     assert!(c.nodes[0].class_swept_s(c.m.class_of(0, 1)).is_some());
-    // Another pair of the class: a re-check against the class.
+    // Another pair of the class: the budget cannot spare a sweep of its
+    // own yet, so a re-check against the class.
     let (_, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    assert_eq!(c.nodes[0].stats().pair_sweeps_deferred, 1);
     // The swept pair itself, an hour later: against its own sweep.
     let (_, p) = c.drive(0, 1, s.round + 400);
     assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
-    // Another class: a full sweep again.
-    let (_, p) = c.drive(0, 5, 100);
+    // Another class, once the bucket has filled again: a full sweep.
+    let (_, p) = c.drive(0, 5, s.round + 400);
     assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
 }
 
@@ -172,8 +183,25 @@ fn a_measured_pair_is_not_due_before_its_interval() {
 }
 
 #[test]
+fn a_budget_that_allows_it_sweeps_every_pair() {
+    let (mut c, s) = first_class_sweep(roomy());
+    c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
+    // The class is known; the pair has no sweep of its own: a pair sweep.
+    let (s, p) = c.drive(0, 2, 100);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Pair));
+    c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
+    assert_eq!(c.nodes[0].pair_known(2), (true, true));
+    // Re-checked against it later, not swept again within the day.
+    let (_, p) = c.drive(0, 2, s.round + 400);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
+    // A day later its sweep is repeated.
+    let (_, p) = c.drive(0, 2, s.round + 8700);
+    assert!(matches!(job_of(p), Job::FullSweep(_)), "{p:?} after a day");
+}
+
+#[test]
 fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
-    let (mut c, s) = first_class_sweep();
+    let (mut c, s) = first_class_sweep(thrifty());
     c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
     let (s, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
@@ -187,12 +215,15 @@ fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
         c.record(0, &s, d, t + 0.3),
         Some(Job::FullSweep(Purpose::Repair))
     );
-    assert_eq!(c.record(0, &s, Outcome::Swept { bytes: MB }, t + 1.0), None);
+    let repair = Outcome::Swept { bytes: 100 * MB };
+    assert_eq!(c.record(0, &s, repair, t + 1.0), None);
     let st = c.nodes[0].stats();
     assert_eq!((st.disagreements, st.confirmed_disagreements), (1, 1));
     assert_eq!(c.nodes[0].measured_s(2), Some((t + 1.0).floor()));
-    // A disagreement the second re-check does not confirm is noise.
-    let (s, _) = c.drive(0, 3, 100);
+    // A disagreement the second re-check does not confirm is noise (once
+    // the bucket holds a few re-checks again).
+    let (s, p) = c.drive(0, 3, s.round + 20);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
     assert_eq!(
         c.record(0, &s, d, s.start_s + 0.3),
         Some(Job::Confirm(Reference::Class))
@@ -242,7 +273,7 @@ fn failures_back_off_declines_do_not() {
 
 #[test]
 fn a_partner_short_of_budget_still_gets_a_recheck() {
-    let (mut c, s) = first_class_sweep();
+    let (mut c, s) = first_class_sweep(roomy());
     assert_eq!(
         c.record(0, &s, Outcome::Declined(Decline::Budget), s.start_s + 0.01),
         Some(Job::Recheck(Reference::Nothing))
@@ -327,6 +358,35 @@ fn a_job_that_does_not_fit_the_round_is_not_started() {
     let s = c.driving(0, 1, 100);
     let p = c.with_view(s.cycle, |view, n| n[0].plan(view, &s, s.end_s - 0.1, false));
     assert_eq!(p, Plan::Idle(Idle::NoTime));
+}
+
+/// Where a full sweep outlasts every round, a pair never swept still gets
+/// one at the start of a round (and a swept pair a re-check).
+#[test]
+fn a_pair_never_swept_is_swept_even_when_sweeps_outlast_a_round() {
+    let mut c = Cluster::new(4, roomy());
+    let s = c.driving(0, 1, 100);
+    let round_s = s.end_s - s.start_s;
+    c.with_view(s.cycle, |view, n| {
+        let mut costs = *view.costs;
+        costs.intra.full.seconds = 30.0 * round_s;
+        costs.inter.full.seconds = 30.0 * round_s;
+        let view = View {
+            costs: &costs,
+            ..*view
+        };
+        let p = n[0].plan(&view, &s, s.start_s, false);
+        assert!(
+            matches!(
+                p,
+                Plan::Drive {
+                    job: Job::FullSweep(_),
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+    });
 }
 
 #[test]
@@ -517,7 +577,7 @@ fn the_owning_schedule_runs_a_pair_of_nodes() {
 
 #[test]
 fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
-    let (mut c, s) = first_class_sweep();
+    let (mut c, s) = first_class_sweep(roomy());
     // A node that starts at this very round holds one full sweep (100 MB)
     // and gains 1 MB/s: after two re-checks (1 MB each) it cannot pay the
     // repair.
@@ -547,4 +607,58 @@ fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
     let (s2, p2) = c.drive(0, 1, s.round + 1);
     assert!(s2.start_s > s.start_s);
     assert_eq!(job_of(p2), Job::FullSweep(Purpose::Repair));
+}
+
+#[test]
+fn a_fanout_round_has_one_driver_per_chunk_and_its_peers_serve() {
+    let cfg = ScheduleConfig {
+        fanout_interval_s: 100.0,
+        ..roomy()
+    };
+    // One switch group of four: one chunk.
+    let mut c = Cluster::new(4, cfg);
+    c.costs.fanout = Cost {
+        bytes: 30_000,
+        seconds: 1.0,
+    };
+    let s = c.r.slot(109);
+    assert!(matches!(s.kind, RoundKind::Fanout { .. }));
+    let driver = c.r.fanout(&s, 0).unwrap().driver;
+    let quiet_one = (0..4u32).find(|&x| x != driver).unwrap();
+    let plan = c.r.plan_cycle(&c.m, s.cycle);
+    let costs = c.costs;
+    let view = View {
+        membership: &c.m,
+        rounds: &c.r,
+        cycle: &plan,
+        costs: &costs,
+    };
+    for x in 0..4u32 {
+        let p = c.nodes[x as usize].plan(&view, &s, s.start_s, x == quiet_one);
+        match p {
+            Plan::Fanout { .. } => assert_eq!(x, driver),
+            Plan::Serve { partner, .. } => assert_eq!(partner, driver),
+            Plan::Idle(Idle::Quiet) => assert_eq!(x, quiet_one),
+            other => panic!("member {x}: {other:?}"),
+        }
+    }
+    // The chunk's members admit the driver's fan-out, and nothing else.
+    let t = s.start_s + 0.1;
+    for x in (0..4u32).filter(|&x| x != driver) {
+        let quiet = x == quiet_one;
+        let got = c.nodes[x as usize].admit(&view, &s, driver, Job::Fanout, t, quiet);
+        assert_eq!(got, if quiet { Err(Decline::Quiet) } else { Ok(()) });
+        let other = (0..4).find(|&y| y != driver && y != x).unwrap();
+        assert_eq!(
+            c.nodes[x as usize].admit(&view, &s, other, Job::Fanout, t, false),
+            Err(Decline::NotExpected)
+        );
+    }
+    let d = driver as usize;
+    let out = Outcome::FannedOut {
+        peers: 2,
+        bytes: 20_000,
+    };
+    assert_eq!(c.nodes[d].record(&view, out, t + 1.0), None);
+    assert_eq!(c.nodes[d].stats().fanouts, 1);
 }

@@ -14,6 +14,7 @@ fn costs() -> CostSamples {
         intra_recheck: vec![c(800_000, 0.25), c(850_000, 0.25)],
         inter_full: vec![c(165 * MB, 0.33), c(171 * MB, 0.34)],
         inter_recheck: vec![c(790_000, 0.25), c(820_000, 0.25)],
+        fanout: vec![c(40_000, 0.5), c(42_000, 0.52)],
     }
 }
 
@@ -119,7 +120,7 @@ fn costs_come_from_sweeps_over_the_sim_transport() {
         ..ProbeOptions::default()
     };
     full.sweep.max_size_bytes = 16 * 1024;
-    let c = sim::measure_costs(&intra, &inter, &full, &RecheckPlan::default(), 2).unwrap();
+    let c = sim::measure_costs(&intra, &inter, &full, &RecheckPlan::default(), 3, 2).unwrap();
     assert_eq!(c.intra_full.len(), 2);
     let t = c.table();
     for j in [t.intra, t.inter] {

@@ -4,16 +4,19 @@
 //! clock, and the notes operations report as they run. Functions return
 //! strings; the binary prints them.
 
+mod cluster;
 mod contention;
+mod progress;
 
+pub use cluster::{matrix, quiet_file};
 pub use contention::{
     contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
 };
+pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
 use std::fmt::Write as _;
 
 use netgauge::{flags, EntryData};
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::clock::ClockInfo;
@@ -23,8 +26,10 @@ use crate::ops::{DumpData, Note, ProbeOutput, StatusData};
 use crate::predict::PredictJson;
 use crate::probe::ProbeResult;
 
+mod output;
 mod probe_json;
 mod table;
+pub use output::*;
 pub use probe_json::*;
 pub use table::*;
 
@@ -82,11 +87,6 @@ pub fn entry_json(e: &EntryData, now_unix_ns: u64) -> Value {
 
 fn age_s(e: &EntryData, now_unix_ns: u64) -> f64 {
     now_unix_ns.saturating_sub(e.measured_unix_ns) as f64 / 1e9
-}
-
-/// `v` as pretty JSON, one line feed after it.
-fn pretty(v: &impl Serialize) -> Result<String, serde_json::Error> {
-    Ok(serde_json::to_string_pretty(v)? + "\n")
 }
 
 /// Format nanoseconds with a unit a human reads at a glance.
@@ -151,12 +151,18 @@ pub fn exchange_table(x: &ExchangeFit) -> String {
 fn result(
     r: &ProbeResult,
     exchange: Option<&ExchangeFit>,
-    json: bool,
+    how: &Output,
+    meta: &Meta<'_>,
     raw: Option<Value>,
     title: &str,
 ) -> Result<String, serde_json::Error> {
     let out = probe_json(r, r.transport.as_deref());
-    if json {
+    if how.csv() {
+        let peer = meta.peer.unwrap_or("");
+        let transport = meta.transport.unwrap_or("");
+        return Ok(ranges_csv(&[(peer, transport, &out)]));
+    }
+    if how.json() {
         let mut v = serde_json::to_value(&out)?;
         if let Some(x) = exchange {
             v["exchange"] = serde_json::to_value(x)?;
@@ -164,10 +170,10 @@ fn result(
         if let Some(r) = raw {
             v["raw"] = r;
         }
-        return pretty(&v);
+        return json_doc(meta, &v);
     }
     let mut s = format!("{title}\n");
-    s.push_str(&probe_table(&out));
+    s.push_str(&probe_table_in(&out, how));
     if let Some(x) = exchange {
         s.push_str(&exchange_table(x));
     }
@@ -175,20 +181,26 @@ fn result(
 }
 
 /// `ngctl probe`'s output (`raw`: with the raw samples in the JSON).
-pub fn probe(o: &ProbeOutput, json: bool, raw: bool) -> Result<String, serde_json::Error> {
+pub fn probe(o: &ProbeOutput, how: &Output, raw: bool) -> Result<String, serde_json::Error> {
     let raw = raw.then(|| {
         let mut v = serde_json::to_value(o.result.raw()).unwrap_or(Value::Null);
         v["exchange"] = json!(o.exchange_raw);
         v
     });
     let title = format!(
-        "probe over {:?} ({} sizes, {} … {} B):",
-        o.kind,
+        "probe over {} ({} sizes, {} … {} B):",
+        o.kind.name(),
         o.result.samples.len(),
         o.min_size_bytes,
         o.max_size_bytes
     );
-    result(&o.result, o.exchange.as_ref(), json, raw, &title)
+    let meta = Meta {
+        command: "probe",
+        transport: Some(o.kind.name()),
+        peer: Some(&o.peer),
+        clock: Some(&o.clock_desc),
+    };
+    result(&o.result, o.exchange.as_ref(), how, &meta, raw, &title)
 }
 
 /// `ngctl fit`'s output for the saved probe `file` of `sizes` sizes.
@@ -197,19 +209,81 @@ pub fn refit(
     exchange: Option<&ExchangeFit>,
     file: &str,
     sizes: usize,
-    json: bool,
+    how: &Output,
 ) -> Result<String, serde_json::Error> {
     let title = format!("re-fit of {file} ({sizes} sizes):");
-    result(r, exchange, json, None, &title)
+    let meta = Meta {
+        command: "fit",
+        transport: r.transport.as_deref(),
+        peer: None,
+        clock: None,
+    };
+    result(r, exchange, how, &meta, None, &title)
+}
+
+/// The ranges of fits as CSV: one row per (peer, transport, range), times
+/// in ns, sizes in bytes, bandwidth in GB/s.
+pub fn ranges_csv(fits: &[(&str, &str, &ProbeJson)]) -> String {
+    let header = [
+        "peer",
+        "transport",
+        "from_bytes",
+        "to_bytes",
+        "g_ns",
+        "G_ns_per_byte",
+        "GB_per_s",
+        "o_s_ns",
+        "o_r_ns",
+        "O_s_ns_per_byte",
+        "O_r_ns_per_byte",
+        "eel_ns",
+        "L_ns",
+        "S_bytes",
+    ];
+    let mut rows = Vec::new();
+    for (peer, transport, p) in fits {
+        for r in &p.ranges {
+            let d = &r.range;
+            rows.push(vec![
+                peer.to_string(),
+                transport.to_string(),
+                d.from_bytes.to_string(),
+                d.to_bytes.to_string(),
+                csv_num(d.g_ns),
+                csv_num(d.G_ns_per_byte),
+                csv_num(r.GB_per_s),
+                csv_num(d.o_s_ns),
+                csv_num(d.o_r_ns),
+                csv_num(d.O_s_ns_per_byte),
+                csv_num(d.O_r_ns_per_byte),
+                csv_num(p.eel_ns),
+                csv_num(p.L_ns),
+                p.S_bytes.map_or(String::new(), |s| s.to_string()),
+            ]);
+        }
+    }
+    csv(&header, &rows)
 }
 
 /// `ngctl dump`.
-pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
+pub fn dump(d: &DumpData, how: &Output) -> Result<String, serde_json::Error> {
     let info = &d.info;
-    if json {
+    if how.csv() {
+        let fits: Vec<(EntryData, ProbeJson)> = d
+            .entries
+            .iter()
+            .map(|e| (e.clone(), entry_probe_json(e)))
+            .collect();
+        let rows: Vec<(&str, &str, &ProbeJson)> = fits
+            .iter()
+            .map(|(e, p)| (e.peer.as_str(), e.transport.as_str(), p))
+            .collect();
+        return Ok(ranges_csv(&rows));
+    }
+    if how.json() {
         let v = json!({
             "node": info.node_name,
-            "generation": info.generation,
+            "generation": format!("{:016x}", info.generation),
             "writer_pid": info.writer_pid,
             "writer_alive": d.alive,
             "clock": info.clock_desc,
@@ -217,22 +291,27 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
             "overlap": d.entries.iter().filter(|e| !e.ext.overlap.is_empty()).map(contention::overlap_json).collect::<Vec<_>>(),
             "transports": d.transports.iter().map(|(n, t)| transport_ext_json(n, t)).collect::<Vec<_>>(),
         });
-        return pretty(&v);
+        let meta = Meta {
+            command: "dump",
+            clock: Some(&info.clock_desc),
+            ..Meta::default()
+        };
+        return json_doc(&meta, &v);
     }
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "segment {}: node {}, generation {:016x}, writer pid {} ({}), clock {}",
+        "segment {}\n  node {}, generation {:016x}, clock {}\n  writer pid {} ({})",
         d.path,
         info.node_name,
         info.generation,
+        info.clock_desc,
         info.writer_pid,
         if d.alive {
             "alive"
         } else {
             "not running: values are as last published"
         },
-        info.clock_desc
     );
     if d.entries.is_empty() {
         let _ = writeln!(s, "  (no entries)");
@@ -240,14 +319,14 @@ pub fn dump(d: &DumpData, json: bool) -> Result<String, serde_json::Error> {
     for e in &d.entries {
         let _ = writeln!(
             s,
-            "\n{} over {} — measured {:.1} s ago, {} samples, flags {}",
+            "\n{} over {} — measured {:.1} s ago, {} samples\n  flags {}",
             e.peer,
             e.transport,
             age_s(e, d.now_unix_ns),
             e.samples,
             flag_names(e.flags).join(",")
         );
-        s.push_str(&probe_table(&entry_probe_json(e)));
+        s.push_str(&probe_table_in(&entry_probe_json(e), how));
         s.push_str(&contention::overlap_text(e));
     }
     for (name, t) in &d.transports {
@@ -269,7 +348,12 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
             "writer_pid": info.writer_pid,
             "daemon": st.daemon,
         });
-        return pretty(&v);
+        let meta = Meta {
+            command: "status",
+            clock: Some(&info.clock_desc),
+            ..Meta::default()
+        };
+        return json_doc(&meta, &v);
     }
     let mut s = String::new();
     let beat = match st.heartbeat_age_s {
@@ -278,7 +362,7 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
     };
     let _ = writeln!(
         s,
-        "netgauged on {}: {} (pid {}, generation {:016x}, {beat})",
+        "netgauged on {}: {} ({beat})\n  pid {}, generation {:016x}",
         info.node_name,
         if st.alive { "alive" } else { "NOT RUNNING" },
         info.writer_pid,
@@ -294,6 +378,12 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
             d.uptime_s,
             serde_json::to_value(d.control_rejects)?
         );
+        if let Some(sc) = &d.schedule {
+            cluster::schedule_lines(&mut s, sc);
+        }
+        if let Some(q) = &d.quiet {
+            cluster::quiet_line(&mut s, q, st.now_unix_ns);
+        }
         for p in &d.peers {
             let last = p.last_probe_unix_ns.map_or("never".to_string(), |t| {
                 format!("{:.0} s ago", st.now_unix_ns.saturating_sub(t) as f64 / 1e9)
@@ -315,9 +405,42 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
 }
 
 /// `ngctl predict`.
-pub fn predict(p: &PredictJson, json: bool) -> Result<String, serde_json::Error> {
-    if json {
-        return pretty(p);
+pub fn predict(p: &PredictJson, how: &Output) -> Result<String, serde_json::Error> {
+    if how.csv() {
+        let rows: Vec<Vec<String>> = p
+            .candidates
+            .iter()
+            .map(|c| {
+                vec![
+                    p.collective.to_string(),
+                    p.ranks.to_string(),
+                    p.bytes.to_string(),
+                    c.algorithm.to_string(),
+                    csv_num(c.predicted_ns),
+                    c.segment_bytes.to_string(),
+                    (c.algorithm == p.choice.algorithm).to_string(),
+                ]
+            })
+            .collect();
+        let header = [
+            "collective",
+            "ranks",
+            "bytes",
+            "algorithm",
+            "predicted_ns",
+            "segment_bytes",
+            "choice",
+        ];
+        return Ok(csv(&header, &rows));
+    }
+    if how.json() {
+        let meta = Meta {
+            command: "predict",
+            transport: Some(&p.transport),
+            peer: Some(&p.peer),
+            clock: None,
+        };
+        return json_doc(&meta, p);
     }
     let mut s = String::new();
     let _ = writeln!(
@@ -347,8 +470,9 @@ pub fn predict(p: &PredictJson, json: bool) -> Result<String, serde_json::Error>
         };
         let _ = writeln!(
             s,
-            "  {:<24} {:>14.0} ns{seg}{mark}",
-            c.algorithm, c.predicted_ns
+            "  {:<24} {:>14}{seg}{mark}",
+            c.algorithm,
+            fmt_ns(c.predicted_ns)
         );
     }
     Ok(s)
@@ -357,7 +481,12 @@ pub fn predict(p: &PredictJson, json: bool) -> Result<String, serde_json::Error>
 /// `ngctl clock`.
 pub fn clock(info: &ClockInfo, json: bool) -> Result<String, serde_json::Error> {
     if json {
-        pretty(info)
+        let meta = Meta {
+            command: "clock",
+            clock: Some(info.source),
+            ..Meta::default()
+        };
+        json_doc(&meta, info)
     } else {
         Ok(format!("{info}\n"))
     }

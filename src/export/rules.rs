@@ -1,50 +1,13 @@
-//! `ngctl export`: the segment's parameters in the formats simulators and
-//! MPI libraries already read.
-//!
-//! - `loggopsim`: LogGOPSim's command-line flags `-L -o -g -G -O -S`
-//!   (simulator.ggo: all `int`; times in ns, G and O in ns per byte, S in
-//!   bytes). G of a fast network is below 1 ns/byte and would round to 0,
-//!   so `--loggopsim-unit ps` scales every time to picoseconds (then the
-//!   schedule's compute times must be in ps too).
-//! - `netgauge`: the columns of Netgauge's `loggp.out` (`# size n PRTT(1,0,s)
-//!   PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)`, times in µs),
-//!   the rows generated from the fitted model at sizes spanning each range.
-//! - `smpi`: SimGrid SMPI `--cfg=` options: `smpi/os` and `smpi/or` as
-//!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
-//!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
-//! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
-//!   (format 1 of 5.0; the only one of 4.1), for allgather (collective id
-//!   0), allreduce (2), alltoall (3), barrier (6), bcast (7) and reduce
-//!   (11), one block per communicator size; our choices mapped onto
-//!   coll/tuned's algorithm numbers.
-//! - `mpich-json`: an MPICH collective-selection tree
-//!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`) for the same six
-//!   collectives. MPICH 4.0 replaces its whole built-in tree with the file
-//!   and asserts when a collective has no entry, so a program that calls
-//!   any other collective cannot use it.
-//!
-//! Both rule exports make the choice libngcoll makes
-//! (`netgauge::select::choose`): one of our algorithms only where it is
-//! predicted faster than the library's own choice by more than `--margin`
-//! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
-//! fixed decision) in the Open MPI file, MPICH's default algorithm in the
-//! JSON (the file has to name one). Only algorithms the library has are
-//! candidates (MPICH has no plain chain broadcast nor a tree barrier).
+//! The rule exports: Open MPI coll/tuned's dynamic rules file and MPICH's
+//! collective-selection JSON (see the module documentation of
+//! [`crate::export`]).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
-use netgauge::{EntryData, Params};
+use netgauge::Params;
 
-use crate::ops::OpsError;
-use crate::predict::{exchange_of, find_entry, load_entries};
-
-type Result<T> = std::result::Result<T, OpsError>;
-
-fn bad(s: String) -> OpsError {
-    OpsError::Usage(s)
-}
+use super::{bad, Result};
 
 /// Open MPI's COLLTYPE ids (ompi/mca/coll/base/coll_base_functions.h).
 pub const OMPI_ALLGATHER: u32 = 0;
@@ -104,31 +67,29 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
     }
 }
 
-/// MPICH algorithm container names. MPICH has no plain chain broadcast
-/// (its pipelined tree needs version-specific parameters) nor a tree
-/// barrier: those map to the nearest algorithm it has.
-pub fn mpich_name(a: Algorithm) -> &'static str {
-    match a {
+/// The MPICH 4.0 algorithm container of one of ours, None where MPICH has
+/// no such algorithm: its selection asserts on a name it does not know
+/// (`unrecognized key`), so a close relative is never written in its place.
+/// MPICH 4.0 has no ring allreduce, no plain chain broadcast and no tree
+/// barrier.
+pub fn mpich_name(a: Algorithm) -> Option<&'static str> {
+    Some(match a {
         Algorithm::BcastBinomial => "MPIR_Bcast_intra_binomial",
         Algorithm::BcastScatterRdAllgather => {
             "MPIR_Bcast_intra_scatter_recursive_doubling_allgather"
         }
-        Algorithm::BcastScatterRingAllgather | Algorithm::BcastChain => {
-            "MPIR_Bcast_intra_scatter_ring_allgather"
-        }
+        Algorithm::BcastScatterRingAllgather => "MPIR_Bcast_intra_scatter_ring_allgather",
         Algorithm::AllreduceRecursiveDoubling => "MPIR_Allreduce_intra_recursive_doubling",
         Algorithm::AllreduceRabenseifner => "MPIR_Allreduce_intra_reduce_scatter_allgather",
-        Algorithm::AllreduceRing => "MPIR_Allreduce_intra_ring",
-        Algorithm::BarrierDissemination | Algorithm::BarrierTree => {
-            "MPIR_Barrier_intra_dissemination"
-        }
+        Algorithm::BarrierDissemination => "MPIR_Barrier_intra_dissemination",
         Algorithm::ReduceBinomial => "MPIR_Reduce_intra_binomial",
         Algorithm::ReduceRabenseifner => "MPIR_Reduce_intra_reduce_scatter_gather",
         Algorithm::AllgatherRecursiveDoubling => "MPIR_Allgather_intra_recursive_doubling",
         Algorithm::AllgatherRing => "MPIR_Allgather_intra_ring",
         Algorithm::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
         Algorithm::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
-    }
+        Algorithm::BcastChain | Algorithm::AllreduceRing | Algorithm::BarrierTree => return None,
+    })
 }
 
 /// One message-size rule: from `msg_bytes` upwards use `alg`.
@@ -289,9 +250,7 @@ fn exportable(lib: select::Library, ranks: usize) -> Vec<Algorithm> {
         .into_iter()
         .filter(|a| match lib {
             select::Library::OpenMpi41 => true,
-            select::Library::Mpich40 => {
-                !matches!(a, Algorithm::BcastChain | Algorithm::BarrierTree)
-            }
+            select::Library::Mpich40 => mpich_name(*a).is_some(),
         })
         .filter(|a| {
             ranks.is_power_of_two()
@@ -412,6 +371,44 @@ pub fn ompi_rules(
     Ok(rules)
 }
 
+/// The MPICH leaves of one (collective, communicator size) as (first
+/// size, algorithm name), adjacent equal names merged. Where the choice is
+/// MPICH's own, its default changes at its own thresholds, which need not
+/// be on the grid: each run of the library's own choice is split where
+/// the default's name changes (found by bisection between grid sizes).
+fn mpich_leaves(
+    runs: &[(u64, Option<select::Choice>)],
+    max_bytes: u64,
+    name: impl Fn(u64, &Option<select::Choice>) -> &'static str,
+) -> Vec<(u64, &'static str)> {
+    let mut out: Vec<(u64, &'static str)> = Vec::new();
+    let mut push = |m: u64, n: &'static str| {
+        if out.last().is_none_or(|(_, prev)| *prev != n) {
+            out.push((m, n));
+        }
+    };
+    for (j, (start, c)) in runs.iter().enumerate() {
+        let end = runs.get(j + 1).map_or(max_bytes.saturating_add(1), |r| r.0);
+        let mut at = *start;
+        push(at, name(at, c));
+        // The first size in (at, end) whose name differs, while there is one.
+        while at < end && name(end - 1, c) != name(at, c) {
+            let (mut lo, mut hi) = (at, end - 1);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if name(mid, c) == name(at, c) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            at = hi;
+            push(at, name(at, c));
+        }
+    }
+    out
+}
+
 /// MPICH selection JSON for the given communicator sizes.
 pub fn mpich_json(
     net: &[Params],
@@ -444,7 +441,8 @@ pub fn mpich_json(
             let name = |m: u64, c: &Option<select::Choice>| {
                 c.as_ref()
                     .and_then(|c| c.algorithm())
-                    .map_or_else(|| mpich_default(coll, p as usize, m), mpich_name)
+                    .and_then(mpich_name)
+                    .unwrap_or_else(|| mpich_default(coll, p as usize, m))
             };
             let mut by_msg = Map::new();
             if coll == Collective::Barrier {
@@ -457,13 +455,23 @@ pub fn mpich_json(
                 } else {
                     "avg_msg_size"
                 };
-                // Run j covers [start_j, start_{j+1} − 1]; the last is "any".
-                for (j, (start, c)) in runs.iter().enumerate() {
-                    let k = match runs.get(j + 1) {
-                        Some((next, _)) => format!("{key}<={}", rule_bytes(coll, *next, p) - 1),
+                // Leaf j covers [start_j, start_{j+1} − 1]; the last is "any".
+                let leaves = mpich_leaves(&runs, max_bytes, |m, c| name(m, c));
+                for (j, (_, alg)) in leaves.iter().enumerate() {
+                    let k = match leaves.get(j + 1) {
+                        Some((next, _)) => {
+                            let bound = rule_bytes(coll, *next, p) - 1;
+                            if bound > i32::MAX as u64 {
+                                return Err(bad(format!(
+                                    "MPICH reads message sizes as int: {key}<={bound} is too \
+                                     large (lower --max-bytes or --comm-sizes)"
+                                )));
+                            }
+                            format!("{key}<={bound}")
+                        }
                         None => format!("{key}=any"),
                     };
-                    by_msg.insert(k, leaf(name(*start, c)));
+                    by_msg.insert(k, leaf(alg));
                 }
             }
             // What the chosen algorithms cannot do stays MPICH's: in-place
@@ -512,262 +520,4 @@ pub fn mpich_json(
         root.insert(format!("collective={}", coll.name()), Value::Object(kinds));
     }
     Ok(Value::Object(root))
-}
-
-/// LogGOPSim flags. `picoseconds` scales every time by 1000.
-pub fn loggopsim(e: &EntryData, picoseconds: bool) -> String {
-    let first = e.ranges.first().cloned().unwrap_or_default();
-    // The bandwidth that matters most for a simulation is that of large
-    // messages: the last range's G.
-    let last = e.ranges.last().cloned().unwrap_or_default();
-    let scale = if picoseconds { 1000.0 } else { 1.0 };
-    let r = |x: f64| (x * scale).round().max(0.0) as i64;
-    let o = 0.5 * (first.o_s_ns + first.o_r_ns);
-    let s = e.S_bytes.unwrap_or(i32::MAX as u64).min(i32::MAX as u64);
-    format!(
-        "-L {} -o {} -g {} -G {} -O {} -S {}",
-        r(e.L_ns.max(0.0)),
-        r(o),
-        r(first.g_ns),
-        r(last.G_ns_per_byte),
-        r(0.5 * (last.O_s_ns_per_byte + last.O_r_ns_per_byte)),
-        s
-    )
-}
-
-/// Netgauge loggp.out rows (n = 10) synthesized from the fit.
-pub fn netgauge_out(e: &EntryData) -> String {
-    let n = 10u32;
-    let nets = e.params();
-    let mut s = String::from(
-        "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)\n",
-    );
-    s.push_str("# to get o: plot \"./loggp.out\" using 1:(($5-$3)/($2-1)-$3)\n");
-    s.push_str("# to get g,G: plot \"./loggp.out\" using 1:($4-$3)/($2-1)\n");
-    let _ = writeln!(
-        s,
-        "# generated by netgauged from the fitted model of {} over {} (times in us)",
-        e.peer, e.transport
-    );
-    let max = e.ranges.last().map_or(1, |r| r.to_bytes.max(1));
-    let mut sizes = vec![1u64];
-    let mut k = 2u64;
-    while k <= max {
-        sizes.push(k);
-        k *= 2;
-    }
-    for r in &e.ranges {
-        sizes.push(r.from_bytes.max(1));
-        sizes.push(r.to_bytes.max(1));
-    }
-    sizes.sort_unstable();
-    sizes.dedup();
-    let us = |ns: f64| ns / 1000.0;
-    for size in sizes {
-        let Ok(p) = nets[..].at(size) else { continue };
-        let k = (size - 1) as f64;
-        let o_s = netgauge::line_ns(p.o_s_ns, p.O_s_ns_per_byte, size);
-        let o_r = netgauge::line_ns(p.o_r_ns, p.O_r_ns_per_byte, size);
-        let rndv = if p.S_bytes != u64::MAX && size > p.S_bytes {
-            2.0 * p.eel_ns
-        } else {
-            0.0
-        };
-        let prtt1 = 2.0 * (p.L_ns + o_s + o_r + k * p.G_ns_per_byte + rndv);
-        let gap = p.gap_ns(size);
-        let prttn = prtt1 + f64::from(n - 1) * gap;
-        let prttd = prtt1 + f64::from(n - 1) * (o_s + prtt1);
-        let _ = writeln!(
-            s,
-            "{} {} {:.6} {:.6} {:.6} {:.6} {:.6} {:.6} {:.6} {:.9} {:.6}",
-            size,
-            n,
-            us(prtt1),
-            us(prttn),
-            us(prttd),
-            us(p.L_ns),
-            us(o_s),
-            us(o_r),
-            us(p.g_ns),
-            us(p.G_ns_per_byte),
-            0.0
-        );
-    }
-    s
-}
-
-/// SimGrid SMPI `--cfg=` options.
-pub fn smpi(e: &EntryData) -> String {
-    let sec = |ns: f64| ns * 1e-9;
-    let piece = |o: fn(&netgauge::RangeData) -> (f64, f64)| {
-        e.ranges
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (at1, slope) = o(r);
-                // SMPI: overhead(s) = offset + s·factor for s ≥ size. Our
-                // o(s) = o' + (s−1)·O, so offset = o' − O.
-                let from = if i == 0 { 0 } else { r.from_bytes };
-                format!(
-                    "{}:{:e}:{:e}",
-                    from,
-                    sec((at1 - slope).max(0.0)),
-                    sec(slope.max(0.0))
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(";")
-    };
-    let os = piece(|r| (r.o_s_ns, r.O_s_ns_per_byte));
-    let or = piece(|r| (r.o_r_ns, r.O_r_ns_per_byte));
-    let mut s = String::new();
-    let _ = writeln!(s, "--cfg=smpi/os:{os}");
-    let _ = writeln!(s, "--cfg=smpi/or:{or}");
-    if let Some(th) = e.S_bytes {
-        let _ = writeln!(s, "--cfg=smpi/async-small-thresh:{th}");
-        let _ = writeln!(s, "--cfg=smpi/send-is-detached-thresh:{th}");
-    }
-    s
-}
-
-/// The export formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Loggopsim,
-    Netgauge,
-    Smpi,
-    OmpiRules,
-    MpichJson,
-}
-
-impl Format {
-    pub const ALL: [Format; 5] = [
-        Format::Loggopsim,
-        Format::Netgauge,
-        Format::Smpi,
-        Format::OmpiRules,
-        Format::MpichJson,
-    ];
-
-    /// The name `--format` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Loggopsim => "loggopsim",
-            Format::Netgauge => "netgauge",
-            Format::Smpi => "smpi",
-            Format::OmpiRules => "ompi-rules",
-            Format::MpichJson => "mpich-json",
-        }
-    }
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Format, String> {
-        Format::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| format!("unknown format {s:?}"))
-    }
-}
-
-/// What `ngctl export` is asked.
-#[derive(Clone, Debug)]
-pub struct ExportArgs {
-    pub format: Format,
-    /// Segment file (None: $NETGAUGE_SEGMENT or the default).
-    pub shm: Option<PathBuf>,
-    /// Peer of the entry (None: the first of the transport).
-    pub peer: Option<String>,
-    pub transport: String,
-    /// Communicator sizes of the ompi-rules / mpich-json tables.
-    pub comm_sizes: Vec<u32>,
-    /// Largest message size the rule tables consider.
-    pub max_bytes: u64,
-    pub gamma_ns_per_byte: f64,
-    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
-    /// rank). The rule tables then assume this many cores per communicator.
-    pub cores: usize,
-    /// ompi-rules / mpich-json: how much faster one of our choices must be
-    /// predicted to replace the library's own (see `select::choose`).
-    pub margin: f64,
-    /// LogGOPSim time unit: "ns" (its defaults) or "ps" (for G below 1
-    /// ns/byte).
-    pub loggopsim_unit: String,
-}
-
-/// Render one export of `entry` (with the exchange ranges measured for some
-/// communicator sizes, which the rule exports use for those sizes).
-pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
-    let net = entry.params();
-    if net.is_empty() {
-        return Err(bad("the entry has no protocol ranges".into()));
-    }
-    if !(0.0..1.0).contains(&args.margin) {
-        return Err(bad("--margin must be at least 0 and below 1".into()));
-    }
-    let opts = SelectOptions {
-        gamma_ns_per_byte: args.gamma_ns_per_byte,
-        cores: args.cores,
-    };
-    // An MPI probe's entry describes ranks on one node; the daemon's
-    // (udp, raw, rdma, msg) a pair of nodes.
-    let rule_opts = RuleOptions {
-        select: opts,
-        margin: args.margin,
-        one_node: entry.transport.starts_with("mpi"),
-        fresh_ns_per_byte: select::measure_fresh_ns_per_byte(),
-    };
-    let mut sizes = args.comm_sizes.clone();
-    sizes.sort_unstable();
-    sizes.dedup();
-    sizes.retain(|&p| p >= 1);
-    if sizes.is_empty() {
-        return Err(bad("--comm-sizes needs at least one size ≥ 1".into()));
-    }
-    Ok(match args.format {
-        Format::Loggopsim => {
-            let ps = match args.loggopsim_unit.as_str() {
-                "ns" => false,
-                "ps" => true,
-                u => return Err(bad(format!("unknown --loggopsim-unit {u:?} (ns or ps)"))),
-            };
-            format!("{}\n", loggopsim(entry, ps))
-        }
-        Format::Netgauge => netgauge_out(entry),
-        Format::Smpi => smpi(entry),
-        Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &rule_opts)?.render(&format!(
-            "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
-             use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
-            entry.peer, entry.transport
-        )),
-        Format::MpichJson => {
-            serde_json::to_string_pretty(&mpich_json(
-                &net,
-                exchanges,
-                &sizes,
-                args.max_bytes,
-                &rule_opts,
-            )?)? + "\n"
-        }
-    })
-}
-
-/// The export of the segment's entry that `args` names.
-pub fn run(args: &ExportArgs) -> Result<String> {
-    let shm = args.shm.as_deref();
-    let entries = load_entries(shm)?;
-    let entry = find_entry(&entries, shm, args.peer.as_deref(), &args.transport)?;
-    let exchanges: Vec<(u32, Vec<Params>)> = args
-        .comm_sizes
-        .iter()
-        .map(|&p| {
-            (
-                p,
-                exchange_of(&entries, &entry.peer, &entry.transport, p as usize),
-            )
-        })
-        .filter(|(_, x)| !x.is_empty())
-        .collect();
-    render(args, &entry, &exchanges)
 }

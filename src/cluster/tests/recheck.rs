@@ -1,0 +1,124 @@
+use crate::clock::VirtualClock;
+use crate::cluster::recheck::{
+    compare, disturbed, Disturbance, DisturbancePolicy, Quantity, RecheckPolicy,
+};
+use crate::cluster::schedule::RecheckPlan;
+use crate::model::fit::size_points;
+use crate::model::SizeSamples;
+use crate::probe::{self, ProbeOptions};
+use crate::sweep;
+use crate::transport::sim::{SimParams, SimTransport};
+
+const LINK: &str = "L=1100,o=300,g=450,G=0.08,S=16384,jitter=0.02";
+
+fn full_sweep(params: &str, seed: u64) -> probe::ProbeResult {
+    let p = SimParams {
+        seed,
+        ..params.parse().unwrap()
+    };
+    let clock = VirtualClock::new();
+    let mut t = SimTransport::new(p, clock.clone(), 1);
+    let mut opts = ProbeOptions::default();
+    opts.sweep.max_size_bytes = 64 * 1024;
+    opts.resamples = 50;
+    probe::run(&mut t, &clock, 0, &opts, &mut ()).unwrap()
+}
+
+fn recheck(params: &str, seed: u64) -> (Vec<SizeSamples>, u64) {
+    let p = SimParams {
+        seed,
+        ..params.parse().unwrap()
+    };
+    let clock = VirtualClock::new();
+    let mut t = SimTransport::new(p, clock.clone(), 1);
+    let plan = RecheckPlan::default();
+    let cfg = plan.sweep_config(&ProbeOptions::default().sweep);
+    let s = sweep::measure_sizes(&mut t, &clock, 0, &plan.sizes_bytes, &cfg).unwrap();
+    let c = crate::transport::Transport::counters(&t);
+    (s, c.sent_bytes + c.recv_bytes)
+}
+
+#[test]
+fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
+    let entry = crate::publish::entry_from_probe("b", "sim", &full_sweep(LINK, 1));
+    let policy = RecheckPolicy::default();
+    let mut agree = 0;
+    let mut max_bytes = 0;
+    for seed in 2..102 {
+        let (s, bytes) = recheck(LINK, seed);
+        assert!(bytes <= 1_000_000, "a re-check sent {bytes} B");
+        max_bytes = max_bytes.max(bytes);
+        let v = compare(&size_points(&s), &entry, &policy);
+        assert_eq!(v.checks.len(), 3, "EEL and two gaps: {v:?}");
+        agree += usize::from(v.agrees);
+    }
+    // The bound: at most 5 % false disagreements.
+    println!("{agree} of 100 re-checks of the same link agreed, at most {max_bytes} B each");
+    assert!(
+        agree >= 95,
+        "{agree} of 100 re-checks of the same link agreed"
+    );
+    // Latency doubled, or the link at a third of its rate: every re-check
+    // disagrees.
+    for changed in [
+        "L=3300,o=300,g=450,G=0.08,S=16384,jitter=0.02",
+        "L=1100,o=300,g=450,G=0.24,S=16384,jitter=0.02",
+    ] {
+        for seed in 2..12 {
+            let (s, _) = recheck(changed, seed);
+            let v = compare(&size_points(&s), &entry, &policy);
+            assert!(!v.agrees, "{changed}: {v:?}");
+        }
+    }
+    let (s, _) = recheck("L=3300,o=300,g=450,G=0.08,S=16384,jitter=0.02", 3);
+    let v = compare(&size_points(&s), &entry, &policy);
+    let eel = v
+        .checks
+        .iter()
+        .find(|c| c.quantity == Quantity::Eel)
+        .unwrap();
+    assert!(
+        !eel.agrees && eel.measured_ns > 2.0 * eel.reference_ns,
+        "{eel:?}"
+    );
+    // Nothing to compare: no verdict of agreement.
+    assert!(!compare(&[], &entry, &policy).agrees);
+}
+
+#[test]
+fn a_quiet_sweep_is_not_disturbed_a_spread_or_lossy_one_is() {
+    let policy = DisturbancePolicy::default();
+    for seed in 1..6 {
+        let r = full_sweep(LINK, seed);
+        assert_eq!(disturbed(&r, &policy), None, "seed {seed}");
+    }
+    // The host descheduled through most of the sweep: every size's
+    // single-message round trips spread.
+    let mut r = full_sweep(LINK, 1);
+    for s in &mut r.samples {
+        let n = s.prtt1_ns.len();
+        for (i, x) in s.prtt1_ns.iter_mut().enumerate() {
+            if i >= n / 3 {
+                *x += 4e6;
+            }
+        }
+    }
+    assert!(matches!(
+        disturbed(&r, &policy),
+        Some(Disturbance::EelSpread(_) | Disturbance::Spread(_))
+    ));
+    let mut r = full_sweep(LINK, 1);
+    r.lost_rounds = 20;
+    assert_eq!(disturbed(&r, &policy), Some(Disturbance::Losses(20)));
+    let mut r = full_sweep(LINK, 1);
+    r.fit.eel_ns = f64::NAN;
+    assert_eq!(disturbed(&r, &policy), Some(Disturbance::NoLatency));
+    let mut r = full_sweep(LINK, 1);
+    let eel = r.fit.eel_ns;
+    r.fit.ranges[0].g_ns = -3.0 * eel;
+    r.fit.ranges[0].G_ns_per_byte = 0.0;
+    assert!(matches!(
+        disturbed(&r, &policy),
+        Some(Disturbance::NegativeGap { .. })
+    ));
+}

@@ -1,0 +1,211 @@
+//! `ngctl export`: the segment's parameters in the formats simulators and
+//! MPI libraries already read.
+//!
+//! - `loggopsim`: LogGOPSim's command-line flags `-L -o -g -G -O -S`, one
+//!   set per piece of the model's T(s), in a unit in which nothing rounds
+//!   away ([`loggopsim`]).
+//! - `netgauge`: the columns of Netgauge's `loggp.out` (`# size n PRTT(1,0,s)
+//!   PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)`, times in µs),
+//!   the rows generated from the fitted model ([`model`]) at sizes spanning
+//!   each range.
+//! - `smpi`: SimGrid SMPI `--cfg=` options: `smpi/os` and `smpi/or` as
+//!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
+//!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
+//! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
+//!   (format 1 of 5.0; the only one of 4.1), for allgather (collective id
+//!   0), allreduce (2), alltoall (3), barrier (6), bcast (7) and reduce
+//!   (11), one block per communicator size; our choices mapped onto
+//!   coll/tuned's algorithm numbers.
+//! - `mpich-json`: an MPICH collective-selection tree
+//!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`) for the same six
+//!   collectives. MPICH 4.0 replaces its whole built-in tree with the file
+//!   and asserts when a collective has no entry, so a program that calls
+//!   any other collective cannot use it.
+//!
+//! Both rule exports make the choice libngcoll makes
+//! (`netgauge::select::choose`): one of our algorithms only where it is
+//! predicted faster than the library's own choice by more than `--margin`
+//! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
+//! fixed decision) in the Open MPI file, MPICH's default algorithm in the
+//! JSON (the file has to name one). Only algorithms the library has are
+//! candidates (MPICH 4.0 has no ring allreduce, plain chain broadcast
+//! nor tree barrier). The MPICH keys stand in the order MPICH evaluates
+//! them: it takes the first sibling that matches, in file order, so
+//! communicator and message sizes ascend numerically, `any` last.
+
+pub mod loggopsim;
+pub mod model;
+mod rules;
+mod simulators;
+
+use std::path::PathBuf;
+
+use netgauge::select::SelectOptions;
+use netgauge::{EntryData, Params};
+
+pub use rules::*;
+pub use simulators::*;
+
+use crate::ops::OpsError;
+use crate::predict::{exchange_of, find_entry, load_entries};
+
+pub(crate) type Result<T> = std::result::Result<T, OpsError>;
+
+pub(crate) fn bad(s: String) -> OpsError {
+    OpsError::Usage(s)
+}
+
+/// The export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Loggopsim,
+    Netgauge,
+    Smpi,
+    OmpiRules,
+    MpichJson,
+}
+
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Loggopsim,
+        Format::Netgauge,
+        Format::Smpi,
+        Format::OmpiRules,
+        Format::MpichJson,
+    ];
+
+    /// The name `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Loggopsim => "loggopsim",
+            Format::Netgauge => "netgauge",
+            Format::Smpi => "smpi",
+            Format::OmpiRules => "ompi-rules",
+            Format::MpichJson => "mpich-json",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown format {s:?}"))
+    }
+}
+
+/// What `ngctl export` is asked.
+#[derive(Clone, Debug)]
+pub struct ExportArgs {
+    pub format: Format,
+    /// Segment file (None: $NETGAUGE_SEGMENT or the default).
+    pub shm: Option<PathBuf>,
+    /// Peer of the entry (None: the only one that fits).
+    pub peer: Option<String>,
+    /// Transport of the entry (None: the only one that fits).
+    pub transport: Option<String>,
+    /// Communicator sizes of the ompi-rules / mpich-json tables.
+    pub comm_sizes: Vec<u32>,
+    /// Largest message size the rule tables consider.
+    pub max_bytes: u64,
+    pub gamma_ns_per_byte: f64,
+    /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
+    /// rank). The rule tables then assume this many cores per communicator.
+    pub cores: usize,
+    /// ompi-rules / mpich-json: how much faster one of our choices must be
+    /// predicted to replace the library's own (see `select::choose`).
+    pub margin: f64,
+    /// LogGOPSim time unit ([`loggopsim::Unit::Auto`]: the first that
+    /// carries the model).
+    pub loggopsim_unit: loggopsim::Unit,
+    /// LogGOPSim: the flags of the set for this message size alone.
+    pub bytes: Option<u64>,
+}
+
+/// Render one export of `entry` (with the exchange ranges measured for some
+/// communicator sizes, which the rule exports use for those sizes).
+pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
+    check(args)?;
+    let net = entry.params();
+    if net.is_empty() {
+        return Err(bad("the entry has no protocol ranges".into()));
+    }
+    if !(0.0..1.0).contains(&args.margin) {
+        return Err(bad("--margin must be at least 0 and below 1".into()));
+    }
+    let opts = SelectOptions {
+        gamma_ns_per_byte: args.gamma_ns_per_byte,
+        cores: args.cores,
+    };
+    // An MPI probe's entry describes ranks on one node; the daemon's
+    // (udp, raw, rdma, msg) a pair of nodes.
+    let rule_opts = RuleOptions {
+        select: opts,
+        margin: args.margin,
+        one_node: entry.transport.starts_with("mpi"),
+        fresh_ns_per_byte: netgauge::select::measure_fresh_ns_per_byte(),
+    };
+    let mut sizes = args.comm_sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.retain(|&p| p >= 1);
+    if sizes.is_empty() {
+        return Err(bad("--comm-sizes needs at least one size ≥ 1".into()));
+    }
+    Ok(match args.format {
+        Format::Loggopsim => loggopsim::render(entry, args.loggopsim_unit, args.bytes)?,
+        Format::Netgauge => netgauge_out(entry),
+        Format::Smpi => smpi(entry),
+        Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &rule_opts)?.render(&format!(
+            "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
+             use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
+            entry.peer, entry.transport
+        )),
+        Format::MpichJson => {
+            serde_json::to_string_pretty(&mpich_json(
+                &net,
+                exchanges,
+                &sizes,
+                args.max_bytes,
+                &rule_opts,
+            )?)? + "\n"
+        }
+    })
+}
+
+/// Flags that contradict each other, refused before anything is read.
+fn check(args: &ExportArgs) -> Result<()> {
+    if args.bytes.is_some() && args.format != Format::Loggopsim {
+        return Err(bad(
+            "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The export of the segment's entry that `args` names.
+pub fn run(args: &ExportArgs) -> Result<String> {
+    check(args)?;
+    let shm = args.shm.as_deref();
+    let entries = load_entries(shm)?;
+    let entry = find_entry(
+        &entries,
+        shm,
+        args.peer.as_deref(),
+        args.transport.as_deref(),
+    )?;
+    let exchanges: Vec<(u32, Vec<Params>)> = args
+        .comm_sizes
+        .iter()
+        .map(|&p| {
+            (
+                p,
+                exchange_of(&entries, &entry.peer, &entry.transport, p as usize),
+            )
+        })
+        .filter(|(_, x)| !x.is_empty())
+        .collect();
+    render(args, &entry, &exchanges)
+}
