@@ -23,5 +23,5 @@ if [ "$MPI" = openmpi ]; then launch=(mpirun.openmpi --oversubscribe -np $P); li
 else launch=(mpirun.mpich -np $P); lib=target/release/libngcoll_mpich.so; args="--reps 3 --target-ms 50 --sync-calls 7"; fi
 : > $OUT/repeat-$MPI-$P.txt
 while read c b; do
-  flock /tmp/measure.lock bash -c 'echo "# load $(cut -d" " -f1-3 /proc/loadavg)"; "$@"' _ env NETGAUGE_SHM=$OUT/seg-$P NETGAUGE_COLL_STALE_S=0 LD_PRELOAD=$(realpath $lib) "${launch[@]}" $OUT/bench_$MPI --colls $c --min $b --max $b --block-max $b $args >> $OUT/repeat-$MPI-$P.txt 2>/dev/null
+  flock /tmp/measure.lock bash -c 'echo "# load $(cut -d" " -f1-3 /proc/loadavg)"; "$@"' _ env NETGAUGE_SHM=$OUT/seg-$P NETGAUGE_COLL_STALE_S=0 LD_PRELOAD=$(realpath $lib) "${launch[@]}" $OUT/bench_$MPI --colls $c --min $b --max $b --block-max $b $args < /dev/null >> $OUT/repeat-$MPI-$P.txt 2>/dev/null
 done < $OUT/repeat-$MPI-$P.list
