@@ -17,7 +17,8 @@
 # Waits (up to IDLE_WAIT_S, default 1800 s) for the machine to be ≥ IDLE_PCT
 # (default 85) % idle before each measurement, then measures anyway, and
 # holds /tmp/measure.lock while it measures; repeats a run the sampler saw
-# disturbed (at most ATTEMPTS, default 3). Leaves the mpi/mpirun
+# disturbed (at most ATTEMPTS, default 3). The load average at the start
+# and end of every run goes to OUT_DIR/loads.txt. Leaves the mpi/mpirun
 # alternatives as it found them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +60,9 @@ measured() {
         wait_idle
         ( while :; do awk '/^procs_running/ {print $2}' /proc/stat; sleep 0.1; done ) > "$OUT/$tag.runnable" &
         local sampler=$!
-        flock /tmp/measure.lock "$@" > "$OUT/$tag.txt" 2> "$OUT/$tag.log"
+        flock /tmp/measure.lock bash -c 'echo "$(date -u +%T) start load $(cut -d" " -f1-3 /proc/loadavg)"; "$@"; rc=$?; echo "$(date -u +%T) end load $(cut -d" " -f1-3 /proc/loadavg)"; exit $rc' _ "$@" \
+            > "$OUT/$tag.txt" 2> "$OUT/$tag.log"
+        grep -hE "^[0-9:]+ (start|end) load" "$OUT/$tag.txt" | sed "s/^/$tag /" >> "$OUT/loads.txt"
         kill "$sampler"; wait "$sampler" 2>/dev/null || true
         local mean
         mean=$(awk '{ s += $1; n++ } END { printf "%.1f", (n ? s / n : 0) }' "$OUT/$tag.runnable")

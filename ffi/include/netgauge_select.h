@@ -38,7 +38,7 @@ extern "C" {
 #define NG_ALG_ALLTOALL_LINEAR 51u
 
 /* Default cost of combining one byte in a reduction, ns. */
-#define NG_DEFAULT_GAMMA_NS_PER_BYTE 0.2
+#define NG_DEFAULT_GAMMA_NS_PER_BYTE 0.03
 
 typedef struct ng_choice {
     uint32_t algorithm;     /* NG_ALG_* */

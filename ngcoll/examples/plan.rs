@@ -66,6 +66,8 @@ fn main() {
             gamma_ns_per_byte: num("--gamma", 0.1),
             cores,
             spin_slice_ns: num("--slice", 3e6),
+            fresh_ns_per_byte: num("--fresh", 0.4),
+            ours_run_by: None,
         },
         margin: num("--margin", 0.1),
         max_bytes: max,

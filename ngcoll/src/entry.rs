@@ -22,7 +22,7 @@ use std::ffi::{c_int, c_void};
 
 use netgauge::select::{Algorithm, Collective};
 
-use crate::algo::{self, Cx, Elems};
+use crate::algo::{self, Cx, Elems, Operands};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
 use crate::runtime::{state, type_info, CommState};
@@ -99,9 +99,10 @@ unsafe fn bcast_bytes<M: Mpi + ?Sized>(
     // SAFETY: forwarded from the caller.
     unsafe {
         match s.algorithm() {
-            Some(Algorithm::BcastScatterRdAllgather) => algo::bcast::scatter_rd(cx, buf, n, root),
-            Some(Algorithm::BcastScatterRingAllgather) => {
-                algo::bcast::scatter_ring(cx, buf, n, root)
+            Some(a @ Algorithm::BcastScatterRdAllgather)
+            | Some(a @ Algorithm::BcastScatterRingAllgather) => {
+                let rd = a == Algorithm::BcastScatterRdAllgather;
+                algo::bcast::scatter_allgather(cx, buf, n, root, rd)
             }
             Some(Algorithm::BcastChain) => {
                 algo::bcast::chain(cx, buf, n, root, s.seg_bytes as usize)
@@ -161,73 +162,125 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     })())
 }
 
-/// A reduction's operands: predefined datatype, predefined operation.
-fn reducible<M: Mpi + ?Sized>(m: &M, datatype: Raw, op: Raw, count: c_int) -> Option<TypeInfo> {
+/// A reduction libngcoll runs: a predefined datatype with a non-zero
+/// extent, a predefined operation, and the plan's choice one of ours (its
+/// datatype, the communicator's state and the plan's slot; None: the
+/// library's own).
+fn reduction<M: Mpi + ?Sized>(
+    m: &M,
+    datatype: Raw,
+    op: Raw,
+    count: c_int,
+    comm: Raw,
+    coll: Collective,
+) -> Option<(TypeInfo, &'static CommState, Slot)> {
     if count <= 0 || m.op_kind(op) == 0 {
         return None;
     }
     let ti = type_info(m, datatype).ok()?;
-    ti.predefined.then_some(ti)
+    if !ti.predefined || ti.extent == 0 {
+        return None;
+    }
+    let bytes = count as u64 * ti.size as u64;
+    let (st, slot) = plan_of(m, comm, coll, bytes)?;
+    Some((ti, st, slot))
 }
 
-/// MPI_Reduce.
+/// A reduction's operands over `count` elements of `datatype` at `acc`
+/// and `tmp`.
+fn operands(
+    acc: *mut u8,
+    tmp: *mut u8,
+    ti: &TypeInfo,
+    datatype: Raw,
+    count: usize,
+    op: Raw,
+) -> Operands {
+    let at = |base| Elems {
+        base,
+        extent: ti.extent,
+        dt: datatype,
+    };
+    Operands {
+        acc: at(acc),
+        tmp: at(tmp),
+        count,
+        op,
+    }
+}
+
+/// The arguments of an MPI_Reduce (`root` Some) or MPI_Allreduce (None)
+/// call (handles as bits).
+#[derive(Clone, Copy, Debug)]
+pub struct ReduceCall {
+    pub sbuf: *const c_void,
+    pub rbuf: *mut c_void,
+    pub count: c_int,
+    pub datatype: Raw,
+    pub op: Raw,
+    pub root: Option<c_int>,
+    pub comm: Raw,
+}
+
+/// MPI_Reduce (a root) or MPI_Allreduce (none).
 ///
 /// # Safety
-/// The arguments of a valid MPI_Reduce call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce<M: Mpi + ?Sized>(
+/// The arguments of a valid MPI_Reduce or MPI_Allreduce call.
+pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     m: &M,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    datatype: Raw,
-    op: Raw,
-    root: c_int,
-    comm: Raw,
+    a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(ti) = reducible(m, datatype, op, count) else {
+    let coll = match a.root {
+        Some(_) => Collective::Reduce,
+        None => Collective::Allreduce,
+    };
+    let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
         return lib();
     };
-    if root < 0 {
-        return lib();
-    }
-    let count_u = count as usize;
-    let bytes = count_u as u64 * ti.size as u64;
-    let Some((st, slot)) = plan_of(m, comm, Collective::Reduce, bytes) else {
-        return lib();
+    let Some(root) = a.root else {
+        // SAFETY: the caller's arguments, checked by `reduction`.
+        return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
     };
-    let root = root as usize;
-    let in_place = sbuf as usize == m.in_place();
-    if root >= st.size || (in_place && st.rank != root) || ti.extent == 0 {
+    let in_place = a.sbuf as usize == m.in_place();
+    if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
         return lib();
     }
+    // SAFETY: as above; the root is a rank of the communicator.
+    code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+}
+
+/// The reduce of a checked call.
+///
+/// # Safety
+/// As for [`reduction_call`].
+unsafe fn reduce<M: Mpi + ?Sized>(
+    m: &M,
+    a: &ReduceCall,
+    root: usize,
+    ti: &TypeInfo,
+    st: &CommState,
+    slot: &Slot,
+) -> Result<(), MpiError> {
+    let count_u = a.count as usize;
+    let in_place = a.sbuf as usize == m.in_place();
     let span = algo::span(count_u, ti.size, ti.extent);
     let stride = count_u * ti.extent;
     let is_root = st.rank == root;
     let mut sc = st.scratch(2 * stride);
     let base = sc.ptr();
-    let acc = if is_root { rbuf as *mut u8 } else { base };
+    let acc = if is_root { a.rbuf as *mut u8 } else { base };
     let tmp = base.wrapping_add(stride);
     let cx = cx(m, st);
     let own = if in_place {
-        rbuf as *const u8
+        a.rbuf as *const u8
     } else {
-        sbuf as *const u8
+        a.sbuf as *const u8
     };
-    let acc = Elems {
-        base: acc,
-        extent: ti.extent,
-        dt: datatype,
-    };
-    let tmp = Elems {
-        base: tmp,
-        extent: ti.extent,
-        dt: datatype,
-    };
+    let v = operands(acc, tmp, ti, a.datatype, count_u, a.op);
     // SAFETY: own holds count elements (the caller's send buffer, or at an
     // in-place root its receive buffer); acc and tmp hold count elements.
-    code(unsafe {
+    unsafe {
         match slot.algorithm() {
             // Rabenseifner cuts the vector into P' blocks: with fewer
             // elements than ranks the binomial tree (same on every rank).
@@ -235,71 +288,59 @@ pub unsafe fn reduce<M: Mpi + ?Sized>(
             // (MPI forbids the send buffer to alias the receive buffer).
             Some(Algorithm::ReduceRabenseifner) if count_u >= st.size => {
                 if !in_place && span > 0 {
-                    std::ptr::copy_nonoverlapping(own, acc.base, span);
+                    std::ptr::copy_nonoverlapping(own, v.acc.base, span);
                 }
-                algo::reduce::rabenseifner(&cx, acc, tmp, count_u, op, root)
+                algo::reduce::rabenseifner(&cx, v, root)
             }
-            _ => algo::reduce::binomial(&cx, own, in_place, acc, tmp, count_u, op, root),
+            _ => algo::reduce::binomial(&cx, own, in_place, v, root),
         }
-    })
+    }
 }
 
-/// MPI_Allreduce.
+/// The allreduce of a checked call.
 ///
 /// # Safety
-/// The arguments of a valid MPI_Allreduce call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn allreduce<M: Mpi + ?Sized>(
+/// As for [`reduction_call`].
+unsafe fn allreduce<M: Mpi + ?Sized>(
     m: &M,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    datatype: Raw,
-    op: Raw,
-    comm: Raw,
-    lib: impl FnOnce() -> c_int,
-) -> c_int {
-    let Some(ti) = reducible(m, datatype, op, count) else {
-        return lib();
-    };
-    let count_u = count as usize;
-    let bytes = count_u as u64 * ti.size as u64;
-    let Some((st, slot)) = plan_of(m, comm, Collective::Allreduce, bytes) else {
-        return lib();
-    };
-    if ti.extent == 0 {
-        return lib();
-    }
+    a: &ReduceCall,
+    ti: &TypeInfo,
+    st: &CommState,
+    slot: &Slot,
+) -> Result<(), MpiError> {
+    let count_u = a.count as usize;
     let span = algo::span(count_u, ti.size, ti.extent);
     let stride = count_u * ti.extent;
-    if sbuf as usize != m.in_place() && span > 0 {
+    if a.sbuf as usize != m.in_place() && span > 0 {
         // SAFETY: sbuf and rbuf hold count elements and do not alias (MPI).
-        unsafe { std::ptr::copy_nonoverlapping(sbuf as *const u8, rbuf as *mut u8, span) };
+        unsafe { std::ptr::copy_nonoverlapping(a.sbuf as *const u8, a.rbuf as *mut u8, span) };
     }
     let mut sc = st.scratch(stride);
     let cx = cx(m, st);
-    let acc = Elems {
-        base: rbuf as *mut u8,
-        extent: ti.extent,
-        dt: datatype,
-    };
-    let tmp = Elems {
-        base: sc.ptr(),
-        extent: ti.extent,
-        dt: datatype,
-    };
+    let v = operands(a.rbuf as *mut u8, sc.ptr(), ti, a.datatype, count_u, a.op);
     // SAFETY: rbuf and the scratch hold count elements each.
-    code(unsafe {
+    unsafe {
         match slot.algorithm() {
             Some(Algorithm::AllreduceRabenseifner) if count_u >= st.size => {
-                algo::allreduce::rabenseifner(&cx, acc, tmp, count_u, op)
+                algo::allreduce::rabenseifner(&cx, v)
             }
-            Some(Algorithm::AllreduceRing) if count_u >= st.size => {
-                algo::allreduce::ring(&cx, acc, tmp, count_u, op)
-            }
-            _ => algo::allreduce::recursive_doubling(&cx, acc, tmp, count_u, op),
+            Some(Algorithm::AllreduceRing) if count_u >= st.size => algo::allreduce::ring(&cx, v),
+            _ => algo::allreduce::recursive_doubling(&cx, v),
         }
-    })
+    }
+}
+
+/// The arguments of an MPI_Allgather or MPI_Alltoall call (handles as
+/// bits).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockCall {
+    pub sbuf: *const c_void,
+    pub scount: c_int,
+    pub stype: Raw,
+    pub rbuf: *mut c_void,
+    pub rcount: c_int,
+    pub rtype: Raw,
+    pub comm: Raw,
 }
 
 /// The checked arguments of an allgather or alltoall: one rank's block of
@@ -314,34 +355,43 @@ struct Blocks {
     rti: TypeInfo,
 }
 
+impl Blocks {
+    /// Unpacks the P blocks of `work` into the caller's receive buffer.
+    ///
+    /// # Safety
+    /// `work` holds `total` bytes; the call's receive buffer what its
+    /// count and datatype say.
+    unsafe fn unpack<M: Mpi + ?Sized>(
+        &self,
+        m: &M,
+        a: &BlockCall,
+        work: *const u8,
+        comm: Raw,
+    ) -> Result<(), MpiError> {
+        let count = self.st.size * a.rcount as usize;
+        // SAFETY: forwarded from the caller.
+        unsafe { m.unpack(work, self.total, a.rbuf as *mut u8, count, a.rtype, comm) }
+    }
+}
+
 /// [`Blocks`] of a call, or None where the library's own runs: a datatype
 /// not predefined, send and receive blocks of different sizes, an empty
 /// or oversized call, or the plan's choice is the library's.
-#[allow(clippy::too_many_arguments)]
-fn blocks<M: Mpi + ?Sized>(
-    m: &M,
-    sbuf: *const c_void,
-    scount: c_int,
-    stype: Raw,
-    rcount: c_int,
-    rtype: Raw,
-    comm: Raw,
-    coll: Collective,
-) -> Option<Blocks> {
-    let rti = type_info(m, rtype).ok()?;
-    if rcount <= 0 {
+fn blocks<M: Mpi + ?Sized>(m: &M, a: &BlockCall, coll: Collective) -> Option<Blocks> {
+    let rti = type_info(m, a.rtype).ok()?;
+    if a.rcount <= 0 {
         return None;
     }
-    let c = rcount as usize * rti.size;
-    let sti = if sbuf as usize == m.in_place() {
+    let c = a.rcount as usize * rti.size;
+    let sti = if a.sbuf as usize == m.in_place() {
         None
     } else {
-        match type_info(m, stype) {
-            Ok(t) if scount >= 0 && scount as usize * t.size == c => Some(t),
+        match type_info(m, a.stype) {
+            Ok(t) if a.scount >= 0 && a.scount as usize * t.size == c => Some(t),
             _ => return None,
         }
     };
-    let (st, slot) = plan_of(m, comm, coll, c as u64)?;
+    let (st, slot) = plan_of(m, a.comm, coll, c as u64)?;
     let total = c.checked_mul(st.size).filter(|&t| t as u64 <= MAX_BYTES)?;
     Some(Blocks {
         st,
@@ -353,186 +403,113 @@ fn blocks<M: Mpi + ?Sized>(
     })
 }
 
-/// MPI_Allgather.
+/// MPI_Allgather (`coll` Allgather) or MPI_Alltoall (Alltoall).
 ///
 /// # Safety
-/// The arguments of a valid MPI_Allgather call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn allgather<M: Mpi + ?Sized>(
+/// The arguments of a valid MPI_Allgather or MPI_Alltoall call.
+pub unsafe fn block_collective<M: Mpi + ?Sized>(
     m: &M,
-    sbuf: *const c_void,
-    scount: c_int,
-    stype: Raw,
-    rbuf: *mut c_void,
-    rcount: c_int,
-    rtype: Raw,
-    comm: Raw,
+    coll: Collective,
+    a: BlockCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(Blocks {
-        st,
-        slot,
-        c,
-        total,
-        sti,
-        rti,
-    }) = blocks(
-        m,
-        sbuf,
-        scount,
-        stype,
-        rcount,
-        rtype,
-        comm,
-        Collective::Allgather,
-    )
-    else {
+    let Some(b) = blocks(m, &a, coll) else {
         return lib();
     };
-    let p = st.size;
-    let cx = cx(m, st);
-    let r = st.rank;
-    let direct = rti.contiguous;
-    let mut sc = st.scratch(if direct { 0 } else { total });
-    let work = if direct { rbuf as *mut u8 } else { sc.ptr() };
-    code((|| {
-        // This rank's own block into block r of the work buffer.
-        // SAFETY: every buffer holds what its count and datatype say;
-        // block r of work holds c bytes.
-        unsafe {
-            let own = work.add(r * c);
-            match sti {
-                Some(t) if t.contiguous => std::ptr::copy_nonoverlapping(sbuf as *const u8, own, c),
-                Some(_) => {
-                    m.pack(sbuf as *const u8, scount as usize, stype, own, c, cx.comm)?;
-                }
-                None if !direct => {
-                    let src = (rbuf as *const u8).add(r * rcount as usize * rti.extent);
-                    m.pack(src, rcount as usize, rtype, own, c, cx.comm)?;
-                }
-                None => {}
-            }
-            match slot.algorithm() {
-                Some(Algorithm::AllgatherRecursiveDoubling) => {
-                    algo::allgather::recursive_doubling(&cx, work, c)?
-                }
-                _ => algo::allgather::ring(&cx, work, c)?,
-            }
-            if !direct {
-                m.unpack(
-                    work,
-                    total,
-                    rbuf as *mut u8,
-                    p * rcount as usize,
-                    rtype,
+    // SAFETY: the caller's arguments, checked by `blocks`.
+    code(unsafe {
+        if coll == Collective::Alltoall {
+            alltoall(m, &a, &b)
+        } else {
+            allgather(m, &a, &b)
+        }
+    })
+}
+
+/// The allgather of a checked call.
+///
+/// # Safety
+/// As for [`block_collective`].
+unsafe fn allgather<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<(), MpiError> {
+    let (c, total) = (b.c, b.total);
+    let cx = cx(m, b.st);
+    let r = b.st.rank;
+    let direct = b.rti.contiguous;
+    let mut sc = b.st.scratch(if direct { 0 } else { total });
+    let work = if direct { a.rbuf as *mut u8 } else { sc.ptr() };
+    // This rank's own block into block r of the work buffer.
+    // SAFETY: every buffer holds what its count and datatype say; block r
+    // of work holds c bytes.
+    unsafe {
+        let own = work.add(r * c);
+        match b.sti {
+            Some(t) if t.contiguous => std::ptr::copy_nonoverlapping(a.sbuf as *const u8, own, c),
+            Some(_) => {
+                m.pack(
+                    a.sbuf as *const u8,
+                    a.scount as usize,
+                    a.stype,
+                    own,
+                    c,
                     cx.comm,
                 )?;
             }
+            None if !direct => {
+                let src = (a.rbuf as *const u8).add(r * a.rcount as usize * b.rti.extent);
+                m.pack(src, a.rcount as usize, a.rtype, own, c, cx.comm)?;
+            }
+            None => {}
         }
-        Ok(())
-    })())
+        let rd = b.slot.algorithm() == Some(Algorithm::AllgatherRecursiveDoubling);
+        algo::allgather::allgather(&cx, work, c, rd)?;
+        if !direct {
+            b.unpack(m, a, work, cx.comm)?;
+        }
+    }
+    Ok(())
 }
 
-/// MPI_Alltoall.
+/// The alltoall of a checked call.
 ///
 /// # Safety
-/// The arguments of a valid MPI_Alltoall call.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoall<M: Mpi + ?Sized>(
-    m: &M,
-    sbuf: *const c_void,
-    scount: c_int,
-    stype: Raw,
-    rbuf: *mut c_void,
-    rcount: c_int,
-    rtype: Raw,
-    comm: Raw,
-    lib: impl FnOnce() -> c_int,
-) -> c_int {
-    let Some(Blocks {
-        st,
-        slot,
-        c,
-        total,
-        sti,
-        rti,
-    }) = blocks(
-        m,
-        sbuf,
-        scount,
-        stype,
-        rcount,
-        rtype,
-        comm,
-        Collective::Alltoall,
-    )
-    else {
-        return lib();
-    };
-    let p = st.size;
-    let cx = cx(m, st);
+/// As for [`block_collective`].
+unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<(), MpiError> {
+    let (p, c, total) = (b.st.size, b.c, b.total);
+    let cx = cx(m, b.st);
     // Send side: the caller's buffer when contiguous, else packed (an
     // MPI_IN_PLACE buffer is packed from rbuf: the receives overwrite it).
-    let send_direct = matches!(sti, Some(t) if t.contiguous);
-    let recv_direct = rti.contiguous;
+    let send_direct = matches!(b.sti, Some(t) if t.contiguous);
+    let recv_direct = b.rti.contiguous;
     let need = if send_direct { 0 } else { total } + if recv_direct { 0 } else { total };
-    let mut sc = st.scratch(need);
+    let mut sc = b.st.scratch(need);
     let base = sc.ptr();
     let send = if send_direct {
-        sbuf as *const u8
+        a.sbuf as *const u8
     } else {
         base as *const u8
     };
     let recv = if recv_direct {
-        rbuf as *mut u8
+        a.rbuf as *mut u8
     } else {
         base.wrapping_add(if send_direct { 0 } else { total })
     };
-    code((|| {
-        // SAFETY: every buffer holds what its count and datatype say; the
-        // scratch areas hold `total` bytes each.
-        unsafe {
-            if !send_direct {
-                match sti {
-                    Some(_) => {
-                        m.pack(
-                            sbuf as *const u8,
-                            p * scount as usize,
-                            stype,
-                            base,
-                            total,
-                            cx.comm,
-                        )?;
-                    }
-                    None => {
-                        m.pack(
-                            rbuf as *const u8,
-                            p * rcount as usize,
-                            rtype,
-                            base,
-                            total,
-                            cx.comm,
-                        )?;
-                    }
-                }
-            }
-            match slot.algorithm() {
-                Some(Algorithm::AlltoallLinear) => algo::alltoall::linear(&cx, send, recv, c)?,
-                _ => algo::alltoall::pairwise(&cx, send, recv, c)?,
-            }
-            if !recv_direct {
-                m.unpack(
-                    recv,
-                    total,
-                    rbuf as *mut u8,
-                    p * rcount as usize,
-                    rtype,
-                    cx.comm,
-                )?;
-            }
+    // SAFETY: every buffer holds what its count and datatype say; the
+    // scratch areas hold `total` bytes each.
+    unsafe {
+        if !send_direct {
+            let (buf, count, t) = match b.sti {
+                Some(_) => (a.sbuf as *const u8, a.scount, a.stype),
+                None => (a.rbuf as *const u8, a.rcount, a.rtype),
+            };
+            m.pack(buf, p * count as usize, t, base, total, cx.comm)?;
         }
-        Ok(())
-    })())
+        let linear = b.slot.algorithm() == Some(Algorithm::AlltoallLinear);
+        algo::alltoall::alltoall(&cx, send, recv, c, linear)?;
+        if !recv_direct {
+            b.unpack(m, a, recv, cx.comm)?;
+        }
+    }
+    Ok(())
 }
 
 /// MPI_Barrier.

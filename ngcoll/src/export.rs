@@ -35,6 +35,113 @@ impl Handle for std::ffi::c_int {
     }
 }
 
+/// Within [`export_mpi!`](crate::export_mpi): the interposed `$name`
+/// (MPI_Allgather or MPI_Alltoall, whose arguments are alike) with the
+/// ABI's handle type `$h`, calling libngcoll's entry for collective `$coll`
+/// and, for the library's own, `$pmpi`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! block_entry {
+    ($h:ty, $name:ident, $pmpi:ident, $coll:ident) => {
+        extern "C" {
+            fn $pmpi(
+                sbuf: *const c_void,
+                scount: c_int,
+                stype: $h,
+                rbuf: *mut c_void,
+                rcount: c_int,
+                rtype: $h,
+                comm: $h,
+            ) -> c_int;
+        }
+
+        /// # Safety
+        /// As the MPI function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sbuf: *const c_void,
+            scount: c_int,
+            stype: $h,
+            rbuf: *mut c_void,
+            rcount: c_int,
+            rtype: $h,
+            comm: $h,
+        ) -> c_int {
+            let call = $crate::entry::BlockCall {
+                sbuf,
+                scount,
+                stype: stype.bits(),
+                rbuf,
+                rcount,
+                rtype: rtype.bits(),
+                comm: comm.bits(),
+            };
+            // SAFETY: the caller's arguments; the closure is the library's
+            // own call with them.
+            unsafe {
+                $crate::entry::block_collective(
+                    &Shim,
+                    $crate::netgauge::select::Collective::$coll,
+                    call,
+                    || $pmpi(sbuf, scount, stype, rbuf, rcount, rtype, comm),
+                )
+            }
+        }
+    };
+}
+
+/// Within [`export_mpi!`](crate::export_mpi): the interposed `$name`
+/// (MPI_Reduce with `(root)`, MPI_Allreduce with `()`) with the ABI's
+/// handle type `$h`, calling libngcoll's entry and, for the library's own,
+/// `$pmpi`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! reduce_entry {
+    ($h:ty, $name:ident, $pmpi:ident, ($($root:ident)?)) => {
+        extern "C" {
+            fn $pmpi(
+                sbuf: *const c_void,
+                rbuf: *mut c_void,
+                count: c_int,
+                datatype: $h,
+                op: $h,
+                $($root: c_int,)?
+                comm: $h,
+            ) -> c_int;
+        }
+
+        /// # Safety
+        /// As the MPI function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            sbuf: *const c_void,
+            rbuf: *mut c_void,
+            count: c_int,
+            datatype: $h,
+            op: $h,
+            $($root: c_int,)?
+            comm: $h,
+        ) -> c_int {
+            let call = $crate::entry::ReduceCall {
+                sbuf,
+                rbuf,
+                count,
+                datatype: datatype.bits(),
+                op: op.bits(),
+                root: None::<c_int> $(.or(Some($root)))?,
+                comm: comm.bits(),
+            };
+            // SAFETY: the caller's arguments; the closure is the library's
+            // own call with them.
+            unsafe {
+                $crate::entry::reduction_call(&Shim, call, || {
+                    $pmpi(sbuf, rbuf, count, datatype, op, $($root,)? comm)
+                })
+            }
+        }
+    };
+}
+
 /// Generates an ABI crate's contents (see the module documentation).
 /// `abi`: "openmpi" or "mpich"; `handle`: the C type of that ABI's
 /// MPI_Comm, MPI_Datatype and MPI_Op (a pointer, or `c_int`).
@@ -140,41 +247,6 @@ macro_rules! export_mpi {
                 count: c_int,
                 datatype: $h,
                 root: c_int,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Reduce(
-                sbuf: *const c_void,
-                rbuf: *mut c_void,
-                count: c_int,
-                datatype: $h,
-                op: $h,
-                root: c_int,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Allreduce(
-                sbuf: *const c_void,
-                rbuf: *mut c_void,
-                count: c_int,
-                datatype: $h,
-                op: $h,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Allgather(
-                sbuf: *const c_void,
-                scount: c_int,
-                stype: $h,
-                rbuf: *mut c_void,
-                rcount: c_int,
-                rtype: $h,
-                comm: $h,
-            ) -> c_int;
-            fn PMPI_Alltoall(
-                sbuf: *const c_void,
-                scount: c_int,
-                stype: $h,
-                rbuf: *mut c_void,
-                rcount: c_int,
-                rtype: $h,
                 comm: $h,
             ) -> c_int;
             fn PMPI_Barrier(comm: $h) -> c_int;
@@ -478,115 +550,10 @@ macro_rules! export_mpi {
             }
         }
 
-        /// # Safety
-        /// As MPI_Reduce.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Reduce(
-            sbuf: *const c_void,
-            rbuf: *mut c_void,
-            count: c_int,
-            datatype: $h,
-            op: $h,
-            root: c_int,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::reduce(
-                    &Shim,
-                    sbuf,
-                    rbuf,
-                    count,
-                    datatype.bits(),
-                    op.bits(),
-                    root,
-                    comm.bits(),
-                    || PMPI_Reduce(sbuf, rbuf, count, datatype, op, root, comm),
-                )
-            }
-        }
-
-        /// # Safety
-        /// As MPI_Allreduce.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Allreduce(
-            sbuf: *const c_void,
-            rbuf: *mut c_void,
-            count: c_int,
-            datatype: $h,
-            op: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::allreduce(
-                    &Shim,
-                    sbuf,
-                    rbuf,
-                    count,
-                    datatype.bits(),
-                    op.bits(),
-                    comm.bits(),
-                    || PMPI_Allreduce(sbuf, rbuf, count, datatype, op, comm),
-                )
-            }
-        }
-
-        /// # Safety
-        /// As MPI_Allgather.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Allgather(
-            sbuf: *const c_void,
-            scount: c_int,
-            stype: $h,
-            rbuf: *mut c_void,
-            rcount: c_int,
-            rtype: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::allgather(
-                    &Shim,
-                    sbuf,
-                    scount,
-                    stype.bits(),
-                    rbuf,
-                    rcount,
-                    rtype.bits(),
-                    comm.bits(),
-                    || PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm),
-                )
-            }
-        }
-
-        /// # Safety
-        /// As MPI_Alltoall.
-        #[no_mangle]
-        pub unsafe extern "C" fn MPI_Alltoall(
-            sbuf: *const c_void,
-            scount: c_int,
-            stype: $h,
-            rbuf: *mut c_void,
-            rcount: c_int,
-            rtype: $h,
-            comm: $h,
-        ) -> c_int {
-            // SAFETY: as for MPI_Bcast.
-            unsafe {
-                $crate::entry::alltoall(
-                    &Shim,
-                    sbuf,
-                    scount,
-                    stype.bits(),
-                    rbuf,
-                    rcount,
-                    rtype.bits(),
-                    comm.bits(),
-                    || PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm),
-                )
-            }
-        }
+        $crate::reduce_entry!($h, MPI_Reduce, PMPI_Reduce, (root));
+        $crate::reduce_entry!($h, MPI_Allreduce, PMPI_Allreduce, ());
+        $crate::block_entry!($h, MPI_Allgather, PMPI_Allgather, Allgather);
+        $crate::block_entry!($h, MPI_Alltoall, PMPI_Alltoall, Alltoall);
 
         /// # Safety
         /// As MPI_Barrier.

@@ -58,6 +58,8 @@ pub struct Runtime {
     lib: Library,
     spin_slice_ns: f64,
     gamma: OnceLock<f64>,
+    /// First touch of fresh memory, ns per byte (measured once).
+    fresh: OnceLock<f64>,
     plans: Mutex<Vec<(PlanKey, Arc<Plan>)>>,
     comms: Mutex<Vec<Arc<CommState>>>,
     next_comm: AtomicU64,
@@ -328,6 +330,7 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         lib,
         spin_slice_ns: 0.0,
         gamma: OnceLock::new(),
+        fresh: OnceLock::new(),
         plans: Mutex::new(Vec::new()),
         comms: Mutex::new(Vec::new()),
         next_comm: AtomicU64::new(0),
@@ -641,6 +644,9 @@ fn build_plan(
         exchange_ranks: size,
     };
     let gamma = *rt.gamma.get_or_init(measure_gamma);
+    let fresh = *rt
+        .fresh
+        .get_or_init(netgauge::select::measure_fresh_ns_per_byte);
     let setup = Setup {
         lib: rt.lib,
         ranks: size,
@@ -649,6 +655,8 @@ fn build_plan(
             gamma_ns_per_byte: gamma,
             cores,
             spin_slice_ns: rt.spin_slice_ns,
+            fresh_ns_per_byte: fresh,
+            ours_run_by: None,
         },
         margin: rt.cfg.margin,
         max_bytes: PLAN_MAX_BYTES,

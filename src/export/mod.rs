@@ -145,6 +145,7 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
         select: opts,
         margin: args.margin,
         one_node: entry.transport.starts_with("mpi"),
+        fresh_ns_per_byte: netgauge::select::measure_fresh_ns_per_byte(),
     };
     let mut sizes = args.comm_sizes.clone();
     sizes.sort_unstable();

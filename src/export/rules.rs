@@ -183,6 +183,9 @@ pub struct RuleOptions {
     /// The parameters are of ranks on one node (an MPI probe's entry)
     /// rather than between nodes.
     pub one_node: bool,
+    /// First writes to freshly mapped memory, ns per byte (the buffers a
+    /// library allocates per call; measured on the exporting host).
+    pub fresh_ns_per_byte: f64,
 }
 
 /// The choice over the size grid as (first size, choice) runs: our
@@ -197,10 +200,14 @@ pub fn choice_runs<N: Network + ?Sized>(
     ours: &[Algorithm],
     opts: &RuleOptions,
 ) -> Result<Vec<(u64, Option<select::Choice>)>> {
+    // A rules file makes the library run the algorithm it names: ours are
+    // priced as the library's implementation of them.
     let view = select::ViewOptions {
         gamma_ns_per_byte: opts.select.gamma_ns_per_byte,
         cores: opts.select.cores,
         spin_slice_ns: SPIN_SLICE_NS,
+        fresh_ns_per_byte: opts.fresh_ns_per_byte,
+        ours_run_by: Some(lib),
     };
     let mut runs: Vec<(u64, Option<select::Choice>)> = Vec::new();
     for &m in grid {

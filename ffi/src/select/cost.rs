@@ -61,6 +61,36 @@ fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupErr
     Ok(line_ns(eel_of(&p), big_g, bytes))
 }
 
+/// The part of T(s) that moves the bytes: T(s) − T(1) without the
+/// handshake.
+pub(super) fn bytes_part_ns<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    Ok((bytes_time(net, bytes)? - bytes_time(net, 1)?).max(0.0))
+}
+
+/// How many transfers of `bytes` the node moves at once, from
+/// its all-ranks exchange of `p` ranks (None without one): the exchange
+/// moves P transfers at once, and its bytes take X(s) − X(1) where one
+/// pair's take T(s) − T(1), so the node moves P·(T(s) − T(1)) / (X(s) −
+/// X(1)) of them in parallel, rounded, at least 1 and at most P. Where the
+/// node's single-copy transfers serialize, this is 1; where each pair's
+/// copies run on cores of their own, P (or the cores' share).
+pub(super) fn copy_lanes<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bytes: u64,
+) -> Result<Option<usize>, LookupError> {
+    let (Some(x), Some(x1)) = (net.exchange_ns(p, bytes), net.exchange_ns(p, 1)) else {
+        return Ok(None);
+    };
+    let pair = bytes_part_ns(net, bytes)?;
+    let exch = x - x1;
+    if p == 0 || exch <= 0.0 || pair <= 0.0 {
+        return Ok(None);
+    }
+    let lanes = (p as f64 * pair / exch).round();
+    Ok(Some((lanes.max(1.0) as usize).min(p)))
+}
+
 /// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
 fn eel_of(p: &Params) -> f64 {
     if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
@@ -70,17 +100,27 @@ fn eel_of(p: &Params) -> f64 {
     }
 }
 
+/// The sender's overhead o_s(s) = o_s + (s−1)·O_s of the range, at most
+/// the message's whole time T(s) (`t_ns`): the sender's work is part of
+/// the end-to-end time the probe measures for the same size, so a larger
+/// fitted value (a burst disturbed by another job can put milliseconds
+/// into o_s or O_s) is not what the sender spends.
+pub(super) fn send_overhead_ns(p: &Params, bytes: u64, t_ns: f64) -> f64 {
+    line_ns(p.o_s_ns, p.O_s_ns_per_byte, bytes).clamp(0.0, t_ns.max(0.0))
+}
+
 pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, LookupError> {
     let p = net.at(bytes)?;
-    let o_s_ns = line_ns(p.o_s_ns, p.O_s_ns_per_byte, bytes).max(0.0);
     let t_ns = one_message_on(net, bytes)?;
+    let o_s_ns = send_overhead_ns(&p, bytes, t_ns);
     let gap_ns = p.gap_ns(bytes).max(o_s_ns).max(0.0);
+    // Receiving and sending on: at most the two messages' whole times.
     let forward_ns = line_ns(
         p.o_s_ns + p.o_r_ns,
         p.O_s_ns_per_byte.max(p.O_r_ns_per_byte),
         bytes,
     )
-    .max(0.0);
+    .clamp(0.0, 2.0 * t_ns);
     Ok(Msg {
         t_ns,
         gap_ns,

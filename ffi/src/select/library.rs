@@ -67,6 +67,17 @@ impl Library {
             && m <= MPICH_BCAST_CELL_BYTES
     }
 
+    /// What the library runs when a rules file names the algorithm that
+    /// `ours` is (an exported choice runs the library's implementation):
+    /// Open MPI's binomial reduce allocates its buffers on every call.
+    pub fn implementation(self, ours: Schedule) -> Schedule {
+        match (self, ours) {
+            (Library::OpenMpi41, Schedule::ReduceBinomial) => Schedule::ReduceBinomialAlloc,
+            (Library::OpenMpi41, Schedule::ReduceRabenseifner) => Schedule::ReduceRabenseifnerAlloc,
+            (_, s) => s,
+        }
+    }
+
     /// What the library runs for `coll` over `p` ranks and `bytes` (a
     /// commutative predefined operation; allgather, alltoall: the block of
     /// one rank). `one_node`: every rank shares one node.
@@ -117,8 +128,8 @@ fn ompi(coll: Collective, p: usize, m: u64) -> Schedule {
             1 => ReduceLinear,
             2 | 3 => ReduceChain { seg: m.max(1) },
             4 | 6 => ReduceBinary,
-            7 => ReduceRabenseifner,
-            _ => ReduceBinomial,
+            7 => ReduceRabenseifnerAlloc,
+            _ => ReduceBinomialAlloc,
         },
         // The ring, the segmented ring and Rabenseifner fall back to
         // recursive doubling for fewer elements than ranks (elements of 4

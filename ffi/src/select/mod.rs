@@ -112,7 +112,7 @@ pub use cost::one_message_ns;
 pub use library::Library;
 pub use network::{exchange_transport, Measured, Network, ReaderNetwork};
 pub use schedule::{Op, Schedule};
-pub use sim::SimError;
+pub use sim::{SimError, Work};
 pub use view::{choose, view, Decision, Priced, View, ViewOptions};
 
 use crate::types::LookupError;
@@ -121,9 +121,44 @@ use crate::types::LookupError;
 pub const LOGFP_MAX_BYTES: u64 = 256;
 
 /// Default cost of combining one byte in a reduction (ns per byte), used when
-/// the caller does not measure it. Summing doubles streams at several GB/s
-/// on current CPUs: 0.1–0.3 ns/byte.
-pub const DEFAULT_GAMMA_NS_PER_BYTE: f64 = 0.2;
+/// the caller does not measure it. An MPI library's predefined operations
+/// are vectorized loops over vectors that are in cache when a reduction
+/// combines them (they were just received): a sum of floats costs a few
+/// hundredths of a ns per byte on current x86 CPUs (bench/ngcoll.md:
+/// 0.013–0.045 ns/byte for 64 KiB – 4 MiB), not the 0.1–0.3 of a stream
+/// from memory.
+pub const DEFAULT_GAMMA_NS_PER_BYTE: f64 = 0.03;
+
+/// What first writing to freshly mapped memory costs on this host, ns per
+/// byte: the best of 5 maps of 1 MiB, each written once and unmapped (the
+/// page faults a buffer allocated for every call pays; see
+/// [`schedule::FRESH_ALLOC_BYTES`]). 0 if memory cannot be mapped.
+pub fn measure_fresh_ns_per_byte() -> f64 {
+    const BYTES: usize = 1 << 20;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t0 = std::time::Instant::now();
+        // SAFETY: an anonymous private mapping of BYTES, written within its
+        // length and unmapped once; no other reference to it exists.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return 0.0;
+            }
+            std::ptr::write_bytes(p as *mut u8, 1, BYTES);
+            libc::munmap(p, BYTES);
+        }
+        best = best.min(t0.elapsed().as_nanos() as f64 / BYTES as f64);
+    }
+    best
+}
 
 /// The collectives the selector knows.
 #[repr(u32)]

@@ -55,27 +55,37 @@ pub fn exchange_transport<'b>(
 /// `model::exchange` of the daemon crate), lowered where the range
 /// starts more than `handshake_ns` above the range below it (that range's
 /// line, so lowered, at the threshold): crossing a protocol threshold costs
-/// a handshake, not a multiple of the step. A range is fitted on few sizes,
-/// and one step disturbed by another job can lift a range's intercept
-/// several times over the range below. Each range keeps its own slope.
-/// `ranges` in increasing order of their first size.
+/// a handshake, not a multiple of the step. Each range keeps its own slope.
+/// And at most the least such value at the start of any range above: an
+/// exchange of more bytes takes no less time than one of fewer, so a range
+/// lifted above the ones after it was measured disturbed. (A range is
+/// fitted on few sizes, and one step disturbed by another job can lift it
+/// several times over its neighbours.) `ranges` in increasing order of
+/// their first size.
 fn exchange_envelope<'a>(
     ranges: impl Iterator<Item = &'a Params>,
     bytes: u64,
     handshake_ns: f64,
 ) -> Option<f64> {
     let at = bytes.max(1);
-    // The range containing `at` and how far its line is lowered.
-    let mut cur: Option<(&Params, f64)> = None;
-    for p in ranges.take_while(|p| p.range_from_bytes <= at) {
-        let drop = cur.map_or(0.0, |(q, q_drop)| {
-            let start = p.range_from_bytes;
+    // The previous range and how far its line is lowered.
+    let mut prev: Option<(&Params, f64)> = None;
+    let mut here: Option<f64> = None;
+    let mut above = f64::INFINITY;
+    for p in ranges {
+        let start = p.range_from_bytes;
+        let drop = prev.map_or(0.0, |(q, q_drop)| {
             let cap = q.gap_ns(start) - q_drop + handshake_ns.max(0.0);
             (p.gap_ns(start) - cap).max(0.0)
         });
-        cur = Some((p, drop));
+        if start <= at {
+            here = Some((p.gap_ns(at) - drop).max(0.0));
+        } else {
+            above = above.min((p.gap_ns(start) - drop).max(0.0));
+        }
+        prev = Some((p, drop));
     }
-    cur.map(|(p, drop)| (p.gap_ns(bytes) - drop).max(0.0))
+    here.map(|v| v.min(above))
 }
 
 impl Network for Params {
@@ -120,24 +130,45 @@ impl Network for ReaderNetwork<'_> {
         let mut buf = [0u8; TRANSPORT_MAX_BYTES];
         let name = exchange_transport(self.transport, ranks, &mut buf)?;
         // The ranges at and below msg_bytes, each found by a lookup just
-        // below the previous one's start (at most the entry's ranges).
-        let mut lines = [Params::default(); crate::layout::MAX_RANGES];
+        // below the previous one's start, then those above, each found by
+        // a lookup just above the previous one's end (at most the entry's
+        // ranges either way).
+        const N: usize = crate::layout::MAX_RANGES;
+        let mut down = [Params::default(); N];
         let mut n = 0;
         let mut at = msg_bytes;
-        while n < lines.len() {
+        while n < N {
             let Ok(p) = self.reader.lookup(self.peer, name, at) else {
                 break;
             };
-            lines[n] = p;
+            down[n] = p;
             n += 1;
             if p.range_from_bytes <= 1 || p.range_from_bytes > at {
                 break;
             }
             at = p.range_from_bytes - 1;
         }
+        let mut up = [Params::default(); N];
+        let mut k = 0;
+        let mut end = if n > 0 {
+            down[0].range_to_bytes
+        } else {
+            u64::MAX
+        };
+        while k < N && end < u64::MAX {
+            let Ok(p) = self.reader.lookup(self.peer, name, end + 1) else {
+                break;
+            };
+            if p.range_from_bytes <= end {
+                break;
+            }
+            up[k] = p;
+            k += 1;
+            end = p.range_to_bytes;
+        }
         let handshake = self.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
-        // Found from the top down; the envelope walks up.
-        exchange_envelope(lines[..n].iter().rev(), msg_bytes, handshake)
+        // Found from the top down, then upwards; the envelope walks up.
+        exchange_envelope(down[..n].iter().rev().chain(&up[..k]), msg_bytes, handshake)
     }
 }
 

@@ -29,7 +29,17 @@ pub enum Op {
     /// Copy `bytes` in memory (through a shared-memory buffer, or a local
     /// rotation).
     Copy { bytes: u64 },
+    /// First writes to `bytes` of freshly mapped memory (page faults: a
+    /// buffer allocated for the call and given back to the kernel after
+    /// it).
+    Touch { bytes: u64 },
 }
+
+/// Allocations of at least this many bytes come from fresh mappings that
+/// are given back when freed (glibc's default `M_MMAP_THRESHOLD`), so a
+/// buffer of that size allocated on every call is first touched on every
+/// call.
+pub const FRESH_ALLOC_BYTES: u64 = 128 * 1024;
 
 /// An algorithm as the model runs it. The first group are ngcoll's own
 /// (see [`super::Algorithm`]); the rest are what Open MPI's coll/tuned and
@@ -57,12 +67,23 @@ pub enum Schedule {
     BcastShm,
 
     ReduceBinomial,
+    /// The binomial tree as Open MPI's coll/base runs it
+    /// (`ompi_coll_base_reduce_generic`): every rank with children
+    /// allocates its accumulation and receive buffers on every call.
+    ReduceBinomialAlloc,
     ReduceRabenseifner,
+    /// Rabenseifner's reduce as Open MPI's coll/base runs it
+    /// (`ompi_coll_base_reduce_intra_redscat_gather`): a receive buffer
+    /// allocated on every call, and at every rank but the root a copy of
+    /// its vector into another.
+    ReduceRabenseifnerAlloc,
     /// The root receives and combines every other rank's vector in turn.
     ReduceLinear,
-    /// Binary tree (heap order).
+    /// Binary tree (heap order), as Open MPI's coll/base runs it (buffers
+    /// allocated per call, as [`Schedule::ReduceBinomialAlloc`]).
     ReduceBinary,
-    /// Chain towards the root, segmented by `seg`.
+    /// Chain towards the root, segmented by `seg`, as Open MPI's coll/base
+    /// runs it (buffers allocated per call).
     ReduceChain {
         seg: u64,
     },
@@ -135,7 +156,9 @@ impl Schedule {
                 | BcastKnomial { .. }
                 | BcastShm
                 | ReduceBinomial
+                | ReduceBinomialAlloc
                 | ReduceRabenseifner
+                | ReduceRabenseifnerAlloc
                 | ReduceLinear
                 | ReduceBinary
                 | ReduceChain { .. }
@@ -147,7 +170,7 @@ impl Schedule {
     pub fn name(self) -> &'static str {
         use Schedule::*;
         match self {
-            BcastBinomial | ReduceBinomial => "binomial",
+            BcastBinomial | ReduceBinomial | ReduceBinomialAlloc => "binomial",
             BcastScatterRd => "scatter_rd_allgather",
             BcastScatterRing => "scatter_ring_allgather",
             BcastChain { .. } => "chain",
@@ -155,7 +178,7 @@ impl Schedule {
             BcastBinary | ReduceBinary => "binary_tree",
             BcastKnomial { .. } => "knomial",
             BcastShm | ReduceShm | AllreduceShm | BarrierShm => "shm_release_gather",
-            ReduceRabenseifner | AllreduceRabenseifner => "rabenseifner",
+            ReduceRabenseifner | ReduceRabenseifnerAlloc | AllreduceRabenseifner => "rabenseifner",
             ReduceChain { .. } => "chain",
             AllreduceRecursiveDoubling | AllgatherRecursiveDoubling | BarrierRecursiveDoubling => {
                 "recursive_doubling"
@@ -271,19 +294,8 @@ impl Emit<'_> {
             }
             BcastChain { seg } => {
                 let v = self.v();
-                let seg = seg.clamp(1, m.max(1));
-                let n = m.div_ceil(seg).max(1);
-                for i in 0..n {
-                    let b = seg.min(m - (i * seg).min(m));
-                    if v != 0 {
-                        self.recv(v - 1, b);
-                        self.op(Op::WaitRecvs);
-                    }
-                    if v + 1 < p {
-                        self.send(v + 1, b);
-                    }
-                }
-                self.op(Op::Wait);
+                let (up, down) = ((v != 0).then(|| v - 1), (v + 1 < p).then_some(v + 1));
+                self.chain(m, seg, up, down, None);
             }
             BcastLinear => {
                 let v = self.v();
@@ -329,9 +341,10 @@ impl Emit<'_> {
                 self.op(Op::Wait);
             }
 
-            ReduceBinomial => {
+            ReduceBinomial | ReduceBinomialAlloc => {
                 let v = self.v();
-                let mut mask = 1;
+                let alloc = s == ReduceBinomialAlloc;
+                let (mut mask, mut child) = (1, 0);
                 while mask < p {
                     if v & mask != 0 {
                         self.send(v - mask, m);
@@ -341,12 +354,15 @@ impl Emit<'_> {
                     if v + mask < p {
                         self.recv(v + mask, m);
                         self.op(Op::Wait);
+                        self.fresh_receive(alloc, v, child, m, m);
                         self.op(Op::Reduce { bytes: m });
+                        child += 1;
                     }
                     mask <<= 1;
                 }
             }
-            ReduceRabenseifner => self.rabenseifner(m, true),
+            ReduceRabenseifner => self.rabenseifner(m, true, false),
+            ReduceRabenseifnerAlloc => self.rabenseifner(m, true, true),
             ReduceLinear => {
                 let v = self.v();
                 if v == 0 {
@@ -362,10 +378,11 @@ impl Emit<'_> {
             }
             ReduceBinary => {
                 let v = self.v();
-                for c in [2 * v + 1, 2 * v + 2] {
+                for (child, c) in [2 * v + 1, 2 * v + 2].into_iter().enumerate() {
                     if c < p {
                         self.recv(c, m);
                         self.op(Op::Wait);
+                        self.fresh_receive(true, v, child, m, m);
                         self.op(Op::Reduce { bytes: m });
                     }
                 }
@@ -377,20 +394,9 @@ impl Emit<'_> {
             ReduceChain { seg } => {
                 // Towards the root: v = P−1 starts, v = 0 ends.
                 let v = self.v();
-                let seg = seg.clamp(1, m.max(1));
-                let n = m.div_ceil(seg).max(1);
-                for i in 0..n {
-                    let b = seg.min(m - (i * seg).min(m));
-                    if v + 1 < p {
-                        self.recv(v + 1, b);
-                        self.op(Op::WaitRecvs);
-                        self.op(Op::Reduce { bytes: b });
-                    }
-                    if v != 0 {
-                        self.send(v - 1, b);
-                    }
-                }
-                self.op(Op::Wait);
+                let (up, down) = ((v + 1 < p).then_some(v + 1), (v != 0).then(|| v - 1));
+                let fresh = v != 0 && m >= FRESH_ALLOC_BYTES;
+                self.chain(m, seg, up, down, Some(fresh));
             }
             ReduceShm => self.shm_reduce(m),
 
@@ -410,7 +416,7 @@ impl Emit<'_> {
                 }
                 self.fold_out(m);
             }
-            AllreduceRabenseifner => self.rabenseifner(m, false),
+            AllreduceRabenseifner => self.rabenseifner(m, false, false),
             AllreduceRing => {
                 let b = m.div_ceil(p as u64);
                 let v = self.v();
@@ -536,17 +542,8 @@ impl Emit<'_> {
             }
             BarrierTree => {
                 let v = self.v();
-                let limit = if v == 0 {
-                    p.next_power_of_two()
-                } else {
-                    lowbit(v)
-                };
-                let mut mask = limit >> 1;
-                while mask > 0 {
-                    if v + mask < p {
-                        self.recv(v + mask, 0);
-                    }
-                    mask >>= 1;
+                for c in self.children() {
+                    self.recv(c, 0);
                 }
                 self.op(Op::Wait);
                 if v != 0 {
@@ -555,12 +552,8 @@ impl Emit<'_> {
                     self.send(parent, 0);
                     self.op(Op::Wait);
                 }
-                let mut mask = limit >> 1;
-                while mask > 0 {
-                    if v + mask < p {
-                        self.send(v + mask, 0);
-                    }
-                    mask >>= 1;
+                for c in self.children() {
+                    self.send(c, 0);
                 }
                 self.op(Op::Wait);
             }
@@ -605,6 +598,55 @@ impl Emit<'_> {
             out: self.out,
         };
         e.run(s, m);
+    }
+
+    /// A chain cut into segments of `seg` bytes: each segment is received
+    /// from `from` (if any), combined when `reduce` is Some (into freshly
+    /// allocated memory when Some(true)), and sent on to `to` (if any)
+    /// without waiting for the send.
+    fn chain(
+        &mut self,
+        m: u64,
+        seg: u64,
+        from: Option<usize>,
+        to: Option<usize>,
+        reduce: Option<bool>,
+    ) {
+        let seg = seg.clamp(1, m.max(1));
+        let n = m.div_ceil(seg).max(1);
+        for i in 0..n {
+            let b = seg.min(m - (i * seg).min(m));
+            if let Some(f) = from {
+                self.recv(f, b);
+                self.op(Op::WaitRecvs);
+                if let Some(fresh) = reduce {
+                    if fresh {
+                        self.op(Op::Touch { bytes: b });
+                    }
+                    self.op(Op::Reduce { bytes: b });
+                }
+            }
+            if let Some(t) = to {
+                self.send(t, b);
+            }
+        }
+        self.op(Op::Wait);
+    }
+
+    /// Open MPI's generic reduce (`alloc`) receives its `child`-th child's
+    /// vector of `m` bytes into freshly allocated memory (`alloc_bytes`
+    /// each) unless it is the root's first (that one lands in the receive
+    /// buffer); it has two receive buffers, so only the first two after
+    /// that are new. Allocations below [`FRESH_ALLOC_BYTES`] reuse memory.
+    fn fresh_receive(&mut self, alloc: bool, v: usize, child: usize, m: u64, alloc_bytes: u64) {
+        let fresh = if v == 0 {
+            (1..=2).contains(&child)
+        } else {
+            child <= 2
+        };
+        if alloc && fresh && alloc_bytes >= FRESH_ALLOC_BYTES {
+            self.op(Op::Touch { bytes: m });
+        }
     }
 
     fn binomial_bcast(&mut self, m: u64) {
@@ -658,19 +700,26 @@ impl Emit<'_> {
             self.recv(v - lowbit(v), bytes(v, lowbit(v).min(p - v)));
             self.op(Op::Wait);
         }
+        for c in self.children() {
+            self.send(c, bytes(c, (c - v).min(p - c)));
+        }
+        self.op(Op::Wait);
+    }
+
+    /// This rank's children in the binomial tree (relative ranks), the
+    /// largest subtree first: v + 2^k for 2^k below v's lowest set bit (any
+    /// k for the root).
+    fn children(&self) -> impl Iterator<Item = usize> {
+        let (v, p) = (self.v(), self.p);
         let limit = if v == 0 {
             p.next_power_of_two()
         } else {
             lowbit(v)
         };
-        let mut mask = limit >> 1;
-        while mask > 0 {
-            if v + mask < p {
-                self.send(v + mask, bytes(v + mask, mask.min(p - v - mask)));
-            }
-            mask >>= 1;
-        }
-        self.op(Op::Wait);
+        std::iter::successors(Some(limit >> 1), |m| Some(m >> 1))
+            .take_while(|&m| m > 0)
+            .map(move |m| v + m)
+            .filter(move |&c| c < p)
     }
 
     /// Fold-in of a non-power-of-two size; None for a rank that sits out.
@@ -703,9 +752,18 @@ impl Emit<'_> {
         }
     }
 
-    /// Rabenseifner's reduce (`to_root`) or allreduce.
-    fn rabenseifner(&mut self, m: u64, to_root: bool) {
+    /// Rabenseifner's reduce (`to_root`) or allreduce; `alloc`: with Open
+    /// MPI's per-call buffers (every rank but the root copies its vector
+    /// into a fresh one; the first halving step receives into another,
+    /// whose later steps reuse the part it touched).
+    fn rabenseifner(&mut self, m: u64, to_root: bool, alloc: bool) {
         let p = self.p;
+        let fresh = alloc && m >= FRESH_ALLOC_BYTES;
+        if fresh && self.v() != 0 {
+            self.op(Op::Touch { bytes: m });
+            self.op(Op::Copy { bytes: m });
+        }
+        let mut first = fresh;
         let pof2 = pof2_floor(p);
         let rem = p - pof2;
         let Some(nr) = self.fold_in(m) else {
@@ -725,6 +783,12 @@ impl Emit<'_> {
                 (lo + half, lo)
             };
             self.exchange(old_rank(nr ^ mask, rem), blk(give, half), blk(keep, half));
+            if first {
+                self.op(Op::Touch {
+                    bytes: blk(keep, half),
+                });
+                first = false;
+            }
             self.op(Op::Reduce {
                 bytes: blk(keep, half),
             });

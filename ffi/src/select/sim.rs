@@ -21,8 +21,19 @@
 //! Every rank also counts its busy CPU time (overheads, combining,
 //! copies), which bounds the time of ranks that share cores (see
 //! `view`).
+//!
+//! The bytes of the messages on one node move through a limited number of
+//! copy lanes ([`copy_lanes`]): where the node's all-ranks exchange was
+//! measured, it says how many transfers of a size the node moves at once,
+//! and a transfer that finds every lane busy waits for one. (A
+//! single-copy transfer between processes of one node, such as Open MPI's
+//! CMA `process_vm_readv`, can serialize with every other one: two pairs at
+//! once then take as long as one after the other, and a tree whose pairs
+//! send at once gains nothing over a root receiving in turn.) The messages
+//! of an all-ranks step are priced at the measured step X(s), which holds
+//! that contention already, and take no lane.
 
-use super::cost::{msg, Msg};
+use super::cost::{bytes_part_ns, copy_lanes, msg, send_overhead_ns, Msg};
 use super::schedule::{Op, Schedule};
 use super::Network;
 use crate::types::{LookupError, Params};
@@ -46,7 +57,12 @@ struct Cost {
     cpu_send_ns: f64,
     cpu_recv_ns: f64,
     copy_ns: f64,
+    /// The part of T(s) that moves the bytes (T(s) − T(1), the
+    /// handshake left out): what holds a copy lane.
+    bytes_ns: f64,
     eager: bool,
+    /// Transfers of this size the node moves at once (None: no limit).
+    lanes: Option<usize>,
 }
 
 /// Cost lookups by size (a simulation uses a handful of sizes).
@@ -54,6 +70,9 @@ struct Costs<'a, N: Network + ?Sized> {
     net: &'a N,
     p: usize,
     cache: Vec<(u64, Cost)>,
+    lanes: Lanes,
+    /// Lane time reserved, over the number of lanes (ns).
+    lane_ns: f64,
 }
 
 impl<N: Network + ?Sized> Costs<'_, N> {
@@ -63,20 +82,29 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         }
         let m: Msg = msg(self.net, bytes)?;
         let p: Params = self.net.at(bytes)?;
-        let k = bytes.saturating_sub(1) as f64;
-        let o_s = (p.o_s_ns + k * p.O_s_ns_per_byte).max(0.0);
+        let o_s = send_overhead_ns(&p, bytes, m.t_ns);
         let small = self.net.at(1)?;
+        // The fixed overheads of one message, each at most the one-byte
+        // message's whole time (see `send_overhead_ns`).
+        let one = msg(self.net, 1)?.t_ns;
+        let (o_s1, o_r1) = (
+            send_overhead_ns(&small, 1, one),
+            small.o_r_ns.clamp(0.0, one.max(0.0)),
+        );
         let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
+        let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;
         let c = Cost {
             t_ns: m.t_ns,
             x_ns: self.net.exchange_ns(self.p, bytes).unwrap_or(m.t_ns),
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
-            cpu_send_ns: small.o_s_ns.max(0.0) + copy,
-            cpu_recv_ns: small.o_r_ns.max(0.0) + copy,
+            cpu_send_ns: o_s1 + copy,
+            cpu_recv_ns: o_r1 + copy,
             // A memory copy runs at about the per-byte gap of shared memory.
             copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
-            eager: p.S_bytes == u64::MAX || bytes <= p.S_bytes,
+            bytes_ns: bytes_part_ns(self.net, bytes)?,
+            eager,
+            lanes: copy_lanes(self.net, self.p, bytes)?,
         };
         self.cache.push((bytes, c));
         Ok(c)
@@ -89,6 +117,48 @@ impl<N: Network + ?Sized> Costs<'_, N> {
 struct MsgState {
     sent: Option<(f64, u64, bool)>,
     recv_posted: Option<f64>,
+    /// Its arrival, once computed (a transfer reserves a lane then, so it
+    /// is computed once).
+    arrived: Option<f64>,
+}
+
+/// The node's copy lanes: per lane, the intervals reserved by transfers,
+/// in order and disjoint. A transfer takes the earliest interval, on any
+/// lane, that starts no earlier than it is ready and overlaps no reserved
+/// one.
+#[derive(Debug, Default)]
+struct Lanes {
+    busy: Vec<Vec<(f64, f64)>>,
+}
+
+impl Lanes {
+    /// Reserves `dur_ns` from `ready` on one of `n` lanes; returns when the
+    /// transfer starts.
+    fn reserve(&mut self, n: usize, ready: f64, dur_ns: f64) -> f64 {
+        if self.busy.len() < n {
+            self.busy.resize(n, Vec::new());
+        }
+        let mut best: Option<(usize, f64)> = None;
+        for (i, lane) in self.busy[..n].iter().enumerate() {
+            let mut t = ready;
+            // Intervals that end by `ready` cannot be in the way.
+            let first = lane.partition_point(|&(_, b)| b <= ready);
+            for &(a, b) in &lane[first..] {
+                if t + dur_ns <= a {
+                    break;
+                }
+                t = t.max(b);
+            }
+            if best.map_or(true, |(_, bt)| t < bt) {
+                best = Some((i, t));
+            }
+        }
+        let (i, t) = best.unwrap_or((0, ready));
+        let lane = &mut self.busy[i];
+        let at = lane.partition_point(|&(a, _)| a < t);
+        lane.insert(at, (t, t + dur_ns));
+        t
+    }
 }
 
 /// What one rank is doing.
@@ -120,6 +190,17 @@ pub struct Run {
     pub cpu_ns: Vec<f64>,
     /// Waits of each rank over all calls that waited for another rank.
     pub blocked: Vec<u32>,
+    /// The node's copy-lane time over all calls, per lane (ns): calls back
+    /// to back take at least this per call, however far ranks run ahead.
+    pub lane_ns: f64,
+}
+
+/// What local work costs: combining (γ) and first touching freshly mapped
+/// memory, ns per byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub gamma_ns_per_byte: f64,
+    pub fresh_ns_per_byte: f64,
 }
 
 /// How the calls are issued.
@@ -136,14 +217,17 @@ pub fn run<N: Network + ?Sized>(
     sched: Schedule,
     p: usize,
     m: u64,
-    gamma_ns_per_byte: f64,
+    work: Work,
     issue: Issue,
 ) -> Result<Run, SimError> {
+    let gamma_ns_per_byte = work.gamma_ns_per_byte;
     let Issue::BackToBack { calls, rotate } = issue;
     let mut costs = Costs {
         net,
         p,
         cache: Vec::new(),
+        lanes: Lanes::default(),
+        lane_ns: 0.0,
     };
     let pairs = p * p;
     // Messages per directed pair (src * p + dst), in posting order.
@@ -173,7 +257,7 @@ pub fn run<N: Network + ?Sized>(
                 }
                 if st.pc == st.ops.len() {
                     // End of a call: an implicit wait for everything.
-                    if !try_wait(&mut ranks[r], &chan, &mut costs, true)? {
+                    if !try_wait(&mut ranks[r], &mut chan, &mut costs, true)? {
                         break;
                     }
                     let st = &mut ranks[r];
@@ -205,7 +289,7 @@ pub fn run<N: Network + ?Sized>(
                         let mut ready = st.t.max(st.next_send);
                         let mut ok = true;
                         if idx >= EAGER_CREDITS {
-                            match consumed_at(&chan[pair][idx - EAGER_CREDITS], &mut costs)? {
+                            match consumed_at(&mut chan[pair][idx - EAGER_CREDITS], &mut costs)? {
                                 Some(t) => ready = ready.max(t),
                                 None => ok = false,
                             }
@@ -243,7 +327,7 @@ pub fn run<N: Network + ?Sized>(
                     }
                     Op::Wait | Op::WaitRecvs => {
                         let all = matches!(op, Op::Wait);
-                        if try_wait(&mut ranks[r], &chan, &mut costs, all)? {
+                        if try_wait(&mut ranks[r], &mut chan, &mut costs, all)? {
                             ranks[r].pc += 1;
                             true
                         } else {
@@ -252,6 +336,13 @@ pub fn run<N: Network + ?Sized>(
                     }
                     Op::Reduce { bytes } => {
                         let w = gamma_ns_per_byte * bytes as f64;
+                        st.t += w;
+                        st.cpu_ns += w;
+                        st.pc += 1;
+                        true
+                    }
+                    Op::Touch { bytes } => {
+                        let w = work.fresh_ns_per_byte.max(0.0) * bytes as f64;
                         st.t += w;
                         st.cpu_ns += w;
                         st.pc += 1;
@@ -294,15 +385,20 @@ pub fn run<N: Network + ?Sized>(
         finish,
         cpu_ns: ranks.iter().map(|r| r.cpu_ns).collect(),
         blocked: ranks.iter().map(|r| r.blocked).collect(),
+        lane_ns: costs.lane_ns,
     })
 }
 
 /// When the message's data is in the receiver's buffer, if both ends have
-/// posted (None otherwise).
+/// posted (None otherwise). Computed once per message: a transfer reserves
+/// a copy lane when its arrival is first asked for.
 fn arrival<N: Network + ?Sized>(
-    m: &MsgState,
+    m: &mut MsgState,
     costs: &mut Costs<N>,
 ) -> Result<Option<f64>, LookupError> {
+    if let Some(t) = m.arrived {
+        return Ok(Some(t));
+    }
     let (Some((sent, bytes, exchange)), Some(posted)) = (m.sent, m.recv_posted) else {
         // An eager message arrives whenever its receive is posted: its
         // arrival needs the receive too (for when the wait completes).
@@ -310,16 +406,25 @@ fn arrival<N: Network + ?Sized>(
     };
     let c = costs.get(bytes)?;
     let t = if exchange { c.x_ns } else { c.t_ns };
-    Ok(Some(if c.eager {
-        (sent + t).max(posted)
-    } else {
-        sent.max(posted) + t
-    }))
+    // An eager message moves as soon as it is sent, a rendezvous message
+    // once both ends have posted; its fixed part (latency, handshake)
+    // first, then its bytes once a copy lane is free.
+    let ready = if c.eager { sent } else { sent.max(posted) };
+    let moved = match c.lanes.filter(|_| !exchange) {
+        Some(n) => {
+            costs.lane_ns += c.bytes_ns / n as f64;
+            costs.lanes.reserve(n, ready + t - c.bytes_ns, c.bytes_ns) + c.bytes_ns
+        }
+        None => ready + t,
+    };
+    let at = moved.max(posted);
+    m.arrived = Some(at);
+    Ok(Some(at))
 }
 
 /// When the receiver has consumed the message (for the sender's credits).
 fn consumed_at<N: Network + ?Sized>(
-    m: &MsgState,
+    m: &mut MsgState,
     costs: &mut Costs<N>,
 ) -> Result<Option<f64>, SimError> {
     Ok(arrival(m, costs)?)
@@ -330,20 +435,20 @@ fn consumed_at<N: Network + ?Sized>(
 /// to get further first.
 fn try_wait<N: Network + ?Sized>(
     st: &mut Rank,
-    chan: &[Vec<MsgState>],
+    chan: &mut [Vec<MsgState>],
     costs: &mut Costs<N>,
     all: bool,
 ) -> Result<bool, SimError> {
     let mut t = st.t;
     for &(pair, idx) in &st.recvs {
-        match arrival(&chan[pair][idx], costs)? {
+        match arrival(&mut chan[pair][idx], costs)? {
             Some(a) => t = t.max(a),
             None => return Ok(false),
         }
     }
     if all {
         for &(pair, idx) in &st.sends {
-            let m = &chan[pair][idx];
+            let m = &mut chan[pair][idx];
             let (sent, bytes, _) = m.sent.expect("a posted send has its time");
             let c = costs.get(bytes)?;
             if c.eager {

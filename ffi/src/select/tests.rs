@@ -481,15 +481,20 @@ fn ranges_pick_the_containing_one() {
     assert_eq!(set[..].at(0).unwrap().G_ns_per_byte, 0.1);
 }
 
-#[test]
-fn c_abi_select() {
-    let p = net(1000.0, 200.0, 300.0, 0.1);
-    let mut best = Choice {
+/// A choice no selection writes (algorithm 99), to see what is written.
+fn unset_choice() -> Choice {
+    Choice {
         algorithm: 99,
         reserved: 0,
         predicted_ns: 0.0,
         segment_bytes: 0,
-    };
+    }
+}
+
+#[test]
+fn c_abi_select() {
+    let p = net(1000.0, 200.0, 300.0, 0.1);
+    let mut best = unset_choice();
     let mut all = [best; 4];
     let mut n = 0usize;
     // SAFETY: valid pointers to locals.
@@ -562,45 +567,48 @@ fn c_select_takes_gamma_only_when_it_is_a_finite_non_negative_number() {
 
 /// Every schedule the model knows, for the simulation tests.
 fn all_schedules(m: u64) -> Vec<Schedule> {
-    use Schedule::*;
-    vec![
-        BcastBinomial,
-        BcastScatterRd,
-        BcastScatterRing,
-        BcastChain {
-            seg: (m / 4).max(1),
-        },
-        BcastChain { seg: m.max(1) },
-        BcastLinear,
-        BcastBinary,
-        BcastKnomial { radix: 4 },
-        BcastShm,
-        ReduceBinomial,
-        ReduceRabenseifner,
-        ReduceLinear,
-        ReduceBinary,
-        ReduceChain {
-            seg: (m / 3).max(1),
-        },
-        ReduceShm,
-        AllreduceRecursiveDoubling,
-        AllreduceRabenseifner,
-        AllreduceRing,
-        AllreduceReduceBcast,
-        AllreduceShm,
-        AllgatherRecursiveDoubling,
-        AllgatherRing,
-        AllgatherBruck,
-        AllgatherNeighbor,
-        AlltoallPairwise,
-        AlltoallLinear,
-        AlltoallBruck,
-        BarrierDissemination,
-        BarrierTree,
-        BarrierLinear,
-        BarrierRecursiveDoubling,
-        BarrierShm,
-    ]
+    // Ours, the chains also with several segments, and whatever either
+    // library runs for any communicator size and message size.
+    let mut out: Vec<Schedule> = Algorithm::ALL
+        .iter()
+        .map(|&a| Schedule::of(a, m.max(1)))
+        .chain([
+            Schedule::BcastChain {
+                seg: (m / 4).max(1),
+            },
+            Schedule::ReduceChain {
+                seg: (m / 3).max(1),
+            },
+        ])
+        .collect();
+    for lib in [Library::OpenMpi41, Library::Mpich40] {
+        for coll in Collective::ALL {
+            for p in [
+                2, 3, 4, 5, 6, 8, 16, 40, 100, 200, 300, 600, 1500, 3000, 5000,
+            ] {
+                for bytes in (0..24).map(|k| 1u64 << k) {
+                    for one_node in [true, false] {
+                        let s = match lib.schedule(coll, p, bytes, one_node) {
+                            Schedule::BcastChain { .. } => Schedule::BcastChain { seg: m.max(1) },
+                            Schedule::ReduceChain { .. } => Schedule::ReduceChain { seg: m.max(1) },
+                            s => s,
+                        };
+                        if !out.contains(&s) {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_libraries_reach_every_schedule() {
+    // Every variant of Schedule (33) once, the chains with two segment
+    // sizes.
+    assert_eq!(all_schedules(1 << 20).len(), 35);
 }
 
 #[test]
@@ -620,7 +628,11 @@ fn every_schedule_runs_without_deadlock_on_1_to_9_ranks() {
                         rotate: true,
                     },
                 ] {
-                    let r = sim::run(&p_net, s, p, m, 0.2, issue);
+                    let work = sim::Work {
+                        gamma_ns_per_byte: 0.2,
+                        fresh_ns_per_byte: 0.4,
+                    };
+                    let r = sim::run(&p_net, s, p, m, work, issue);
                     assert!(r.is_ok(), "{s:?} p={p} m={m} {issue:?}: {r:?}");
                 }
             }
@@ -670,12 +682,7 @@ fn c_abi_selects_the_new_collectives() {
         (Collective::Allgather, Algorithm::AllgatherRecursiveDoubling),
         (Collective::Alltoall, Algorithm::AlltoallPairwise),
     ] {
-        let mut best = Choice {
-            algorithm: 99,
-            reserved: 0,
-            predicted_ns: 0.0,
-            segment_bytes: 0,
-        };
+        let mut best = unset_choice();
         let mut all = [best; 4];
         let mut n = 0usize;
         // SAFETY: valid pointers to locals.
@@ -782,30 +789,24 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
 #[test]
 fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
-    let free = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let ring = |opts: &ViewOptions, spins: bool| {
+        view(
+            &p_net,
+            Schedule::AllreduceRing,
+            8,
+            1 << 20,
+            opts,
+            spins,
+            false,
+        )
+        .unwrap()
+    };
+    let free = ring(&ViewOptions::default(), false);
     let shared = ViewOptions {
         cores: 2,
         ..ViewOptions::default()
     };
-    let two = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &shared,
-        false,
-        false,
-    )
-    .unwrap();
+    let two = ring(&shared, false);
     for (a, b) in two.prices().iter().zip(free.prices()) {
         assert!(*a >= b - 1e-6, "{two:?} vs {free:?}");
     }
@@ -820,26 +821,8 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
         spin_slice_ns: 1e6,
         ..ViewOptions::default()
     };
-    let spin = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &slice,
-        true,
-        false,
-    )
-    .unwrap();
-    let polite = view(
-        &p_net,
-        Schedule::AllreduceRing,
-        8,
-        1 << 20,
-        &slice,
-        false,
-        false,
-    )
-    .unwrap();
+    let spin = ring(&slice, true);
+    let polite = ring(&slice, false);
     assert!(
         spin.sync_ns > polite.sync_ns + 1e6,
         "{spin:?} vs {polite:?}"
@@ -863,84 +846,45 @@ fn shared_cores_bound_back_to_back_calls_by_the_busy_time() {
 
 #[test]
 fn library_decisions_follow_the_published_rules() {
+    use Collective::*;
     use Schedule::*;
-    let o = Library::OpenMpi41;
-    assert_eq!(o.schedule(Collective::Bcast, 4, 32, true), BcastBinary);
-    assert_eq!(o.schedule(Collective::Bcast, 4, 100, true), BcastBinomial);
-    assert_eq!(o.schedule(Collective::Bcast, 4, 16384, true), BcastLinear);
-    assert_eq!(
-        o.schedule(Collective::Bcast, 4, 2 << 20, true),
-        BcastChain { seg: 2 << 20 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Bcast, 8, 1000, true),
-        BcastKnomial { radix: 4 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 65536, true),
-        AllreduceRabenseifner
-    );
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 1024, true),
-        AllreduceRecursiveDoubling
-    );
-    // Ring for < 16 B, but fewer elements than ranks: recursive doubling.
-    assert_eq!(
-        o.schedule(Collective::Allreduce, 4, 8, true),
-        AllreduceRecursiveDoubling
-    );
-    assert_eq!(o.schedule(Collective::Reduce, 4, 100, true), ReduceBinary);
-    assert_eq!(
-        o.schedule(Collective::Reduce, 4, 8192, true),
-        ReduceChain { seg: 8192 }
-    );
-    assert_eq!(
-        o.schedule(Collective::Allgather, 4, 100, true),
-        AllgatherRecursiveDoubling
-    );
-    assert_eq!(
-        o.schedule(Collective::Allgather, 6, 100, true),
-        AllgatherBruck
-    );
-    assert_eq!(
-        o.schedule(Collective::Alltoall, 4, 100, true),
-        AlltoallLinear
-    );
-    assert_eq!(
-        o.schedule(Collective::Alltoall, 4, 600_000, true),
-        AlltoallPairwise
-    );
-    assert_eq!(o.schedule(Collective::Barrier, 4, 0, true), BarrierLinear);
-    assert_eq!(
-        o.schedule(Collective::Barrier, 8, 0, true),
-        BarrierRecursiveDoubling
-    );
-    let m = Library::Mpich40;
-    assert_eq!(m.schedule(Collective::Bcast, 4, 100, true), BcastShm);
-    assert_eq!(
-        m.schedule(Collective::Allreduce, 4, 100, true),
-        AllreduceShm
-    );
-    assert_eq!(
-        m.schedule(Collective::Bcast, 16, 1 << 20, false),
-        BcastScatterRing
-    );
-    assert_eq!(
-        m.schedule(Collective::Bcast, 16, 100_000, false),
-        BcastScatterRd
-    );
-    assert_eq!(
-        m.schedule(Collective::Allgather, 6, 100, true),
-        AllgatherBruck
-    );
-    assert_eq!(
-        m.schedule(Collective::Alltoall, 4, 100, true),
-        AlltoallLinear
-    );
-    assert_eq!(
-        m.schedule(Collective::Alltoall, 16, 100, true),
-        AlltoallBruck
-    );
+    let (o, m) = (Library::OpenMpi41, Library::Mpich40);
+    // (library, collective, ranks, bytes, one node, what it runs)
+    let cases = [
+        (o, Bcast, 4, 32, true, BcastBinary),
+        (o, Bcast, 4, 100, true, BcastBinomial),
+        (o, Bcast, 4, 16384, true, BcastLinear),
+        (o, Bcast, 4, 2 << 20, true, BcastChain { seg: 2 << 20 }),
+        (o, Bcast, 8, 1000, true, BcastKnomial { radix: 4 }),
+        (o, Allreduce, 4, 65536, true, AllreduceRabenseifner),
+        (o, Allreduce, 4, 1024, true, AllreduceRecursiveDoubling),
+        // Ring for < 16 B, but fewer elements than ranks: recursive
+        // doubling.
+        (o, Allreduce, 4, 8, true, AllreduceRecursiveDoubling),
+        (o, Reduce, 4, 100, true, ReduceBinary),
+        (o, Reduce, 4, 8192, true, ReduceChain { seg: 8192 }),
+        (o, Reduce, 4, 1 << 20, true, ReduceLinear),
+        (o, Allgather, 4, 100, true, AllgatherRecursiveDoubling),
+        (o, Allgather, 6, 100, true, AllgatherBruck),
+        (o, Alltoall, 4, 100, true, AlltoallLinear),
+        (o, Alltoall, 4, 600_000, true, AlltoallPairwise),
+        (o, Barrier, 4, 0, true, BarrierLinear),
+        (o, Barrier, 8, 0, true, BarrierRecursiveDoubling),
+        (m, Bcast, 4, 100, true, BcastShm),
+        (m, Allreduce, 4, 100, true, AllreduceShm),
+        (m, Bcast, 16, 1 << 20, false, BcastScatterRing),
+        (m, Bcast, 16, 100_000, false, BcastScatterRd),
+        (m, Allgather, 6, 100, true, AllgatherBruck),
+        (m, Alltoall, 4, 100, true, AlltoallLinear),
+        (m, Alltoall, 16, 100, true, AlltoallBruck),
+    ];
+    for (lib, coll, p, bytes, one_node, want) in cases {
+        assert_eq!(
+            lib.schedule(coll, p, bytes, one_node),
+            want,
+            "{lib:?} {coll:?} {p} ranks {bytes} B"
+        );
+    }
     assert!(m.spins() && !o.spins());
 }
 
@@ -950,36 +894,28 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     p_net.S_bytes = 4096;
     let opts = ViewOptions::default();
     let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    let open_mpi = |coll, m, ours: &[Algorithm], margin| {
+        choose(
+            &p_net,
+            Library::OpenMpi41,
+            coll,
+            4,
+            m,
+            true,
+            ours,
+            &opts,
+            margin,
+        )
+        .unwrap()
+    };
     // Open MPI's allreduce of 1 KiB on 4 ranks is recursive doubling: ours
     // is the same schedule, never more than the margin faster.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Allreduce,
-        4,
-        1024,
-        true,
-        &all,
-        &opts,
-        0.1,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Allreduce, 1024, &all, 0.1);
     assert_eq!(d.library, Schedule::AllreduceRecursiveDoubling);
     assert!(d.ours.is_none(), "{d:?}");
     // Its unsegmented chain for 2 MiB on 4 ranks loses to a segmented one
     // in every view.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
-        4,
-        2 << 20,
-        true,
-        &all,
-        &opts,
-        0.1,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Bcast, 2 << 20, &all, 0.1);
     let ours = d
         .ours
         .expect("a segmented chain or a tree beats the unsegmented chain");
@@ -994,32 +930,194 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     assert!(gmean <= 0.9, "{d:?}");
     assert!(ratios.iter().all(|&r| r <= 1.05), "{d:?}");
     // A margin nothing clears: the library's own, always.
-    let d = choose(
-        &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
-        4,
-        2 << 20,
-        true,
-        &all,
-        &opts,
-        0.99,
-    )
-    .unwrap();
+    let d = open_mpi(Collective::Bcast, 2 << 20, &all, 0.99);
     assert!(d.ours.is_none());
     assert!(d.best_ours.is_some());
     // Only the algorithms offered are candidates.
-    let d = choose(
+    let d = open_mpi(Collective::Bcast, 2 << 20, &[], 0.1);
+    assert!(d.ours.is_none() && d.best_ours.is_none());
+}
+
+/// A pair network with a rendezvous threshold at 4 KiB, and an exchange of
+/// 4 ranks whose bytes take `k` times a pair's per byte (k = 4: the node
+/// moves one transfer at a time; k = 1: four at once).
+fn rendezvous_node(k: f64) -> (Params, Vec<Params>) {
+    let mut pair = net(1000.0, 200.0, 300.0, 0.08);
+    pair.S_bytes = 4096;
+    let x = vec![Params {
+        range_from_bytes: 1,
+        range_to_bytes: 4 << 20,
+        g_ns: 3000.0,
+        G_ns_per_byte: 0.08 * k,
+        ..Params::default()
+    }];
+    (pair, x)
+}
+
+#[test]
+fn copy_lanes_follow_the_measured_exchange() {
+    let m = 1u64 << 20;
+    for (k, lanes) in [(4.0, 1), (3.3, 1), (2.0, 2), (1.0, 4), (0.5, 4)] {
+        let (pair, x) = rendezvous_node(k);
+        let pair = [pair];
+        let net = measured_with_4(&pair, &x);
+        assert_eq!(
+            super::cost::copy_lanes(&net, 4, m).unwrap(),
+            Some(lanes),
+            "k = {k}"
+        );
+        assert_eq!(super::cost::copy_lanes(&net, 8, m).unwrap(), None);
+    }
+    let (pair, _) = rendezvous_node(4.0);
+    assert_eq!(super::cost::copy_lanes(&pair, 4, m).unwrap(), None);
+}
+
+#[test]
+fn single_copy_transfers_that_serialize_take_the_trees_lead_away() {
+    // Reduce of 1 MiB over 4 ranks, γ = 0: the linear reduce's root takes
+    // its three messages in turn; the binomial tree's first round sends
+    // two at once, which a node with one copy lane moves one after the
+    // other, so the tree gains only one message's fixed part.
+    let m = 1u64 << 20;
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let sync = |net: &dyn Network, s: Schedule| {
+        let r = sim::run(net, s, 4, m, sim::Work::default(), one_call).unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    let (pair, one_lane) = rendezvous_node(4.0);
+    let pair = [pair];
+    let serial = measured_with_4(&pair, &one_lane);
+    let (_, four) = rendezvous_node(1.0);
+    let parallel = measured_with_4(&pair, &four);
+    let t = one_message_on(&pair[..], m).unwrap();
+    let bytes = super::cost::bytes_part_ns(&pair[..], m).unwrap();
+    let linear = sync(&serial, Schedule::ReduceLinear);
+    assert!((linear - 3.0 * t).abs() < 1e-6 * t, "{linear} vs 3·{t}");
+    assert_eq!(sync(&parallel, Schedule::ReduceLinear), linear);
+    // Four lanes: two rounds of T. One lane: round one's second transfer
+    // waits for the first's bytes.
+    let tree_parallel = sync(&parallel, Schedule::ReduceBinomial);
+    assert!((tree_parallel - 2.0 * t).abs() < 1e-6 * t);
+    let tree_serial = sync(&serial, Schedule::ReduceBinomial);
+    assert!(
+        (tree_serial - (2.0 * t + bytes)).abs() < 1e-6 * t,
+        "{tree_serial} vs 2·{t} + {bytes}"
+    );
+    assert!((linear - tree_serial - (t - bytes)).abs() < 1e-6 * t);
+    // Without an exchange measurement there is no lane limit.
+    assert_eq!(sync(&pair[0], Schedule::ReduceBinomial), tree_parallel);
+}
+
+#[test]
+fn a_send_overhead_fitted_beyond_the_message_time_is_bounded_by_it() {
+    // A burst disturbed by another job fitted O_s = 5 µs per byte: 256 B
+    // would keep the sender 1.3 ms, while the whole message takes T(256).
+    let mut p_net = net(1000.0, 200.0, 300.0, 0.1);
+    p_net.O_s_ns_per_byte = 5000.0;
+    let t = one_message_on(&p_net, 256).unwrap();
+    let m = msg(&p_net, 256).unwrap();
+    assert!(m.gap_ns <= t + 1e-9, "{} vs {t}", m.gap_ns);
+    // A binomial broadcast over 4 ranks: the root's two sends one gap
+    // apart, then the last hop: at most 3·T.
+    let v = view(
         &p_net,
-        Library::OpenMpi41,
-        Collective::Bcast,
+        Schedule::BcastBinomial,
         4,
-        2 << 20,
-        true,
-        &[],
-        &opts,
-        0.1,
+        256,
+        &ViewOptions::default(),
+        false,
+        false,
     )
     .unwrap();
-    assert!(d.ours.is_none() && d.best_ours.is_none());
+    assert!(v.sync_ns <= 3.0 * t + 1e-6, "{v:?} vs T = {t}");
+}
+
+#[test]
+fn an_exchange_range_lifted_above_the_ranges_after_it_is_capped_by_them() {
+    // Measured under load: 1–3 B at 265 µs, 4–10 B at 6 µs, 11–723 B at
+    // 81 µs + 361 ns/B, then 10 µs + 0.46 ns/B. An exchange of more bytes
+    // takes no less time than one of fewer.
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let line = |from: u64, to: u64, g: f64, big_g: f64| Params {
+        range_from_bytes: from,
+        range_to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        ..Params::default()
+    };
+    let x = [
+        line(1, 3, 264_688.0, 0.0),
+        line(4, 10, 6_159.0, 0.0),
+        line(11, 723, 80_970.0, 360.6),
+        line(724, 4 << 20, 10_148.0, 0.4553),
+    ];
+    let measured = Measured {
+        pair: &pair,
+        exchange: &x,
+        exchange_ranks: 8,
+    };
+    let top_start = x[3].gap_ns(724);
+    assert_eq!(measured.exchange_ns(8, 1), Some(6_159.0));
+    assert_eq!(measured.exchange_ns(8, 7), Some(6_159.0));
+    assert_eq!(measured.exchange_ns(8, 100), Some(top_start));
+    assert_eq!(measured.exchange_ns(8, 1 << 20), Some(x[3].gap_ns(1 << 20)));
+}
+
+#[test]
+fn open_mpis_tree_reduce_pays_for_buffers_allocated_per_call() {
+    // 4 ranks, 1 MiB: Open MPI's binomial reduce receives into buffers it
+    // allocates on every call (fresh pages from 128 KiB), ours into kept
+    // scratch. Fresh pages at 0.4 ns/B: every rank with children touches
+    // one vector more (the root's second child, rank 2's first).
+    let mut p_net = net(1000.0, 200.0, 300.0, 0.08);
+    p_net.S_bytes = 4096;
+    let m = 1u64 << 20;
+    let fresh = ViewOptions {
+        fresh_ns_per_byte: 0.4,
+        ..ViewOptions::default()
+    };
+    let price = |s, o: &ViewOptions| view(&p_net, s, 4, m, o, false, false).unwrap();
+    let ours = price(Schedule::ReduceBinomial, &fresh);
+    let theirs = price(Schedule::ReduceBinomialAlloc, &fresh);
+    let extra = theirs.sync_ns - ours.sync_ns;
+    // Two touches on the critical path (rank 2's, then the root's).
+    assert!(
+        (extra - 2.0 * 0.4 * m as f64).abs() < 1e-6 * theirs.sync_ns,
+        "{extra}"
+    );
+    // Unpriced, or below the allocator's threshold: the same tree.
+    assert_eq!(
+        price(Schedule::ReduceBinomialAlloc, &ViewOptions::default()),
+        price(Schedule::ReduceBinomial, &ViewOptions::default())
+    );
+    let small = |s| view(&p_net, s, 4, 65536, &fresh, false, false).unwrap();
+    assert_eq!(
+        small(Schedule::ReduceBinomialAlloc),
+        small(Schedule::ReduceBinomial)
+    );
+    // Open MPI runs it for 512 KiB on 4 ranks, and a rules file naming
+    // our binomial tree makes it run its own.
+    assert_eq!(
+        Library::OpenMpi41.schedule(Collective::Reduce, 4, 600_000, true),
+        Schedule::ReduceBinomialAlloc
+    );
+    assert_eq!(
+        Library::OpenMpi41.implementation(Schedule::ReduceBinomial),
+        Schedule::ReduceBinomialAlloc
+    );
+    assert_eq!(
+        Library::Mpich40.implementation(Schedule::ReduceBinomial),
+        Schedule::ReduceBinomial
+    );
+    // Its Rabenseifner: every non-root copies its vector into a fresh
+    // buffer, and the first halving step receives into another.
+    let rab = price(Schedule::ReduceRabenseifnerAlloc, &fresh);
+    let ours = price(Schedule::ReduceRabenseifner, &fresh);
+    assert!(
+        rab.sync_ns > ours.sync_ns + 0.4 * m as f64,
+        "{rab:?} vs {ours:?}"
+    );
 }

@@ -7,9 +7,10 @@
 //! partners combine the same two operands (a + b = b + a exactly), and in
 //! the ring every block is reduced once and then copied.
 
+use super::allgather::Blocks;
 use super::reduce::{fold_in, halving, old_rank};
-use super::{block, blocks, pof2_floor, Cx, Elems, Reqs, TAG_ALLREDUCE};
-use crate::mpi::{Mpi, MpiError, Raw};
+use super::{block, blocks, pof2_floor, Cx, Elems, Operands, Reqs, TAG_ALLREDUCE};
+use crate::mpi::{Mpi, MpiError};
 
 /// Fold-out: the even rank of each folded pair sends the result to the odd
 /// one, which sat out.
@@ -32,34 +33,21 @@ unsafe fn fold_out<M: Mpi + ?Sized>(cx: &Cx<M>, acc: Elems, count: usize) -> Res
 /// Recursive doubling: log2 P' exchanges of the whole vector.
 ///
 /// # Safety
-/// `acc` (this rank's contribution in, the result out) and `tmp` valid for
-/// `count` elements.
-pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
-) -> Result<(), MpiError> {
+/// `v.acc` (this rank's contribution in, the result out) and `v.tmp` valid
+/// for `v.count` elements.
+pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Result<(), MpiError> {
+    let (acc, tmp, count, op) = v.parts();
     let pof2 = pof2_floor(cx.size);
     let rem = cx.size - pof2;
     // SAFETY: forwarded.
-    if let Some(nr) = unsafe { fold_in(cx, acc, tmp, count, op, 0, TAG_ALLREDUCE)? } {
+    if let Some(nr) = unsafe { fold_in(cx, v, 0, TAG_ALLREDUCE)? } {
         let mut mask = 1;
         while mask < pof2 {
             let partner = old_rank(nr ^ mask, rem);
+            let all = (0, count);
             // SAFETY: acc and tmp are distinct arrays of count elements.
             unsafe {
-                cx.sendrecv(
-                    acc.base,
-                    count,
-                    partner,
-                    tmp.base,
-                    count,
-                    partner,
-                    acc.dt,
-                    TAG_ALLREDUCE,
-                )?;
+                cx.swap(acc, all, partner, tmp, all, partner, TAG_ALLREDUCE)?;
                 cx.m.reduce_local(tmp.base, acc.base, count, acc.dt, op)?;
             }
             mask <<= 1;
@@ -74,42 +62,25 @@ pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(
 ///
 /// # Safety
 /// As for [`recursive_doubling`].
-pub unsafe fn rabenseifner<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
-) -> Result<(), MpiError> {
+pub unsafe fn rabenseifner<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Result<(), MpiError> {
+    let Operands { acc, count, .. } = v;
     let pof2 = pof2_floor(cx.size);
     let rem = cx.size - pof2;
     // SAFETY: forwarded.
-    if let Some(nr) = unsafe { fold_in(cx, acc, tmp, count, op, 0, TAG_ALLREDUCE)? } {
+    if let Some(nr) = unsafe { fold_in(cx, v, 0, TAG_ALLREDUCE)? } {
         // SAFETY: forwarded.
-        unsafe { halving(cx, acc, tmp, count, op, 0, nr, TAG_ALLREDUCE)? };
-        // nr holds block nr; before round `mask` it holds the `mask` blocks
-        // of its aligned group, and swaps them for its partner's group.
-        let mut mask = 1;
-        while mask < pof2 {
-            let partner_nr = nr ^ mask;
-            let partner = old_rank(partner_nr, rem);
-            let (slo, shi) = blocks(count, pof2, nr & !(mask - 1), mask);
-            let (rlo, rhi) = blocks(count, pof2, partner_nr & !(mask - 1), mask);
-            // SAFETY: disjoint element ranges of acc.
-            unsafe {
-                cx.sendrecv(
-                    acc.at(slo),
-                    shi - slo,
-                    partner,
-                    acc.at(rlo),
-                    rhi - rlo,
-                    partner,
-                    acc.dt,
-                    TAG_ALLREDUCE,
-                )?
-            };
-            mask <<= 1;
-        }
+        unsafe { halving(cx, v, 0, nr, TAG_ALLREDUCE)? };
+        // nr holds block nr: an allgather of the P' blocks by recursive
+        // doubling among the new ranks.
+        let blocks = Blocks {
+            n: pof2,
+            me: nr,
+            real: |i| old_rank(i, rem),
+            span: |first, k| blocks(count, pof2, first, k),
+            tag: TAG_ALLREDUCE,
+        };
+        // SAFETY: the blocks lie inside acc.
+        unsafe { blocks.gather(cx, acc, true)? };
     }
     // SAFETY: forwarded.
     unsafe { fold_out(cx, acc, count) }
@@ -120,51 +91,30 @@ pub unsafe fn rabenseifner<M: Mpi + ?Sized>(
 ///
 /// # Safety
 /// As for [`recursive_doubling`].
-pub unsafe fn ring<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
-) -> Result<(), MpiError> {
+pub unsafe fn ring<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Result<(), MpiError> {
+    let (acc, tmp, count, op) = v.parts();
     let (r, p) = (cx.rank, cx.size);
     let right = (r + 1) % p;
     let left = (r + p - 1) % p;
     for i in 0..p - 1 {
-        let (slo, shi) = block(count, p, (r + p - i) % p);
+        let send = block(count, p, (r + p - i) % p);
         let (rlo, rhi) = block(count, p, (r + 2 * p - i - 1) % p);
         // SAFETY: the send range is in acc, the receive goes to tmp, then
         // is combined into the same range of acc.
         unsafe {
-            cx.sendrecv(
-                acc.at(slo),
-                shi - slo,
-                right,
-                tmp.at(rlo),
-                rhi - rlo,
-                left,
-                acc.dt,
-                TAG_ALLREDUCE,
-            )?;
+            cx.swap(acc, send, right, tmp, (rlo, rhi), left, TAG_ALLREDUCE)?;
             cx.m.reduce_local(tmp.at(rlo), acc.at(rlo), rhi - rlo, acc.dt, op)?;
         }
     }
-    for i in 0..p - 1 {
-        let (slo, shi) = block(count, p, (r + 1 + p - i) % p);
-        let (rlo, rhi) = block(count, p, (r + p - i) % p);
-        // SAFETY: two different blocks of acc.
-        unsafe {
-            cx.sendrecv(
-                acc.at(slo),
-                shi - slo,
-                right,
-                acc.at(rlo),
-                rhi - rlo,
-                left,
-                acc.dt,
-                TAG_ALLREDUCE,
-            )?
-        };
-    }
-    Ok(())
+    // Index i of the allgather is rank i − 1: rank r starts with block
+    // r + 1, the one it finished reducing.
+    let blocks = Blocks {
+        n: p,
+        me: (r + 1) % p,
+        real: |i| (i + p - 1) % p,
+        span: |first, k| blocks(count, p, first, k),
+        tag: TAG_ALLREDUCE,
+    };
+    // SAFETY: the blocks lie inside acc.
+    unsafe { blocks.gather(cx, acc, false) }
 }

@@ -15,56 +15,44 @@ unsafe fn own(r: usize, send: *const u8, recv: *mut u8, c: usize) {
     }
 }
 
-/// Pairwise exchange: in step k rank r sends to r + k and receives from
-/// r − k.
+/// Alltoall: linear (`linear`: every receive, then every send, posted at
+/// once, staggered so that rank r starts with r + 1; one wait for all) or
+/// the pairwise exchange (in step k rank r sends to r + k and receives from
+/// r − k).
 ///
 /// # Safety
 /// `send` valid for P·c bytes, `recv` writable for P·c bytes, disjoint.
-pub unsafe fn pairwise<M: Mpi + ?Sized>(
+pub unsafe fn alltoall<M: Mpi + ?Sized>(
     cx: &Cx<M>,
     send: *const u8,
     recv: *mut u8,
     c: usize,
+    linear: bool,
 ) -> Result<(), MpiError> {
     let (r, p) = (cx.rank, cx.size);
     let byte = cx.m.type_byte();
     // SAFETY: forwarded.
     unsafe { own(r, send, recv, c) };
-    for k in 1..p {
-        let to = (r + k) % p;
-        let from = (r + p - k) % p;
-        // SAFETY: block `to` of send, block `from` of recv.
-        unsafe {
-            cx.sendrecv(
-                send.add(to * c),
-                c,
-                to,
-                recv.add(from * c),
-                c,
-                from,
-                byte,
-                TAG_ALLTOALL,
-            )?
-        };
+    if !linear {
+        for k in 1..p {
+            let to = (r + k) % p;
+            let from = (r + p - k) % p;
+            // SAFETY: block `to` of send, block `from` of recv.
+            unsafe {
+                cx.sendrecv(
+                    send.add(to * c),
+                    c,
+                    to,
+                    recv.add(from * c),
+                    c,
+                    from,
+                    byte,
+                    TAG_ALLTOALL,
+                )?
+            };
+        }
+        return Ok(());
     }
-    Ok(())
-}
-
-/// Linear: every receive, then every send, posted at once (staggered so
-/// that rank r starts with r + 1), one wait for all.
-///
-/// # Safety
-/// As for [`pairwise`].
-pub unsafe fn linear<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    send: *const u8,
-    recv: *mut u8,
-    c: usize,
-) -> Result<(), MpiError> {
-    let (r, p) = (cx.rank, cx.size);
-    let byte = cx.m.type_byte();
-    // SAFETY: forwarded.
-    unsafe { own(r, send, recv, c) };
     let mut reqs = Reqs::new();
     for k in 1..p {
         let from = (r + p - k) % p;

@@ -2,6 +2,7 @@
 //! allgather (recursive doubling for a power-of-two size, or ring), and the
 //! segmented chain.
 
+use super::allgather::Blocks;
 use super::{lowbit, Cx, Reqs, TAG_BCAST};
 use crate::mpi::{Mpi, MpiError};
 
@@ -118,105 +119,31 @@ unsafe fn down_tree<M: Mpi + ?Sized>(
     cx.wait(&mut reqs)
 }
 
-/// Ring allgather of the relative blocks after [`scatter`].
-unsafe fn allgather_ring<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    buf: *mut u8,
-    n: usize,
-    root: usize,
-) -> Result<(), MpiError> {
-    let (v, p) = (cx.rel(root), cx.size);
-    let byte = cx.m.type_byte();
-    let right = cx.real((v + 1) % p, root);
-    let left = cx.real((v + p - 1) % p, root);
-    for i in 0..p - 1 {
-        let (slo, shi) = bblock(n, p, (v + p - i) % p);
-        let (rlo, rhi) = bblock(n, p, (v + 2 * p - i - 1) % p);
-        // SAFETY: disjoint blocks inside the caller's buffer.
-        unsafe {
-            cx.sendrecv(
-                buf.add(slo),
-                shi - slo,
-                right,
-                buf.add(rlo),
-                rhi - rlo,
-                left,
-                byte,
-                TAG_BCAST,
-            )?
-        };
-    }
-    Ok(())
-}
-
-/// Recursive-doubling allgather of the relative blocks (p a power of two).
-unsafe fn allgather_rd<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    buf: *mut u8,
-    n: usize,
-    root: usize,
-) -> Result<(), MpiError> {
-    let (v, p) = (cx.rel(root), cx.size);
-    let byte = cx.m.type_byte();
-    let mut mask = 1;
-    while mask < p {
-        let partner = v ^ mask;
-        let (slo, shi) = bblocks(n, p, v & !(mask - 1), mask);
-        let (rlo, rhi) = bblocks(n, p, partner & !(mask - 1), mask);
-        // SAFETY: disjoint block groups inside the caller's buffer.
-        unsafe {
-            cx.sendrecv(
-                buf.add(slo),
-                shi - slo,
-                cx.real(partner, root),
-                buf.add(rlo),
-                rhi - rlo,
-                cx.real(partner, root),
-                byte,
-                TAG_BCAST,
-            )?
-        };
-        mask <<= 1;
-    }
-    Ok(())
-}
-
-/// Scatter, then a ring allgather (any size).
+/// Scatter, then an allgather: recursive doubling (`rd`, power-of-two
+/// sizes only; the ring otherwise) or the ring.
 ///
 /// # Safety
 /// As for [`binomial`].
-pub unsafe fn scatter_ring<M: Mpi + ?Sized>(
+pub unsafe fn scatter_allgather<M: Mpi + ?Sized>(
     cx: &Cx<M>,
     buf: *mut u8,
     n: usize,
     root: usize,
+    rd: bool,
 ) -> Result<(), MpiError> {
-    // SAFETY: forwarded.
+    let p = cx.size;
+    let blocks = Blocks {
+        n: p,
+        me: cx.rel(root),
+        real: |v| cx.real(v, root),
+        span: |first, k| bblocks(n, p, first, k),
+        tag: TAG_BCAST,
+    };
+    // SAFETY: the scatter's and the allgather's blocks lie inside the
+    // caller's n bytes.
     unsafe {
         scatter(cx, buf, n, root)?;
-        allgather_ring(cx, buf, n, root)
-    }
-}
-
-/// Scatter, then a recursive-doubling allgather (power-of-two sizes only;
-/// the ring otherwise).
-///
-/// # Safety
-/// As for [`binomial`].
-pub unsafe fn scatter_rd<M: Mpi + ?Sized>(
-    cx: &Cx<M>,
-    buf: *mut u8,
-    n: usize,
-    root: usize,
-) -> Result<(), MpiError> {
-    // SAFETY: forwarded.
-    unsafe {
-        scatter(cx, buf, n, root)?;
-        if cx.size.is_power_of_two() {
-            allgather_rd(cx, buf, n, root)
-        } else {
-            allgather_ring(cx, buf, n, root)
-        }
+        blocks.gather(cx, cx.bytes(buf), rd)
     }
 }
 

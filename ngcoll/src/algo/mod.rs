@@ -170,6 +170,47 @@ impl<M: Mpi + ?Sized> Cx<'_, M> {
         self.wait(&mut reqs)
     }
 
+    /// Sends elements `send` (a range `[lo, hi)`) of `from_buf` to `to`
+    /// and receives elements `recv` of `into` from `from`, at once.
+    ///
+    /// # Safety
+    /// Both ranges inside their buffers (`into` writable), not
+    /// overlapping; both buffers of one datatype.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn swap(
+        &self,
+        from_buf: Elems,
+        send: (usize, usize),
+        to: usize,
+        into: Elems,
+        recv: (usize, usize),
+        from: usize,
+        tag: i32,
+    ) -> Result<(), MpiError> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.sendrecv(
+                from_buf.at(send.0),
+                send.1 - send.0,
+                to,
+                into.at(recv.0),
+                recv.1 - recv.0,
+                from,
+                from_buf.dt,
+                tag,
+            )
+        }
+    }
+
+    /// A byte buffer as elements of MPI_BYTE.
+    pub fn bytes(&self, buf: *mut u8) -> Elems {
+        Elems {
+            base: buf,
+            extent: 1,
+            dt: self.m.type_byte(),
+        }
+    }
+
     /// The real rank of relative rank `v` (root `root`).
     #[inline]
     pub fn real(&self, v: usize, root: usize) -> usize {
@@ -227,6 +268,24 @@ impl Elems {
     #[inline]
     pub fn at(&self, i: usize) -> *mut u8 {
         self.base.wrapping_add(i * self.extent)
+    }
+}
+
+/// The operands of a reduction: `acc` (this rank's contribution, then the
+/// result), `tmp` (scratch), both of `count` elements, combined by `op`.
+#[derive(Clone, Copy, Debug)]
+pub struct Operands {
+    pub acc: Elems,
+    pub tmp: Elems,
+    pub count: usize,
+    pub op: Raw,
+}
+
+impl Operands {
+    /// (acc, tmp, count, op).
+    #[inline]
+    pub fn parts(self) -> (Elems, Elems, usize, Raw) {
+        (self.acc, self.tmp, self.count, self.op)
     }
 }
 

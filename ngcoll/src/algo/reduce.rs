@@ -6,8 +6,8 @@
 //! the send buffer there) and, at the root, the result on return; `tmp`
 //! is scratch for `count` elements.
 
-use super::{blocks, pof2_floor, Cx, Elems, Reqs, TAG_REDUCE};
-use crate::mpi::{Mpi, MpiError, Raw};
+use super::{blocks, pof2_floor, Cx, Operands, Reqs, TAG_REDUCE};
+use crate::mpi::{Mpi, MpiError};
 
 /// Binomial tree: in round k a rank whose bit k is set sends its partial
 /// result to the rank 2^k below and stops; the others receive from the
@@ -22,17 +22,14 @@ use crate::mpi::{Mpi, MpiError, Raw};
 /// # Safety
 /// `own`, `acc` and `tmp` valid for `count` elements (`acc`, `tmp`
 /// writable).
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn binomial<M: Mpi + ?Sized>(
     cx: &Cx<M>,
     own: *const u8,
     own_in_acc: bool,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
+    v: Operands,
     root: usize,
 ) -> Result<(), MpiError> {
+    let (acc, tmp, count, op) = v.parts();
     let (v, p) = (cx.rel(root), cx.size);
     let mut reqs = Reqs::new();
     let mut have = own_in_acc;
@@ -108,13 +105,11 @@ pub(super) fn old_rank(nr: usize, rem: usize) -> usize {
 /// As for [`binomial`].
 pub(super) unsafe fn fold_in<M: Mpi + ?Sized>(
     cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
+    v: Operands,
     root: usize,
     tag: i32,
 ) -> Result<Option<usize>, MpiError> {
+    let (acc, tmp, count, op) = v.parts();
     let v = cx.rel(root);
     let rem = cx.size - pof2_floor(cx.size);
     let mut reqs = Reqs::new();
@@ -158,17 +153,14 @@ pub(super) unsafe fn fold_in<M: Mpi + ?Sized>(
 ///
 /// # Safety
 /// As for [`binomial`].
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn halving<M: Mpi + ?Sized>(
     cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
+    v: Operands,
     root: usize,
     nr: usize,
     tag: i32,
 ) -> Result<(), MpiError> {
+    let (acc, tmp, count, op) = v.parts();
     let pof2 = pof2_floor(cx.size);
     let rem = cx.size - pof2;
     let (mut lo, mut len) = (0usize, pof2);
@@ -182,20 +174,11 @@ pub(super) unsafe fn halving<M: Mpi + ?Sized>(
             (lo + half, lo)
         };
         let (klo, khi) = blocks(count, pof2, keep, half);
-        let (glo, ghi) = blocks(count, pof2, give, half);
+        let give = blocks(count, pof2, give, half);
         // SAFETY: element ranges inside acc and tmp (count elements each);
         // the send and receive buffers are different arrays.
         unsafe {
-            cx.sendrecv(
-                acc.at(glo),
-                ghi - glo,
-                partner,
-                tmp.at(klo),
-                khi - klo,
-                partner,
-                acc.dt,
-                tag,
-            )?;
+            cx.swap(acc, give, partner, tmp, (klo, khi), partner, tag)?;
             cx.m.reduce_local(tmp.at(klo), acc.at(klo), khi - klo, acc.dt, op)?;
         }
         lo = keep;
@@ -213,20 +196,18 @@ pub(super) unsafe fn halving<M: Mpi + ?Sized>(
 /// As for [`binomial`].
 pub unsafe fn rabenseifner<M: Mpi + ?Sized>(
     cx: &Cx<M>,
-    acc: Elems,
-    tmp: Elems,
-    count: usize,
-    op: Raw,
+    v: Operands,
     root: usize,
 ) -> Result<(), MpiError> {
+    let Operands { acc, count, .. } = v;
     let pof2 = pof2_floor(cx.size);
     let rem = cx.size - pof2;
     // SAFETY: forwarded.
-    let Some(nr) = (unsafe { fold_in(cx, acc, tmp, count, op, root, TAG_REDUCE)? }) else {
+    let Some(nr) = (unsafe { fold_in(cx, v, root, TAG_REDUCE)? }) else {
         return Ok(());
     };
     // SAFETY: forwarded.
-    unsafe { halving(cx, acc, tmp, count, op, root, nr, TAG_REDUCE)? };
+    unsafe { halving(cx, v, root, nr, TAG_REDUCE)? };
     // Gather: new rank nr holds blocks [nr, nr + mask) before round mask.
     let mut reqs = Reqs::new();
     let mut mask = 1;

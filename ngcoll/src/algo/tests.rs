@@ -26,8 +26,12 @@ fn broadcasts_deliver_the_roots_bytes() {
     type Bcast = unsafe fn(&Cx<Fake>, *mut u8, usize, usize) -> Result<(), MpiError>;
     let algs: [(&str, Bcast); 3] = [
         ("binomial", bcast::binomial::<Fake>),
-        ("scatter_ring", bcast::scatter_ring::<Fake>),
-        ("scatter_rd", bcast::scatter_rd::<Fake>),
+        ("scatter_ring", |cx, b, n, r| unsafe {
+            bcast::scatter_allgather(cx, b, n, r, false)
+        }),
+        ("scatter_rd", |cx, b, n, r| unsafe {
+            bcast::scatter_allgather(cx, b, n, r, true)
+        }),
     ];
     for p in 1..=9usize {
         for n in [0usize, 1, 5, 64, 1000, 4099] {
@@ -99,23 +103,26 @@ fn elems(v: &mut [i32]) -> Elems {
     }
 }
 
+/// Operands over two vectors of ints of one length.
+fn operands(acc: &mut [i32], tmp: &mut [i32], op: Raw) -> Operands {
+    Operands {
+        count: acc.len(),
+        acc: elems(acc),
+        tmp: elems(tmp),
+        op,
+    }
+}
+
 #[test]
 fn reductions_to_a_root_combine_everything_once() {
-    type Reduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw, usize) -> Result<(), MpiError>;
+    type Reduce = unsafe fn(&Cx<Fake>, Operands, usize) -> Result<(), MpiError>;
     // The binomial tree reads its contribution from a separate buffer (the
     // entry point's send buffer) and never copies it first.
-    unsafe fn binomial(
-        cx: &Cx<Fake>,
-        acc: Elems,
-        tmp: Elems,
-        count: usize,
-        op: Raw,
-        root: usize,
-    ) -> Result<(), MpiError> {
+    unsafe fn binomial(cx: &Cx<Fake>, v: Operands, root: usize) -> Result<(), MpiError> {
         // SAFETY: acc holds count ints (the caller's).
-        let own: Vec<u8> = unsafe { std::slice::from_raw_parts(acc.base, count * 4) }.to_vec();
+        let own: Vec<u8> = unsafe { std::slice::from_raw_parts(v.acc.base, v.count * 4) }.to_vec();
         // SAFETY: own holds count ints; acc and tmp count ints each.
-        unsafe { reduce::binomial(cx, own.as_ptr(), false, acc, tmp, count, op, root) }
+        unsafe { reduce::binomial(cx, own.as_ptr(), false, v, root) }
     }
     let algs: [(&str, Reduce); 2] = [
         ("binomial", binomial),
@@ -130,8 +137,7 @@ fn reductions_to_a_root_combine_everything_once() {
                             let mut acc = ints(count, m.rank);
                             let mut tmp = vec![0i32; count];
                             // SAFETY: both hold count ints.
-                            unsafe { f(&cx(m), elems(&mut acc), elems(&mut tmp), count, op, root) }
-                                .unwrap();
+                            unsafe { f(&cx(m), operands(&mut acc, &mut tmp, op), root) }.unwrap();
                             acc
                         });
                         assert_eq!(
@@ -148,7 +154,7 @@ fn reductions_to_a_root_combine_everything_once() {
 
 #[test]
 fn allreductions_give_every_rank_the_same_result() {
-    type Allreduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw) -> Result<(), MpiError>;
+    type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
     let algs: [(&str, Allreduce); 3] = [
         ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
         ("rabenseifner", allreduce::rabenseifner::<Fake>),
@@ -162,7 +168,7 @@ fn allreductions_give_every_rank_the_same_result() {
                         let mut acc = ints(count, m.rank);
                         let mut tmp = vec![0i32; count];
                         // SAFETY: both hold count ints.
-                        unsafe { f(&cx(m), elems(&mut acc), elems(&mut tmp), count, op) }.unwrap();
+                        unsafe { f(&cx(m), operands(&mut acc, &mut tmp, op)) }.unwrap();
                         acc
                     });
                     let want = reference(p, count, op);
@@ -179,7 +185,7 @@ fn allreductions_give_every_rank_the_same_result() {
 fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
     // Values whose sums round: the result may depend on the order of
     // combining, but every rank must end with the same bits.
-    type Allreduce = unsafe fn(&Cx<Fake>, Elems, Elems, usize, Raw) -> Result<(), MpiError>;
+    type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
     let algs: [(&str, Allreduce); 3] = [
         ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
         ("rabenseifner", allreduce::rabenseifner::<Fake>),
@@ -199,7 +205,13 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
                     dt: F64,
                 };
                 // SAFETY: both hold count doubles.
-                unsafe { f(&cx(m), e(&mut acc), e(&mut tmp), count, SUM) }.unwrap();
+                let v = Operands {
+                    acc: e(&mut acc),
+                    tmp: e(&mut tmp),
+                    count,
+                    op: SUM,
+                };
+                unsafe { f(&cx(m), v) }.unwrap();
                 acc.iter().map(|x| x.to_bits()).collect::<Vec<u64>>()
             });
             for r in 1..p {
@@ -218,14 +230,7 @@ fn allgathers_collect_every_block() {
                     let mut buf = vec![0u8; p * c];
                     buf[m.rank * c..(m.rank + 1) * c].copy_from_slice(&pattern(c, m.rank));
                     // SAFETY: buf holds p·c bytes.
-                    unsafe {
-                        if rd {
-                            allgather::recursive_doubling(&cx(m), buf.as_mut_ptr(), c)
-                        } else {
-                            allgather::ring(&cx(m), buf.as_mut_ptr(), c)
-                        }
-                    }
-                    .unwrap();
+                    unsafe { allgather::allgather(&cx(m), buf.as_mut_ptr(), c, rd) }.unwrap();
                     buf
                 });
                 let want: Vec<u8> = (0..p).flat_map(|r| pattern(c, r)).collect();
@@ -248,11 +253,7 @@ fn alltoalls_transpose_the_blocks() {
                     let mut recv = vec![0u8; p * c];
                     // SAFETY: both hold p·c bytes.
                     unsafe {
-                        if linear {
-                            alltoall::linear(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
-                        } else {
-                            alltoall::pairwise(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c)
-                        }
+                        alltoall::alltoall(&cx(m), send.as_ptr(), recv.as_mut_ptr(), c, linear)
                     }
                     .unwrap();
                     recv
