@@ -59,7 +59,7 @@ for i in $(seq 1 "$N"); do
         # The conflict probe rides on fan-out rounds, which are part of the
         # schedule every node derives: the same on all of them.
         echo "fanout_interval_s = $([ -n "${CONFLICT:-}" ] && echo 20 || echo 0)"
-        echo "recheck_interval_s = 1000000"
+        echo "recheck_interval_s = 86400"
         echo "max_reps = 3"
         echo "max_size_bytes = 65536"
         echo "[contention]"
