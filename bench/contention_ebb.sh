@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Effective bisection bandwidth on the contention rig (tests/contention/rig.sh),
 # measured by the daemons: one netgauged per namespace host (every other
-# host a peer, no pair probes, no conflict probe: only the stream orders of
+# host a peer, its pair sweeps first, no conflict probe: then the stream orders of
 # `ngctl ebb`), `ngctl ebb` run from host 1, then every flow compared with
 # the truth the rig implies.
 #
@@ -69,7 +69,7 @@ for i in $(seq 1 "$N"); do
             echo "[[peer]]"
             echo "name = \"h$j\""
             echo "address = \"$SUBNET.$j:7470\""
-            echo "transports = []"
+            echo "transports = [\"udp\"]"
         done
     } > "$DIR/h$i.toml"
     RUST_LOG=${RUST_LOG:-info} ip netns exec "${PREFIX}h$i" "$NETGAUGED" --config "$DIR/h$i.toml" \
