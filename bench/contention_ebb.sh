@@ -34,7 +34,6 @@ cleanup() {
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     tests/contention/rig.sh down || true
     mkdir -p "$OUT.logs" && cp "$DIR"/*.log "$OUT.logs/" 2>/dev/null || true
-    rm -f /dev/shm/${PREFIX}seg*
     rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -51,7 +50,7 @@ for i in $(seq 1 "$N"); do
         echo "node = \"h$i\""
         echo "listen = \"$SUBNET.$i:7470\""
         echo "udp_port = 7471"
-        echo "shm = \"/dev/shm/${PREFIX}seg$i\""
+        echo "shm = \"$DIR/seg$i\""
         echo "key_file = \"$DIR/key\""
         echo "state_file = \"$DIR/state$i.json\""
         echo "lock_memory = false"
@@ -86,7 +85,7 @@ done
 echo "pair sweeps done: $done_n of $((N * (N - 1)))" >&2
 ip netns exec "${PREFIX}h1" "$NGCTL" ebb --config "$DIR/h1.toml" --rounds "$ROUNDS" \
     --window-s "$WINDOW" --publish --json > "$OUT"
-ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "/dev/shm/${PREFIX}seg1" | sed -n '/bisection/,+1p' >&2
+ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "$DIR/seg1" | sed -n '/bisection/,+1p' >&2
 
 # CONFLICT=1: then host 1's daemon again, now with a conflict probe due one
 # second after start (its peers are known from its state file): it runs in
@@ -103,8 +102,8 @@ if [ -n "${CONFLICT:-}" ]; then
         sleep 1
     done
     grep 'conflict probe' "$DIR/h1b.log" >&2 || true
-    ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "/dev/shm/${PREFIX}seg1" > "$OUT.dump.txt"
-    ip netns exec "${PREFIX}h1" "$NGCTL" dump --json --shm "/dev/shm/${PREFIX}seg1" > "$OUT.dump.json"
+    ip netns exec "${PREFIX}h1" "$NGCTL" dump --shm "$DIR/seg1" > "$OUT.dump.txt"
+    ip netns exec "${PREFIX}h1" "$NGCTL" dump --json --shm "$DIR/seg1" > "$OUT.dump.json"
     grep -c 'flow session' "$DIR"/h[2-9].log >&2 || true
 fi
 
