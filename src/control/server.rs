@@ -163,15 +163,15 @@ impl Handler for ChannelHandler {
     }
 }
 
-/// A pipe whose read end wakes a poll(2) (the pre-authentication thread)
-/// when a byte is written to it.
-struct WakePipe {
+/// A pipe whose read end wakes a poll(2) (the pre-authentication thread,
+/// the metrics server) when a byte is written to it.
+pub(crate) struct WakePipe {
     read: OwnedFd,
     write: OwnedFd,
 }
 
 impl WakePipe {
-    fn new() -> std::io::Result<WakePipe> {
+    pub(crate) fn new() -> std::io::Result<WakePipe> {
         let mut fds = [0i32; 2];
         // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
         let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
@@ -187,13 +187,18 @@ impl WakePipe {
         })
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         // SAFETY: writes one byte from a valid buffer to our own pipe; a
         // full pipe (EAGAIN) already holds a wake-up.
         unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
     }
 
-    fn drain(&self) {
+    /// The read end, for poll(2).
+    pub(crate) fn read_fd(&self) -> std::os::fd::RawFd {
+        self.read.as_raw_fd()
+    }
+
+    pub(crate) fn drain(&self) {
         let mut b = [0u8; 64];
         // SAFETY: reads into a valid buffer of its length from our own
         // non-blocking pipe.
@@ -551,7 +556,9 @@ impl Preauth {
 
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC: one system call per
 /// connection (an attacker's connection costs the thread little).
-fn accept_nonblocking(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+pub(crate) fn accept_nonblocking(
+    listener: &TcpListener,
+) -> std::io::Result<(TcpStream, SocketAddr)> {
     // SAFETY: an all-zero sockaddr_storage is a valid value.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;

@@ -133,6 +133,18 @@ pub struct Config {
     pub contention: ContentionConfig,
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
+    /// Serve the Prometheus text exposition at `GET /metrics` on this
+    /// address (default: off). Unauthenticated and read-only: name an
+    /// address the monitoring network reaches, not every interface.
+    #[serde(default)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Write the same exposition to this file (its name ends in `.prom`)
+    /// after every publication and at least every 30 s, replaced
+    /// atomically, for node_exporter's textfile collector (default: off).
+    /// Its directory must exist, owned by the daemon's user or root and
+    /// writable by nobody else (or sticky).
+    #[serde(default)]
+    pub metrics_textfile: Option<PathBuf>,
     /// Tests of the systemd watchdog only (`netgauged`'s hidden flag
     /// `--test-stall-publisher-after-s`, never read from the file): the
     /// publisher stalls this many seconds after the start.
@@ -445,6 +457,18 @@ impl Config {
         ] {
             if p.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
                 return bad(format!("{what} must not be empty"));
+            }
+        }
+        if self.metrics_listen.is_some_and(|a| a.port() == 0) {
+            return bad("metrics_listen needs a port (Prometheus scrapes it)".into());
+        }
+        if let Some(p) = &self.metrics_textfile {
+            if p.extension() != Some(std::ffi::OsStr::new("prom")) || p.file_stem().is_none() {
+                return bad(format!(
+                    "metrics_textfile {}: the file name must end in .prom (node_exporter's \
+                     textfile collector reads only those)",
+                    p.display()
+                ));
             }
         }
         // After the scalar bounds above, which name their own setting.

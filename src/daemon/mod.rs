@@ -44,6 +44,7 @@ mod control;
 mod costs;
 mod job;
 pub mod lifecycle;
+pub mod metrics;
 mod paths;
 mod probe_thread;
 mod publisher;
@@ -152,6 +153,8 @@ fn thread_error(name: &'static str) -> impl FnOnce(std::io::Error) -> DaemonErro
 struct Shared {
     node: String,
     generation: u64,
+    /// The probe clock, as the segment describes it.
+    clock_desc: String,
     started: Instant,
     udp_port: u16,
     /// This node's control-plane address (where its entries are measured
@@ -266,6 +269,17 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         })
         .collect();
 
+    // The metrics endpoint: its address taken before anything starts.
+    let metrics_listener = cfg
+        .metrics_listen
+        .map(|addr| {
+            TcpListener::bind(addr).map_err(|source| DaemonError::Listen {
+                addr: format!("{addr} (metrics_listen)"),
+                source,
+            })
+        })
+        .transpose()?;
+
     // The segment first: readers get values from the state file at once
     // (flagged RESTORED until a re-check agrees).
     let clock = HostClock::choose(cfg.clock).map_err(DaemonError::Clock)?;
@@ -296,6 +310,7 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     let shared = Arc::new(Shared {
         node: node.clone(),
         generation: writer.generation(),
+        clock_desc: clock_desc.clone(),
         started: Instant::now(),
         udp_port: cfg.udp_port,
         local_ip: listen.ip(),
@@ -413,6 +428,11 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         })?;
     let _ = shared.rejects.set(server.counters());
 
+    // The metrics endpoint, when configured.
+    let metrics_server = metrics_listener
+        .map(|l| spawn_metrics(l, &shared, files.segment_path()))
+        .transpose()?;
+
     // The probe thread.
     let restored: HashMap<(String, String), state::Stored> = entries
         .iter()
@@ -467,7 +487,8 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     sys::notify(&[sd_notify::NotifyState::Stopping]);
     let deadline = Instant::now() + JOIN_WAIT;
     drop(server);
-    tracing::debug!("stopping: control plane closed");
+    drop(metrics_server);
+    tracing::debug!("stopping: control plane and metrics endpoint closed");
     let _ = join_by(probe_thread, deadline, "probe");
     tracing::debug!("stopping: probe thread done");
     let _ = join_by(resolver, deadline, "resolver");
@@ -481,6 +502,63 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
     }
     tracing::info!("netgauged stopped ({sessions} responder sessions served)");
     Ok(())
+}
+
+/// Serve the exposition on `listener`: each scrape reads the segment at
+/// `segment` (opened on the first scrape, again after a failure) and the
+/// status-file view of the daemon.
+fn spawn_metrics(
+    listener: TcpListener,
+    shared: &Arc<Shared>,
+    segment: PathBuf,
+) -> Result<metrics::server::MetricsServer, DaemonError> {
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| "metrics_listen".to_string(), |a| a.to_string());
+    let shared = shared.clone();
+    let reader: Mutex<Option<netgauge::Reader>> = Mutex::new(None);
+    let render = move |counters: &metrics::server::Counters| {
+        let mut held = reader.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_none() {
+            match netgauge::Reader::open(&segment) {
+                Ok(r) => *held = Some(r),
+                Err(e) => tracing::debug!("metrics: segment {}: {e}", segment.display()),
+            }
+        }
+        let read = held.as_ref().map(|r| (r.snapshot(), r.info()));
+        let (entries, info) = match read {
+            Some((Ok(e), Ok(i))) => (Some(e), Some(i)),
+            _ => {
+                *held = None;
+                (None, None)
+            }
+        };
+        drop(held);
+        let rejects = shared
+            .rejects
+            .get()
+            .map(|r| r.snapshot())
+            .unwrap_or_default();
+        let st = publisher::status_snapshot(&shared, rejects);
+        let http = counters.rejects();
+        metrics::render(&metrics::Snapshot {
+            entries: entries.as_deref(),
+            heartbeat_unix_ns: info.as_ref().map(|i| i.heartbeat_unix_ns),
+            clock: &shared.clock_desc,
+            status: &st,
+            now_unix_ns: crate::publish::unix_now_ns(),
+            with_ages: true,
+            http_rejects: &http,
+        })
+    };
+    let server = metrics::server::MetricsServer::spawn(
+        listener,
+        metrics::server::Limits::default(),
+        Box::new(render),
+    )
+    .map_err(thread_error("metrics"))?;
+    tracing::info!("metrics: Prometheus exposition at http://{addr}/metrics");
+    Ok(server)
 }
 
 /// This node's verbs device, if one is configured and works. Peers that

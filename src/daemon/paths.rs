@@ -1,6 +1,7 @@
 //! The daemon's files, each in a directory it owns: the runtime directory
-//! (segment, its lock, the status file; systemd `RuntimeDirectory=`) and
-//! the state directory (the state file and its lock; `StateDirectory=`).
+//! (segment, its lock, the status file; systemd `RuntimeDirectory=`), the
+//! state directory (the state file and its lock; `StateDirectory=`) and,
+//! when configured, the directory of `metrics_textfile`.
 //!
 //! Each directory is opened once and checked — owned by the daemon's user
 //! (or root), writable by nobody else — or the daemon refuses to start
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use netgauge::files::{Dir, DirPolicy};
 
 use super::config::Config;
+use super::metrics::Textfile;
 use super::status::status_name;
 use super::DaemonError;
 
@@ -30,6 +32,8 @@ pub(super) struct DaemonFiles {
     pub state: Dir,
     pub state_name: OsString,
     _state_lock: File,
+    /// `metrics_textfile`, when configured.
+    pub metrics_textfile: Option<Textfile>,
 }
 
 /// `(directory, file name)` of `path`.
@@ -79,7 +83,13 @@ impl DaemonFiles {
                 bad("state file lock", &sdir.join(&lock_name), e)
             }
         })?;
+        let metrics_textfile = cfg
+            .metrics_textfile
+            .as_deref()
+            .map(|p| Textfile::open(p).map_err(|e| bad("metrics_textfile", p, e)))
+            .transpose()?;
         Ok(DaemonFiles {
+            metrics_textfile,
             status: status_name(&segment),
             runtime,
             segment,

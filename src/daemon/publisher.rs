@@ -29,6 +29,7 @@ use netgauge::{flags, EntryData, SegmentOptions, SegmentWriter};
 use super::admission::expire_session;
 use super::cluster::Peer;
 use super::config::Config;
+use super::metrics::{self, Textfile};
 use super::paths::DaemonFiles;
 use super::probe_thread::PeerClass;
 use super::state::{self, Provenance, Stored};
@@ -220,6 +221,27 @@ fn refresh_view(shared: &Shared, entries: &Entries, class_of: &[(String, String)
     *shared.view.lock().unwrap_or_else(|e| e.into_inner()) = view;
 }
 
+/// Replace `metrics_textfile` with the exposition of what the segment
+/// holds now (timestamps, no ages: the file is read later).
+fn write_textfile(t: &Textfile, shared: &Shared, server: &ControlServer, writer: &SegmentWriter) {
+    let entries = writer.entries();
+    let st = status_snapshot(shared, server.counters().snapshot());
+    let now = crate::publish::unix_now_ns();
+    let text = metrics::render(&metrics::Snapshot {
+        entries: Some(&entries),
+        // The publisher beat the heartbeat just before.
+        heartbeat_unix_ns: Some(now),
+        clock: &shared.clock_desc,
+        status: &st,
+        now_unix_ns: now,
+        with_ages: false,
+        http_rejects: &[],
+    });
+    if let Err(e) = t.write(&text) {
+        tracing::warn!("metrics_textfile {}: {e}", t.dir().join(t.name()).display());
+    }
+}
+
 /// What the last status file showed, to write it again only on change.
 #[derive(Default)]
 struct StatusSeen {
@@ -247,6 +269,9 @@ pub(super) fn publish_loop(
     let mut last_ping = started;
     let mut seen = StatusSeen::default();
     let mut starving = false;
+    // Written at the first beat, then after every outcome and with the
+    // status file.
+    let mut textfile_due = true;
     let shutdown = shared.shutdown.receiver();
     let class_of: Vec<(String, String)> = shared
         .peers
@@ -264,7 +289,10 @@ pub(super) fn publish_loop(
         let mut dirty = false;
         crossbeam_channel::select! {
             recv(rx) -> o => match o {
-                Ok(o) => dirty = handle(o, writer, entries, &mut logfp),
+                Ok(o) => {
+                    dirty = handle(o, writer, entries, &mut logfp);
+                    textfile_due = true;
+                }
                 Err(_) => break,
             },
             recv(shutdown) -> _ => break,
@@ -294,7 +322,13 @@ pub(super) fn publish_loop(
         writer.heartbeat();
         expire_session(shared);
         poll_quiet(shared, &mut watch, &quiet_at, euid);
-        write_status(files, shared, server, &mut seen);
+        let status_due = write_status(files, shared, server, &mut seen);
+        if let Some(t) = &files.metrics_textfile {
+            if status_due || textfile_due {
+                write_textfile(t, shared, server, writer);
+                textfile_due = false;
+            }
+        }
         if let Some(every) = watchdog {
             if last_ping.elapsed() >= every {
                 let control_ok = server.alive_within(2 * CONTROL_BEAT + BEAT);
@@ -484,22 +518,44 @@ fn handle(
 }
 
 /// Rewrite the status file if what it shows changed, or every
-/// [`STATUS_EVERY`].
+/// [`STATUS_EVERY`]; true if it was due (written or not).
 fn write_status(
     files: &DaemonFiles,
     shared: &Shared,
     server: &ControlServer,
     seen: &mut StatusSeen,
-) {
+) -> bool {
     let version = shared.status_version.load(Ordering::Relaxed);
     let rejects = server.counters().snapshot();
     let spent = shared.spent_bytes.load(Ordering::Relaxed);
     let changed = version != seen.version || rejects != seen.rejects || spent != seen.spent_bytes;
     if !changed && seen.at.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
-        return;
+        return false;
     }
+    let st = status_snapshot(shared, rejects);
+    match status::write(&files.runtime, &files.status, &st) {
+        Ok(()) => {
+            *seen = StatusSeen {
+                version,
+                rejects,
+                spent_bytes: spent,
+                at: Some(Instant::now()),
+            };
+        }
+        Err(e) => tracing::debug!(
+            "status file {}: {e}",
+            files.runtime.path().join(&files.status).display()
+        ),
+    }
+    true
+}
+
+/// What the status file shows now, with the control plane's rejections
+/// `rejects` (also the metrics' view of the daemon).
+pub(super) fn status_snapshot(shared: &Shared, rejects: RejectSnapshot) -> StatusFile {
+    let spent = shared.spent_bytes.load(Ordering::Relaxed);
     let uptime_s = shared.started.elapsed().as_secs_f64();
-    let st = StatusFile {
+    StatusFile {
         node: shared.node.clone(),
         pid: std::process::id(),
         generation: shared.generation,
@@ -526,20 +582,6 @@ fn write_status(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
-        ),
-    };
-    match status::write(&files.runtime, &files.status, &st) {
-        Ok(()) => {
-            *seen = StatusSeen {
-                version,
-                rejects,
-                spent_bytes: spent,
-                at: Some(Instant::now()),
-            };
-        }
-        Err(e) => tracing::debug!(
-            "status file {}: {e}",
-            files.runtime.path().join(&files.status).display()
         ),
     }
 }

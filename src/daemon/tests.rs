@@ -116,6 +116,7 @@ fn shared_at(node: &str, addr: &str) -> Shared {
     Shared {
         node: node.into(),
         generation: 1,
+        clock_desc: "monotonic-raw 1000.000000 MHz".into(),
         started: Instant::now(),
         udp_port: 0,
         local_ip: std::net::Ipv4Addr::LOCALHOST.into(),
