@@ -8,9 +8,11 @@ need_pkgs=()
 # runs bindgen against the system rdma-core headers).
 # MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin
 # MPICH beside it (libngcoll's second ABI, tests/ngcoll/run.sh): mpich libmpich-dev
+# SimGrid's SMPI (smpicc, smpirun: the SMPI export's consumer,
+# tests/export_consumers.rs): libsimgrid-dev
 # prometheus (server and promtool): tests/prometheus_netns.rs scrapes two
 # daemons with it (its service is not started: the test runs its own).
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev python3 prometheus; do
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev libsimgrid-dev python3 prometheus; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 # Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)
