@@ -259,6 +259,9 @@ fn same(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs()
 }
 
+/// One comparison: what, the dump's value in base units, Prometheus' value.
+type Compared = (String, f64, f64);
+
 /// The verdict Prometheus holds for `parameter` of host i's entry.
 fn scraped_verdict(h: &Hosts, i: usize, parameter: &str) -> Option<(String, f64)> {
     let instance = format!("{}:{METRICS_PORT}", addr(i));
@@ -285,7 +288,7 @@ fn compare(
     i: usize,
     e: &serde_json::Value,
     eel_may_be_unidentified: bool,
-) -> Option<Vec<(String, f64, f64)>> {
+) -> Option<Vec<Compared>> {
     let id = &e["identification"];
     let mut out = Vec::new();
     let eel = e["eel_ns"].as_f64()? * 1e-9;
@@ -330,7 +333,7 @@ fn agree(
     i: usize,
     limit: Duration,
     eel_may_be_unidentified: bool,
-) -> Result<(serde_json::Value, Vec<(String, f64, f64)>), String> {
+) -> Result<(serde_json::Value, Vec<Compared>), String> {
     let mut last = String::new();
     wait_for(limit, || {
         let before = dumped(h, i)?;
