@@ -728,6 +728,30 @@ mod tests {
     }
 
     #[test]
+    fn metrics_outputs_are_off_by_default_and_checked() {
+        let base = "key_file = \"/k\"\n[[peer]]\nname = \"a\"\naddress = \"10.0.0.1:7470\"\n";
+        let with = |extra: &str| {
+            let c: Config = toml::from_str(&format!("{extra}\n{base}")).unwrap();
+            c.validate().map(|()| c)
+        };
+        let c = with("").unwrap();
+        assert_eq!((c.metrics_listen, c.metrics_textfile), (None, None));
+        let c =
+            with("metrics_listen = \"10.0.0.9:9470\"\nmetrics_textfile = \"/v/ng.prom\"").unwrap();
+        assert_eq!(c.metrics_listen, Some("10.0.0.9:9470".parse().unwrap()));
+        let e = with("metrics_listen = \"10.0.0.9:0\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metrics_listen needs a port"), "{e}");
+        for bad in ["/v/ng.txt", "/v/.prom", "/v/ng"] {
+            let e = with(&format!("metrics_textfile = \"{bad}\""))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("must end in .prom"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let base = "key_file = \"/k\"\n";
         let e = toml::from_str::<Config>(&format!("{base}bogus = 1\n")).unwrap_err();
