@@ -29,6 +29,10 @@
 //!   file on change (and every 30 s), and feeds the systemd watchdog only
 //!   while the control plane and the probe thread keep their liveness
 //!   promises ([`lifecycle`]);
+//! - **metrics** ([`metrics::server`], with `metrics_listen`): asleep in
+//!   poll(2) until a scraper connects; renders the Prometheus exposition
+//!   from the segment and the status-file view (the publisher writes
+//!   `metrics_textfile` itself);
 //! - **signals** ([`lifecycle::spawn_signal_thread`]): SIGTERM wakes every
 //!   sleeping thread at once, and the process is gone within 2 s.
 //!
