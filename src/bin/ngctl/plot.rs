@@ -19,6 +19,10 @@ fn image_format_parser() -> impl TypedValueParser<Value = ImageFormat> {
         .try_map(|s| s.parse::<ImageFormat>())
 }
 
+fn side_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(i64::from(plot::MIN_SIDE_PX)..=i64::from(plot::MAX_SIDE_PX))
+}
+
 #[derive(Args)]
 pub struct PlotFlags {
     /// A saved `ngctl probe --json --raw` ("-": stdin). Without it: the
@@ -31,11 +35,11 @@ pub struct PlotFlags {
     /// Image format, when the extension of --output does not say.
     #[arg(long, value_parser = image_format_parser())]
     format: Option<ImageFormat>,
-    /// Width of the image, pixels.
-    #[arg(long, default_value_t = 960)]
+    /// Width of the image, pixels (200 to 8192).
+    #[arg(long, default_value_t = 960, value_parser = side_parser())]
     width: u32,
-    /// Height of the image, pixels.
-    #[arg(long, default_value_t = 640)]
+    /// Height of the image, pixels (200 to 8192).
+    #[arg(long, default_value_t = 640, value_parser = side_parser())]
     height: u32,
     /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
     #[arg(long)]

@@ -214,7 +214,11 @@ fn prtt_panel(
         .map_err(draw_err)?;
     // Protocol changes first, under the curves.
     for (i, m) in fig.markers.iter().enumerate() {
-        let c = colour(if m.threshold { S_COLOUR } else { BOUNDARY_COLOUR });
+        let c = colour(if m.threshold {
+            S_COLOUR
+        } else {
+            BOUNDARY_COLOUR
+        });
         let style = c.stroke_width(if m.threshold { 2 } else { 1 });
         chart
             .draw_series(DashedLineSeries::new(
@@ -374,10 +378,16 @@ pub fn rasterise(svg: &str) -> Result<Vec<u8>, PlotError> {
     };
     let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| PlotError::Raster(e.to_string()))?;
     let size = tree.size().to_int_size();
-    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
-        .ok_or_else(|| PlotError::Raster(format!("no {}×{} canvas", size.width(), size.height())))?;
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or_else(|| {
+            PlotError::Raster(format!("no {}×{} canvas", size.width(), size.height()))
+        })?;
     pixmap.fill(resvg::tiny_skia::Color::WHITE);
-    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
     pixmap
         .encode_png()
         .map_err(|e| PlotError::Raster(e.to_string()))

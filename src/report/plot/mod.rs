@@ -26,7 +26,7 @@ use crate::export::model::{self, Piece};
 use crate::model::stats;
 use crate::probe::ProbeResult;
 
-pub use draw::{render, Layout, PanelLayout, PlotError};
+pub use draw::{render, Layout, PanelLayout, PlotError, MAX_SIDE_PX, MIN_SIDE_PX};
 
 /// n of a segment entry's PRTT(n,0,s) and PRTT(n,d,s) model lines.
 pub const SEGMENT_BURST: u32 = 8;
@@ -221,12 +221,21 @@ fn empty_series() -> [Series; 3] {
 
 /// The model lines over `[lo, hi]` bytes, one polyline per piece; `at`
 /// gives the three round trips at a size.
-fn model_lines(pieces: &[Piece], lo: f64, hi: f64, at: impl Fn(u64) -> [f64; 3]) -> [Vec<Vec<(f64, f64)>>; 3] {
+fn model_lines(
+    pieces: &[Piece],
+    lo: f64,
+    hi: f64,
+    at: impl Fn(u64) -> [f64; 3],
+) -> [Vec<Vec<(f64, f64)>>; 3] {
     let mut out: [Vec<Vec<(f64, f64)>>; 3] = Default::default();
     let last = pieces.len().saturating_sub(1);
     for (i, p) in pieces.iter().enumerate() {
         let from = (p.from_bytes as f64).max(lo);
-        let to = if i == last { hi } else { (p.to_bytes as f64).min(hi) };
+        let to = if i == last {
+            hi
+        } else {
+            (p.to_bytes as f64).min(hi)
+        };
         if from > to {
             continue;
         }
@@ -284,7 +293,10 @@ impl Figure {
         let mut series = empty_series();
         for s in r.samples.iter().filter(|s| !s.prtt1_ns.is_empty()) {
             let x = s.size_bytes.max(1) as f64;
-            for (ser, xs) in series.iter_mut().zip([&s.prtt1_ns, &s.prttn_ns, &s.prttd_ns]) {
+            for (ser, xs) in series
+                .iter_mut()
+                .zip([&s.prtt1_ns, &s.prttn_ns, &s.prttd_ns])
+            {
                 ser.measured.extend(measured(x, xs));
             }
         }
@@ -405,6 +417,10 @@ fn fanout_series(points: Vec<Measured>, model: Option<(f64, f64)>) -> Series {
 /// `#rrggbb` as bytes.
 pub fn rgb(hex: &str) -> [u8; 3] {
     let h = hex.trim_start_matches('#');
-    let byte = |i: usize| h.get(i..i + 2).and_then(|x| u8::from_str_radix(x, 16).ok()).unwrap_or(0);
+    let byte = |i: usize| {
+        h.get(i..i + 2)
+            .and_then(|x| u8::from_str_radix(x, 16).ok())
+            .unwrap_or(0)
+    };
     [byte(0), byte(2), byte(4)]
 }
