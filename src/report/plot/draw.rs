@@ -186,7 +186,7 @@ fn prtt_panel(
     let (lo, hi) = fig.sizes;
     let (x0, x1) = (lo.max(1.0) / 1.5, hi.max(lo.max(1.0) * 2.0) * 1.5);
     let y_max_ns = fig.series.iter().map(series_max).fold(0.0, f64::max) * 1.08;
-    if !(y_max_ns > 0.0) {
+    if y_max_ns.is_nan() || y_max_ns <= 0.0 {
         return Err(PlotError::Empty("no round trip to draw"));
     }
     // The y axis in µs (ticks read as plain numbers).

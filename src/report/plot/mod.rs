@@ -323,7 +323,9 @@ impl Figure {
                     current = Some(key);
                 }
                 if v.is_finite() {
-                    lines.last_mut().map(|l| l.push((size as f64, v)));
+                    if let Some(l) = lines.last_mut() {
+                        l.push((size as f64, v));
+                    }
                 }
             }
             ser.model = lines.into_iter().filter(|l| !l.is_empty()).collect();
