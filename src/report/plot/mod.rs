@@ -182,8 +182,13 @@ fn model_at(pieces: &[Piece], ranges: &[RangeData], s: u64, n: u32, d_ns: Option
 
 /// Log-spaced sizes from `a` to `b` (inclusive, both ≥ 1).
 fn log_steps(a: f64, b: f64) -> impl Iterator<Item = f64> {
-    let (la, lb) = (a.max(1.0).ln(), b.max(1.0).ln());
-    (0..=MODEL_STEPS).map(move |i| (la + (lb - la) * i as f64 / MODEL_STEPS as f64).exp())
+    let (a, b) = (a.max(1.0), b.max(1.0));
+    let (la, lb) = (a.ln(), b.ln());
+    (0..=MODEL_STEPS).map(move |i| match i {
+        0 => a,
+        MODEL_STEPS => b,
+        _ => (la + (lb - la) * i as f64 / MODEL_STEPS as f64).exp(),
+    })
 }
 
 /// The protocol changes of an entry: every range's start after the first,
@@ -425,4 +430,118 @@ pub fn rgb(hex: &str) -> [u8; 3] {
             .unwrap_or(0)
     };
     [byte(0), byte(2), byte(4)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(from: u64, to: u64, g: f64, big_g: f64) -> RangeData {
+        RangeData {
+            from_bytes: from,
+            to_bytes: to,
+            g_ns: g,
+            G_ns_per_byte: big_g,
+            o_s_ns: 300.0,
+            o_r_ns: 300.0,
+            O_s_ns_per_byte: 0.0,
+            O_r_ns_per_byte: 0.0,
+        }
+    }
+
+    /// Two ranges split at 4 KiB, S = 16 KiB inside the second.
+    fn entry() -> EntryData {
+        EntryData {
+            peer: "node2".into(),
+            transport: "udp".into(),
+            eel_ns: 1700.0,
+            L_ns: 1100.0,
+            S_bytes: Some(16384),
+            ranges: vec![range(1, 4096, 450.0, 0.08), range(4097, 65536, 900.0, 0.5)],
+            measured_unix_ns: 951_829_620 * 1_000_000_000,
+            ..EntryData::default()
+        }
+    }
+
+    #[test]
+    fn dates_and_formats() {
+        assert_eq!(utc_minute(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_minute(951_829_620_000_000_000), "2000-02-29 13:07 UTC");
+        assert_eq!(
+            utc_minute(1_795_797_418_210_514_157),
+            "2026-11-27 16:36 UTC"
+        );
+        assert_eq!(
+            ImageFormat::from_path(Path::new("a/b.PNG")),
+            Some(ImageFormat::Png)
+        );
+        assert_eq!(
+            ImageFormat::from_path(Path::new("b.svg")),
+            Some(ImageFormat::Svg)
+        );
+        assert_eq!(ImageFormat::from_path(Path::new("b.gif")), None);
+        assert_eq!(ImageFormat::from_path(Path::new("svg")), None);
+        assert!("jpeg".parse::<ImageFormat>().is_err());
+        assert_eq!(rgb(SERIES_COLOURS[0]), [0x1f, 0x5f, 0xbf]);
+    }
+
+    /// The model lines follow T(s): 2·EEL at 1 B, the second range's G
+    /// above 4 KiB, the handshake 2·EEL each way above S; the burst lines
+    /// add (n−1)·gap(s) and (n−1)·(d + o_s).
+    #[test]
+    fn a_segment_entry_draws_the_model() {
+        let e = entry();
+        let f = Figure::from_entry(&e);
+        assert_eq!(
+            f.title,
+            "segment entry over udp to node2, 2000-02-29 13:07 UTC"
+        );
+        assert_eq!(f.sizes, (1.0, 65536.0));
+        assert!(f.series.iter().all(|s| s.measured.is_empty()));
+        assert_eq!(f.series[1].label, "PRTT(8,0,s)");
+        let m: Vec<(f64, bool)> = f.markers.iter().map(|m| (m.x, m.threshold)).collect();
+        assert_eq!(m, vec![(4097.0, false), (16384.5, true)]);
+        // Three pieces: range 1, range 2 up to S, range 2 above S.
+        let one = &f.series[0].model;
+        assert_eq!(one.len(), 3);
+        let first = one[0][0];
+        assert_eq!(first, (1.0, 3400.0));
+        let t = |s: f64| {
+            if s <= 4096.0 {
+                1700.0 + (s - 1.0) * 0.08
+            } else {
+                1700.0 + 4095.0 * 0.08 + (s - 4096.0) * 0.5
+            }
+        };
+        let (x, y) = *one[2].last().unwrap();
+        assert_eq!(x, 65536.0);
+        assert!((y - 2.0 * (t(x) + 3400.0)).abs() < 1e-6, "{y}");
+        // PRTT(8,0,s) at 1 B: 2·T + 7·g; PRTT(8,d,s): d = max(PRTT1, 1.5·g).
+        let (x, y) = f.series[1].model[0][0];
+        assert_eq!((x, y), (1.0, 3400.0 + 7.0 * 450.0));
+        let (_, y) = f.series[2].model[0][0];
+        assert_eq!(y, 3400.0 + 7.0 * (3400.0 + 300.0));
+        assert!(f.fanout.is_none());
+    }
+
+    #[test]
+    fn svg_and_png_have_the_size_asked() {
+        let f = Figure::from_entry(&entry());
+        let (svg, layout) = render(&f, ImageFormat::Svg, 640, 400).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("width=\"640\"") && svg.contains("height=\"400\""));
+        assert!(svg.contains("PRTT(1,0,s)") && svg.contains("S = 16.00 KiB"));
+        assert!(layout.prtt.x_px[0] > 0 && layout.prtt.x_px[1] < 640);
+        assert!(layout.prtt.y_px[0] > 0 && layout.prtt.y_px[1] < 400);
+        let (png, layout) = render(&f, ImageFormat::Png, 640, 400).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR: width and height, big-endian, after the signature and the
+        // chunk's length and type.
+        assert_eq!(&png[16..24], &[0, 0, 2, 128, 0, 0, 1, 144]);
+        assert_eq!(layout.format, ImageFormat::Png);
+        assert!(matches!(
+            render(&f, ImageFormat::Svg, 20, 400),
+            Err(PlotError::Size(20, 400))
+        ));
+    }
 }
