@@ -387,7 +387,10 @@ impl Figure {
                     hi_ns: f64::NAN,
                 })
                 .collect();
-            let model = (e.flags & flags::HAS_LOGFP != 0).then_some((e.o_min_ns, e.o_max_ns));
+            // The writer keeps o_min and o_max (NaN without a fan-out
+            // fit) whether or not f was found (HAS_LOGFP: f).
+            let model = (e.o_min_ns.is_finite() && e.o_max_ns.is_finite())
+                .then_some((e.o_min_ns, e.o_max_ns));
             fanout_series(pts, model)
         });
         Figure {
