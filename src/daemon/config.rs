@@ -72,6 +72,11 @@ pub struct Config {
     /// fewer: a quicker, rougher sweep, e.g. on an emulated test rig).
     #[serde(default)]
     pub max_reps: Option<u32>,
+    /// Timed round trips per size of a full sweep's latency run, whose
+    /// halves are published as percentiles (0: none). Default 200: p99 is
+    /// the second largest sample, p99.9 the largest.
+    #[serde(default = "default_latency_samples")]
+    pub latency_samples: u32,
     /// CPU the probe thread and the responders are pinned to (none: not
     /// pinned). A node drives or serves, never both, so they share it.
     #[serde(default)]
@@ -282,6 +287,8 @@ pub mod limits {
     pub const MAX_SIZE_BYTES: u64 = 64 << 20;
     /// Most repetitions per size.
     pub const MAX_REPS: u32 = 10_000;
+    /// Most round trips per size of the latency run.
+    pub const MAX_LATENCY_SAMPLES: u32 = 100_000;
     /// Longest re-check interval: a day.
     pub const MAX_RECHECK_INTERVAL_S: f64 = 86_400.0;
     /// Longest fan-out interval: a week.
@@ -314,6 +321,9 @@ fn default_resolve_retry() -> f64 {
 }
 fn default_max_size() -> u64 {
     128 * 1024
+}
+fn default_latency_samples() -> u32 {
+    200
 }
 fn default_fanout_interval() -> f64 {
     ScheduleConfig::default().fanout_interval_s
@@ -410,6 +420,11 @@ impl Config {
         }
         if self.max_reps.is_some_and(|r| r == 0 || r > MAX_REPS) {
             return bad(format!("max_reps must be 1 to {MAX_REPS}"));
+        }
+        if self.latency_samples > MAX_LATENCY_SAMPLES {
+            return bad(format!(
+                "latency_samples must be 0 (none) to {MAX_LATENCY_SAMPLES}"
+            ));
         }
         if self.udp_port == 0 {
             return bad("udp_port must not be 0 (peers are told this port)".into());

@@ -155,8 +155,12 @@ fn result(
     meta: &Meta<'_>,
     raw: Option<Value>,
     title: &str,
+    histogram: bool,
 ) -> Result<String, serde_json::Error> {
-    let out = probe_json(r, r.transport.as_deref());
+    let mut out = probe_json(r, r.transport.as_deref());
+    if histogram {
+        add_histograms(&mut out, &r.latency_samples);
+    }
     if how.csv() {
         let peer = meta.peer.unwrap_or("");
         let transport = meta.transport.unwrap_or("");
@@ -200,7 +204,15 @@ pub fn probe(o: &ProbeOutput, how: &Output, raw: bool) -> Result<String, serde_j
         peer: Some(&o.peer),
         clock: Some(&o.clock_desc),
     };
-    result(&o.result, o.exchange.as_ref(), how, &meta, raw, &title)
+    result(
+        &o.result,
+        o.exchange.as_ref(),
+        how,
+        &meta,
+        raw,
+        &title,
+        o.histogram,
+    )
 }
 
 /// `ngctl fit`'s output for the saved probe `file` of `sizes` sizes.
@@ -218,7 +230,7 @@ pub fn refit(
         peer: None,
         clock: None,
     };
-    result(r, exchange, how, &meta, None, &title)
+    result(r, exchange, how, &meta, None, &title, false)
 }
 
 /// The ranges of fits as CSV: one row per (peer, transport, range), times
