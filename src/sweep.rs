@@ -117,7 +117,8 @@ pub struct SweepConfig {
     pub latency_samples: u32,
     /// The latency run's sizes: at most this many (at most
     /// `netgauge::layout::MAX_LATENCY`) of the grid's sizes up to
-    /// `latency_max_bytes` ([`latency_sizes`]).
+    /// `latency_max_bytes` ([`latency_sizes`]; none when the sweep starts
+    /// above it).
     pub latency_sizes: usize,
     pub latency_max_bytes: u64,
 }

@@ -18,15 +18,16 @@ pub const LATENCY_WARMUP_ROUNDS: u32 = 8;
 pub const MAX_LATENCY_SAMPLES: u32 = 1_000_000;
 
 /// The sizes of the latency run: the sweep's grid sizes up to
-/// `cfg.latency_max_bytes` (at least the smallest size), thinned to at
-/// most `cfg.latency_sizes` spread evenly over the grid's indices, the
-/// first and the last of them kept. Empty when the run is off.
+/// `cfg.latency_max_bytes`, thinned to at most `cfg.latency_sizes` spread
+/// evenly over the grid's indices, the first and the last of them kept.
+/// Empty when the run is off, or the sweep has no size that small (a sweep
+/// of the bandwidth-bound sizes alone).
 pub fn latency_sizes(cfg: &SweepConfig) -> Vec<u64> {
     if cfg.latency_samples == 0 || cfg.latency_sizes == 0 {
         return Vec::new();
     }
     let want = cfg.latency_sizes.min(netgauge::layout::MAX_LATENCY);
-    let bound = cfg.latency_max_bytes.max(cfg.min_size_bytes.max(1));
+    let bound = cfg.latency_max_bytes;
     let grid: Vec<u64> = cfg
         .initial_sizes()
         .into_iter()
