@@ -353,6 +353,19 @@ root_test! {
         let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
             .unwrap_or_else(|| panic!("no entry:\n{}", net.log(0)));
         let ino = inode(&net.shm(0));
+        // The full sweep's latency run: the daemon's default of 200 round
+        // trips at 1, 4, 16 and 64 B, percentiles in order.
+        let lat = before["latency"].as_array().expect("latency records");
+        let sizes: Vec<u64> = lat.iter().filter_map(|r| r["size_bytes"].as_u64()).collect();
+        assert_eq!(sizes, [1, 4, 16, 64], "{before}");
+        for r in lat {
+            assert_eq!(r["samples"], 200, "{r}");
+            let v: Vec<f64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]
+                .iter()
+                .map(|k| r[*k].as_f64().unwrap_or(f64::NAN))
+                .collect();
+            assert!(v[0] > 0.0 && v.windows(2).all(|w| w[0] <= w[1]), "{r}");
+        }
 
         // Restart host0: same inode, values back from the state file at once
         // (its peer is still there, so nothing is stale).
@@ -380,6 +393,7 @@ root_test! {
             "restored from the state file"
         );
         assert_eq!(restored["measured_unix_ns"], before["measured_unix_ns"]);
+        assert_eq!(restored["latency"], before["latency"]);
 
         // kill -9 the peer: host0 stays up, publishes nothing new for host1, and
         // marks it stale once a probe fails.
