@@ -21,8 +21,8 @@ pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound
 pub use overlap::{overlap, OverlapArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
-    clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,
-    StatusData,
+    clock, dump, load_probe, publish_contention, publish_result, refit, shm_path, status, DumpData,
+    FitArgs, LoadedProbe, StatusData,
 };
 pub use serve::{serve, ServeArgs};
 
@@ -134,6 +134,12 @@ pub enum OpsError {
     Snapshot { path: String, reason: String },
     #[error("cannot read {what}")]
     Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {what}")]
+    Write {
         what: String,
         #[source]
         source: std::io::Error,
