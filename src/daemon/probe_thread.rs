@@ -18,7 +18,10 @@
 //!   and the pair is met again at its next round;
 //! - a re-check that agrees with the pair's own entry: the entry's
 //!   `checked_unix_ns` (and the end of RESTORED; a restored entry is held
-//!   to the plain tolerance, without the re-check's noise allowance);
+//!   to the plain tolerance, without the re-check's noise allowance); one
+//!   that disagrees: its largest deviation, for the history (the schedule
+//!   confirms it, then repairs the entry: the repair sweep logs the change
+//!   old → new, EEL and large-message bandwidth);
 //! - an unreachable or failed partner: its entries marked stale;
 //! - a partner now at another address, or (raw) announcing another MAC,
 //!   than where its restored or published entries were measured: those
