@@ -18,6 +18,11 @@
 //! both, as CI does). `NETGAUGED_MPICH_TESTS` / `NETGAUGED_OMPI_TESTS`
 //! override the choice.
 //!
+//! `simgrid_tests`: the tests that run SimGrid's SMPI on the exported
+//! platform run where `smpicc` and `smpirun` are on PATH (Debian's
+//! libsimgrid-dev: scripts/install-deps.sh installs it, as CI does).
+//! `NETGAUGED_SIMGRID_TESTS` overrides the choice.
+//!
 //! `loggopsim_tests`: the tests that run LogGOPSim, which the project does
 //! not build or ship, run where `LOGGOPSIM` and `TXT2BIN` name its two
 //! binaries (bench/exports.sh sets them).
@@ -32,6 +37,9 @@ fn main() {
     });
     switch("ompi_tests", "NETGAUGED_OMPI_TESTS", || {
         on_path(&["mpicc.openmpi", "mpirun.openmpi"])
+    });
+    switch("simgrid_tests", "NETGAUGED_SIMGRID_TESTS", || {
+        on_path(&["smpicc", "smpirun"])
     });
     println!("cargo:rerun-if-env-changed=LOGGOPSIM");
     println!("cargo:rerun-if-env-changed=TXT2BIN");

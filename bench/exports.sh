@@ -3,10 +3,12 @@
 #  1. a LogGPS link (the sim transport, S = 16 KiB) probed and published;
 #     Netgauge's loggp.out from it against the probe's own round trips,
 #     LogGOPSim with the exported flags against loggp.out's model, one
-#     message and a ping-pong at sizes on both sides of S;
+#     message and a ping-pong at sizes on both sides of S; SimGrid's SMPI
+#     on the exported platform file, a ping-pong at the same sizes;
 #  2. tests/export_consumers.rs: MPICH 4.0 starts with the exported JSON and
 #     applies its small-communicator rule, Open MPI applies the rules file,
-#     LogGOPSim reproduces two models within 1 %.
+#     LogGOPSim and SMPI reproduce two models within 1 %, SMPI the measured
+#     sharing (β, shared or independent directions).
 # LogGOPSim is not part of the project: set LOGGOPSIM and TXT2BIN to its
 # binaries (built from its public source); without them those parts say
 # "not run" and the rest runs.
@@ -15,6 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
+smpi=0
+if command -v smpicc >/dev/null && command -v smpirun >/dev/null; then
+    smpi=1
+    smpicc -O2 -o "${TMPDIR:-/tmp}/ng-smpi-pingpong.$$" tests/exports/smpi_pingpong.c 2>/dev/null
+else
+    echo "not run: SimGrid's SMPI not available (scripts/install-deps.sh installs libsimgrid-dev)"
+fi
 sim=0
 if [ -x "${LOGGOPSIM:-}" ] && [ -x "${TXT2BIN:-}" ]; then
     sim=1
@@ -26,7 +35,7 @@ fi
 cargo build --release --bin ngctl
 N="${CARGO_TARGET_DIR:-target}/release/ngctl"
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+trap 'rm -rf "$W" "${TMPDIR:-/tmp}/ng-smpi-pingpong.$$"' EXIT
 
 # One case: a probe (its arguments), published; its exports against the
 # probe's own round trips and against LogGOPSim. $1: a name; $2: the
@@ -40,6 +49,7 @@ one_case() {
     "$N" probe "$@" --json -q --publish --shm "$W/seg" > "$W/probe.json"
     "$N" export --format netgauge --shm "$W/seg" > "$W/loggp.out"
     "$N" export --format loggopsim --shm "$W/seg" > "$W/loggopsim.txt"
+    "$N" export --format smpi --shm "$W/seg" --hosts 2 > "$W/platform.xml"
 sed 's/^/    /' "$W/loggopsim.txt"
 
 echo "-- loggp.out PRTT(1,0,s) against the probe's measured PRTT(1,0,s)"
@@ -100,6 +110,34 @@ print("    largest difference %.3f %%" % worst)
 assert worst <= 1.0, worst
 PY
 fi
+
+if [ "$smpi" = 1 ]; then
+    echo "-- SMPI on the exported platform: half a ping-pong against loggp.out's model"
+    sizes=$(grep -v '^#' "$W/loggp.out" | awk '{print $1}' | tr '\n' ' ')
+    printf 'node-0\nnode-1\n' > "$W/hosts"
+    # shellcheck disable=SC2086
+    smpirun -platform "$W/platform.xml" -hostfile "$W/hosts" -np 2 \
+        --cfg=smpi/simulate-computation:no --cfg=smpi/wtime:0 \
+        "${TMPDIR:-/tmp}/ng-smpi-pingpong.$$" $sizes 2>/dev/null > "$W/smpi.txt"
+    python3 - "$W/loggp.out" "$W/smpi.txt" <<'PY'
+import sys
+model = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("#"):
+        c = line.split()
+        model[int(c[0])] = float(c[2]) * 1e3 / 2  # T(s) = PRTT(1,0,s)/2, ns
+worst = 0.0
+print("    size B   model T ns      SMPI ns   diff %")
+for line in open(sys.argv[2]):
+    s, t = line.split()
+    s, t = int(s), float(t)
+    d = (t / model[s] - 1) * 100
+    worst = max(worst, abs(d))
+    print("    %8d %12.1f %12.1f %8.3f" % (s, model[s], t, d))
+print("    largest difference %.3f %%" % worst)
+assert worst <= 1.0, worst
+PY
+fi
 }
 
 one_case "sim (LogGPS, S = 16 KiB)" 1.0 --transport sim --model L=1100,o=300,g=450,G=0.08,S=16384 --max-size 65536
@@ -111,10 +149,10 @@ one_case "udp loopback" 100 --transport udp --peer 127.0.0.1:7489 --max-size 655
 kill "$server" 2>/dev/null || true
 wait "$server" 2>/dev/null || true
 
-echo "== 2. tests/export_consumers.rs (MPICH, Open MPI, LogGOPSim)"
+echo "== 2. tests/export_consumers.rs (MPICH, Open MPI, LogGOPSim, SMPI)"
 ok=1
 cargo test --release --test export_consumers -- --nocapture --test-threads 1 \
     > "$W/test.log" 2>&1 || ok=0
-grep -E "^(test |MPICH|Open MPI|LogGOPSim|node|  )" "$W/test.log" || true
+grep -E "^(test |MPICH|Open MPI|LogGOPSim|SMPI|node|  )" "$W/test.log" || true
 [ "$ok" = 1 ] || { tail -40 "$W/test.log"; exit 1; }
 echo "bench/exports.sh: done"

@@ -8,7 +8,9 @@ need_pkgs=()
 # runs bindgen against the system rdma-core headers).
 # MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin
 # MPICH beside it (libngcoll's second ABI, tests/ngcoll/run.sh): mpich libmpich-dev
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev python3; do
+# SimGrid's SMPI (smpicc, smpirun: the SMPI export's consumer,
+# tests/export_consumers.rs): libsimgrid-dev
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev libsimgrid-dev python3; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 # Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)

@@ -84,6 +84,7 @@ fn args(format: Format) -> ExportArgs {
         margin: 0.1,
         loggopsim_unit: Unit::Auto,
         bytes: None,
+        hosts: None,
     }
 }
 
@@ -140,7 +141,7 @@ fn loggopsim_flags_reproduce_the_model_by_its_formula() {
     // G = 0.055 ns/B: ns cannot carry it, and asking for ns says so.
     let mut a = args(Format::Loggopsim);
     a.loggopsim_unit = Unit::Ns;
-    let err = export::render(&a, &fast_entry(), &[])
+    let err = export::render(&a, &fast_entry(), &[], None)
         .unwrap_err()
         .to_string();
     assert!(
@@ -148,7 +149,7 @@ fn loggopsim_flags_reproduce_the_model_by_its_formula() {
         "{err}"
     );
     a.loggopsim_unit = Unit::Auto;
-    let text = export::render(&a, &fast_entry(), &[]).unwrap();
+    let text = export::render(&a, &fast_entry(), &[], None).unwrap();
     assert!(text.contains("times in ps"), "{text}");
     assert_eq!(
         text.lines().filter(|l| l.starts_with('-')).count(),
@@ -157,7 +158,7 @@ fn loggopsim_flags_reproduce_the_model_by_its_formula() {
     );
     // --bytes: the one line of that size's set.
     a.bytes = Some(65536);
-    let line = export::render(&a, &fast_entry(), &[]).unwrap();
+    let line = export::render(&a, &fast_entry(), &[], None).unwrap();
     assert_eq!(line.lines().count(), 1);
     assert!(line.starts_with("-L ") && line.contains("-G 55 "), "{line}");
 }
@@ -181,7 +182,7 @@ fn loggopsim_says_which_sizes_it_cannot_take() {
     // below zero at s = 1: LogGOPSim's 2o + L cannot be.
     let mut e = fast_entry();
     e.ranges[2].G_ns_per_byte = 0.081;
-    let text = export::render(&args(Format::Loggopsim), &e, &[]).unwrap();
+    let text = export::render(&args(Format::Loggopsim), &e, &[], None).unwrap();
     assert!(
         text.contains("# sizes 262145..4194304 B: LogGOPSim cannot take"),
         "{text}"
@@ -193,7 +194,7 @@ fn loggopsim_says_which_sizes_it_cannot_take() {
     );
     let mut a = args(Format::Loggopsim);
     a.bytes = Some(1 << 20);
-    let err = export::render(&a, &e, &[]).unwrap_err().to_string();
+    let err = export::render(&a, &e, &[], None).unwrap_err().to_string();
     assert!(err.contains("cannot take"), "{err}");
 }
 
@@ -337,7 +338,7 @@ fn mpich_json_names_only_algorithms_mpich_4_0_knows() {
             let mut a = args(Format::MpichJson);
             a.margin = margin;
             a.comm_sizes = vec![2, 4, 16, 128];
-            let text = export::render(&a, &e, &[]).unwrap();
+            let text = export::render(&a, &e, &[], None).unwrap();
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             let mut names = Vec::new();
             leaves(&v, &mut names);
@@ -460,7 +461,7 @@ fn mpich_starts_with_the_json_and_applies_its_small_communicator_rule() {
     let dir = std::env::temp_dir().join(format!("ng-mpich-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = build_colls("mpicc.mpich", &dir);
-    let text = export::render(&args(Format::MpichJson), &sim_entry(), &[]).unwrap();
+    let text = export::render(&args(Format::MpichJson), &sim_entry(), &[], None).unwrap();
     let tree: serde_json::Value = serde_json::from_str(&text).unwrap();
     let sorted = sorted_as_text(&tree);
     // A size at which the 4-rank rule and the one a text order puts first
@@ -503,7 +504,7 @@ fn open_mpi_reads_and_applies_the_rules_file() {
     let mut a = args(Format::OmpiRules);
     a.margin = 0.0;
     a.comm_sizes = vec![2, 4, 8];
-    let text = export::render(&a, &sim_entry(), &[]).unwrap();
+    let text = export::render(&a, &sim_entry(), &[], None).unwrap();
     // The bcast block of 4 ranks: (message size, algorithm) rules.
     let nums: Vec<u64> = text
         .lines()
@@ -570,5 +571,165 @@ fn open_mpi_reads_and_applies_the_rules_file() {
         rule_at(bytes)
     );
     assert!(!with_rules && fixed, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The transport record of a contention probe: β, and the mixed scheme's
+/// penalty at k = 1 (nearer 1: directions independent; nearer 2: shared).
+fn contention_record(beta: f64, mixed_1: f64) -> netgauge::TransportExt {
+    use netgauge::{Estimate, Scheme, Status, TransportExt};
+    let est = |v: f64| Estimate {
+        value: v,
+        lo: v * 0.98,
+        hi: v * 1.02,
+    };
+    let mut t = TransportExt::default();
+    let k_beta: Vec<Estimate> = (1..=4).map(|k| est((k as f64 * beta).max(1.0))).collect();
+    t.set_penalties(Scheme::Outgoing, &k_beta, Status::Identified)
+        .unwrap();
+    t.set_penalties(Scheme::Mixed, &[est(mixed_1)], Status::Identified)
+        .unwrap();
+    t.set_sharing(
+        (est(beta), Status::Identified),
+        (est(0.0), Status::NotAssessed),
+        (est(0.0), Status::NotAssessed),
+    );
+    t
+}
+
+/// smpicc a test program into `dir`.
+fn smpicc(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/exports")
+        .join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let out = Command::new("smpicc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "smpicc {name}: {out:?}");
+    exe
+}
+
+/// smpirun `exe` on `ranks` hosts of the platform `xml`; its stdout lines
+/// as (label, value) pairs: "label… value".
+fn smpirun(dir: &Path, xml: &str, ranks: u32, exe: &Path, args: &[String]) -> Vec<(String, f64)> {
+    let platform = dir.join("platform.xml");
+    std::fs::write(&platform, xml).unwrap();
+    let hostfile = dir.join("hosts");
+    let hosts: String = (0..ranks).map(|i| format!("node-{i}\n")).collect();
+    std::fs::write(&hostfile, hosts).unwrap();
+    let out = Command::new("smpirun")
+        .arg("-platform")
+        .arg(&platform)
+        .arg("-hostfile")
+        .arg(&hostfile)
+        .arg("-np")
+        .arg(ranks.to_string())
+        // What the program computes between calls is not part of the test.
+        .arg("--cfg=smpi/simulate-computation:no")
+        .arg("--cfg=smpi/wtime:0")
+        .arg(exe)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "smpirun: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (label, v) = l.rsplit_once(' ')?;
+            Some((label.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(simgrid_tests),
+    ignore = "needs SimGrid's SMPI (smpicc, smpirun: libsimgrid-dev, scripts/install-deps.sh)"
+)]
+fn smpi_reproduces_the_model_and_the_measured_sharing() {
+    let dir = std::env::temp_dir().join(format!("ng-smpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pingpong = smpicc(&dir, "smpi_pingpong");
+    let conflict = smpicc(&dir, "smpi_conflict");
+    let mut a = args(Format::Smpi);
+    a.hosts = Some(5);
+    // One message: half a simulated ping-pong against T(s), on both sides
+    // of every piece's boundaries (S among them).
+    let mut worst = 0.0f64;
+    for e in [sim_entry(), fast_entry()] {
+        let xml = export::render(&a, &e, &[], None).unwrap();
+        let pieces = model::pieces(&e);
+        let mut sizes: Vec<u64> = pieces
+            .iter()
+            .flat_map(|p| [p.from_bytes, (p.from_bytes + p.to_bytes) / 2, p.to_bytes])
+            .collect();
+        sizes.dedup();
+        let args: Vec<String> = sizes.iter().map(|s| s.to_string()).collect();
+        let got = smpirun(&dir, &xml, 2, &pingpong, &args);
+        assert_eq!(got.len(), sizes.len(), "{got:?}");
+        println!(
+            "{} over {}: size B, model T ns, SMPI ns, err %",
+            e.peer, e.transport
+        );
+        for ((label, sim), s) in got.iter().zip(&sizes) {
+            assert_eq!(label, &s.to_string());
+            let t = model::message_ns(&pieces, *s);
+            let err = (sim / t - 1.0) * 100.0;
+            println!("  {s:>8} {t:>12.1} {sim:>12.1} {err:>7.3}");
+            worst = worst.max(err.abs());
+            assert!(
+                err.abs() <= 1.0,
+                "{s} B: SMPI {sim} ns, model {t} ns\n{xml}"
+            );
+        }
+    }
+    println!("SMPI against the model: largest difference {worst:.3} %");
+    // Sharing: k flows of 8 MiB (rendezvous, no sleeps) out of, into, and
+    // out of and into one host, against the measured record's penalties.
+    let s: u64 = 8 << 20;
+    let e = sim_entry();
+    let t1 = model::message_ns(&model::pieces(&e), s);
+    let g_net = e.ranges.last().unwrap().G_ns_per_byte;
+    for (beta, mixed_1, shared) in [(0.8, 1.02, false), (0.9, 1.97, true)] {
+        let record = contention_record(beta, mixed_1);
+        let xml = export::render(&a, &e, &[], Some(&record)).unwrap();
+        assert!(
+            xml.contains(if shared {
+                "\"SHARED\""
+            } else {
+                "\"SPLITDUPLEX\""
+            }),
+            "{xml}"
+        );
+        let got = smpirun(&dir, &xml, 5, &conflict, &[s.to_string()]);
+        assert_eq!(got.len(), 4 + 4 + 2, "{got:?}");
+        for (label, sim) in got {
+            let (scheme, k) = label.split_once(' ').unwrap();
+            let k: f64 = k.parse().unwrap();
+            // Flows on one host link: k (2k when mixed on a shared link).
+            let flows = if scheme == "mixed" && shared {
+                2.0 * k
+            } else {
+                k
+            };
+            let penalty = (flows * beta).max(1.0);
+            let want = t1 + (penalty - 1.0) * (s + 16) as f64 * g_net;
+            let err = (sim / want - 1.0) * 100.0;
+            println!(
+                "  beta {beta} {scheme:>5} k={k}: penalty {:.3} (model {penalty:.3}), err {err:.3} %",
+                sim / t1
+            );
+            assert!(err.abs() <= 1.0, "{label}: {sim} ns vs {want} ns\n{xml}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -54,6 +54,7 @@ fn args(format: Format) -> ExportArgs {
         margin: 0.1,
         loggopsim_unit: Unit::Auto,
         bytes: None,
+        hosts: None,
     }
 }
 
@@ -165,7 +166,7 @@ fn parse_ompi(text: &str) -> Result<Vec<Rule>, String> {
 
 #[test]
 fn ompi_rules_follow_the_4_1_reader_grammar() {
-    let text = export::render(&args(Format::OmpiRules), &entry(), &[]).unwrap();
+    let text = export::render(&args(Format::OmpiRules), &entry(), &[], None).unwrap();
     let rules = parse_ompi(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     // 6 collectives × 4 communicator sizes.
     assert_eq!(rules.len(), 24);
@@ -207,7 +208,7 @@ fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
     // A margin nothing can beat: every rule is coll/tuned's own decision.
     let mut a = args(Format::OmpiRules);
     a.margin = 0.99;
-    let text = export::render(&a, &entry(), &[]).unwrap();
+    let text = export::render(&a, &entry(), &[], None).unwrap();
     let rules = parse_ompi(&text).unwrap();
     for r in &rules {
         assert_eq!(r.msgs.len(), 1, "{r:?}");
@@ -217,7 +218,7 @@ fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
     // somewhere (the library's unsegmented chain for large broadcasts on
     // 4–7 ranks is beaten by a segmented one).
     a.margin = 0.0;
-    let text = export::render(&a, &entry(), &[]).unwrap();
+    let text = export::render(&a, &entry(), &[], None).unwrap();
     let rules = parse_ompi(&text).unwrap();
     let b4 = rules
         .iter()
@@ -228,7 +229,7 @@ fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
     // ours is not clearly faster.
     let mut a = args(Format::MpichJson);
     a.margin = 0.99;
-    let text = export::render(&a, &entry(), &[]).unwrap();
+    let text = export::render(&a, &entry(), &[], None).unwrap();
     assert!(text.contains("MPIR_Bcast_intra_binomial"), "{text}");
     assert!(
         text.contains("MPIR_Allreduce_intra_recursive_doubling"),
@@ -246,7 +247,7 @@ fn ompi_reader_grammar_rejects_malformed_files() {
 
 #[test]
 fn mpich_json_is_a_selection_tree() {
-    let text = export::render(&args(Format::MpichJson), &entry(), &[]).unwrap();
+    let text = export::render(&args(Format::MpichJson), &entry(), &[], None).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let root = v.as_object().unwrap();
     // A leaf: exactly one "algorithm=MPIR_…" key with an empty object.
@@ -322,7 +323,7 @@ fn mpich_json_is_a_selection_tree() {
 
 #[test]
 fn loggopsim_flags_are_integer_sets_one_per_piece_in_ps() {
-    let text = export::render(&args(Format::Loggopsim), &entry(), &[]).unwrap();
+    let text = export::render(&args(Format::Loggopsim), &entry(), &[], None).unwrap();
     // G = 0.08 and 0.055 ns/B: ns would round them away, ps carries them.
     assert!(text.starts_with("# LogGOPSim flags"), "{text}");
     assert!(text.contains("times in ps"), "{text}");
@@ -348,7 +349,7 @@ fn loggopsim_flags_are_integer_sets_one_per_piece_in_ps() {
 
 #[test]
 fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
-    let text = export::render(&args(Format::Netgauge), &entry(), &[]).unwrap();
+    let text = export::render(&args(Format::Netgauge), &entry(), &[], None).unwrap();
     assert!(text.starts_with(
         "# size n PRTT(1,0,s) PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)"
     ));
@@ -370,42 +371,104 @@ fn netgauge_columns_give_back_o_and_g_with_its_own_formulas() {
     assert!(rows > 10);
 }
 
+/// The `<prop id=… value=…/>` pairs of a SimGrid platform file, and the
+/// cluster tag.
+fn smpi_props(xml: &str) -> (Vec<(String, String)>, String) {
+    let attr = |line: &str, name: &str| {
+        let at = line.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        line[at..at + line[at..].find('"').unwrap()].to_string()
+    };
+    let props = xml
+        .lines()
+        .filter(|l| l.trim_start().starts_with("<prop "))
+        .map(|l| (attr(l, "id"), attr(l, "value")))
+        .collect();
+    let cluster = xml
+        .lines()
+        .find(|l| l.starts_with("<cluster "))
+        .unwrap()
+        .to_string();
+    (props, cluster)
+}
+
 #[test]
-fn smpi_piecewise_overheads() {
-    let text = export::render(&args(Format::Smpi), &entry(), &[]).unwrap();
-    let mut keys = Vec::new();
-    for line in text.lines() {
-        let kv = line.strip_prefix("--cfg=").unwrap();
-        let (k, v) = kv.split_once(':').unwrap();
-        keys.push(k.to_string());
-        if k == "smpi/os" || k == "smpi/or" {
-            let mut last = None;
-            for (i, piece) in v.split(';').enumerate() {
-                let f: Vec<&str> = piece.split(':').collect();
-                assert_eq!(f.len(), 3, "{piece}");
-                let size: u64 = f[0].parse().unwrap();
-                let offset: f64 = f[1].parse().unwrap();
-                let factor: f64 = f[2].parse().unwrap();
-                assert!((0.0..1e-3).contains(&offset) && (0.0..1e-6).contains(&factor));
-                if i == 0 {
-                    assert_eq!(size, 0);
-                }
-                assert!(last.is_none_or(|l| size > l));
-                last = Some(size);
-            }
-        } else {
-            assert_eq!(v, "4096");
-        }
-    }
-    assert_eq!(
-        keys,
-        [
-            "smpi/os",
-            "smpi/or",
-            "smpi/async-small-thresh",
-            "smpi/send-is-detached-thresh"
-        ]
+fn smpi_platform_from_a_segment_with_its_contention_record() {
+    use netgauge::{Estimate, Scheme, Status, TransportExt};
+    let dir = std::env::temp_dir().join(format!("ng-smpi-seg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let path = dir.join("segment");
+    let mut w = netgauge::SegmentWriter::create_or_open(&path, 4, "n0", "test").unwrap();
+    w.upsert(&entry()).unwrap();
+    let mut a = args(Format::Smpi);
+    a.shm = Some(path.clone());
+    a.hosts = Some(16);
+    // No record: fair sharing, independent directions.
+    let xml = export::run(&a).unwrap();
+    assert!(xml.contains("no record for this transport"), "{xml}");
+    let (props, cluster) = smpi_props(&xml);
+    let prop = |k: &str| props.iter().find(|(id, _)| id == k).unwrap().1.clone();
+    // Rendezvous above S = 4096: detached and eager below 4097.
+    assert_eq!(prop("smpi/send-is-detached-thresh"), "4097");
+    assert_eq!(prop("smpi/async-small-thresh"), "4097");
+    assert_eq!(prop("network/crosstraffic"), "0");
+    // The sleeps: o_s and o_r of the first range below S, none above
+    // (a rendezvous send sleeps neither); keys are sizes the piece exceeds.
+    let os: Vec<Vec<f64>> = prop("smpi/os")
+        .split(';')
+        .map(|p| p.split(':').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(os.len(), 2);
+    assert_eq!((os[0][0], os[1][0]), (0.0, 4096.0));
+    assert!((os[0][1] + os[0][2] - 330e-9).abs() < 1e-12, "{os:?}");
+    assert_eq!((os[1][1], os[1][2]), (0.0, 0.0));
+    // Factors are keyed by the payload SMPI sends (16 bytes more).
+    assert!(prop("smpi/lat-factor").contains(";4112:"), "{xml}");
+    assert!(cluster.contains("radical=\"0-15\""), "{cluster}");
+    assert!(
+        cluster.contains("sharing_policy=\"SPLITDUPLEX\""),
+        "{cluster}"
     );
-    // o_r of the second range: 1200 ns at s = 1, 0.1 ns/B: offset 1199.9 ns.
-    assert!(text.contains("4097:1.1999"), "{text}");
+    let bw = |c: &str, name: &str| -> f64 {
+        let at = c.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        c[at..at + c[at..].find("Bps").unwrap()].parse().unwrap()
+    };
+    // The links run at the largest messages' rate, 1/0.055 bytes per ns.
+    assert!((bw(&cluster, "bb_bw") * 0.055e-9 - 1.0).abs() < 1e-9);
+    assert_eq!(bw(&cluster, "bw"), bw(&cluster, "bb_bw"));
+    // With a record: β = 0.8 makes the host links 1/β as fast as one flow;
+    // a mixed penalty of 1.9 at k = 1 makes the directions share them.
+    let est = |v: f64| Estimate {
+        value: v,
+        lo: v - 0.05,
+        hi: v + 0.05,
+    };
+    let mut t = TransportExt::default();
+    t.set_penalties(Scheme::Mixed, &[est(1.9)], Status::Identified)
+        .unwrap();
+    t.set_sharing(
+        (est(0.8), Status::Identified),
+        (est(0.1), Status::Identified),
+        (est(0.0), Status::NotAssessed),
+    );
+    w.set_transport_ext("mpi", &t).unwrap();
+    let xml = export::run(&a).unwrap();
+    let (_, cluster) = smpi_props(&xml);
+    assert!(cluster.contains("sharing_policy=\"SHARED\""), "{cluster}");
+    assert!((bw(&cluster, "bw") / bw(&cluster, "bb_bw") - 1.25).abs() < 1e-9);
+    assert!(xml.contains("gamma_o 0.100 (not modelled)"), "{xml}");
+    // --hosts belongs to this format alone; a cluster needs two hosts.
+    let mut other = args(Format::Netgauge);
+    other.hosts = Some(4);
+    assert!(export::render(&other, &entry(), &[], None)
+        .unwrap_err()
+        .to_string()
+        .contains("--hosts"));
+    a.hosts = Some(1);
+    assert!(export::run(&a)
+        .unwrap_err()
+        .to_string()
+        .contains("at least 2"));
+    w.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }

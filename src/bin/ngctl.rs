@@ -239,7 +239,7 @@ fn run(cli: Cli) -> Result<()> {
                 )
                 .into());
             }
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes; });
+            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes, hosts; });
             print!("{}", export::run(&a)?);
         }
         Cmd::Completions { shell } => {

@@ -8,9 +8,10 @@
 //!   PRTT(n,0,s) PRTT(n,PRTT(1,0,s),s) L o_s o_r g G lsqu(g,G)`, times in µs),
 //!   the rows generated from the fitted model ([`model`]) at sizes spanning
 //!   each range.
-//! - `smpi`: SimGrid SMPI `--cfg=` options: `smpi/os` and `smpi/or` as
-//!   piecewise `size:offset:factor;…` (seconds, seconds per byte),
-//!   `smpi/async-small-thresh` and `smpi/send-is-detached-thresh` = S.
+//! - `smpi`: a SimGrid platform file for `smpirun -platform`: a cluster of
+//!   `--hosts` hosts whose SMPI options (in its `<config>`) and links give a
+//!   simulated message the model's T(s), and whose link sharing carries the
+//!   transport's measured contention ([`smpi`]).
 //! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
 //!   (format 1 of 5.0; the only one of 4.1), for allgather (collective id
 //!   0), allreduce (2), alltoall (3), barrier (6), bcast (7) and reduce
@@ -37,11 +38,12 @@ pub mod loggopsim;
 pub mod model;
 mod rules;
 mod simulators;
+pub mod smpi;
 
 use std::path::PathBuf;
 
 use netgauge::select::SelectOptions;
-use netgauge::{EntryData, Params};
+use netgauge::{EntryData, Params, Reader, TransportExt};
 
 pub use rules::*;
 pub use simulators::*;
@@ -122,11 +124,20 @@ pub struct ExportArgs {
     pub loggopsim_unit: loggopsim::Unit,
     /// LogGOPSim: the flags of the set for this message size alone.
     pub bytes: Option<u64>,
+    /// SMPI: hosts of the platform's cluster (None: the largest of
+    /// `comm_sizes`).
+    pub hosts: Option<u32>,
 }
 
 /// Render one export of `entry` (with the exchange ranges measured for some
-/// communicator sizes, which the rule exports use for those sizes).
-pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Result<String> {
+/// communicator sizes, which the rule exports use for those sizes, and the
+/// transport's contention record, which the SMPI platform carries).
+pub fn render(
+    args: &ExportArgs,
+    entry: &EntryData,
+    exchanges: &Exchanges,
+    record: Option<&TransportExt>,
+) -> Result<String> {
     check(args)?;
     let net = entry.params();
     if net.is_empty() {
@@ -157,7 +168,12 @@ pub fn render(args: &ExportArgs, entry: &EntryData, exchanges: &Exchanges) -> Re
     Ok(match args.format {
         Format::Loggopsim => loggopsim::render(entry, args.loggopsim_unit, args.bytes)?,
         Format::Netgauge => netgauge_out(entry),
-        Format::Smpi => smpi(entry),
+        Format::Smpi => smpi::smpi_platform(
+            entry,
+            args.hosts.unwrap_or(sizes[sizes.len() - 1]),
+            args.max_bytes,
+            record.and_then(smpi::sharing_of).as_ref(),
+        )?,
         Format::OmpiRules => ompi_rules(&net, exchanges, &sizes, args.max_bytes, &rule_opts)?.render(&format!(
             "Open MPI coll/tuned dynamic rules from netgauged ({} over {})\n\
              use: --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename FILE",
@@ -180,6 +196,11 @@ fn check(args: &ExportArgs) -> Result<()> {
     if args.bytes.is_some() && args.format != Format::Loggopsim {
         return Err(bad(
             "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
+        ));
+    }
+    if args.hosts.is_some() && args.format != Format::Smpi {
+        return Err(bad(
+            "--hosts sizes the SimGrid platform: only with --format smpi".into(),
         ));
     }
     Ok(())
@@ -207,5 +228,9 @@ pub fn run(args: &ExportArgs) -> Result<String> {
         })
         .filter(|(_, x)| !x.is_empty())
         .collect();
-    render(args, &entry, &exchanges)
+    // The transport's contention record, when the segment has one.
+    let record = Reader::open(crate::predict::segment_path(shm))
+        .ok()
+        .and_then(|r| r.transport_ext(&entry.transport).ok());
+    render(args, &entry, &exchanges, record.as_ref())
 }

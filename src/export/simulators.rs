@@ -1,5 +1,4 @@
-//! The simulator exports: LogGOPSim's flags, Netgauge's loggp.out and
-//! SimGrid SMPI's options (see the module documentation of
+//! Netgauge's loggp.out (see the module documentation of
 //! [`crate::export`]).
 
 use std::fmt::Write as _;
@@ -67,40 +66,6 @@ pub fn netgauge_out(e: &EntryData) -> String {
             us(p.G_ns_per_byte),
             0.0
         );
-    }
-    s
-}
-
-/// SimGrid SMPI `--cfg=` options.
-pub fn smpi(e: &EntryData) -> String {
-    let sec = |ns: f64| ns * 1e-9;
-    let piece = |o: fn(&netgauge::RangeData) -> (f64, f64)| {
-        e.ranges
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (at1, slope) = o(r);
-                // SMPI: overhead(s) = offset + s·factor for s ≥ size. Our
-                // o(s) = o' + (s−1)·O, so offset = o' − O.
-                let from = if i == 0 { 0 } else { r.from_bytes };
-                format!(
-                    "{}:{:e}:{:e}",
-                    from,
-                    sec((at1 - slope).max(0.0)),
-                    sec(slope.max(0.0))
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(";")
-    };
-    let os = piece(|r| (r.o_s_ns, r.O_s_ns_per_byte));
-    let or = piece(|r| (r.o_r_ns, r.O_r_ns_per_byte));
-    let mut s = String::new();
-    let _ = writeln!(s, "--cfg=smpi/os:{os}");
-    let _ = writeln!(s, "--cfg=smpi/or:{or}");
-    if let Some(th) = e.S_bytes {
-        let _ = writeln!(s, "--cfg=smpi/async-small-thresh:{th}");
-        let _ = writeln!(s, "--cfg=smpi/send-is-detached-thresh:{th}");
     }
     s
 }

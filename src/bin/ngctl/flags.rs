@@ -252,7 +252,7 @@ pub struct PredictFlags {
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct ExportFlags {
-    /// Format: loggopsim, netgauge (loggp.out), smpi, ompi-rules, mpich-json.
+    /// Format: loggopsim, netgauge (loggp.out), smpi (SimGrid platform), ompi-rules, mpich-json.
     #[arg(long, value_parser = format_parser())]
     pub format: Format,
     /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
@@ -287,4 +287,8 @@ pub struct ExportFlags {
     /// LogGOPSim: only the flags of the set for this message size, bytes.
     #[arg(long)]
     pub bytes: Option<u64>,
+    /// SMPI: hosts of the platform's cluster (default: the largest of
+    /// --comm-sizes).
+    #[arg(long)]
+    pub hosts: Option<u32>,
 }
