@@ -613,7 +613,7 @@ fn shape(net: &Net, i: usize, rate: &str) {
 }
 
 root_test! {
-    fn a_link_at_half_its_rate_is_repaired_flagged_changed_and_in_the_history() {
+    fn a_shaper_cut_under_two_daemons_is_repaired_flagged_changed_and_in_history() {
         need_root!();
         // 400 Mbit/s (20 ns/B), then 100 Mbit/s (80 ns/B): the re-check's
         // gap at 4 KiB grows fourfold, beyond the tolerance its own noise

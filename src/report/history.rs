@@ -147,7 +147,7 @@ pub fn history(v: &HistoryView, how: &Output) -> Result<String, serde_json::Erro
                     flag_names(r.flags).join(",")
                 );
             } else {
-                let _ = writeln!(s, "{head}  {}", deviation(r));
+                let _ = writeln!(s, "{}", format!("{head}  {}", deviation(r)).trim_end());
             }
         }
     }
