@@ -10,7 +10,10 @@ need_pkgs=()
 # MPICH beside it (libngcoll's second ABI, tests/ngcoll/run.sh): mpich libmpich-dev
 # SimGrid's SMPI (smpicc, smpirun: the SMPI export's consumer,
 # tests/export_consumers.rs): libsimgrid-dev
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev libsimgrid-dev python3; do
+# librsvg2-bin (rsvg-convert) and fonts-dejavu-core: tests/plot_cli.rs
+# rasterises `ngctl plot`'s SVG with an independent renderer, which needs a
+# sans-serif font for the labels.
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev libsimgrid-dev python3 librsvg2-bin fonts-dejavu-core; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 # Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)

@@ -16,6 +16,7 @@ const SUBCOMMANDS: &[&str] = &[
     "serve",
     "fit",
     "probe",
+    "plot",
     "status",
     "predict",
     "export",

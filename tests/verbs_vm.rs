@@ -6,7 +6,9 @@
 //! - the rdma probe's EEL and half round trips at 2 and 8 B within 5 % of
 //!   ib_write_lat's t_typical for the same size, or below it (seven
 //!   alternating rounds of both tools in the one VM run; each tool's best
-//!   round is compared, see `LAT_ROUNDS`);
+//!   round is compared, see `LAT_ROUNDS`); and, paired round by round, the
+//!   median of EEL / t_typical (2 B) at most 1.05, and in every round
+//!   EEL(1 B) within 5 % of the same sweep's 2 B half round trip;
 //! - the bandwidth-bound G (last range of a sweep of 8–64 KiB) within 10 % of
 //!   what ib_write_bw's average at 64 KiB implies, G = (s/BW − g)/(s − 1)
 //!   with the range's g (seven paired rounds, the median ratio; perftest's MB
@@ -182,6 +184,24 @@ fn rdma_latency_matches_ib_write_lat() {
         "fewer than three rounds with a finite ib_write_lat result"
     );
     let rounds = eel.len();
+    // Paired rounds: our EEL against the ib_write_lat run right before it
+    // (2 B, the smallest write both make), the median ratio; and within
+    // each of our sweeps, EEL(1 B), measured first, against the 2 B half
+    // round trip measured after it (a start-up effect shows as a gap).
+    let paired: Vec<f64> = eel.iter().zip(&theirs[0]).map(|(e, t)| e / t).collect();
+    let paired_median = median(paired.clone());
+    eprintln!("EEL / ib_write_lat t_typical (2 B) per round: {paired:.3?}");
+    criterion(
+        paired_median <= 1.05,
+        format!("EEL / ib_write_lat t_typical, median of {rounds} paired rounds: {paired_median:.3} <= 1.05"),
+    );
+    let start_up: Vec<f64> = eel.iter().zip(&ours[0]).map(|(e, h)| e / h - 1.0).collect();
+    let within = start_up.iter().filter(|d| d.abs() <= 0.05).count();
+    eprintln!("EEL(1 B) / half round trip (2 B) − 1 per round: {start_up:.3?}");
+    criterion(
+        within == rounds,
+        format!("EEL(1 B) within 5 % of the same sweep's 2 B half round trip in {within} of {rounds} rounds"),
+    );
     let eel_best = best(&eel);
     for (i, s) in [2u64, 8].into_iter().enumerate() {
         let typical_ns = best(&theirs[i]);

@@ -19,6 +19,8 @@ mod cluster;
 mod contention;
 #[path = "ngctl/flags.rs"]
 mod flags;
+#[path = "ngctl/plot.rs"]
+mod plot;
 #[path = "ngctl/progress.rs"]
 mod progress;
 use flags::*;
@@ -83,6 +85,12 @@ enum Cmd {
         after_help = "Examples:\n  ngctl probe --transport sim --model L=1100,o=300,g=450,G=0.08\n  ngctl probe --transport udp --peer node2:7470 --cpu 2"
     )]
     Probe(ProbeFlags),
+    /// Draw a probe or a segment entry: PRTT against size, the fitted model,
+    /// protocol changes and o(P), as SVG or PNG.
+    #[command(
+        after_help = "Examples:\n  ngctl probe --transport sim --json --raw > p.json\n  ngctl plot p.json -o p.svg\n  ngctl plot --peer node2 --transport udp -o node2.png"
+    )]
+    Plot(plot::PlotFlags),
     /// Is the daemon alive, and what is it doing?
     #[command(after_help = "Example:\n  ngctl status --shm /run/netgauged/segment")]
     Status(SegmentFlags),
@@ -226,6 +234,7 @@ fn run(cli: Cli) -> Result<()> {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
             print!("{}", report::predict(&predict::run(&a)?, &out.report())?);
         }
+        Cmd::Plot(f) => f.run(&out)?,
         Cmd::Quiet(f) => f.quiet(&out)?,
         Cmd::Resume(f) => f.resume(&out)?,
         Cmd::Matrix(f) => f.run(&out)?,

@@ -23,8 +23,8 @@ pub use history::{history, HistoryArgs, HistoryView};
 pub use overlap::{overlap, OverlapArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
-    clock, dump, publish_contention, publish_result, refit, shm_path, status, DumpData, FitArgs,
-    StatusData,
+    clock, dump, load_probe, publish_contention, publish_result, refit, shm_path, status, DumpData,
+    FitArgs, LoadedProbe, StatusData,
 };
 pub use serve::{serve, ServeArgs};
 
@@ -136,6 +136,12 @@ pub enum OpsError {
     Snapshot { path: String, reason: String },
     #[error("cannot read {what}")]
     Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {what}")]
+    Write {
         what: String,
         #[source]
         source: std::io::Error,

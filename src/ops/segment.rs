@@ -101,15 +101,27 @@ struct SavedProbe {
     /// The transport it ran over (older files: none, fitted as any).
     #[serde(default)]
     transport: Option<String>,
+    /// The peer it measured (the JSON envelope's; older files: none).
+    #[serde(default)]
+    peer: Option<String>,
+    /// When `ngctl probe` wrote it, ns since the Unix epoch.
+    #[serde(default)]
+    timestamp_unix_ns: Option<u64>,
 }
 
-/// Re-fit a saved probe's raw samples with this version's estimator.
-/// Returns the result, the exchange fit and the number of sizes.
-pub fn refit(
-    a: &FitArgs,
-    note: &mut dyn FnMut(super::Note),
-) -> Result<(ProbeResult, Option<ExchangeFit>, usize), OpsError> {
-    let file = &a.file;
+/// A saved probe's raw samples, re-fitted ([`load_probe`]).
+pub struct LoadedProbe {
+    pub result: ProbeResult,
+    pub exchange: Option<ExchangeFit>,
+    /// The peer the probe measured, if the file names it.
+    pub peer: Option<String>,
+    /// When the probe was saved, ns since the Unix epoch, if known.
+    pub timestamp_unix_ns: Option<u64>,
+}
+
+/// Read a saved `ngctl probe --json --raw` ("-": stdin) and re-fit its raw
+/// samples with this version's estimator.
+pub fn load_probe(file: &str) -> Result<LoadedProbe, OpsError> {
     let text = if file == "-" {
         std::io::read_to_string(std::io::stdin()).map_err(|source| OpsError::Read {
             what: "stdin".into(),
@@ -117,24 +129,23 @@ pub fn refit(
         })?
     } else {
         std::fs::read_to_string(file).map_err(|source| OpsError::Read {
-            what: file.clone(),
+            what: file.to_string(),
             source,
         })?
     };
     let saved: SavedProbe =
         serde_json::from_str(&text).map_err(|source| OpsError::NotProbeJson {
-            file: file.clone(),
+            file: file.to_string(),
             source,
         })?;
-    let raw = saved
-        .raw
-        .ok_or_else(|| OpsError::NoRawSamples { file: file.clone() })?;
-    let n = raw.probe.sizes.len();
+    let raw = saved.raw.ok_or_else(|| OpsError::NoRawSamples {
+        file: file.to_string(),
+    })?;
     let nothing = |what| OpsError::NothingToFit {
-        file: file.clone(),
+        file: file.to_string(),
         what,
     };
-    if n == 0 {
+    if raw.probe.sizes.is_empty() {
         return Err(nothing("no sizes"));
     }
     if raw.probe.sizes.iter().all(|s| s.prtt1_ns.is_empty()) {
@@ -154,6 +165,25 @@ pub fn refit(
         .exchange
         .as_ref()
         .and_then(|x| fit_exchange(x.ranks, &x.sizes));
+    Ok(LoadedProbe {
+        result,
+        exchange,
+        peer: saved.peer,
+        timestamp_unix_ns: saved.timestamp_unix_ns,
+    })
+}
+
+/// Re-fit a saved probe's raw samples with this version's estimator.
+/// Returns the result, the exchange fit and the number of sizes.
+pub fn refit(
+    a: &FitArgs,
+    note: &mut dyn FnMut(super::Note),
+) -> Result<(ProbeResult, Option<ExchangeFit>, usize), OpsError> {
+    let file = &a.file;
+    let LoadedProbe {
+        result, exchange, ..
+    } = load_probe(file)?;
+    let n = result.samples.len();
     if let Some((path, peer, transport)) = &a.publish {
         let clock_desc = format!("re-fit of {file}");
         for (peer, transport) in publish_result(

@@ -29,6 +29,7 @@ use crate::predict::PredictJson;
 use crate::probe::ProbeResult;
 
 mod output;
+pub mod plot;
 mod probe_json;
 mod table;
 pub use output::*;
