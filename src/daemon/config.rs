@@ -58,6 +58,17 @@ pub struct Config {
     /// two daemons never share one.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
+    /// Records kept per (peer, transport) in the history file (beside the
+    /// state file): a record per published sweep, re-check and staleness.
+    #[serde(default = "default_history_records")]
+    pub history_max_records: usize,
+    /// Records older than this many seconds leave the history.
+    #[serde(default = "default_history_age")]
+    pub history_max_age_s: f64,
+    /// The history file's largest size, all pairs together: past it the
+    /// oldest records of the whole node leave first.
+    #[serde(default = "default_history_bytes")]
+    pub history_max_bytes: u64,
     /// Probe traffic budget of this node, payload bytes per second, driving
     /// and serving together.
     #[serde(default = "default_budget")]
@@ -291,6 +302,13 @@ pub mod limits {
     pub const MAX_LATENCY_SAMPLES: u32 = 100_000;
     /// Longest re-check interval: a day.
     pub const MAX_RECHECK_INTERVAL_S: f64 = 86_400.0;
+    /// Most history records per (peer, transport).
+    pub const MAX_HISTORY_RECORDS: usize = 100_000;
+    /// Longest history: ten years.
+    pub const MAX_HISTORY_AGE_S: f64 = 3650.0 * 86_400.0;
+    /// History file size bounds: 64 KiB to 1 GiB.
+    pub const MIN_HISTORY_BYTES: u64 = 64 << 10;
+    pub const MAX_HISTORY_BYTES: u64 = 1 << 30;
     /// Longest fan-out interval: a week.
     pub const MAX_FANOUT_INTERVAL_S: f64 = 604_800.0;
     /// Largest traffic budget: 100 GB/s.
@@ -312,6 +330,21 @@ fn default_budget() -> u64 {
 }
 fn default_interval() -> f64 {
     ScheduleConfig::default().pair_recheck_s
+}
+fn default_history_records() -> usize {
+    // Several weeks of a pair re-checked hourly, or a day at a 5 min
+    // re-check interval.
+    512
+}
+fn default_history_age() -> f64 {
+    // 90 days.
+    90.0 * 86_400.0
+}
+fn default_history_bytes() -> u64 {
+    // 64 MiB: 4096 peers over two transports keep their last ~30 records
+    // each (a record takes about 250 bytes of JSON); a node with few
+    // peers is bounded by the record count instead.
+    64 << 20
 }
 fn default_resolve_timeout() -> f64 {
     2.0
@@ -382,6 +415,24 @@ impl Config {
         {
             return bad(format!(
                 "recheck_interval_s must be positive and at most {MAX_RECHECK_INTERVAL_S}"
+            ));
+        }
+        if self.history_max_records == 0 || self.history_max_records > MAX_HISTORY_RECORDS {
+            return bad(format!(
+                "history_max_records must be 1 to {MAX_HISTORY_RECORDS}"
+            ));
+        }
+        if !(self.history_max_age_s.is_finite()
+            && self.history_max_age_s > 0.0
+            && self.history_max_age_s <= MAX_HISTORY_AGE_S)
+        {
+            return bad(format!(
+                "history_max_age_s must be positive and at most {MAX_HISTORY_AGE_S}"
+            ));
+        }
+        if !(MIN_HISTORY_BYTES..=MAX_HISTORY_BYTES).contains(&self.history_max_bytes) {
+            return bad(format!(
+                "history_max_bytes must be {MIN_HISTORY_BYTES} to {MAX_HISTORY_BYTES}"
             ));
         }
         if !(self.resolve_timeout_s.is_finite()

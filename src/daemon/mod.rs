@@ -42,6 +42,7 @@ pub mod config;
 mod contention;
 mod control;
 mod costs;
+pub mod history;
 mod job;
 pub mod lifecycle;
 mod paths;

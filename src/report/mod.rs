@@ -6,12 +6,14 @@
 
 mod cluster;
 mod contention;
+mod history;
 mod progress;
 
 pub use cluster::{matrix, quiet_file};
 pub use contention::{
     contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
 };
+pub use history::history;
 pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
 use std::fmt::Write as _;

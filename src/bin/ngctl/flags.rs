@@ -82,6 +82,26 @@ pub struct SegmentFlags {
 }
 
 #[derive(clap::Args)]
+pub struct HistoryFlags {
+    /// The peer (as the daemon names it; a coverage class as @name).
+    pub peer: String,
+    /// Only this transport (udp, raw, rdma, msg); default every one.
+    #[arg(long)]
+    pub transport: Option<String>,
+    /// Only records of this last while (90s, 15m, 2h, 1d).
+    #[arg(long, value_parser = netgauged::ops::parse_duration)]
+    pub since: Option<std::time::Duration>,
+    /// Segment file whose daemon's history is read (default
+    /// $NETGAUGE_SEGMENT, else /run/netgauged/segment).
+    #[arg(long)]
+    pub shm: Option<String>,
+    /// The history file itself, instead of the one the daemon's status
+    /// file names.
+    #[arg(long)]
+    pub file: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct FitFlags {
     /// The saved `ngctl probe --json --raw` output ("-": stdin).
     pub file: String,
