@@ -72,6 +72,12 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         ident: r.ident,
         instability: r.stability.cause,
         bandwidth: bandwidth_block(&r.bandwidth, n_ranges),
+        latency: r
+            .latency
+            .iter()
+            .take(netgauge::layout::MAX_LATENCY)
+            .copied()
+            .collect(),
         ..EntryExtData::default()
     };
     if ext.bandwidth.is_none() {

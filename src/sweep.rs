@@ -11,8 +11,10 @@
 //!
 //! - after the sizes, the smallest size is measured once more and the
 //!   measurement with the lower median round trip kept (EEL free of the
-//!   fresh path's first milliseconds), and long bursts at the largest size
-//!   show the sustained rate (`burst`).
+//!   fresh path's first milliseconds), a ping-pong of many round trips at
+//!   a few small sizes gives the half round trip's distribution
+//!   (`latency`), and long bursts at the largest size show the sustained
+//!   rate (`burst`).
 //!
 //! Every payload byte the probe puts on the wire is counted by the transport.
 //! Losses and the wait for an answer are the `loss` submodule's; what a
@@ -20,16 +22,19 @@
 
 mod burst;
 pub mod cost;
+mod latency;
 mod loss;
 mod reps;
 
 pub use burst::{burst_size, MAX_BURST_BYTES};
+pub use latency::{latency_sizes, LATENCY_WARMUP_ROUNDS, MAX_LATENCY_SAMPLES};
 pub(crate) use reps::{burst_cap, rep_limits, settle_for, warmup_for};
 pub use reps::{BURST_CAP_BYTES, SIZE_PAYLOAD_BYTES, SMALL_PAYLOAD_BYTES};
 
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::model::latency::LatencySamples;
 use crate::model::{
     self, lsq, stats, BurstSamples, CpuShare, FanoutSamples, LinkTraits, SizeSamples,
 };
@@ -107,7 +112,23 @@ pub struct SweepConfig {
     /// every round trip (to its responder on the same core) is told. None:
     /// not counted.
     pub switches: Option<fn() -> Option<u64>>,
+    /// Timed PRTT(1,0,s) round trips per size of the latency run, whose
+    /// halves give the half round trip's percentiles (0: no latency run).
+    pub latency_samples: u32,
+    /// The latency run's sizes: at most this many (at most
+    /// `netgauge::layout::MAX_LATENCY`) of the grid's sizes up to
+    /// `latency_max_bytes` ([`latency_sizes`]; none when the sweep starts
+    /// above it).
+    pub latency_sizes: usize,
+    pub latency_max_bytes: u64,
 }
+
+/// Sizes of the latency run by default: 1 B and three more of the grid up
+/// to [`LATENCY_MAX_BYTES`].
+pub const LATENCY_SIZES: usize = 4;
+/// The latency run's sizes are at most this large by default: small
+/// messages, whose time is the latency and not the bandwidth.
+pub const LATENCY_MAX_BYTES: u64 = 64;
 
 impl Default for SweepConfig {
     fn default() -> Self {
@@ -133,6 +154,9 @@ impl Default for SweepConfig {
             long_bursts: true,
             repeat_smallest: true,
             switches: None,
+            latency_samples: 0,
+            latency_sizes: LATENCY_SIZES,
+            latency_max_bytes: LATENCY_MAX_BYTES,
         }
     }
 }
@@ -244,6 +268,8 @@ pub struct SweepResult {
     /// Context switches of the driving thread over the repeated smallest
     /// size's rounds.
     pub cpu: Option<CpuShare>,
+    /// The latency run's half round trips (empty when it did not run).
+    pub latency: Vec<LatencySamples>,
 }
 
 /// Least number of round trips of the session warm-up.
@@ -510,6 +536,13 @@ pub fn sweep<T: Transport, C: Clock>(
     } else {
         (None, None)
     };
+    let lat_sizes = latency_sizes(cfg);
+    let latency = if lat_sizes.is_empty() {
+        Vec::new()
+    } else {
+        progress.sizes(samples.len(), samples.len() + 1, lat_sizes[0]);
+        latency::latency_run(transport, clock, peer, cfg, &mut guard, &lat_sizes)?
+    };
     let bursts = if cfg.long_bursts {
         progress.sizes(samples.len(), samples.len() + 1, cfg.max_size_bytes);
         Some(burst::long_bursts(transport, clock, peer, cfg, &mut guard)?)
@@ -523,6 +556,7 @@ pub fn sweep<T: Transport, C: Clock>(
         bursts,
         repeat,
         cpu,
+        latency,
     })
 }
 

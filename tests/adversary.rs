@@ -723,3 +723,70 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
     assert!(v["daemon"].is_null(), "{v}");
     drop(w);
 }
+
+#[test]
+fn a_corrupt_history_file_is_reported_and_replaced_and_the_daemon_runs() {
+    let d = Scratch::new("history");
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let cfg = daemon_config(
+        &d.0,
+        "n1",
+        listen,
+        free_port(),
+        &[("p1", format!("127.0.0.1:{}", free_port()).parse().unwrap())],
+        "recheck_interval_s = 3600.0\nfanout_interval_s = 0",
+    );
+    let state = d.at("state-n1");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = state.join("n1.history.json");
+    std::fs::write(
+        &file,
+        b"{\"version\": 1, \"node\": \"n1\", \"records\": [{\"peer\"",
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(None, &cfg, &[], &d.at("n1.log"));
+    let seg = segment_of(&d.0, "n1");
+    // Replaced by a new (empty) history at start.
+    let replaced = wait_for(Duration::from_secs(20), || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).ok()?).ok()?;
+        (v["version"] == 1 && v["records"].as_array()?.is_empty()).then_some(v)
+    });
+    assert!(replaced.is_some(), "not replaced:\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(
+        log.contains("n1.history.json is not valid") && log.contains("starting a new history"),
+        "{log}"
+    );
+    // The daemon runs on: ngctl status answers and names the history file.
+    let st = wait_for(Duration::from_secs(20), || {
+        let out = Command::new(NGCTL)
+            .args(["status", "--json", "--shm"])
+            .arg(&seg)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| common::cli_json(&out.stdout))
+            .filter(|v| !v["daemon"]["history_file"].is_null())
+    })
+    .unwrap_or_else(|| panic!("no status:\n{}", daemon.log()));
+    assert_eq!(
+        st["daemon"]["history_file"].as_str(),
+        Some(file.to_str().unwrap())
+    );
+    // Nothing recorded of p1 yet: exit 5, saying what the file holds.
+    let out = Command::new(NGCTL)
+        .args(["history", "p1", "--shm"])
+        .arg(&seg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("no history of p1") && err.contains("(none yet)"),
+        "{err}"
+    );
+    let (_, st) = daemon.sigterm();
+    assert!(st.success(), "{}", daemon.log());
+}

@@ -143,6 +143,21 @@ fn every_json_document_follows_the_schema() {
             "--json",
         ],
         vec![
+            "probe",
+            "--transport",
+            "sim",
+            "--model",
+            "L=1100,o=300,g=450,G=0.08,jitter=0.1",
+            "--max-size",
+            "1024",
+            "--resamples",
+            "20",
+            "--latency-samples",
+            "300",
+            "--histogram",
+            "--json",
+        ],
+        vec![
             "overlap",
             "--transport",
             "sim",
@@ -264,6 +279,27 @@ fn contradictory_flags_are_refused() {
         &["probe", "--transport", "udp", "--model", "L=1"],
         "--model does nothing",
     );
+    refused(
+        &[
+            "probe",
+            "--transport",
+            "sim",
+            "--latency-samples",
+            "0",
+            "--histogram",
+        ],
+        "--histogram shows the latency run",
+    );
+    refused(
+        &[
+            "probe",
+            "--transport",
+            "sim",
+            "--latency-samples",
+            "2000000",
+        ],
+        "--latency-samples 2000000 is out of range",
+    );
     refused(&["clock", "--csv"], "--csv");
     refused(&["export", "--format", "smpi", "--bytes", "10"], "--bytes");
     refused(&["dump", "--json", "--csv"], "cannot be used with");
@@ -373,6 +409,18 @@ fn csv_quiet_and_plain_logs() {
             model,
             "--max-size",
             "65536",
+            "-q",
+        ])
+        .stdout,
+        ngctl(&[
+            "probe",
+            "--transport",
+            "sim",
+            "--model",
+            "L=1100,o=300,g=450,G=0.08,jitter=0.3",
+            "--max-size",
+            "1024",
+            "--histogram",
             "-q",
         ])
         .stdout,

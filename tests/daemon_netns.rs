@@ -1,6 +1,7 @@
 //! netgauged daemons on hosts made of network namespaces: convergence and
 //! G against a `tc tbf` rate, restart from the state file, a peer killed
-//! mid-probe, a fuzzed control port, and LogfP over four hosts on a bridge.
+//! mid-probe, a fuzzed control port, LogfP over four hosts on a bridge, and
+//! a shaper's rate changed under two daemons (drift, repair, history).
 //!
 //! Needs root (namespaces, veth, tc). They run in a build made as root, as
 //! CI builds (`build.rs` sets cfg `netns_tests`; `NETGAUGED_NETNS_TESTS=1`
@@ -353,6 +354,19 @@ root_test! {
         let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
             .unwrap_or_else(|| panic!("no entry:\n{}", net.log(0)));
         let ino = inode(&net.shm(0));
+        // The full sweep's latency run: the daemon's default of 200 round
+        // trips at 1, 4, 16 and 64 B, percentiles in order.
+        let lat = before["latency"].as_array().expect("latency records");
+        let sizes: Vec<u64> = lat.iter().filter_map(|r| r["size_bytes"].as_u64()).collect();
+        assert_eq!(sizes, [1, 4, 16, 64], "{before}");
+        for r in lat {
+            assert_eq!(r["samples"], 200, "{r}");
+            let v: Vec<f64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"]
+                .iter()
+                .map(|k| r[*k].as_f64().unwrap_or(f64::NAN))
+                .collect();
+            assert!(v[0] > 0.0 && v.windows(2).all(|w| w[0] <= w[1]), "{r}");
+        }
 
         // Restart host0: same inode, values back from the state file at once
         // (its peer is still there, so nothing is stale).
@@ -380,6 +394,7 @@ root_test! {
             "restored from the state file"
         );
         assert_eq!(restored["measured_unix_ns"], before["measured_unix_ns"]);
+        assert_eq!(restored["latency"], before["latency"]);
 
         // kill -9 the peer: host0 stays up, publishes nothing new for host1, and
         // marks it stale once a probe fails.
@@ -572,5 +587,171 @@ root_test! {
         assert!(l["o_min_ns"].as_f64().is_some() && l["o_max_ns"].as_f64().is_some());
         // f is published as a number or as null ("not identifiable from P ≤ 3").
         assert!(l.get("f").is_some());
+    }
+}
+
+/// The sustained large-message G an entry states (ns/B).
+fn sustained_g(e: &serde_json::Value) -> Option<f64> {
+    e["bandwidth"]["sustained"]["G_ns_per_byte"].as_f64()
+}
+
+fn has_flag(e: &serde_json::Value, flag: &str) -> bool {
+    e["flags"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == flag))
+}
+
+/// Set host i's shaper to `rate`, with a bucket of 4 KiB (a few 1500 B
+/// frames): bursts of the re-check's 4 KiB messages are paced at the rate
+/// too, not passed at line rate from a larger bucket.
+fn shape(net: &Net, i: usize, rate: &str) {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &net.names[i],
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        "eth0",
+        "root",
+        "tbf",
+        "rate",
+        rate,
+        "burst",
+        "4kb",
+        "latency",
+        "400ms",
+    ]);
+}
+
+// Ignored everywhere (run it with `--ignored`, as root): whether the
+// daemon's re-check (1 and 4096 B) sees the cut depends on the first
+// sweep's intervals, which widen its tolerance; it passed 1 of 2 quiet
+// runs here (bench/history.md).
+#[test]
+#[ignore = "flaky: the re-check misses a rate cut when the first sweep's intervals are wide (bench/history.md); needs root"]
+fn a_shaper_cut_under_two_daemons_is_repaired_flagged_changed_and_in_history() {
+    {
+        need_root!();
+        // 400 Mbit/s (20 ns/B), then 100 Mbit/s (80 ns/B): the re-check's
+        // gap at 4 KiB grows fourfold, beyond the tolerance its own noise
+        // and the entry's intervals give it on a busy two-core machine.
+        const R1: &str = "400mbit";
+        const R2: &str = "100mbit";
+        let (g1, g2) = (8.0 / 400e6 * 1e9, 8.0 / 100e6 * 1e9);
+        let net = Net::new("h", 94, 2, None);
+        for i in 0..2 {
+            sh(&[
+                "ip",
+                "-n",
+                &net.names[i],
+                "link",
+                "set",
+                "eth0",
+                "mtu",
+                "1500",
+            ]);
+            shape(&net, i, R1);
+        }
+        // Sizes to 128 KiB and few repetitions: a sweep that takes seconds.
+        let recheck_s = 5.0;
+        let extra = format!(
+            "recheck_interval_s = {recheck_s}\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 131072\nmax_reps = 8\nfanout_interval_s = 0"
+        );
+        let started = Instant::now();
+        let _d: Vec<Daemon> = (0..2)
+            .map(|i| net.start(i, &net.config(i, 2, &format!("{extra}\n{}", own_core(i)))))
+            .collect();
+        let first = wait_for(Duration::from_secs(150), || entry(&net.shm(0), "host1"))
+            .unwrap_or_else(|| panic!("no entry:\n{}\n--- host1:\n{}", net.log(0), net.log(1)));
+        let first_s = started.elapsed().as_secs_f64();
+        let before = sustained_g(&first).expect("sustained G");
+        eprintln!("first entry after {first_s:.1} s: sustained G {before:.2} ns/B (1/R1 {g1:.2})");
+        assert!(
+            (before - g1).abs() / g1 <= 0.15,
+            "G {before:.2} ns/B before the change, 1/R1 {g1:.2}\n{first}"
+        );
+
+        // A quarter of the rate under the running daemons.
+        for i in 0..2 {
+            shape(&net, i, R2);
+        }
+        let changed_at = Instant::now();
+        // A deadline, not a speed assertion: one re-check interval, its
+        // confirmation, and a sweep (at most what the first entry took,
+        // four times at a quarter of the rate), with room for the rounds.
+        let limit = Duration::from_secs_f64(recheck_s + 4.0 * first_s + 30.0);
+        let after = wait_for(limit, || {
+            let e = entry(&net.shm(0), "host1")?;
+            (e["measured_unix_ns"] != first["measured_unix_ns"] && has_flag(&e, "changed"))
+                .then_some(e)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no repaired entry within {limit:?}:\n{}\n--- host1:\n{}",
+                net.log(0),
+                net.log(1)
+            )
+        });
+        let now = sustained_g(&after).expect("sustained G after");
+        eprintln!(
+            "repaired {:.1} s after the change: sustained G {now:.2} ns/B (1/R2 {g2:.2})",
+            changed_at.elapsed().as_secs_f64()
+        );
+        assert!(
+            (now - g2).abs() / g2 <= 0.15,
+            "G {now:.2} ns/B after the change, 1/R2 {g2:.2}\n{after}"
+        );
+
+        // The history shows the old and the new bandwidth, the disagreeing
+        // re-check between them; the drift is logged old → new.
+        let out = Command::new(NGCTL)
+            .args(["history", "host1", "--transport", "udp", "--json", "--shm"])
+            .arg(net.shm(0))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let h = common::cli_json(&out.stdout);
+        let recs = h["records"].as_array().unwrap();
+        let g_of = |ev: &str| -> Vec<f64> {
+            recs.iter()
+                .filter(|r| r["event"] == ev)
+                .filter_map(|r| r["sustained_G_ns_per_byte"].as_f64())
+                .collect()
+        };
+        let (sweeps, repairs) = (g_of("sweep"), g_of("repair"));
+        eprintln!("history: sweeps {sweeps:?}, repairs {repairs:?}");
+        assert!(sweeps.iter().any(|g| (g - g1).abs() / g1 <= 0.15), "{h}");
+        assert!(repairs.iter().any(|g| (g - g2).abs() / g2 <= 0.15), "{h}");
+        let disagree = recs
+            .iter()
+            .find(|r| r["event"] == "recheck-disagree")
+            .unwrap_or_else(|| panic!("no disagreeing re-check in {h}"));
+        assert!(
+            disagree["deviation"]["relative"].as_f64().unwrap() > 0.25,
+            "{disagree}"
+        );
+        let log = net.log(0);
+        assert!(
+            log.lines()
+                .any(|l| l.contains("host1 over udp: changed: EEL") && l.contains("→")),
+            "no drift line in the log:\n{log}"
+        );
+        // The table fits 80 columns.
+        let out = Command::new(NGCTL)
+            .args(["history", "host1", "--shm"])
+            .arg(net.shm(0))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        eprintln!("whole test {:.1} s", started.elapsed().as_secs_f64());
     }
 }

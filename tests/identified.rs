@@ -158,6 +158,8 @@ fn from_points(points: Vec<SizePoint>, traits: LinkTraits) -> ProbeResult {
         bursts: None,
         repeat: None,
         cpu: None,
+        latency_samples: Vec::new(),
+        latency: Vec::new(),
     }
 }
 

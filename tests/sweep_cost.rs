@@ -18,6 +18,7 @@ fn first_entries_of_a_new_peer_within_a_minute_on_a_gigabit_link() {
     for kind in [Kind::Udp, Kind::Raw] {
         let mut opts = ProbeOptions::for_kind(kind);
         opts.sweep.max_size_bytes = cfg.max_size_bytes;
+        opts.sweep.latency_samples = cfg.latency_samples;
         let c = plan(&opts.sweep, &link);
         if tokens < 0.0 {
             now_s += -tokens / budget;

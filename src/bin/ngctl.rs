@@ -94,6 +94,11 @@ enum Cmd {
     /// Is the daemon alive, and what is it doing?
     #[command(after_help = "Example:\n  ngctl status --shm /run/netgauged/segment")]
     Status(SegmentFlags),
+    /// How a peer's entries changed: the daemon's sweeps, re-checks, repairs.
+    #[command(
+        after_help = "Reads the history file the daemon keeps beside its state file (the status\nfile beside the segment names it). Events: sweep, recheck-agree,\nrecheck-disagree (with the largest deviation), repair (re-measured after a\nconfirmed disagreement; flagged changed), stale, restored.\n\nExamples:\n  ngctl history node2\n  ngctl history node2 --transport udp --since 1d --csv"
+    )]
+    History(HistoryFlags),
     /// Predict collective algorithms from the segment and choose the fastest.
     #[command(after_help = "Example:\n  ngctl predict bcast --ranks 16 --bytes 1048576")]
     Predict(PredictFlags),
@@ -214,6 +219,16 @@ fn run(cli: Cli) -> Result<()> {
             let st = ops::status(&ops::shm_path(f.shm.as_deref()))?;
             print!("{}", report::status(&st, out.json)?);
             st.check_alive()?;
+        }
+        Cmd::History(f) => {
+            let a = netgauged::ops::HistoryArgs {
+                shm: ops::shm_path(f.shm.as_deref()),
+                file: f.file,
+                peer: f.peer,
+                transport: f.transport,
+                since: f.since,
+            };
+            print!("{}", report::history(&ops::history(&a)?, &out.report())?);
         }
         Cmd::Predict(f) => {
             let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });

@@ -58,6 +58,17 @@ pub struct Config {
     /// two daemons never share one.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
+    /// Records kept per (peer, transport) in the history file (beside the
+    /// state file): a record per published sweep, re-check and staleness.
+    #[serde(default = "default_history_records")]
+    pub history_max_records: usize,
+    /// Records older than this many seconds leave the history.
+    #[serde(default = "default_history_age")]
+    pub history_max_age_s: f64,
+    /// The history file's largest size, all pairs together: past it the
+    /// oldest records of the whole node leave first.
+    #[serde(default = "default_history_bytes")]
+    pub history_max_bytes: u64,
     /// Probe traffic budget of this node, payload bytes per second, driving
     /// and serving together.
     #[serde(default = "default_budget")]
@@ -72,6 +83,11 @@ pub struct Config {
     /// fewer: a quicker, rougher sweep, e.g. on an emulated test rig).
     #[serde(default)]
     pub max_reps: Option<u32>,
+    /// Timed round trips per size of a full sweep's latency run, whose
+    /// halves are published as percentiles (0: none). Default 200: p99 is
+    /// the second largest sample, p99.9 the largest.
+    #[serde(default = "default_latency_samples")]
+    pub latency_samples: u32,
     /// CPU the probe thread and the responders are pinned to (none: not
     /// pinned). A node drives or serves, never both, so they share it.
     #[serde(default)]
@@ -294,8 +310,17 @@ pub mod limits {
     pub const MAX_SIZE_BYTES: u64 = 64 << 20;
     /// Most repetitions per size.
     pub const MAX_REPS: u32 = 10_000;
+    /// Most round trips per size of the latency run.
+    pub const MAX_LATENCY_SAMPLES: u32 = 100_000;
     /// Longest re-check interval: a day.
     pub const MAX_RECHECK_INTERVAL_S: f64 = 86_400.0;
+    /// Most history records per (peer, transport).
+    pub const MAX_HISTORY_RECORDS: usize = 100_000;
+    /// Longest history: ten years.
+    pub const MAX_HISTORY_AGE_S: f64 = 3650.0 * 86_400.0;
+    /// History file size bounds: 64 KiB to 1 GiB.
+    pub const MIN_HISTORY_BYTES: u64 = 64 << 10;
+    pub const MAX_HISTORY_BYTES: u64 = 1 << 30;
     /// Longest fan-out interval: a week.
     pub const MAX_FANOUT_INTERVAL_S: f64 = 604_800.0;
     /// Largest traffic budget: 100 GB/s.
@@ -318,6 +343,21 @@ fn default_budget() -> u64 {
 fn default_interval() -> f64 {
     ScheduleConfig::default().pair_recheck_s
 }
+fn default_history_records() -> usize {
+    // Several weeks of a pair re-checked hourly, or a day at a 5 min
+    // re-check interval.
+    512
+}
+fn default_history_age() -> f64 {
+    // 90 days.
+    90.0 * 86_400.0
+}
+fn default_history_bytes() -> u64 {
+    // 64 MiB: 4096 peers over two transports keep their last ~30 records
+    // each (a record takes about 250 bytes of JSON); a node with few
+    // peers is bounded by the record count instead.
+    64 << 20
+}
 fn default_resolve_timeout() -> f64 {
     2.0
 }
@@ -326,6 +366,9 @@ fn default_resolve_retry() -> f64 {
 }
 fn default_max_size() -> u64 {
     128 * 1024
+}
+fn default_latency_samples() -> u32 {
+    200
 }
 fn default_fanout_interval() -> f64 {
     ScheduleConfig::default().fanout_interval_s
@@ -386,6 +429,24 @@ impl Config {
                 "recheck_interval_s must be positive and at most {MAX_RECHECK_INTERVAL_S}"
             ));
         }
+        if self.history_max_records == 0 || self.history_max_records > MAX_HISTORY_RECORDS {
+            return bad(format!(
+                "history_max_records must be 1 to {MAX_HISTORY_RECORDS}"
+            ));
+        }
+        if !(self.history_max_age_s.is_finite()
+            && self.history_max_age_s > 0.0
+            && self.history_max_age_s <= MAX_HISTORY_AGE_S)
+        {
+            return bad(format!(
+                "history_max_age_s must be positive and at most {MAX_HISTORY_AGE_S}"
+            ));
+        }
+        if !(MIN_HISTORY_BYTES..=MAX_HISTORY_BYTES).contains(&self.history_max_bytes) {
+            return bad(format!(
+                "history_max_bytes must be {MIN_HISTORY_BYTES} to {MAX_HISTORY_BYTES}"
+            ));
+        }
         if !(self.resolve_timeout_s.is_finite()
             && self.resolve_timeout_s > 0.0
             && self.resolve_retry_s.is_finite()
@@ -422,6 +483,11 @@ impl Config {
         }
         if self.max_reps.is_some_and(|r| r == 0 || r > MAX_REPS) {
             return bad(format!("max_reps must be 1 to {MAX_REPS}"));
+        }
+        if self.latency_samples > MAX_LATENCY_SAMPLES {
+            return bad(format!(
+                "latency_samples must be 0 (none) to {MAX_LATENCY_SAMPLES}"
+            ));
         }
         if self.udp_port == 0 {
             return bad("udp_port must not be 0 (peers are told this port)".into());

@@ -349,6 +349,7 @@ fn bytes_since<T: Transport>(link: &T, before: crate::transport::Counters) -> u6
 pub(super) fn sweep_options(cfg: &Config, kind: Kind) -> ProbeOptions {
     let mut opts = ProbeOptions::for_kind(kind);
     opts.sweep.max_size_bytes = cfg.max_size_bytes;
+    opts.sweep.latency_samples = cfg.latency_samples;
     if let Some(r) = cfg.max_reps {
         opts.sweep.max_reps = r;
         opts.sweep.min_reps = opts.sweep.min_reps.min(r);

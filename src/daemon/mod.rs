@@ -46,6 +46,7 @@ pub mod config;
 mod contention;
 mod control;
 mod costs;
+pub mod history;
 mod job;
 pub mod lifecycle;
 pub mod metrics;

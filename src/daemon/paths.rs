@@ -1,7 +1,8 @@
 //! The daemon's files, each in a directory it owns: the runtime directory
 //! (segment, its lock, the status file; systemd `RuntimeDirectory=`), the
-//! state directory (the state file and its lock; `StateDirectory=`) and,
-//! when configured, the directory of `metrics_textfile`.
+//! state directory (the state file, its lock and the history file;
+//! `StateDirectory=`) and, when configured, the directory of
+//! `metrics_textfile`.
 //!
 //! Each directory is opened once and checked — owned by the daemon's user
 //! (or root), writable by nobody else — or the daemon refuses to start
@@ -31,6 +32,8 @@ pub(super) struct DaemonFiles {
     /// The state file and its lock.
     pub state: Dir,
     pub state_name: OsString,
+    /// The history file, beside the state file.
+    pub history: OsString,
     _state_lock: File,
     /// `metrics_textfile`, when configured.
     pub metrics_textfile: Option<Textfile>,
@@ -93,6 +96,7 @@ impl DaemonFiles {
             status: status_name(&segment),
             runtime,
             segment,
+            history: super::history::history_name(&state_name),
             state,
             state_name,
             _state_lock: state_lock,
@@ -102,6 +106,13 @@ impl DaemonFiles {
     /// The segment's full path (for messages).
     pub fn segment_path(&self) -> PathBuf {
         self.runtime.path().join(&self.segment)
+    }
+
+    /// The history file's full path (absolute, as the status file names it
+    /// for `ngctl history`).
+    pub fn history_path(&self) -> PathBuf {
+        let p = self.state.path().join(&self.history);
+        std::path::absolute(&p).unwrap_or(p)
     }
 
     pub fn state_file(&self) -> &OsStr {

@@ -18,7 +18,10 @@
 //!   and the pair is met again at its next round;
 //! - a re-check that agrees with the pair's own entry: the entry's
 //!   `checked_unix_ns` (and the end of RESTORED; a restored entry is held
-//!   to the plain tolerance, without the re-check's noise allowance);
+//!   to the plain tolerance, without the re-check's noise allowance); one
+//!   that disagrees: its largest deviation, for the history (the schedule
+//!   confirms it, then repairs the entry: the repair sweep logs the change
+//!   old → new, EEL and large-message bandwidth);
 //! - an unreachable or failed partner: its entries marked stale;
 //! - a partner now at another address, or (raw) announcing another MAC,
 //!   than where its restored or published entries were measured: those
@@ -35,6 +38,7 @@ use netgauge::{flags, EntryData};
 use super::config::Config;
 use super::contention::conflict_probe;
 use super::costs::Costs;
+use super::history::{Deviation, Event};
 use super::job::{
     self, connect, decline_of, fanout_plan, full_sweep, measured_first, recheck, recheck_sizes,
     JobCtx, JobError, Meeting, Target,
@@ -115,11 +119,13 @@ impl State<'_> {
             .collect()
     }
 
-    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance) {
+    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance, event: Event) {
         let key = (e.peer.clone(), kind);
         self.known.insert(key.clone(), e.clone());
         self.provenance.insert(key, provenance.clone());
-        let _ = self.tx.send(Publish::Publish(Box::new(e), provenance));
+        let _ = self
+            .tx
+            .send(Publish::Publish(Box::new(e), provenance, event));
     }
 
     /// Forget the entries of `peer` over `kind` (its own, not its class's):
@@ -473,13 +479,21 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
                     interface: ctx.shared.peers[peer].interface.clone().filter(|_| raw),
                     peer_mac: m.announced_mac().filter(|_| raw),
                 };
+                let event = if purpose == Purpose::Repair {
+                    if let Some(old) = st.known.get(&(name.clone(), kind)) {
+                        tracing::info!("{name} over {kind}: changed: {}", drift_line(old, &e));
+                    }
+                    Event::Repair
+                } else {
+                    Event::Sweep
+                };
                 if purpose == Purpose::Class {
                     let mut c = e.clone();
                     c.peer = class.name.clone();
                     c.flags &= !flags::CHANGED;
-                    st.publish(c, kind, provenance.clone());
+                    st.publish(c, kind, provenance.clone(), Event::Sweep);
                 }
-                st.publish(e, kind, provenance);
+                st.publish(e, kind, provenance, event);
                 let t = &mut st.per_target[i];
                 t.phase = PeerPhase::Known;
                 t.failures = 0;
@@ -546,6 +560,7 @@ fn recheck_job(
             continue;
         };
         let v = compare(&size_points(&samples), entry, &recheck_policy(entry));
+        let deviation = Deviation::of(&v);
         let now_ns = crate::publish::unix_now_ns();
         let t = &mut st.per_target[i];
         t.last_probe_unix_ns = Some(now_ns);
@@ -560,6 +575,7 @@ fn recheck_job(
                     peer: name.clone(),
                     transport: kind.name().to_string(),
                     at_unix_ns: now_ns,
+                    deviation,
                 });
             }
         } else {
@@ -587,12 +603,52 @@ fn recheck_job(
                 },
                 off.join("; ")
             );
+            let _ = st.tx.send(Publish::Disagreed {
+                peer: if reference == Reference::Pair {
+                    name.clone()
+                } else {
+                    class.clone()
+                },
+                transport: kind.name().to_string(),
+                at_unix_ns: now_ns,
+                deviation,
+            });
         }
     }
     Outcome::Rechecked {
         agrees,
         bytes: m.bytes - start_bytes,
     }
+}
+
+/// What changed from `old` to `new` as the drift log states it: EEL and
+/// the large-message bandwidth, old → new.
+pub(super) fn drift_line(old: &EntryData, new: &EntryData) -> String {
+    let sustained = |e: &EntryData| {
+        e.ext
+            .bandwidth
+            .as_ref()
+            .map_or(f64::NAN, |b| b.sustained_G_ns_per_byte.value)
+    };
+    let (g0, g1) = (sustained(old), sustained(new));
+    let change = |a: f64, b: f64| {
+        if a.is_finite() && b.is_finite() && a != 0.0 {
+            format!(" ({:+.0} %)", (b / a - 1.0) * 100.0)
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "EEL {:.0} → {:.0} ns{}, large-message bandwidth {} → {}{} (G {:.3} → {:.3} ns/B)",
+        old.eel_ns,
+        new.eel_ns,
+        change(old.eel_ns, new.eel_ns),
+        crate::report::fmt_rate(g0),
+        crate::report::fmt_rate(g1),
+        change(1.0 / g0, 1.0 / g1),
+        g0,
+        g1
+    )
 }
 
 /// How a re-check is compared with `entry`. A restored entry is held to

@@ -29,6 +29,7 @@ use netgauge::{flags, EntryData, SegmentOptions, SegmentWriter};
 use super::admission::expire_session;
 use super::cluster::Peer;
 use super::config::Config;
+use super::history::{Deviation, Event, History, Limits, Record};
 use super::metrics::{self, Textfile};
 use super::paths::DaemonFiles;
 use super::probe_thread::PeerClass;
@@ -49,8 +50,9 @@ const STATUS_EVERY: Duration = Duration::from_secs(30);
 
 /// What the probe thread hands the publisher.
 pub(super) enum Outcome {
-    /// A new measurement and where it was made.
-    Publish(Box<EntryData>, Provenance),
+    /// A new measurement, where it was made, and what made it (a sweep or
+    /// a repair, for the history).
+    Publish(Box<EntryData>, Provenance, Event),
     Stale {
         peer: String,
         transport: String,
@@ -68,6 +70,15 @@ pub(super) enum Outcome {
         peer: String,
         transport: String,
         at_unix_ns: u64,
+        deviation: Option<Deviation>,
+    },
+    /// A re-check disagreed with the entry (the schedule confirms it and
+    /// repairs the entry): for the history.
+    Disagreed {
+        peer: String,
+        transport: String,
+        at_unix_ns: u64,
+        deviation: Option<Deviation>,
     },
     /// The entry no longer describes the link (the peer's MAC changed):
     /// stale in the segment, gone from the state file.
@@ -279,6 +290,8 @@ pub(super) fn publish_loop(
         .filter_map(|p| Some((p.name.clone(), writer.peer_class(&p.name)?.to_string())))
         .collect();
     refresh_view(shared, entries, &class_of);
+    let mut history = open_history(cfg, files, shared, entries);
+    let mut history_saved = history.pushed();
     let mut watch = quiet::Watch::default();
     let quiet_at = cfg.shm_path();
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -290,13 +303,17 @@ pub(super) fn publish_loop(
         crossbeam_channel::select! {
             recv(rx) -> o => match o {
                 Ok(o) => {
-                    dirty = handle(o, writer, entries, &mut logfp);
+                    dirty = handle(o, writer, entries, &mut logfp, &mut history);
                     textfile_due = true;
                 }
                 Err(_) => break,
             },
             recv(shutdown) -> _ => break,
             default(wait) => {}
+        }
+        if history.pushed() != history_saved {
+            history_saved = history.pushed();
+            save_history(&history, files, shared);
         }
         if dirty {
             let all: Vec<Stored> = entries.values().cloned().collect();
@@ -410,9 +427,11 @@ fn handle(
     writer: &mut SegmentWriter,
     entries: &mut Entries,
     logfp: &mut HashMap<String, Fanout>,
+    history: &mut History,
 ) -> bool {
+    let now = crate::publish::unix_now_ns();
     match o {
-        Outcome::Publish(mut e, provenance) => {
+        Outcome::Publish(mut e, provenance, event) => {
             if let Some((peers, fit, ci95)) = logfp.get(&e.transport) {
                 if peers.contains(&e.peer) {
                     attach_logfp(&mut e, fit, ci95);
@@ -420,6 +439,7 @@ fn handle(
             }
             match writer.upsert(&e) {
                 Ok(_) => {
+                    history.push(Record::of(&e, event, now, None), now);
                     let key = (e.peer.clone(), e.transport.clone());
                     entries.insert(
                         key,
@@ -441,7 +461,10 @@ fn handle(
                 if let Err(err) = writer.mark_stale(&peer, &transport) {
                     tracing::warn!("cannot mark {peer}/{transport} stale: {err}");
                 }
-                s.entry.flags |= flags::STALE;
+                if s.entry.flags & flags::STALE == 0 {
+                    s.entry.flags |= flags::STALE;
+                    history.push(Record::of(&s.entry, Event::Stale, now, None), now);
+                }
             }
             false
         }
@@ -473,10 +496,15 @@ fn handle(
             peer,
             transport,
             at_unix_ns,
+            deviation,
         } => {
             let Some(s) = entries.get_mut(&(peer.clone(), transport.clone())) else {
                 return false;
             };
+            history.push(
+                Record::of(&s.entry, Event::RecheckAgree, at_unix_ns, deviation),
+                now,
+            );
             let was_restored = s.entry.flags & flags::RESTORED != 0;
             s.entry.flags &= !(flags::RESTORED | flags::STALE);
             s.entry.ext.checked_unix_ns = at_unix_ns;
@@ -488,6 +516,20 @@ fn handle(
                 tracing::info!("{peer}/{transport}: restored values confirmed by a re-check");
             }
             was_restored
+        }
+        Outcome::Disagreed {
+            peer,
+            transport,
+            at_unix_ns,
+            deviation,
+        } => {
+            if let Some(s) = entries.get(&(peer, transport)) {
+                history.push(
+                    Record::of(&s.entry, Event::RecheckDisagree, at_unix_ns, deviation),
+                    now,
+                );
+            }
+            false
         }
         Outcome::Dropped {
             peer,
@@ -517,6 +559,39 @@ fn handle(
     }
 }
 
+/// The history from the history file (a file that cannot be read is
+/// reported and replaced by a new history at once), with a record per
+/// entry restored at this start.
+fn open_history(cfg: &Config, files: &DaemonFiles, shared: &Shared, entries: &Entries) -> History {
+    let now = crate::publish::unix_now_ns();
+    let limits = Limits::of(cfg);
+    let (mut h, mut write) = match History::load(&files.state, &files.history, limits, now) {
+        Ok(h) => (h, false),
+        Err(e) => {
+            tracing::warn!("{e}; starting a new history (the file is replaced)");
+            (History::new(limits), true)
+        }
+    };
+    let mut restored: Vec<&Stored> = entries.values().collect();
+    restored.sort_by(|a, b| {
+        (&a.entry.peer, &a.entry.transport).cmp(&(&b.entry.peer, &b.entry.transport))
+    });
+    for s in restored {
+        h.push(Record::of(&s.entry, Event::Restored, now, None), now);
+        write = true;
+    }
+    if write {
+        save_history(&h, files, shared);
+    }
+    h
+}
+
+fn save_history(h: &History, files: &DaemonFiles, shared: &Shared) {
+    if let Err(e) = h.save(&files.state, &files.history, &shared.node) {
+        tracing::warn!("{e}");
+    }
+}
+
 /// Rewrite the status file if what it shows changed, or every
 /// [`STATUS_EVERY`]; true if it was due (written or not).
 fn write_status(
@@ -532,7 +607,10 @@ fn write_status(
     if !changed && seen.at.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
         return false;
     }
-    let st = status_snapshot(shared, rejects);
+    let st = StatusFile {
+        history_file: Some(files.history_path()),
+        ..status_snapshot(shared, rejects)
+    };
     match status::write(&files.runtime, &files.status, &st) {
         Ok(()) => {
             *seen = StatusSeen {
@@ -583,5 +661,6 @@ pub(super) fn status_snapshot(shared: &Shared, rejects: RejectSnapshot) -> Statu
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
         ),
+        history_file: None,
     }
 }

@@ -48,6 +48,9 @@ pub struct StatusFile {
     /// Whether the node is held quiet, by whom, until when.
     #[serde(default)]
     pub quiet: Option<QuietStatus>,
+    /// The history file (`ngctl history` reads it).
+    #[serde(default)]
+    pub history_file: Option<PathBuf>,
 }
 
 /// Where the status file of the segment `shm` lives.
@@ -122,6 +125,7 @@ mod tests {
                 holders: vec!["slurm-job-9".into()],
                 ..QuietStatus::default()
             }),
+            history_file: Some("/var/lib/netgauged/a.history.json".into()),
         };
         assert!(read(&shm).is_none());
         let d = Dir::open(&dir, netgauge::files::DirPolicy::Private, false).unwrap();

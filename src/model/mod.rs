@@ -9,6 +9,7 @@ pub mod contention;
 pub mod exchange;
 pub mod fit;
 pub mod ident;
+pub mod latency;
 pub mod logfp;
 pub mod lsq;
 pub mod overlap;

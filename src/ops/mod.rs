@@ -8,6 +8,7 @@
 mod cluster;
 mod contention;
 mod ebb;
+mod history;
 mod overlap;
 mod probe;
 mod segment;
@@ -18,6 +19,7 @@ pub use crate::probe::overlap::OverlapOptions;
 pub use cluster::{matrix, parse_duration, quiet, resume, MatrixArgs, MatrixData, MATRIX_TIMEOUT};
 pub use contention::{contention, default_options, parse_schemes, ContentionArgs, Servers};
 pub use ebb::{ebb, matching, Distribution, EbbArgs, EbbPair, EbbResult, EbbRound};
+pub use history::{history, HistoryArgs, HistoryView};
 pub use overlap::{overlap, OverlapArgs};
 pub use probe::{probe, ProbeArgs, ProbeOutput, Schedule};
 pub use segment::{
@@ -169,6 +171,15 @@ pub enum OpsError {
         transport: String,
         path: String,
     },
+    #[error("history file {path}: {reason}")]
+    History { path: String, reason: String },
+    #[error("no history of {peer}{what} in {path}; it holds: {kept}")]
+    NoHistory {
+        peer: String,
+        what: String,
+        path: String,
+        kept: String,
+    },
     #[error(transparent)]
     Select(#[from] netgauge::select::SelectError),
     #[error(transparent)]
@@ -222,7 +233,9 @@ impl OpsError {
                 source: netgauge::ReaderError::Io(e),
                 ..
             } if e.kind() == std::io::ErrorKind::NotFound => exit::NO_SEGMENT,
-            OpsError::NoEntry { .. } | OpsError::Ambiguous { .. } => exit::NO_ENTRY,
+            OpsError::NoEntry { .. } | OpsError::Ambiguous { .. } | OpsError::NoHistory { .. } => {
+                exit::NO_ENTRY
+            }
             _ => exit::FAILURE,
         }
     }

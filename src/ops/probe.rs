@@ -14,7 +14,7 @@ use crate::clock::{ClockChoice, HostClock};
 use crate::link::{self, Kind, Link, LinkSpec, NoRendezvous, Peer, Rendezvous, SimSpec};
 use crate::model::exchange::{fit_exchange, ExchangeFit, ExchangeRaw};
 use crate::probe::{self, ProbeOptions, ProbeResult};
-use crate::sweep::{Progress, SweepConfig};
+use crate::sweep::{Progress, SweepConfig, MAX_LATENCY_SAMPLES};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
 use crate::transport::raw_eth::{self, RxMode};
@@ -83,6 +83,10 @@ pub struct ProbeArgs {
     pub publish: Option<String>,
     /// Pin the probing thread to this CPU.
     pub cpu: Option<usize>,
+    /// Round trips per size of the latency run (0: none).
+    pub latency_samples: u32,
+    /// Show the latency run's histogram (needs a latency run).
+    pub histogram: bool,
 }
 
 impl ProbeArgs {
@@ -151,6 +155,17 @@ impl ProbeArgs {
                 "{flag} does nothing with --transport {name}: {why}"
             )));
         }
+        if self.latency_samples > MAX_LATENCY_SAMPLES {
+            return Err(usage(format!(
+                "--latency-samples {} is out of range: 0 (none) to {MAX_LATENCY_SAMPLES}",
+                self.latency_samples
+            )));
+        }
+        if self.histogram && self.latency_samples == 0 {
+            return Err(usage(
+                "--histogram shows the latency run, which --latency-samples 0 turns off",
+            ));
+        }
         for (flag, v) in [("--max-reps", self.max_reps), ("--min-reps", self.min_reps)] {
             if v.is_some_and(|r| r == 0 || r > MAX_REPS_LIMIT) {
                 return Err(usage(format!(
@@ -177,6 +192,8 @@ pub struct ProbeOutput {
     pub exchange: Option<ExchangeFit>,
     pub min_size_bytes: u64,
     pub max_size_bytes: u64,
+    /// Show the latency run's histogram.
+    pub histogram: bool,
 }
 
 fn sweep_config(a: &ProbeArgs) -> SweepConfig {
@@ -187,6 +204,7 @@ fn sweep_config(a: &ProbeArgs) -> SweepConfig {
     sweep.max_size_bytes = a.max_size_bytes;
     sweep.min_size_bytes = a.min_size_bytes;
     sweep.timeout = a.timeout;
+    sweep.latency_samples = a.latency_samples;
     if let Some(r) = a.max_reps {
         sweep.max_reps = r.max(1);
         sweep.min_reps = sweep.min_reps.min(sweep.max_reps);
@@ -277,6 +295,7 @@ pub fn probe(
         exchange,
         min_size_bytes: a.min_size_bytes,
         max_size_bytes: a.max_size_bytes,
+        histogram: a.histogram,
     }))
 }
 

@@ -1,16 +1,17 @@
 //! One measurement, end to end: sweep → fit → intervals → bandwidth →
-//! verdicts → a [`ProbeResult`]. Used by `ngctl probe` (once) and by the
+//! verdicts → half-round-trip percentiles → a [`ProbeResult`]. Used by `ngctl probe` (once) and by the
 //! daemon (per peer, repeatedly); [`ranks`] is the MPI probe that every
 //! rank of a job runs; [`cpu`] reads the driving thread's context switches
 //! and pins a thread; [`stability`] says whether the samples can be trusted.
 
 use std::collections::BTreeMap;
 
-use netgauge::ext::Identification;
+use netgauge::ext::{Identification, LatencyPercentiles};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::model::bandwidth::{self, BandwidthFit};
+use crate::model::latency::LatencySamples;
 use crate::model::{
     self, BurstSamples, CpuShare, FanoutSamples, Interval, LinkTraits, LogGpFit, LogfpFit,
     SizeSamples,
@@ -91,6 +92,9 @@ pub struct Raw {
     /// The driving thread's context switches over the repeated smallest size.
     #[serde(default)]
     pub cpu: Option<CpuShare>,
+    /// The latency run's half round trips per size.
+    #[serde(default)]
+    pub latency: Vec<LatencySamples>,
 }
 
 /// Everything one probe produced, raw samples included.
@@ -120,6 +124,10 @@ pub struct ProbeResult {
     pub bursts: Option<BurstSamples>,
     pub repeat: Option<SizeSamples>,
     pub cpu: Option<CpuShare>,
+    /// The latency run's half round trips per size (empty: it did not run).
+    pub latency_samples: Vec<LatencySamples>,
+    /// Their nearest-rank percentiles, sizes increasing.
+    pub latency: Vec<LatencyPercentiles>,
 }
 
 impl ProbeResult {
@@ -131,6 +139,7 @@ impl ProbeResult {
             bursts: self.bursts.clone(),
             repeat: self.repeat.clone(),
             cpu: self.cpu,
+            latency: self.latency_samples.clone(),
         }
     }
 }
@@ -164,6 +173,7 @@ pub fn run<T: Transport, C: Clock>(
         bursts: swept.bursts,
         repeat: swept.repeat,
         cpu: swept.cpu,
+        latency: swept.latency,
     };
     let mut result = fit(raw, opts);
     result.probe_bytes =
@@ -188,6 +198,7 @@ pub fn fit(raw: Raw, opts: &ProbeOptions) -> ProbeResult {
         bursts,
         repeat,
         cpu,
+        latency: latency_samples,
     } = raw;
     let fit = model::fit::fit_loggp_with(&samples, &traits);
     let mut ci95 = if opts.resamples > 0 {
@@ -236,5 +247,7 @@ pub fn fit(raw: Raw, opts: &ProbeOptions) -> ProbeResult {
         bursts,
         repeat,
         cpu,
+        latency: model::latency::all_percentiles(&latency_samples),
+        latency_samples,
     }
 }

@@ -6,12 +6,14 @@
 
 mod cluster;
 mod contention;
+mod history;
 mod progress;
 
 pub use cluster::{matrix, quiet_file};
 pub use contention::{
     contention, contention_table, ebb, overlap, transport_ext_json, transport_ext_text,
 };
+pub use history::history;
 pub use progress::{eprint_note, init_terminal, progress_bar, Bar};
 
 use std::fmt::Write as _;
@@ -156,8 +158,12 @@ fn result(
     meta: &Meta<'_>,
     raw: Option<Value>,
     title: &str,
+    histogram: bool,
 ) -> Result<String, serde_json::Error> {
-    let out = probe_json(r, r.transport.as_deref());
+    let mut out = probe_json(r, r.transport.as_deref());
+    if histogram {
+        add_histograms(&mut out, &r.latency_samples);
+    }
     if how.csv() {
         let peer = meta.peer.unwrap_or("");
         let transport = meta.transport.unwrap_or("");
@@ -201,7 +207,15 @@ pub fn probe(o: &ProbeOutput, how: &Output, raw: bool) -> Result<String, serde_j
         peer: Some(&o.peer),
         clock: Some(&o.clock_desc),
     };
-    result(&o.result, o.exchange.as_ref(), how, &meta, raw, &title)
+    result(
+        &o.result,
+        o.exchange.as_ref(),
+        how,
+        &meta,
+        raw,
+        &title,
+        o.histogram,
+    )
 }
 
 /// `ngctl fit`'s output for the saved probe `file` of `sizes` sizes.
@@ -219,7 +233,7 @@ pub fn refit(
         peer: None,
         clock: None,
     };
-    result(r, exchange, how, &meta, None, &title)
+    result(r, exchange, how, &meta, None, &title, false)
 }
 
 /// The ranges of fits as CSV: one row per (peer, transport, range), times

@@ -1,16 +1,19 @@
 //! The JSON of a probe and of a segment entry (`ngctl probe --json`, reused
 //! by `ngctl dump --json`): the LogGP set, the ranges with their bandwidth,
-//! the large-message bandwidth, every parameter's verdict and the stability
-//! verdict.
+//! the large-message bandwidth, the half round trip's percentiles, every
+//! parameter's verdict and the stability verdict.
 
 use std::collections::BTreeMap;
 
-use netgauge::ext::{Field, Identification, Instability, RangeField, Reason, Regime, Status};
+use netgauge::ext::{
+    Field, Identification, Instability, LatencyPercentiles, RangeField, Reason, Regime, Status,
+};
 use netgauge::{flags, EntryData, RangeData};
 use serde::Serialize;
 
 use crate::model::bandwidth::{self, BandwidthFit, BurstKind};
 use crate::model::fit::{range_values, RANGE_KEYS};
+use crate::model::latency::{self, Bin, LatencySamples};
 use crate::model::{self, Interval};
 use crate::probe::ProbeResult;
 
@@ -133,6 +136,38 @@ pub struct StabilityJson {
     pub detail: String,
 }
 
+/// The half round trip's distribution at one size (nearest-rank
+/// percentiles over `samples` round trips: below 1000 samples p99.9 is the
+/// maximum), and with `ngctl probe --histogram` its log-spaced histogram.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyJson {
+    #[serde(flatten)]
+    pub percentiles: LatencyPercentiles,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Vec<Bin>>,
+}
+
+fn latency_json(p: &[LatencyPercentiles]) -> Vec<LatencyJson> {
+    p.iter()
+        .map(|&percentiles| LatencyJson {
+            percentiles,
+            histogram: None,
+        })
+        .collect()
+}
+
+/// Adds the histogram of each size's samples to `out`'s latency records.
+pub fn add_histograms(out: &mut ProbeJson, samples: &[LatencySamples]) {
+    for l in &mut out.latency {
+        if let Some(s) = samples
+            .iter()
+            .find(|s| s.size_bytes == l.percentiles.size_bytes)
+        {
+            l.histogram = Some(latency::histogram(s));
+        }
+    }
+}
+
 /// The object `ngctl probe --json` prints (field names are part of the CLI
 /// contract and reused by `ngctl dump --json`).
 #[allow(non_snake_case)]
@@ -152,6 +187,9 @@ pub struct ProbeJson {
     pub bandwidth: Option<BandwidthJson>,
     pub ranges: Vec<RangeJson>,
     pub logfp: Option<LogfpJson>,
+    /// The half round trip's percentiles at a few small sizes, sizes
+    /// increasing (empty without a latency run).
+    pub latency: Vec<LatencyJson>,
     pub ci95: BTreeMap<String, Interval>,
     /// Every parameter's verdict, and the ones not identified with why.
     pub identification: IdentJson,
@@ -350,6 +388,7 @@ pub fn probe_json(r: &ProbeResult, transport: Option<&str>) -> ProbeJson {
             g_ns: l.g_ns,
             curve: l.points.clone(),
         }),
+        latency: latency_json(&r.latency),
         ci95: r.ci95.clone(),
         identification,
         not_identified,
@@ -460,6 +499,7 @@ pub fn entry_probe_json(e: &EntryData) -> ProbeJson {
                 })
                 .collect(),
         }),
+        latency: latency_json(&e.ext.latency),
         ci95: e
             .ci95
             .iter()

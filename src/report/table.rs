@@ -4,8 +4,9 @@ use std::fmt::Write as _;
 
 use netgauge::ext::{Reason, Status};
 
-use super::{fmt_bytes, fmt_ns, ProbeJson};
+use super::{fmt_bytes, fmt_ns, LatencyJson, ProbeJson};
 use crate::model::bandwidth;
+use crate::model::latency::Bin;
 
 /// Format a gap per byte.
 pub fn fmt_per_byte(g: f64) -> String {
@@ -314,6 +315,7 @@ pub fn probe_table_in(p: &ProbeJson, how: &super::Output) -> String {
             fmt_ns(l.g_ns)
         );
     }
+    s.push_str(&latency_table(&p.latency));
     if !p.not_identified.is_empty() {
         let _ = writeln!(s, "  not identified (values in parentheses above):");
         for x in &p.not_identified {
@@ -365,6 +367,85 @@ pub fn probe_table_in(p: &ProbeJson, how: &super::Output) -> String {
         fmt_ns(p.elapsed_ns),
         p.lost_rounds
     );
+    s
+}
+
+/// The half round trip's percentiles, one row per size, and each size's
+/// histogram when the records carry one. Within 75 columns.
+pub fn latency_table(l: &[LatencyJson]) -> String {
+    let mut s = String::new();
+    if l.is_empty() {
+        return s;
+    }
+    let counts: Vec<u64> = l.iter().map(|x| x.percentiles.samples).collect();
+    let (lo, hi) = (
+        counts.iter().min().copied().unwrap_or(0),
+        counts.iter().max().copied().unwrap_or(0),
+    );
+    let n = if lo == hi {
+        format!("{lo}")
+    } else {
+        format!("{lo}–{hi}")
+    };
+    let _ = writeln!(
+        s,
+        "  half round trip PRTT(1,0,s)/2, nearest rank of {n} samples per size"
+    );
+    if lo < 1000 {
+        let _ = writeln!(s, "    (below 1000 samples p99.9 is the maximum)");
+    }
+    let _ = writeln!(
+        s,
+        "  {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "size", "min", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for x in l {
+        let p = &x.percentiles;
+        let _ = writeln!(
+            s,
+            "  {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            fmt_bytes(p.size_bytes as f64),
+            fmt_ns(p.min_ns),
+            fmt_ns(p.p50_ns),
+            fmt_ns(p.p90_ns),
+            fmt_ns(p.p99_ns),
+            fmt_ns(p.p999_ns),
+            fmt_ns(p.max_ns)
+        );
+    }
+    for x in l {
+        if let Some(h) = &x.histogram {
+            s.push_str(&histogram_text(x.percentiles.size_bytes, h));
+        }
+    }
+    s
+}
+
+/// Widest bar of a histogram, in characters.
+const BAR_WIDTH: u64 = 40;
+
+/// One size's histogram: a row per bin, its bounds, count and a bar
+/// scaled to the fullest bin.
+fn histogram_text(size_bytes: u64, bins: &[Bin]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  histogram of the half round trip at {}:",
+        fmt_bytes(size_bytes as f64)
+    );
+    let top = bins.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    for b in bins {
+        // At least one mark for a bin that holds a sample.
+        let w = (b.count * BAR_WIDTH).div_ceil(top);
+        let _ = writeln!(
+            s,
+            "  {:>10} … {:<10} {:>7} {}",
+            fmt_ns(b.lo_ns),
+            fmt_ns(b.hi_ns),
+            b.count,
+            "#".repeat(w as usize)
+        );
+    }
     s
 }
 

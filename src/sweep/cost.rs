@@ -9,7 +9,8 @@
 //! `measure_size` chooses it) and its most repetitions (the byte budget
 //! above 16 KiB included), the session warm-up, an allowance for the
 //! bisection of [`CHANGES_ALLOWED`] changes in the top octave, the repeated
-//! smallest size and the long-burst stage at its most repetitions. It is an
+//! smallest size, the latency run (its round trips at each of its sizes)
+//! and the long-burst stage at its most repetitions. It is an
 //! upper bound of the bytes in all but pathological sweeps (more changes
 //! than allowed, lost rounds): the repetitions are the most the sweep
 //! allows, and a sweep usually stops earlier.
@@ -154,6 +155,13 @@ pub fn plan(cfg: &SweepConfig, link: &LinkEstimate) -> SweepCost {
     }
     if cfg.repeat_smallest {
         parts.push(size_cost(cfg, link, cfg.min_size_bytes.max(1)));
+    }
+    for s in super::latency_sizes(cfg) {
+        if s <= top {
+            let count = f64::from(cfg.latency_samples.min(super::MAX_LATENCY_SAMPLES))
+                + f64::from(super::LATENCY_WARMUP_ROUNDS);
+            parts.push(rounds(link, count, 1, s));
+        }
     }
     if cfg.long_bursts {
         let s = burst_size(cfg, link.max_msg_bytes);

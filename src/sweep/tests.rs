@@ -44,3 +44,24 @@ fn adaptive_order_visits_every_size_once_and_spreads_neighbours() {
     let netgauge: Vec<usize> = measurement_order(5, Schedule::Netgauge).collect();
     assert_eq!(netgauge, vec![0, 1, 2, 3, 4]);
 }
+
+#[test]
+fn latency_sizes_are_small_grid_sizes_spread_over_the_grid() {
+    let on = |min: u64, max: u64, count: usize| SweepConfig {
+        latency_samples: 10,
+        latency_sizes: count,
+        min_size_bytes: min,
+        max_size_bytes: max,
+        ..SweepConfig::default()
+    };
+    assert_eq!(latency_sizes(&on(1, 1 << 17, 4)), [1, 4, 16, 64]);
+    assert_eq!(latency_sizes(&on(1, 1 << 17, 1)), [1]);
+    assert_eq!(latency_sizes(&on(1, 1 << 17, 100)).len(), 8);
+    // A sweep that stops below 64 B: its sizes.
+    assert_eq!(latency_sizes(&on(1, 3, 4)), [1, 2, 3]);
+    // One that starts above: none.
+    assert!(latency_sizes(&on(100, 4096, 4)).is_empty());
+    // Off.
+    let off = SweepConfig::default();
+    assert!(latency_sizes(&off).is_empty());
+}

@@ -64,6 +64,23 @@ eel = min(j["eel_ns"] for j in lat)
 eels = ", ".join(f"{j['eel_ns']/1e3:.1f}" for j in lat)
 print(f"| EEL | 1 B | {eel/1e3:.2f} µs (rounds {eels}) "
       f"| {typ[2]/1e3:.2f} µs (ib_write_lat 2 B t_typical) | {eel/typ[2]:.3f} |")
+# Distributions: ib_write_lat's 99 % and 99.9 % (-n 1000, so its 99.9 % is
+# nearly the maximum) beside our latency run's nearest-rank percentiles (1000
+# round trips per size, 1 B to 64 B), medians over the rounds.
+for s in (2, 8):
+    rows = [perftest_row(f"ib_write_lat_{s}_r{r}.txt", s) for r in lat_rounds]
+    rows = [row for row in rows if row and len(row) >= 9]
+    if rows:
+        print(f"| ib_write_lat p99 / p99.9 | {s} B | — | {median([row[7] for row in rows]):.2f} / "
+              f"{median([row[8] for row in rows]):.2f} µs (t_typical {median([row[4] for row in rows]):.2f}) | |")
+recs = {}
+for j in lat:
+    for rec in j.get("latency", []):
+        recs.setdefault(rec["size_bytes"], []).append(rec)
+for size, rs in sorted(recs.items()):
+    med = {k: median([r[k] for r in rs]) / 1e3 for k in ("p50_ns", "p99_ns", "p999_ns")}
+    print(f"| our half round trip p50 / p99 / p99.9 | {size} B | {med['p50_ns']:.2f} / {med['p99_ns']:.2f} / "
+          f"{med['p999_ns']:.2f} µs ({rs[0]['samples']} samples, median of {len(rs)} rounds) | — | |")
 q = qperf_ns()
 if q:
     print(f"| RDMA write latency | 1 B | {eel/1e3:.2f} µs (EEL) | {q/1e3:.2f} µs (qperf rc_rdma_write_lat) "

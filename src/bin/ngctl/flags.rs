@@ -82,6 +82,26 @@ pub struct SegmentFlags {
 }
 
 #[derive(clap::Args)]
+pub struct HistoryFlags {
+    /// The peer (as the daemon names it; a coverage class as @name).
+    pub peer: String,
+    /// Only this transport (udp, raw, rdma, msg); default every one.
+    #[arg(long)]
+    pub transport: Option<String>,
+    /// Only records of this last while (90s, 15m, 2h, 1d).
+    #[arg(long, value_parser = netgauged::ops::parse_duration)]
+    pub since: Option<std::time::Duration>,
+    /// Segment file whose daemon's history is read (default
+    /// $NETGAUGE_SEGMENT, else /run/netgauged/segment).
+    #[arg(long)]
+    pub shm: Option<String>,
+    /// The history file itself, instead of the one the daemon's status
+    /// file names.
+    #[arg(long)]
+    pub file: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct FitFlags {
     /// The saved `ngctl probe --json --raw` output ("-": stdin).
     pub file: String,
@@ -186,13 +206,21 @@ pub struct ProbeFlags {
     pub min_reps: Option<u32>,
     #[arg(long, help = "Pin the probe to a CPU (off the responder's)")]
     pub cpu: Option<usize>,
+    /// Round trips per size of the latency run after the sweep (1 B and up
+    /// to three more sizes up to 64 B), for the half round trip's
+    /// percentiles; 0: none.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub latency_samples: u32,
+    /// Also show the latency run's histogram (log-spaced bins).
+    #[arg(long)]
+    pub histogram: bool,
 }
 
 impl ProbeFlags {
     pub fn args(self, choice: ClockChoice) -> Result<ProbeArgs> {
         let f = self;
         Ok(
-            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps, cpu;
+            options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps, cpu, latency_samples, histogram;
             kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,

@@ -95,6 +95,7 @@ fn a_status() -> StatusFile {
         responder_sessions: 0,
         schedule: None,
         quiet: None,
+        history_file: None,
     }
 }
 

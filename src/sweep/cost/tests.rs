@@ -84,3 +84,21 @@ fn a_recheck_costs_a_fraction_of_a_sweep() {
         "{r:?} vs {full:?}"
     );
 }
+
+#[test]
+fn the_latency_run_is_charged_per_round_trip() {
+    let link = gbit();
+    let off = SweepConfig::default();
+    let on = SweepConfig {
+        latency_samples: 200,
+        ..off.clone()
+    };
+    // Sizes 1, 4, 16 and 64 B; each round trip carries the size both ways,
+    // warm-up rounds included.
+    assert_eq!(crate::sweep::latency_sizes(&on), [1, 4, 16, 64]);
+    let extra = plan(&on, &link).bytes - plan(&off, &link).bytes;
+    let rounds = 200 + u64::from(crate::sweep::LATENCY_WARMUP_ROUNDS);
+    assert_eq!(extra, rounds * 2 * (1 + 4 + 16 + 64));
+    let secs = plan(&on, &link).seconds - plan(&off, &link).seconds;
+    assert!((secs - 4.0 * rounds as f64 * 100e-6).abs() < 1e-3, "{secs}");
+}
