@@ -420,23 +420,23 @@ fn entry(f: &mut Families, e: &EntryData, snap: &Snapshot<'_>) {
         }
     }
 
-    // Half-round-trip percentiles (quantile 0 is the minimum, 1 the
-    // maximum, as Prometheus summaries state them).
+    // Half-round-trip percentiles (percentile 0 is the minimum, 100 the
+    // maximum; not `quantile`, a label Prometheus keeps for summaries).
     for p in &e.ext.latency {
         let size = p.size_bytes.to_string();
         for (q, v) in [
             ("0", p.min_ns),
-            ("0.5", p.p50_ns),
-            ("0.9", p.p90_ns),
-            ("0.99", p.p99_ns),
-            ("0.999", p.p999_ns),
-            ("1", p.max_ns),
+            ("50", p.p50_ns),
+            ("90", p.p90_ns),
+            ("99", p.p99_ns),
+            ("99.9", p.p999_ns),
+            ("100", p.max_ns),
         ] {
             if v.is_finite() && v >= 0.0 {
                 f.gauge(
                     "netgauged_half_round_trip_seconds",
                     "Percentiles of the half round trip PRTT(1,0,s)/2 at message size s",
-                    &[base[0], base[1], ("size_bytes", &size), ("quantile", q)],
+                    &[base[0], base[1], ("size_bytes", &size), ("percentile", q)],
                     secs(v),
                 );
             }

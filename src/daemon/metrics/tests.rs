@@ -182,18 +182,18 @@ fn identified_values_in_base_units_parse_back() {
         one(&sc, "netgauged_sustained_gap_seconds_per_byte", &PAIR),
         8e-9
     ));
-    // Percentiles: quantile 0 and 1 are the minimum and the maximum.
+    // Percentiles: 0 and 100 are the minimum and the maximum.
     let hrt = |q| {
         one(
             &sc,
             "netgauged_half_round_trip_seconds",
-            &[PAIR[0], PAIR[1], ("size_bytes", "1"), ("quantile", q)],
+            &[PAIR[0], PAIR[1], ("size_bytes", "1"), ("percentile", q)],
         )
     };
     assert!(close(hrt("0"), 10e-6));
-    assert!(close(hrt("0.5"), 12e-6));
-    assert!(close(hrt("0.999"), 40e-6));
-    assert!(close(hrt("1"), 41e-6));
+    assert!(close(hrt("50"), 12e-6));
+    assert!(close(hrt("99.9"), 40e-6));
+    assert!(close(hrt("100"), 41e-6));
     assert_eq!(one(&sc, "netgauged_half_round_trip_samples", &PAIR), 1000.0);
     // Staleness: timestamps, ages, flags.
     assert!(close(
