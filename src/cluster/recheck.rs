@@ -13,7 +13,11 @@
 //! carries it, the reference's): a noisy host widens its own tolerance
 //! instead of turning every re-check into a full sweep, while a real
 //! change (a link at half its rate, a latency doubled) stands out of all
-//! three. The schedule confirms a disagreement with a second re-check
+//! three. The widening of a gap's tolerance stops at `max_gap_rel_tol` of
+//! the reference: the entry's interval of g is that of a parameter a
+//! bandwidth-bound size barely shows (wide, or not identified at all on a
+//! shaped link), and without the bound it would hide a link at half or a
+//! quarter of its rate behind it. The schedule confirms a disagreement with a second re-check
 //! before it pays a repair sweep.
 //!
 //! [`disturbed`] judges a full sweep before it is published: a sweep whose
@@ -37,6 +41,10 @@ pub struct RecheckPolicy {
     pub abs_tol_ns: f64,
     /// Agree within this multiple of the sum of the two 95 % half-widths.
     pub k_hw: f64,
+    /// ... but a gap whose half-widths say more than this fraction of the
+    /// reference is held to this fraction (a gap at twice or half the
+    /// reference never agrees).
+    pub max_gap_rel_tol: f64,
 }
 
 impl Default for RecheckPolicy {
@@ -45,6 +53,7 @@ impl Default for RecheckPolicy {
             rel_tol: 0.25,
             abs_tol_ns: 500.0,
             k_hw: 3.0,
+            max_gap_rel_tol: 0.5,
         }
     }
 }
@@ -106,9 +115,13 @@ fn check(
     reference_hw_ns: f64,
 ) -> Check {
     let hw = |x: f64| if x.is_finite() { x } else { 0.0 };
+    let mut widened = p.k_hw * (hw(measured_hw_ns) + hw(reference_hw_ns));
+    if quantity == Quantity::Gap {
+        widened = widened.min(p.max_gap_rel_tol * reference_ns.abs());
+    }
     let tolerance_ns = (p.rel_tol * reference_ns.abs())
         .max(p.abs_tol_ns)
-        .max(p.k_hw * (hw(measured_hw_ns) + hw(reference_hw_ns)));
+        .max(widened);
     let agrees = measured_ns.is_finite()
         && reference_ns.is_finite()
         && (measured_ns - reference_ns).abs() <= tolerance_ns;

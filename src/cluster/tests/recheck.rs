@@ -85,6 +85,45 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
     assert!(!compare(&[], &entry, &policy).agrees);
 }
 
+/// A bandwidth-bound link whose entry's interval of g is wide (as on a
+/// shaped link, where the per-message gap hides under the bytes' time): the
+/// link at half its rate disagrees, the same link agrees.
+#[test]
+fn a_wide_interval_of_g_does_not_hide_a_link_at_half_its_rate() {
+    const SLOW_LINK: &str = "L=1100,o=300,g=450,G=0.8,S=16384,jitter=0.02";
+    const HALF_RATE: &str = "L=1100,o=300,g=450,G=1.6,S=16384,jitter=0.02";
+    let mut entry = crate::publish::entry_from_probe("b", "sim", &full_sweep(SLOW_LINK, 1));
+    let g = entry.ranges[0].g_ns;
+    entry.ci95.retain(|(n, _, _)| n != "g_ns");
+    entry.ci95.push(("g_ns".into(), g - 4000.0, g + 4000.0));
+    let policy = RecheckPolicy::default();
+    let mut agree = 0;
+    for seed in 2..22 {
+        let (same, _) = recheck(SLOW_LINK, seed);
+        agree += usize::from(compare(&size_points(&same), &entry, &policy).agrees);
+        let (half, _) = recheck(HALF_RATE, seed);
+        let v = compare(&size_points(&half), &entry, &policy);
+        let gap = v
+            .checks
+            .iter()
+            .find(|c| c.quantity == Quantity::Gap && c.size_bytes == 4096)
+            .unwrap();
+        assert!(!gap.agrees, "{gap:?}");
+        // The bound: half the reference, not the interval's 3 × 4000 ns.
+        assert!(gap.tolerance_ns <= 0.5 * gap.reference_ns + 1e-9, "{gap:?}");
+        // Without the bound the interval would have let it pass.
+        let unbounded = RecheckPolicy {
+            max_gap_rel_tol: f64::INFINITY,
+            ..policy
+        };
+        assert!(compare(&size_points(&half), &entry, &unbounded).agrees);
+    }
+    assert!(
+        agree >= 19,
+        "{agree} of 20 re-checks of the same link agreed"
+    );
+}
+
 #[test]
 fn a_quiet_sweep_is_not_disturbed_a_spread_or_lossy_one_is() {
     let policy = DisturbancePolicy::default();
