@@ -233,8 +233,9 @@ start() { # name config log
     RUST_LOG=netgauged=info "$NETGAUGED" --config $D/$2.toml 2>>"$OUT/daemon_$3.log" &
     PID[$1]=$!
 }
-# until WANT (python dict literal: node -> [(peer, transport)], plus
-# "fanout": node) holds, or LIMIT seconds; the dumps stay in $OUT.
+# until WANT (python dict literal: node -> [(peer, transport)] published,
+# "fanout": node, "tried": {node: [(peer, transport)]} whose status names
+# the attempt's error) holds, or LIMIT seconds; the dumps stay in $OUT.
 wait_for() { # limit want
     local t0=$(date +%s)
     while [ $(( $(date +%s) - t0 )) -lt $1 ]; do
@@ -243,6 +244,13 @@ wait_for() { # limit want
 import json, subprocess, sys
 out, ngctl, d, want = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
 fan = want.pop("fanout", None)
+for node, pairs in want.pop("tried", {}).items():
+    r = subprocess.run([ngctl, "status", "--json", "--shm", f"{d}/seg_{node}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(1)
+    peers = json.loads(r.stdout)["daemon"]["peers"]
+    if not set(pairs) <= {(p["name"], p["transport"]) for p in peers if p.get("last_error")}:
+        sys.exit(1)
 for node, pairs in want.items():
     r = subprocess.run([ngctl, "dump", "--json", "--shm", f"{d}/seg_{node}"], capture_output=True, text=True)
     if r.returncode != 0:
@@ -266,7 +274,7 @@ cp "$OUT/daemon_vma.json" "$OUT/daemon1_vma.json"; cp "$OUT/daemon_vmb.json" "$O
 kill -TERM ${PID[vma]}; wait ${PID[vma]}
 t1=$(date +%s)
 start vma vma vma; start vmc vmc vmc; start vmd vmd vmd
-wait_for $PHASE_S '{"vma": [("vmb", "rdma"), ("vmb", "msg"), ("vmc", "rdma")], "vmc": [("vma", "rdma")], "vmd": [("vma", "udp")], "fanout": "vma"}'
+wait_for $PHASE_S '{"vma": [("vmb", "rdma"), ("vmb", "msg"), ("vmc", "rdma")], "vmc": [("vma", "rdma")], "vmd": [("vma", "udp")], "fanout": "vma", "tried": {"vma": [("vmd", "rdma")]}}'
 echo $? >"$OUT/daemon2.rc"
 echo $(( $(date +%s) - t1 )) >"$OUT/daemon2.seconds"
 for n in vma vmb vmc vmd; do "$NGCTL" status --json --shm $D/seg_$n >"$OUT/daemon_$n.status.json" 2>&1; done
