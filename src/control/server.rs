@@ -441,15 +441,9 @@ impl Preauth {
                     revents: 0,
                 });
             }
-            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs
-            // that outlives the call.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            let polled = crate::transport::sys::socket::poll_fds(&mut fds, timeout_ms);
             self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
-            if rc < 0 {
-                // EINTR; anything else would repeat at once: pause.
-                if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+            if !polled {
                 continue;
             }
             if fds[0].revents != 0 {

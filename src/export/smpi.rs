@@ -238,7 +238,9 @@ pub fn smpi_platform(
         return Err(bad("--hosts must be at least 2".into()));
     }
     let ps = smpi_pieces(e)?;
-    let last = ps.last().expect("smpi_pieces refuses an empty entry");
+    let Some(last) = ps.last() else {
+        return Err(bad("the entry has no protocol ranges".into()));
+    };
     // The links run at the largest messages' rate; every other piece is a
     // bandwidth factor of it.
     let net_s_per_byte = last.net_s_per_byte;

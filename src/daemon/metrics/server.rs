@@ -222,14 +222,7 @@ impl Run {
                     revents: 0,
                 });
             }
-            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs
-            // that outlives the call.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-            if rc < 0 {
-                if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                    // Anything else would repeat at once: pause.
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+            if !crate::transport::sys::socket::poll_fds(&mut fds, timeout_ms) {
                 continue;
             }
             if fds[0].revents != 0 {

@@ -207,6 +207,23 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) {
     }
 }
 
+/// poll(2) over `fds` for at most `timeout_ms` (−1: no limit). False when
+/// the call failed: interrupted (the caller looks again at once), or
+/// anything else, after a 10 ms pause, so that an error that would repeat
+/// at once does not spin.
+pub fn poll_fds(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs that
+    // outlives the call; poll does not keep the pointer.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return false;
+    }
+    true
+}
+
 /// The result of a system call that returns 0 or −1 (and sets errno).
 pub fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
