@@ -20,7 +20,7 @@ use mpi::ffi;
 use netgauge::select::{self, Algorithm, Collective, Measured, SelectOptions};
 use netgauge::Params;
 use netgauged::clock::HostClock;
-use netgauged::predict::{exchange_of, find_entry, load_entries};
+use netgauged::predict::{exchange_of, find_entry, load_entries, load_transport_ext};
 use netgauged::probe::{ranks, ProbeOptions};
 use netgauged::sweep::SweepConfig;
 use netgauged::transport::mpi as tmpi;
@@ -722,6 +722,14 @@ fn main() {
         None
     };
     let have = c.max_f64(if from_segment.is_some() { 1.0 } else { 0.0 }) > 0.0;
+    // The transport's contention penalties, if the segment has them (rank
+    // 0 predicts).
+    let record = if rank == 0 {
+        shm.as_deref()
+            .and_then(|p| load_transport_ext(Some(p), "mpi"))
+    } else {
+        None
+    };
     let ((net, exchange), source): ((Vec<Params>, Vec<Params>), String) = if have {
         from_segment.unwrap_or_default()
     } else {
@@ -789,6 +797,7 @@ fn main() {
                 pair: &net,
                 exchange: &exchange,
                 exchange_ranks: size,
+                contention: record.as_ref(),
             };
             match select::candidates(&measured, coll, size, m as u64, &opts) {
                 Ok(cs) => {

@@ -3,8 +3,9 @@
 # library in the placement the collectives run in (4 ranks, oversubscribed),
 # publish, then measure every algorithm against the selector's choice.
 # Usage: bench/mpi_run.sh OUT_DIR   (binaries built as bench/mpi.md says)
-# Waits (up to 10 min) for the machine to be ≥ 85 % idle, then holds
-# /tmp/measure.lock for the probe and the bench only.
+# Waits (up to 10 min) for the machine to be ≥ IDLE_PCT % idle (default
+# 85), then holds /tmp/measure.lock for the probe and the bench only.
+# ATTEMPTS (default 3): how often a disturbed run is repeated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: bench/mpi_run.sh OUT_DIR}
@@ -12,6 +13,8 @@ mkdir -p "$OUT"; rm -f "$OUT/DISTURBED"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 T="${CARGO_TARGET_DIR:-target}/release"
 RANKS=${RANKS:-4}
+IDLE_PCT=${IDLE_PCT:-85}
+ATTEMPTS=${ATTEMPTS:-3}
 
 idle_pct() { # whole-machine idle share over 2 s
     local a b c d e f g h busy1 idle1
@@ -23,9 +26,9 @@ idle_pct() { # whole-machine idle share over 2 s
 # Another job that starts during the run (a build, say) falsifies it: the
 # machine must be idle again right after it, else the run is repeated
 # (at most 3 attempts; a disturbed last attempt is kept and says so).
-for attempt in 1 2 3; do
+for attempt in $(seq 1 "$ATTEMPTS"); do
     t0=$SECONDS
-    until [ "$(idle_pct)" -ge 85 ]; do
+    until [ "$(idle_pct)" -ge "$IDLE_PCT" ]; do
         [ $((SECONDS - t0)) -lt 600 ] || { echo "machine busy for 10 min; not measuring" >&2; exit 1; }
     done
     rm -f "$OUT/seg"
@@ -42,7 +45,7 @@ for attempt in 1 2 3; do
     mean=$(awk -v r="$RANKS" '{ s += $1; n++ } END { printf "%.1f", (n ? s / n : 0) }' "$OUT/runnable.txt")
     over=$(awk -v r="$RANKS" -v m="$mean" 'BEGIN { print (m > r + 1.5) ? 1 : 0 }')
     after=$(idle_pct)
-    if [ "$after" -ge 85 ] && [ "$over" = 0 ]; then
+    if [ "$after" -ge "$IDLE_PCT" ] && [ "$over" = 0 ]; then
         echo "attempt $attempt: undisturbed (mean runnable $mean, idle after $after %)"; rm -f "$OUT/DISTURBED"; break
     fi
     echo "attempt $attempt: disturbed (mean runnable $mean, idle after $after %)" | tee "$OUT/DISTURBED"

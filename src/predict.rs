@@ -1,11 +1,15 @@
 //! `ngctl predict`: every candidate algorithm's predicted time for a
-//! collective, from the parameters in the segment, and the choice; and the
-//! segment reading that `ngctl export` shares with it.
+//! collective, from the parameters in the segment, and the choice, with and
+//! without the transport's contention penalties; and the segment reading
+//! that `ngctl export` shares with it.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use netgauge::select::{self, Algorithm, Collective, Measured, Network, SelectOptions};
-use netgauge::{EntryData, Params, Reader};
+use netgauge::select::{
+    self, Algorithm, Collective, Measured, Network, NoContention, SelectOptions,
+};
+use netgauge::{EntryData, LookupError, Params, Reader, Scheme, TransportExt, TransportField};
 use serde::Serialize;
 
 use crate::ops::OpsError;
@@ -72,6 +76,14 @@ pub fn find_entry(
     }
 }
 
+/// The contention record of `transport` in the segment `shm`, if it has
+/// one (offline use, as [`load_entries`]).
+pub fn load_transport_ext(shm: Option<&Path>, transport: &str) -> Option<TransportExt> {
+    let mut reader = Reader::open(segment_path(shm)).ok()?;
+    reader.set_stale_after_ns(0);
+    reader.transport_ext(transport).ok()
+}
+
 /// Whether a transport name is that of an all-ranks exchange entry
 /// (`<transport>-x<P>`).
 fn is_exchange(transport: &str) -> bool {
@@ -136,6 +148,29 @@ pub struct CandidateJson {
     pub algorithm: &'static str,
     pub predicted_ns: f64,
     pub segment_bytes: u64,
+    /// The same prediction without the contention penalties (equal to
+    /// `predicted_ns` when the segment has no record).
+    pub without_contention_ns: f64,
+}
+
+/// One penalty T_shared / T_ref of k concurrent flows of a scheme, as the
+/// selector used it (beyond the largest measured k: extrapolated, see
+/// [`select::penalty_of`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PenaltyJson {
+    pub scheme: &'static str,
+    pub k: usize,
+    pub penalty: f64,
+}
+
+/// The transport's contention record as the selector reads it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ContentionJson {
+    /// Status of each scheme's penalties ("identified", "not_assessed",
+    /// or why they are not identified, when the selector ignores them).
+    pub status: Vec<(&'static str, &'static str)>,
+    /// Published penalties per scheme, k = 1 first.
+    pub penalties: Vec<(&'static str, Vec<f64>)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,25 +183,107 @@ pub struct PredictJson {
     /// Whether the all-ranks exchange measured with this many ranks was
     /// used (else the pair's T(s) under processor sharing).
     pub measured_exchange: bool,
+    /// The transport's contention record (None: the segment has none, and
+    /// the prediction is the one without penalties).
+    pub contention: Option<ContentionJson>,
+    /// The penalties the candidates' prices used.
+    pub penalties_used: Vec<PenaltyJson>,
     pub candidates: Vec<CandidateJson>,
     pub choice: CandidateJson,
+    /// The algorithm chosen without the penalties.
+    pub choice_without_contention: &'static str,
 }
 
-/// Predict from an explicit parameter set.
+/// A network that notes every penalty the selector asks for.
+struct Recording<'a, N: Network + ?Sized> {
+    net: &'a N,
+    used: RefCell<Vec<PenaltyJson>>,
+}
+
+impl<N: Network + ?Sized> Network for Recording<'_, N> {
+    fn at(&self, msg_bytes: u64) -> std::result::Result<Params, LookupError> {
+        self.net.at(msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        self.net.exchange_ns(ranks, msg_bytes)
+    }
+
+    fn penalty(&self, scheme: Scheme, k: usize) -> Option<f64> {
+        let p = self.net.penalty(scheme, k)?;
+        let row = PenaltyJson {
+            scheme: scheme.name(),
+            k,
+            penalty: p,
+        };
+        let mut used = self.used.borrow_mut();
+        if !used.contains(&row) {
+            used.push(row);
+        }
+        Some(p)
+    }
+}
+
+/// Every candidate, the choice, the choice without penalties, the
+/// penalties used (see [`predict`]).
+pub type Predicted = (
+    Vec<CandidateJson>,
+    CandidateJson,
+    &'static str,
+    Vec<PenaltyJson>,
+);
+
+/// Predict from an explicit parameter set: every candidate with and
+/// without the network's contention penalties, the choice, the choice
+/// without penalties, and the penalties the prices used.
 pub fn predict<N: Network + ?Sized>(
     net: &N,
     coll: Collective,
     ranks: usize,
     bytes: u64,
     opts: &SelectOptions,
-) -> Result<(Vec<CandidateJson>, CandidateJson)> {
-    let c = select::candidates(net, coll, ranks, bytes, opts)?;
-    let conv = |ch: &select::Choice| CandidateJson {
-        algorithm: ch.algorithm().map_or("?", Algorithm::name),
-        predicted_ns: ch.predicted_ns,
-        segment_bytes: ch.segment_bytes,
+) -> Result<Predicted> {
+    let name = |ch: &select::Choice| ch.algorithm().map_or("?", Algorithm::name);
+    let rec = Recording {
+        net,
+        used: RefCell::new(Vec::new()),
     };
-    Ok((c.as_slice().iter().map(conv).collect(), conv(&c.best())))
+    let c = select::candidates(&rec, coll, ranks, bytes, opts)?;
+    let bare = select::candidates(&NoContention(net), coll, ranks, bytes, opts)?;
+    let mut out = Vec::new();
+    for ch in c.as_slice() {
+        out.push(CandidateJson {
+            algorithm: name(ch),
+            predicted_ns: ch.predicted_ns,
+            segment_bytes: ch.segment_bytes,
+            without_contention_ns: bare
+                .as_slice()
+                .iter()
+                .find(|b| b.algorithm == ch.algorithm)
+                .map_or(f64::NAN, |b| b.predicted_ns),
+        });
+    }
+    let best = c.best();
+    let choice = out
+        .iter()
+        .find(|x| x.algorithm == name(&best))
+        .cloned()
+        .ok_or_else(|| OpsError::Usage("no candidate".into()))?;
+    Ok((out, choice, name(&bare.best()), rec.used.into_inner()))
+}
+
+/// The record as `ngctl predict` shows it.
+fn contention_json(t: &TransportExt) -> ContentionJson {
+    ContentionJson {
+        status: Scheme::ALL
+            .iter()
+            .map(|s| (s.name(), t.status(TransportField::penalty(*s)).name()))
+            .collect(),
+        penalties: Scheme::ALL
+            .iter()
+            .map(|s| (s.name(), t.penalties(*s).iter().map(|e| e.value).collect()))
+            .collect(),
+    }
 }
 
 /// Every candidate's predicted time for the collective asked, and the
@@ -184,16 +301,19 @@ pub fn run(args: &PredictArgs) -> Result<PredictJson> {
     )?;
     let pair = entry.params();
     let exchange = exchange_of(&entries, &entry.peer, &entry.transport, args.ranks);
+    let record = load_transport_ext(args.shm.as_deref(), &entry.transport);
     let net = Measured {
         pair: &pair,
         exchange: &exchange,
         exchange_ranks: args.ranks,
+        contention: record.as_ref(),
     };
     let opts = SelectOptions {
         gamma_ns_per_byte: args.gamma_ns_per_byte,
         cores: args.cores,
     };
-    let (candidates, choice) = predict(&net, args.collective, args.ranks, args.bytes, &opts)?;
+    let (candidates, choice, choice_without_contention, penalties_used) =
+        predict(&net, args.collective, args.ranks, args.bytes, &opts)?;
     Ok(PredictJson {
         collective: args.collective.name(),
         ranks: args.ranks,
@@ -201,7 +321,10 @@ pub fn run(args: &PredictArgs) -> Result<PredictJson> {
         peer: entry.peer.clone(),
         transport: entry.transport.clone(),
         measured_exchange: !exchange.is_empty(),
+        contention: record.as_ref().map(contention_json),
+        penalties_used,
         candidates,
         choice,
+        choice_without_contention,
     })
 }

@@ -53,10 +53,12 @@ fn main() {
     };
     let pair = entry.params();
     let exchange = plan::exchange_ranges(&entries, entry, ranks);
+    let record = reader.transport_ext(&entry.transport).ok();
     let net = Measured {
         pair: &pair,
         exchange: &exchange,
         exchange_ranks: ranks,
+        contention: record.as_ref(),
     };
     let setup = Setup {
         lib,

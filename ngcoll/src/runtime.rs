@@ -638,10 +638,13 @@ fn build_plan(
         })?;
     let pair = entry.params();
     let exchange = plan::exchange_ranges(&entries, entry, size);
+    // The transport's contention penalties, if the segment has them.
+    let record = reader.transport_ext(&entry.transport).ok();
     let net = Measured {
         pair: &pair,
         exchange: &exchange,
         exchange_ranks: size,
+        contention: record.as_ref(),
     };
     let gamma = *rt.gamma.get_or_init(measure_gamma);
     let fresh = *rt

@@ -157,6 +157,7 @@ pub fn render(
         margin: args.margin,
         one_node: entry.transport.starts_with("mpi"),
         fresh_ns_per_byte: netgauge::select::measure_fresh_ns_per_byte(),
+        contention: record.copied(),
     };
     let mut sizes = args.comm_sizes.clone();
     sizes.sort_unstable();

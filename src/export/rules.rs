@@ -186,6 +186,9 @@ pub struct RuleOptions {
     /// First writes to freshly mapped memory, ns per byte (the buffers a
     /// library allocates per call; measured on the exporting host).
     pub fresh_ns_per_byte: f64,
+    /// The transport's contention record (penalties the selector uses),
+    /// if the segment has one.
+    pub contention: Option<netgauge::TransportExt>,
 }
 
 /// The choice over the size grid as (first size, choice) runs: our
@@ -307,8 +310,14 @@ pub type Exchanges = [(u32, Vec<Params>)];
 
 /// The network the selector sees for `p` ranks: the pair's ranges, with the
 /// exchange measured for `p` ranks if there is one.
-fn network_for<'a>(net: &'a [Params], exchanges: &'a Exchanges, p: u32) -> Measured<'a> {
+fn network_for<'a>(
+    net: &'a [Params],
+    exchanges: &'a Exchanges,
+    p: u32,
+    contention: Option<&'a netgauge::TransportExt>,
+) -> Measured<'a> {
     Measured {
+        contention,
         pair: net,
         exchange: exchanges
             .iter()
@@ -340,7 +349,7 @@ pub fn ompi_rules(
     ] {
         let mut comms = Vec::new();
         for &p in comm_sizes {
-            let n = network_for(net, exchanges, p);
+            let n = network_for(net, exchanges, p, opts.contention.as_ref());
             let ours = exportable(lib, p as usize);
             let runs = choice_runs(&n, lib, coll, p as usize, &grid, &ours, opts)?;
             let mut msgs: Vec<OmpiMsgRule> = Vec::new();
@@ -435,7 +444,7 @@ pub fn mpich_json(
         let mut by_size = Map::new();
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {
-            let nw = network_for(net, exchanges, p);
+            let nw = network_for(net, exchanges, p, opts.contention.as_ref());
             let ours = exportable(lib, p as usize);
             let runs = choice_runs(&nw, lib, coll, p as usize, &grid, &ours, opts)?;
             let name = |m: u64, c: &Option<select::Choice>| {

@@ -472,6 +472,37 @@ pub fn predict(p: &PredictJson, how: &Output) -> Result<String, serde_json::Erro
             ""
         }
     );
+    match &p.contention {
+        None => {
+            s.push_str("  contention: no record for this transport (priced without penalties)\n")
+        }
+        Some(c) => {
+            for ((scheme, vals), (_, status)) in c.penalties.iter().zip(&c.status) {
+                let v: Vec<String> = vals.iter().map(|x| format!("{x:.3}")).collect();
+                let _ = writeln!(
+                    s,
+                    "  penalties {scheme:<9} k=1..{}: [{}] ({status})",
+                    vals.len(),
+                    v.join(", ")
+                );
+            }
+            if p.penalties_used.is_empty() {
+                s.push_str("  penalties used: none\n");
+            } else {
+                let u: Vec<String> = p
+                    .penalties_used
+                    .iter()
+                    .map(|u| format!("{} k={}: {:.3}", u.scheme, u.k, u.penalty))
+                    .collect();
+                let _ = writeln!(s, "  penalties used: {}", u.join(", "));
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  {:<24} {:>14} {:>20}",
+        "algorithm", "predicted", "without penalties"
+    );
     for c in &p.candidates {
         let seg = if c.segment_bytes > 0 {
             format!("  (segment {} B)", c.segment_bytes)
@@ -485,9 +516,17 @@ pub fn predict(p: &PredictJson, how: &Output) -> Result<String, serde_json::Erro
         };
         let _ = writeln!(
             s,
-            "  {:<24} {:>14}{seg}{mark}",
+            "  {:<24} {:>14} {:>20}{seg}{mark}",
             c.algorithm,
-            fmt_ns(c.predicted_ns)
+            fmt_ns(c.predicted_ns),
+            fmt_ns(c.without_contention_ns)
+        );
+    }
+    if p.choice_without_contention != p.choice.algorithm {
+        let _ = writeln!(
+            s,
+            "  without the penalties the choice would be {}",
+            p.choice_without_contention
         );
     }
     Ok(s)

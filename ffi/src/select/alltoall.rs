@@ -1,7 +1,7 @@
 //! Alltoall candidates (m = the block one rank sends to each rank):
 //! pairwise exchange and linear (everything posted at once).
 
-use super::cost::{exchange_step, msg};
+use super::cost::{exchange_step, exchange_step_k, msg};
 use super::{Algorithm, Candidates, Network, Sharing};
 use crate::types::LookupError;
 
@@ -17,8 +17,15 @@ pub(super) fn alltoall<N: Network + ?Sized>(
     // arrives one exchange after the first was sent, P − 2 gaps later,
     // every rank busy throughout.
     let m = msg(net, c)?;
-    let linear =
-        exchange_step(net, p, c, sh)? + (p as f64 - 2.0).max(0.0) * m.gap_ns * sh.factor(p);
+    let one = exchange_step(net, p, c, sh)?;
+    let injected = one + (p as f64 - 2.0).max(0.0) * m.gap_ns * sh.factor(p);
+    // With the transport's penalties: each rank has P − 1 exchanges in
+    // flight at once (mixed, k = P − 1), and each of them takes the step
+    // stretched by that conflict; the injection above still bounds it.
+    let linear = match exchange_step_k(net, p, c, sh, p.saturating_sub(1).max(1))? {
+        Some(all) => all.max(injected),
+        None => injected,
+    };
     Ok(Candidates::new(
         p,
         &[

@@ -3,6 +3,7 @@
 //! LogfP bursts, and one all-ranks step.
 
 use super::{Network, Sharing, LOGFP_MAX_BYTES};
+use crate::ext::Scheme;
 use crate::types::{line_ns, LookupError, Params};
 
 /// The point-to-point costs of the model at one size.
@@ -159,19 +160,74 @@ pub(super) fn burst_gap<N: Network + ?Sized>(
     Ok(m.gap_ns)
 }
 
+/// The stretch of a transfer when its rank has `k` transfers of `scheme`
+/// in flight, from the transport's published penalties; None without a
+/// record (the caller keeps the pricing it has without one).
+///
+/// `relative`: the base time the factor multiplies already holds one
+/// transfer of the scheme under contention (the measured all-ranks step
+/// X(s) holds one exchange per rank; a point-to-point T(s) is the probe's
+/// flow alone, which is what pen(1) is relative to), so the factor is
+/// pen(k)/pen(1), the growth beyond the first flow, and the conflict the
+/// base holds is not counted twice. Otherwise pen(k). At least 1: k flows
+/// at once are no faster than one.
+pub(super) fn contention<N: Network + ?Sized>(
+    net: &N,
+    scheme: Scheme,
+    k: usize,
+    relative: bool,
+) -> Option<f64> {
+    let pk = net.penalty(scheme, k.max(1))?;
+    let f = if relative {
+        pk / net.penalty(scheme, 1)?
+    } else {
+        pk
+    };
+    Some(f.max(1.0))
+}
+
 /// One step in which all P ranks exchange `bytes` with a partner at once:
-/// measured ([`Network::exchange_ns`]), or the pair's T(bytes) stretched by
-/// the sharing of P busy ranks.
+/// [`exchange_step_k`] with one exchange per rank.
 pub(super) fn exchange_step<N: Network + ?Sized>(
     net: &N,
     p: usize,
     bytes: u64,
     sh: Sharing,
 ) -> Result<f64, LookupError> {
-    match net.exchange_ns(p, bytes) {
+    match exchange_step_k(net, p, bytes, sh, 1)? {
         Some(t) => Ok(t),
         None => Ok(msg(net, bytes)?.t_shared(sh.factor(p))),
     }
+}
+
+/// One step in which each of the P ranks has `k` exchanges in flight at
+/// once (k sends and k receives: the penalties' mixed scheme). None for
+/// k > 1 without a contention record (the caller keeps its own pricing);
+/// k = 1 always has a price:
+///
+/// - the measured all-ranks step X(s) ([`Network::exchange_ns`]) times
+///   pen_mixed(k)/pen_mixed(1) with a record, X(s) without (X holds one
+///   exchange per rank with its contention already);
+/// - else the pair's T(s) times the larger of pen_mixed(k) and the sharing
+///   of P busy ranks with a record (the probe's conflict and processor
+///   sharing bound the same step: the larger governs, they are not
+///   multiplied), T(s) stretched by the sharing without.
+pub(super) fn exchange_step_k<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+    bytes: u64,
+    sh: Sharing,
+    k: usize,
+) -> Result<Option<f64>, LookupError> {
+    let measured = net.exchange_ns(p, bytes);
+    let f = contention(net, Scheme::Mixed, k, measured.is_some());
+    if f.is_none() && k > 1 {
+        return Ok(None);
+    }
+    Ok(Some(match measured {
+        Some(x) => x * f.unwrap_or(1.0),
+        None => msg(net, bytes)?.t_ns * f.unwrap_or(1.0).max(sh.factor(p)),
+    }))
 }
 
 pub(super) fn ceil_log2(p: usize) -> u32 {

@@ -110,7 +110,7 @@ pub mod view;
 pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
 pub use library::Library;
-pub use network::{exchange_transport, Measured, Network, ReaderNetwork};
+pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
 pub use schedule::{Op, Schedule};
 pub use sim::{SimError, Work};
 pub use view::{choose, view, Decision, Priced, View, ViewOptions};

@@ -1,6 +1,8 @@
 //! The network a selection prices: LogGP(S) parameters as a function of the
-//! message size, and the all-ranks exchange step when it was measured.
+//! message size, the all-ranks exchange step when it was measured, and the
+//! transport's contention penalties when they were published.
 
+use crate::ext::{Scheme, TransportExt, TransportField};
 use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::{LookupError, Params};
 use crate::Reader;
@@ -16,6 +18,39 @@ pub trait Network {
     /// T(s) by the sharing of P busy ranks ([`Sharing`]).
     fn exchange_ns(&self, _ranks: usize, _msg_bytes: u64) -> Option<f64> {
         None
+    }
+
+    /// The published bandwidth-sharing penalty T_shared / T_ref of `k`
+    /// concurrent flows of `scheme` on this transport ([`penalty_of`]), or
+    /// None without a contention record (then the selector prices as if
+    /// there were no record: see `cost::contention`).
+    fn penalty(&self, _scheme: Scheme, _k: usize) -> Option<f64> {
+        None
+    }
+}
+
+/// The penalty of `k` flows of `scheme` in a transport's record: the
+/// measured one when k was measured; beyond the largest measured k_max,
+/// pen(k_max)·k/k_max (fair sharing of what k_max flows got, the linear
+/// growth of Vienne et al.'s model). None when the scheme has no
+/// penalties, when its status says they are not identified (a reason other
+/// than "not assessed"), or when a value needed is not a positive finite
+/// number. No allocation.
+pub fn penalty_of(t: &TransportExt, scheme: Scheme, k: usize) -> Option<f64> {
+    if k == 0
+        || t.status(TransportField::penalty(scheme))
+            .is_not_identified()
+    {
+        return None;
+    }
+    let row = t.penalties(scheme);
+    let usable = |v: f64| (v.is_finite() && v > 0.0).then_some(v);
+    match row.get(k - 1) {
+        Some(e) => usable(e.value),
+        None => {
+            let last = usable(row.last()?.value)?;
+            Some(last * k as f64 / row.len() as f64)
+        }
     }
 }
 
@@ -170,15 +205,25 @@ impl Network for ReaderNetwork<'_> {
         // Found from the top down, then upwards; the envelope walks up.
         exchange_envelope(down[..n].iter().rev().chain(&up[..k]), msg_bytes, handshake)
     }
+
+    fn penalty(&self, scheme: Scheme, k: usize) -> Option<f64> {
+        // The record is a fixed-size copy out of the segment (no
+        // allocation); NotFound on a segment without one.
+        let t = self.reader.transport_ext(self.transport).ok()?;
+        penalty_of(&t, scheme, k)
+    }
 }
 
-/// A pair's ranges and the exchange ranges measured with `exchange_ranks`
-/// ranks (a snapshot of both entries, as `ngctl predict` reads them).
+/// A pair's ranges, the exchange ranges measured with `exchange_ranks`
+/// ranks and the transport's contention record (a snapshot of the entries
+/// and the record, as `ngctl predict` reads them).
 #[derive(Clone, Copy, Debug)]
 pub struct Measured<'a> {
     pub pair: &'a [Params],
     pub exchange: &'a [Params],
     pub exchange_ranks: usize,
+    /// The transport's contention record, if the segment has one.
+    pub contention: Option<&'a TransportExt>,
 }
 
 impl Network for Measured<'_> {
@@ -192,5 +237,24 @@ impl Network for Measured<'_> {
         }
         let handshake = self.pair.at(msg_bytes).map_or(0.0, |p| 2.0 * p.eel_ns);
         exchange_envelope(self.exchange.iter(), msg_bytes, handshake)
+    }
+
+    fn penalty(&self, scheme: Scheme, k: usize) -> Option<f64> {
+        penalty_of(self.contention?, scheme, k)
+    }
+}
+
+/// A network with its contention penalties hidden: what the selector
+/// predicts without the record (`ngctl predict` shows both).
+#[derive(Clone, Copy, Debug)]
+pub struct NoContention<'a, N: Network + ?Sized>(pub &'a N);
+
+impl<N: Network + ?Sized> Network for NoContention<'_, N> {
+    fn at(&self, msg_bytes: u64) -> Result<Params, LookupError> {
+        self.0.at(msg_bytes)
+    }
+
+    fn exchange_ns(&self, ranks: usize, msg_bytes: u64) -> Option<f64> {
+        self.0.exchange_ns(ranks, msg_bytes)
     }
 }

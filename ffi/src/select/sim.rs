@@ -32,10 +32,28 @@
 //! send at once gains nothing over a root receiving in turn.) The messages
 //! of an all-ranks step are priced at the measured step X(s), which holds
 //! that contention already, and take no lane.
+//!
+//! The transport's contention penalties (`cost::contention`), where the
+//! segment has them, price a rank's concurrent transfers; one model
+//! governs each message, never both:
+//!
+//! - a send of an all-ranks step whose rank has k exchanges in flight to
+//!   distinct peers (linear alltoall: P − 1) takes X(s)·pen_mixed(k) /
+//!   pen_mixed(1), or T(s)·pen_mixed(k) where X was not measured; the
+//!   lanes do not apply to it (as without a record);
+//! - any other message: the copy lanes govern where the node's exchange
+//!   was measured (they are node-wide: they hold every rank's transfers);
+//!   where it was not, its bytes are stretched by the larger of
+//!   pen_out(k_out)/pen_out(1) of the sender's k_out sends in flight to
+//!   distinct peers and pen_in(k_in)/pen_in(1) of the receiver's k_in
+//!   receives.
+//!
+//! Without a record every message is priced as before.
 
-use super::cost::{bytes_part_ns, copy_lanes, msg, send_overhead_ns, Msg};
+use super::cost::{bytes_part_ns, contention, copy_lanes, msg, send_overhead_ns, Msg};
 use super::schedule::{Op, Schedule};
 use super::Network;
+use crate::ext::Scheme;
 use crate::types::{LookupError, Params};
 
 /// Unconsumed messages a sender may have in flight to one receiver.
@@ -46,6 +64,8 @@ pub const EAGER_CREDITS: usize = 8;
 struct Cost {
     t_ns: f64,
     x_ns: f64,
+    /// Whether `x_ns` is the measured all-ranks step (else T(s)).
+    x_measured: bool,
     gap_ns: f64,
     o_s_ns: f64,
     /// Busy CPU of the two ends: the smallest message's send and receive
@@ -73,9 +93,22 @@ struct Costs<'a, N: Network + ?Sized> {
     lanes: Lanes,
     /// Lane time reserved, over the number of lanes (ns).
     lane_ns: f64,
+    /// Contention factors looked up: (scheme, k, relative, factor).
+    factors: Vec<(Scheme, usize, bool, Option<f64>)>,
 }
 
 impl<N: Network + ?Sized> Costs<'_, N> {
+    /// `cost::contention`, looked up once per (scheme, k, relative).
+    fn factor(&mut self, scheme: Scheme, k: usize, relative: bool) -> Option<f64> {
+        let key = (scheme, k, relative);
+        if let Some(f) = self.factors.iter().find(|f| (f.0, f.1, f.2) == key) {
+            return f.3;
+        }
+        let f = contention(self.net, scheme, k, relative);
+        self.factors.push((scheme, k, relative, f));
+        f
+    }
+
     fn get(&mut self, bytes: u64) -> Result<Cost, LookupError> {
         if let Some((_, c)) = self.cache.iter().find(|(b, _)| *b == bytes) {
             return Ok(*c);
@@ -93,9 +126,11 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         );
         let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
         let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;
+        let x = self.net.exchange_ns(self.p, bytes);
         let c = Cost {
             t_ns: m.t_ns,
-            x_ns: self.net.exchange_ns(self.p, bytes).unwrap_or(m.t_ns),
+            x_ns: x.unwrap_or(m.t_ns),
+            x_measured: x.is_some(),
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
             cpu_send_ns: o_s1 + copy,
@@ -120,6 +155,10 @@ struct MsgState {
     /// Its arrival, once computed (a transfer reserves a lane then, so it
     /// is computed once).
     arrived: Option<f64>,
+    /// Distinct peers the sender had sends to in flight with it, and the
+    /// receiver receives from (see [`in_flight_peers`]).
+    k_out: usize,
+    k_in: usize,
 }
 
 /// The node's copy lanes: per lane, the intervals reserved by transfers,
@@ -228,6 +267,7 @@ pub fn run<N: Network + ?Sized>(
         cache: Vec::new(),
         lanes: Lanes::default(),
         lane_ns: 0.0,
+        factors: Vec::new(),
     };
     let pairs = p * p;
     // Messages per directed pair (src * p + dst), in posting order.
@@ -295,6 +335,7 @@ pub fn run<N: Network + ?Sized>(
                             }
                         }
                         if ok {
+                            let k_out = in_flight_peers(st, p, true);
                             let c = costs.get(bytes)?;
                             let st = &mut ranks[r];
                             st.next_send = ready + c.gap_ns;
@@ -305,6 +346,7 @@ pub fn run<N: Network + ?Sized>(
                                 chan[pair].resize(idx + 1, MsgState::default());
                             }
                             chan[pair][idx].sent = Some((ready, bytes, exchange));
+                            chan[pair][idx].k_out = k_out;
                             st.sends.push((pair, idx));
                             st.pc += 1;
                         }
@@ -318,6 +360,7 @@ pub fn run<N: Network + ?Sized>(
                             chan[pair].resize(idx + 1, MsgState::default());
                         }
                         chan[pair][idx].recv_posted = Some(st.t);
+                        chan[pair][idx].k_in = in_flight_peers(st, p, false);
                         let c = costs.get(bytes)?;
                         let st = &mut ranks[r];
                         st.cpu_ns += c.cpu_recv_ns;
@@ -405,7 +448,19 @@ fn arrival<N: Network + ?Sized>(
         return Ok(None);
     };
     let c = costs.get(bytes)?;
-    let t = if exchange { c.x_ns } else { c.t_ns };
+    let t = if exchange {
+        c.x_ns
+            * costs
+                .factor(Scheme::Mixed, m.k_out, c.x_measured)
+                .unwrap_or(1.0)
+    } else if c.lanes.is_none() {
+        let out = costs.factor(Scheme::Outgoing, m.k_out, true);
+        let inc = costs.factor(Scheme::Incoming, m.k_in, true);
+        let f = out.into_iter().chain(inc).fold(1.0, f64::max);
+        c.t_ns + c.bytes_ns * (f - 1.0)
+    } else {
+        c.t_ns
+    };
     // An eager message moves as soon as it is sent, a rendezvous message
     // once both ends have posted; its fixed part (latency, handshake)
     // first, then its bytes once a copy lane is free.
@@ -420,6 +475,27 @@ fn arrival<N: Network + ?Sized>(
     let at = moved.max(posted);
     m.arrived = Some(at);
     Ok(Some(at))
+}
+
+/// The distinct peers a rank has sends (`sends`) or receives in flight to
+/// or from once its current op is posted: those posted and not yet waited
+/// for, and those its ops post before the next wait. Several messages to
+/// one peer (a pipeline's segments) are one flow.
+fn in_flight_peers(st: &Rank, p: usize, sends: bool) -> usize {
+    let mut seen = vec![false; p];
+    let posted = if sends { &st.sends } else { &st.recvs };
+    for &(pair, _) in posted {
+        seen[if sends { pair % p } else { pair / p }] = true;
+    }
+    for op in &st.ops[st.pc..] {
+        match *op {
+            Op::Send { to, .. } if sends => seen[to] = true,
+            Op::Recv { from, .. } if !sends => seen[from] = true,
+            Op::Wait | Op::WaitRecvs => break,
+            _ => {}
+        }
+    }
+    seen.iter().filter(|&&b| b).count().max(1)
 }
 
 /// When the receiver has consumed the message (for the sender's credits).

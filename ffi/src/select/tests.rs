@@ -155,6 +155,7 @@ fn measured_with_4<'a>(pair: &'a [Params], exchange: &'a [Params]) -> Measured<'
         pair,
         exchange,
         exchange_ranks: 4,
+        contention: None,
     }
 }
 
@@ -260,6 +261,7 @@ fn tree_hops_keep_the_pair_model_beside_an_exchange() {
         pair: &pair,
         exchange: &[],
         exchange_ranks: 4,
+        contention: None,
     };
     let opts = SelectOptions {
         gamma_ns_per_byte: 0.0,
@@ -1058,6 +1060,7 @@ fn an_exchange_range_lifted_above_the_ranges_after_it_is_capped_by_them() {
         pair: &pair,
         exchange: &x,
         exchange_ranks: 8,
+        contention: None,
     };
     let top_start = x[3].gap_ns(724);
     assert_eq!(measured.exchange_ns(8, 1), Some(6_159.0));
@@ -1120,4 +1123,216 @@ fn open_mpis_tree_reduce_pays_for_buffers_allocated_per_call() {
         rab.sync_ns > ours.sync_ns + 0.4 * m as f64,
         "{rab:?} vs {ours:?}"
     );
+}
+
+/// A contention record with the given penalties per scheme (k = 1 first),
+/// identified (an empty row: not measured).
+fn record(out: &[f64], inc: &[f64], mixed: &[f64]) -> crate::TransportExt {
+    use crate::ext::{Estimate, Scheme, Status};
+    let mut t = crate::TransportExt::default();
+    for (s, row) in [
+        (Scheme::Outgoing, out),
+        (Scheme::Incoming, inc),
+        (Scheme::Mixed, mixed),
+    ] {
+        let est: Vec<Estimate> = row
+            .iter()
+            .map(|&v| Estimate::new(v, 0.9 * v, 1.1 * v))
+            .collect();
+        let status = if row.is_empty() {
+            Status::NotIdentified(crate::Reason::NotMeasured)
+        } else {
+            Status::Identified
+        };
+        t.set_penalties(s, &est, status).unwrap();
+    }
+    t
+}
+
+fn with_record<'a>(
+    pair: &'a [Params],
+    exchange: &'a [Params],
+    rec: Option<&'a crate::TransportExt>,
+) -> Measured<'a> {
+    Measured {
+        contention: rec,
+        ..measured_with_4(pair, exchange)
+    }
+}
+
+#[test]
+fn mixed_penalties_price_the_linear_alltoalls_concurrent_exchanges() {
+    let (pair, x) = pair_and_exchange();
+    let opts = SelectOptions {
+        gamma_ns_per_byte: 0.0,
+        cores: 0,
+    };
+    let c = 512 * 1024;
+    let xs = x.as_slice().at(c).unwrap().gap_ns(c);
+    let gap = pair[0].gap_ns(c);
+    let price = |rec: Option<&crate::TransportExt>| {
+        let n = with_record(&pair, &x, rec);
+        let cs = candidates(&n, Collective::Alltoall, 4, c, &opts).unwrap();
+        let v: Vec<f64> = cs.as_slice().iter().map(|c| c.predicted_ns).collect();
+        (v[0], v[1], cs.best().algorithm().unwrap())
+    };
+    // Without a record: pairwise 3·X, linear X + 2 gaps: linear wins.
+    let (pw, lin, best) = price(None);
+    assert!((pw - 3.0 * xs).abs() < 1e-6 && (lin - (xs + 2.0 * gap)).abs() < 1e-6);
+    assert_eq!(best, Algorithm::AlltoallLinear);
+    // A record without penalties, or with mixed penalties that are not
+    // identified, changes nothing.
+    let empty = crate::TransportExt::default();
+    assert_eq!(price(Some(&empty)), (pw, lin, best));
+    let mut unstable = record(&[], &[], &[1.0, 2.1, 3.3]);
+    unstable.set_status(
+        crate::TransportField::PenaltyMixed,
+        crate::Status::NotIdentified(crate::Reason::Unstable),
+    );
+    assert_eq!(price(Some(&unstable)), (pw, lin, best));
+    // Three exchanges in flight per rank that each take 3.3× one alone:
+    // linear is 3.3·X (relative to pen(1), which X already holds), slower
+    // than pairwise's three steps one after the other.
+    let rec = record(&[], &[], &[1.0, 2.1, 3.3]);
+    let (pw2, lin2, best2) = price(Some(&rec));
+    assert_eq!(pw2, pw, "one exchange per rank: X holds it");
+    assert!((lin2 - 3.3 * xs).abs() < 1e-6, "{lin2} vs 3.3·{xs}");
+    assert_eq!(best2, Algorithm::AlltoallPairwise);
+    // Penalties measured for k ≤ 2 only: k = 3 is extrapolated by fair
+    // sharing, pen(2)·3/2.
+    let short = record(&[], &[], &[1.0, 2.2]);
+    let (_, lin3, _) = price(Some(&short));
+    assert!((lin3 - 3.3 * xs).abs() < 1e-6, "{lin3}");
+    // A fair share of the node (pen(k) = k) prices linear like pairwise's
+    // steps: the tie goes to pairwise (the first candidate).
+    let fair = record(&[], &[], &[1.0, 2.0, 3.0]);
+    assert_eq!(price(Some(&fair)).2, Algorithm::AlltoallPairwise);
+}
+
+#[test]
+fn without_a_measured_exchange_the_mixed_penalty_prices_every_exchange_step() {
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let m = 1u64 << 20;
+    let opts = |cores| SelectOptions {
+        gamma_ns_per_byte: 0.0,
+        cores,
+    };
+    let rec = record(&[], &[], &[1.5]);
+    let bare = with_record(&pair, &[], None);
+    let pen = with_record(&pair, &[], Some(&rec));
+    for coll in [Collective::Allreduce, Collective::Allgather] {
+        let a = candidates(&bare, coll, 4, m, &opts(0)).unwrap();
+        let b = candidates(&pen, coll, 4, m, &opts(0)).unwrap();
+        for (x, y) in a.as_slice().iter().zip(b.as_slice()) {
+            let r = y.predicted_ns / x.predicted_ns;
+            assert!((r - 1.5).abs() < 1e-9, "{coll:?} {:?}: {r}", x.algorithm());
+        }
+        // Two cores for four ranks stretch the steps by 2 already: the
+        // larger of the two governs, they are not multiplied.
+        let a = candidates(&bare, coll, 4, m, &opts(2)).unwrap();
+        let b = candidates(&pen, coll, 4, m, &opts(2)).unwrap();
+        assert_eq!(a.as_slice(), b.as_slice());
+    }
+    // With the exchange measured, pen(1) is in X already.
+    let (pair, x) = pair_and_exchange();
+    let a = candidates(
+        &with_record(&pair, &x, None),
+        Collective::Allreduce,
+        4,
+        m,
+        &opts(0),
+    );
+    let b = candidates(
+        &with_record(&pair, &x, Some(&rec)),
+        Collective::Allreduce,
+        4,
+        m,
+        &opts(0),
+    );
+    assert_eq!(a.unwrap().as_slice(), b.unwrap().as_slice());
+}
+
+#[test]
+fn the_simulation_prices_concurrent_transfers_by_the_penalties() {
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let finish = |net: &dyn Network, s: Schedule, m: u64| {
+        let r = sim::run(net, s, 4, m, sim::Work::default(), one_call).unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    // Linear alltoall: three exchanges in flight per rank, the last posted
+    // two gaps after the first, each taking X·pen(3)/pen(1).
+    let (pair, x) = pair_and_exchange();
+    let c = 512 * 1024;
+    let xs = x.as_slice().at(c).unwrap().gap_ns(c);
+    let gap = pair[0].gap_ns(c);
+    let copy = c as f64 * pair[0].G_ns_per_byte;
+    let rec = record(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], &[1.0, 2.1, 3.3]);
+    let bare = with_record(&pair, &x, None);
+    let pen = with_record(&pair, &x, Some(&rec));
+    let lin = finish(&bare, Schedule::AlltoallLinear, c);
+    assert!((lin - (copy + 2.0 * gap + xs)).abs() < 1e-6, "{lin}");
+    let lin_pen = finish(&pen, Schedule::AlltoallLinear, c);
+    assert!(
+        (lin_pen - (copy + 2.0 * gap + 3.3 * xs)).abs() < 1e-6,
+        "{lin_pen}"
+    );
+    // Pairwise: one exchange in flight per rank, unchanged.
+    assert_eq!(
+        finish(&pen, Schedule::AlltoallPairwise, c),
+        finish(&bare, Schedule::AlltoallPairwise, c)
+    );
+    // Where the exchange was measured the copy lanes govern the other
+    // messages: the outgoing penalty leaves the linear broadcast alone.
+    assert_eq!(
+        finish(&pen, Schedule::BcastLinear, c),
+        finish(&bare, Schedule::BcastLinear, c)
+    );
+    // Without it (no lanes), the root's three sends in flight to distinct
+    // peers take pen_out(3) = 3 times their bytes' time each.
+    let pair_only = with_record(&pair, &[], None);
+    let pair_pen = with_record(&pair, &[], Some(&rec));
+    let t = one_message_on(&pair[..], c).unwrap();
+    let bytes = super::cost::bytes_part_ns(&pair[..], c).unwrap();
+    let root = finish(&pair_only, Schedule::BcastLinear, c);
+    assert!((root - (2.0 * gap + t)).abs() < 1e-6, "{root}");
+    let root_pen = finish(&pair_pen, Schedule::BcastLinear, c);
+    assert!(
+        (root_pen - (2.0 * gap + t + 2.0 * bytes)).abs() < 1e-6,
+        "{root_pen}"
+    );
+    // A chain's segments go to one peer: one flow, no penalty.
+    assert_eq!(
+        finish(&pair_pen, Schedule::BcastChain { seg: 64 * 1024 }, c),
+        finish(&pair_only, Schedule::BcastChain { seg: 64 * 1024 }, c)
+    );
+}
+
+#[test]
+fn a_readers_network_finds_the_penalties_only_where_the_record_is() {
+    use crate::ext::Scheme;
+    let path = std::env::temp_dir().join(format!("ng-select-pen-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut w = crate::SegmentWriter::create_or_open(&path, 4, "node", "test").unwrap();
+    let reader = crate::Reader::open(&path).unwrap();
+    let net = ReaderNetwork {
+        reader: &reader,
+        peer: "peer",
+        transport: "mpi",
+    };
+    // A segment without a record (as every segment before ABI 1.1).
+    assert_eq!(net.penalty(Scheme::Mixed, 1), None);
+    w.set_transport_ext("udp", &record(&[1.0, 2.0], &[], &[1.0, 2.1, 3.3]))
+        .unwrap();
+    assert_eq!(net.penalty(Scheme::Mixed, 3), None, "another transport's");
+    w.set_transport_ext("mpi", &record(&[1.0, 2.0], &[], &[1.0, 2.1, 3.3]))
+        .unwrap();
+    assert_eq!(net.penalty(Scheme::Mixed, 3), Some(3.3));
+    assert_eq!(net.penalty(Scheme::Outgoing, 4), Some(4.0), "pen(2)·4/2");
+    assert_eq!(net.penalty(Scheme::Incoming, 1), None, "not measured");
+    assert_eq!(net.penalty(Scheme::Mixed, 0), None);
+    drop(w);
+    let _ = std::fs::remove_file(&path);
 }
