@@ -262,6 +262,7 @@ pub fn probe(
         peer,
         clock_desc,
         exchange_raw,
+        contention,
     } = measured;
     result.transport = Some(a.kind.name().to_string());
     let exchange = exchange_raw
@@ -278,6 +279,11 @@ pub fn probe(
             exchange.as_ref(),
         )?
         .into_iter()
+        .chain(
+            contention
+                .map(|rec| super::segment::publish_record(path, transport, &clock_desc, &rec))
+                .transpose()?,
+        )
         .for_each(|(peer, transport)| {
             note(Note::Published {
                 peer,
@@ -306,6 +312,8 @@ struct Measured {
     peer: String,
     clock_desc: String,
     exchange_raw: Option<ExchangeRaw>,
+    /// The transport's contention record measured with it (MPI).
+    contention: Option<netgauge::TransportExt>,
 }
 
 /// A link in process (sim): the model is the peer, the clock virtual.
@@ -338,6 +346,7 @@ fn in_process(
         peer: a.kind.name().into(),
         clock_desc: "virtual (sim)".into(),
         exchange_raw: None,
+        contention: None,
     })
 }
 
@@ -430,6 +439,7 @@ fn over_network(
         peer: a.peer.clone().or(a.peer_mac.clone()).unwrap_or_default(),
         clock_desc,
         exchange_raw: None,
+        contention: None,
     })
 }
 
@@ -556,6 +566,7 @@ fn ranks(
                 peer: p.peer_name,
                 clock_desc,
                 exchange_raw,
+                contention: p.contention,
             }))
         }
     }

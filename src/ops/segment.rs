@@ -51,6 +51,24 @@ pub fn publish_result(
     Ok(done)
 }
 
+/// Write a transport's contention record measured beside a probe (the MPI
+/// probe's conflict sweep) into the segment at `path`; (node, transport)
+/// for the note.
+pub fn publish_record(
+    path: &str,
+    transport: &str,
+    clock_desc: &str,
+    rec: &netgauge::TransportExt,
+) -> Result<(String, String), OpsError> {
+    let mut w = writer(path, clock_desc)?;
+    w.set_transport_ext(transport, rec)
+        .map_err(|source| OpsError::Publish {
+            path: path.into(),
+            source,
+        })?;
+    Ok((node_name(), format!("{transport} (contention record)")))
+}
+
 /// The segment at `path` for `ngctl`'s own results (created if missing).
 pub(super) fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
     netgauge::SegmentWriter::create_or_open(path, PROBE_SEGMENT_ENTRIES, &node_name(), clock_desc)

@@ -2,7 +2,10 @@
 //! --transport mpi` runs: rank 0 probes rank 1 (and runs the 1:P−P:1
 //! fan-out over all other ranks when asked), then tells every other rank
 //! to stop; the others answer it with the link layer's responder. Then
-//! every rank runs the all-ranks exchange sweep (`pattern::exchange`).
+//! every rank runs the all-ranks exchange sweep and the conflict sweep
+//! (`pattern::exchange`): rank 0 sending to, receiving from, or both, k
+//! other ranks at once, whose penalties become the transport's contention
+//! record.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +13,7 @@ use super::{ProbeOptions, ProbeResult};
 use crate::clock::HostClock;
 use crate::link::{self, Kind, LinkSpec, NoRendezvous, Open, OpenError, ServePolicy};
 use crate::model::exchange::ExchangeSamples;
-use crate::pattern::exchange::{exchange_sizes, exchange_sweep};
+use crate::pattern::exchange::{conflict_record, conflict_sweep, exchange_sizes, exchange_sweep};
 use crate::sweep::{Progress, SweepError};
 use crate::transport::mpi::MpiTransport;
 use crate::transport::{AllRanks, TransportError};
@@ -20,6 +23,14 @@ const EXCHANGE_ROUNDS: usize = 21;
 /// The whole exchange sweep must end within this (about 0.5 s on 4 ranks
 /// sharing 2 cores up to 4 MiB).
 const EXCHANGE_BUDGET: Duration = Duration::from_secs(60);
+/// Rounds per (scheme, k) of the conflict sweep.
+const CONFLICT_ROUNDS: usize = 21;
+/// Message size of the conflict sweep's flows (at most the largest
+/// message over the peers): a large message whose copy the concurrent
+/// flows share, as in a linear alltoall of large blocks.
+const CONFLICT_BYTES: u64 = 512 * 1024;
+/// The whole conflict sweep must end within this.
+const CONFLICT_BUDGET: Duration = Duration::from_secs(30);
 /// How long rank 0 waits for each other rank's processor name.
 const NAMES_WAIT: Duration = Duration::from_secs(10);
 /// A serving rank gives up after this long without a message.
@@ -39,6 +50,9 @@ pub struct MpiProbe {
     pub exchange: Vec<ExchangeSamples>,
     /// Why the exchange sweep failed, if it did.
     pub exchange_error: Option<String>,
+    /// The conflict sweep's penalties as the transport's contention
+    /// record; None if it failed (the error is in `exchange_error`).
+    pub contention: Option<netgauge::TransportExt>,
 }
 
 /// What one rank did.
@@ -106,14 +120,22 @@ pub fn run(
         let deadline = Instant::now() + EXCHANGE_BUDGET;
         exchange_sweep(t, &clock, &sizes, max_msg, EXCHANGE_ROUNDS, deadline)
     };
+    let k_max = (t.size() - 1).clamp(1, netgauge::layout::MAX_K) as u64;
+    let conflict_bytes = CONFLICT_BYTES.min(max_msg / k_max).max(1);
+    let conflicts = |t: &mut MpiTransport| {
+        let deadline = Instant::now() + CONFLICT_BUDGET;
+        conflict_sweep(t, &clock, conflict_bytes, CONFLICT_ROUNDS, deadline)
+    };
     if t.rank() != 0 {
         let mut policy = ServePolicy::new(SERVE_POLL);
         policy.until_session_end = true;
         policy.idle_exit = Some(SERVE_IDLE);
         link::serve(&mut t, policy)?;
+        let exchange_error = sweep_all(&mut t).err().map(|e| e.to_string());
+        let conflict_error = conflicts(&mut t).err().map(|e| e.to_string());
         return Ok(RankOutcome::Served {
             rank: t.rank(),
-            exchange_error: sweep_all(&mut t).err().map(|e| e.to_string()),
+            exchange_error: exchange_error.or(conflict_error),
         });
     }
     let result = super::run(&mut t, &clock, 0, opts, progress);
@@ -124,6 +146,13 @@ pub fn run(
     let (exchange, exchange_error) = match sweep_all(&mut t) {
         Ok(x) => (x, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let (contention, exchange_error) = match conflicts(&mut t) {
+        Ok(c) => (
+            Some(conflict_record(&c, crate::publish::unix_now_ns())),
+            exchange_error,
+        ),
+        Err(e) => (None, exchange_error.or(Some(e.to_string()))),
     };
     let result = result?;
     let peer_name = names
@@ -137,5 +166,6 @@ pub fn run(
         ranks: t.ranks(),
         exchange,
         exchange_error,
+        contention,
     })))
 }

@@ -216,6 +216,21 @@ pub trait AllRanks {
         bytes: usize,
         deadline: Instant,
     ) -> Result<(), TransportError>;
+    /// Receive `bytes` from each rank of `from` and send `bytes` to each
+    /// of `to`, all posted at once, then wait for all: one step of a
+    /// conflict probe. Transports without it: a protocol error.
+    fn concurrent(
+        &mut self,
+        to: &[usize],
+        from: &[usize],
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let _ = (to, from, bytes, deadline);
+        Err(TransportError::Protocol(
+            "concurrent transfers are not supported".into(),
+        ))
+    }
     /// The element-wise maximum of `vals` over all ranks, on every rank.
     fn max_over_ranks(
         &mut self,

@@ -39,6 +39,8 @@ const TAG_REPORT_SHIFT: u32 = 2;
 const TAG_NAME: c_int = TAG_ANSWER | TAG_STOP;
 /// The exchange steps' messages (answer and stop with a report of 1).
 const TAG_EXCHANGE: c_int = TAG_NAME | (1 << TAG_REPORT_SHIFT);
+/// Transfers each way one conflict step posts at most.
+pub const MAX_CONCURRENT: usize = 8;
 const MAX_NAME_BYTES: usize = 255;
 
 /// Settings of an [`MpiTransport`].
@@ -430,6 +432,90 @@ impl MpiTransport {
         self.wait_all(&mut reqs, deadline)
     }
 
+    /// Receives of `bytes` from every rank of `from` (each into its own
+    /// part of the receive buffer) and sends of `bytes` to every rank of
+    /// `to` (all from the send buffer), posted at once, then waited for.
+    /// At most [`MAX_CONCURRENT`] each way; the receive buffer must hold
+    /// `from.len()` messages.
+    fn concurrent_step(
+        &mut self,
+        to: &[usize],
+        from: &[usize],
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        if to.len() > MAX_CONCURRENT || from.len() > MAX_CONCURRENT {
+            return Err(TransportError::Protocol(format!(
+                "at most {MAX_CONCURRENT} concurrent transfers each way"
+            )));
+        }
+        let n = bytes.min(self.tx.len());
+        if n * from.len() > self.rx.len() {
+            return Err(TransportError::TooLarge {
+                bytes: n * from.len(),
+                max: self.rx.len(),
+            });
+        }
+        // SAFETY: plain handle values.
+        let mut reqs = unsafe { [ffi::RSMPI_REQUEST_NULL; 2 * MAX_CONCURRENT] };
+        let mut posted = 0;
+        for (i, &f) in from.iter().enumerate() {
+            // SAFETY: `rx[i·n..(i+1)·n]` is within the buffer (checked
+            // above), outlives the request (or is leaked if it is
+            // abandoned); our communicator.
+            let rc = unsafe {
+                ffi::MPI_Irecv(
+                    self.rx.as_mut_ptr().add(i * n) as *mut c_void,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    f as c_int,
+                    TAG_EXCHANGE,
+                    self.comm,
+                    &mut reqs[posted],
+                )
+            };
+            if let Err(e) = check(rc, "MPI_Irecv") {
+                return self.abandon(&mut reqs[..posted], e);
+            }
+            posted += 1;
+        }
+        for &t in to {
+            // SAFETY: `tx` holds at least `n` bytes and outlives the
+            // request; our communicator.
+            let rc = unsafe {
+                ffi::MPI_Isend(
+                    self.tx.as_ptr() as *const c_void,
+                    n as c_int,
+                    ffi::RSMPI_UINT8_T,
+                    t as c_int,
+                    TAG_EXCHANGE,
+                    self.comm,
+                    &mut reqs[posted],
+                )
+            };
+            if let Err(e) = check(rc, "MPI_Isend") {
+                return self.abandon(&mut reqs[..posted], e);
+            }
+            posted += 1;
+        }
+        self.wait_all(&mut reqs[..posted], deadline)
+    }
+
+    /// Lets posted requests complete in the background (their buffers are
+    /// never freed) and returns `e`.
+    fn abandon(
+        &mut self,
+        reqs: &mut [ffi::MPI_Request],
+        e: TransportError,
+    ) -> Result<(), TransportError> {
+        for r in reqs.iter_mut() {
+            // SAFETY: requests of ours, active.
+            unsafe { ffi::MPI_Request_free(r) };
+        }
+        self.abandoned = true;
+        Err(e)
+    }
+
     /// Poll requests with MPI_Testall until all complete or `deadline`
     /// passes (then they are freed and the buffers abandoned).
     fn wait_all(
@@ -644,6 +730,15 @@ impl AllRanks for MpiTransport {
         deadline: Instant,
     ) -> Result<(), TransportError> {
         self.exchange_step(partner, bytes, deadline)
+    }
+    fn concurrent(
+        &mut self,
+        to: &[usize],
+        from: &[usize],
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        self.concurrent_step(to, from, bytes, deadline)
     }
     fn max_over_ranks(
         &mut self,
