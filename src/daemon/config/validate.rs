@@ -9,32 +9,26 @@ use crate::transport::Kind;
 impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if self.budget_bytes_per_s == 0 || self.budget_bytes_per_s > MAX_BUDGET_BYTES_PER_S {
-            return bad(format!(
-                "budget_bytes_per_s must be 1 to {MAX_BUDGET_BYTES_PER_S}"
-            ));
-        }
-        if !(self.recheck_interval_s.is_finite()
-            && self.recheck_interval_s > 0.0
-            && self.recheck_interval_s <= MAX_RECHECK_INTERVAL_S)
-        {
-            return bad(format!(
-                "recheck_interval_s must be positive and at most {MAX_RECHECK_INTERVAL_S}"
-            ));
-        }
-        if self.history_max_records == 0 || self.history_max_records > MAX_HISTORY_RECORDS {
-            return bad(format!(
-                "history_max_records must be 1 to {MAX_HISTORY_RECORDS}"
-            ));
-        }
-        if !(self.history_max_age_s.is_finite()
-            && self.history_max_age_s > 0.0
-            && self.history_max_age_s <= MAX_HISTORY_AGE_S)
-        {
-            return bad(format!(
-                "history_max_age_s must be positive and at most {MAX_HISTORY_AGE_S}"
-            ));
-        }
+        one_to(
+            "budget_bytes_per_s",
+            self.budget_bytes_per_s,
+            MAX_BUDGET_BYTES_PER_S,
+        )?;
+        positive_at_most(
+            "recheck_interval_s",
+            self.recheck_interval_s,
+            MAX_RECHECK_INTERVAL_S,
+        )?;
+        one_to(
+            "history_max_records",
+            self.history_max_records as u64,
+            MAX_HISTORY_RECORDS as u64,
+        )?;
+        positive_at_most(
+            "history_max_age_s",
+            self.history_max_age_s,
+            MAX_HISTORY_AGE_S,
+        )?;
         if !(MIN_HISTORY_BYTES..=MAX_HISTORY_BYTES).contains(&self.history_max_bytes) {
             return bad(format!(
                 "history_max_bytes must be {MIN_HISTORY_BYTES} to {MAX_HISTORY_BYTES}"
@@ -71,11 +65,9 @@ impl Config {
                 "fanout_interval_s must be 0 (never) to {MAX_FANOUT_INTERVAL_S}"
             ));
         }
-        if self.max_size_bytes == 0 || self.max_size_bytes > MAX_SIZE_BYTES {
-            return bad(format!("max_size_bytes must be 1 to {MAX_SIZE_BYTES}"));
-        }
-        if self.max_reps.is_some_and(|r| r == 0 || r > MAX_REPS) {
-            return bad(format!("max_reps must be 1 to {MAX_REPS}"));
+        one_to("max_size_bytes", self.max_size_bytes, MAX_SIZE_BYTES)?;
+        if let Some(r) = self.max_reps {
+            one_to("max_reps", r.into(), MAX_REPS.into())?;
         }
         if self.latency_samples > MAX_LATENCY_SAMPLES {
             return bad(format!(
@@ -140,11 +132,11 @@ impl Config {
                     "[verbs]: device must be named (≤ 64 bytes) and port is 1-based".into(),
                 );
             }
-            if v.eager_max_bytes == 0 || v.eager_max_bytes > MAX_EAGER_BYTES {
-                return bad(format!(
-                    "[verbs]: eager_max_bytes must be 1 to {MAX_EAGER_BYTES}"
-                ));
-            }
+            one_to(
+                "[verbs]: eager_max_bytes",
+                v.eager_max_bytes,
+                MAX_EAGER_BYTES,
+            )?;
             if v.inline_max_bytes.is_some_and(|b| b > MAX_INLINE_BYTES) {
                 return bad(format!(
                     "[verbs]: inline_max_bytes must be at most {MAX_INLINE_BYTES}"
@@ -214,6 +206,24 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Setting `name` = `v` is 1 to `max`.
+fn one_to(name: &str, v: u64, max: u64) -> Result<(), ConfigError> {
+    if v == 0 || v > max {
+        return Err(ConfigError::Invalid(format!("{name} must be 1 to {max}")));
+    }
+    Ok(())
+}
+
+/// Setting `name` = `v` is finite, positive and at most `max`.
+fn positive_at_most(name: &str, v: f64, max: f64) -> Result<(), ConfigError> {
+    if !(v.is_finite() && v > 0.0 && v <= max) {
+        return Err(ConfigError::Invalid(format!(
+            "{name} must be positive and at most {max}"
+        )));
+    }
+    Ok(())
 }
 
 fn name_ok(n: &str) -> bool {
