@@ -1,5 +1,8 @@
 //! Test fixtures shared by the daemon's modules.
 
+use std::path::PathBuf;
+
+use netgauge::files::{Dir, DirPolicy};
 use netgauge::{EntryData, RangeData};
 
 /// A published UDP entry toward node02, as a sweep leaves it.
@@ -32,4 +35,13 @@ pub(crate) fn entry() -> EntryData {
         flags: netgauge::flags::VALID,
         ext: Default::default(),
     }
+}
+
+/// A fresh private directory `<prefix>-<tag>-<pid>` under the temporary
+/// directory, and its path.
+pub(crate) fn scratch(prefix: &str, tag: &str) -> (PathBuf, Dir) {
+    let p = std::env::temp_dir().join(format!("{prefix}-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    let d = Dir::open(&p, DirPolicy::Private, true).unwrap();
+    (p, d)
 }

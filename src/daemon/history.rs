@@ -372,7 +372,6 @@ pub fn read_bytes(text: &[u8]) -> Result<HistoryData, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netgauge::files::DirPolicy;
 
     const T0: u64 = 1_800_000_000_000_000_000;
     const S: u64 = 1_000_000_000;
@@ -405,10 +404,7 @@ mod tests {
     }
 
     fn scratch(tag: &str) -> (std::path::PathBuf, Dir) {
-        let p = std::env::temp_dir().join(format!("nghist-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        let d = Dir::open(&p, DirPolicy::Private, true).unwrap();
-        (p, d)
+        crate::daemon::fixtures::scratch("nghist", tag)
     }
 
     #[test]

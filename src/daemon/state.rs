@@ -176,7 +176,6 @@ mod tests {
             })
     }
     use crate::daemon::fixtures::entry;
-    use netgauge::files::DirPolicy;
 
     fn stored() -> Stored {
         Stored {
@@ -191,10 +190,7 @@ mod tests {
     }
 
     fn scratch(tag: &str) -> (std::path::PathBuf, Dir) {
-        let p = std::env::temp_dir().join(format!("ngstate-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        let d = Dir::open(&p, DirPolicy::Private, true).unwrap();
-        (p, d)
+        crate::daemon::fixtures::scratch("ngstate", tag)
     }
 
     #[test]
