@@ -208,11 +208,7 @@ pub struct HistoryData {
 pub type HistoryError = super::json_file::FileError;
 
 fn history_file<'a>(dir: &'a Dir, name: &'a OsStr) -> JsonFile<'a> {
-    JsonFile {
-        what: "history file",
-        dir,
-        name,
-    }
+    JsonFile::new("history file", dir, name)
 }
 
 /// The history the publisher keeps: per (peer, transport) its records,

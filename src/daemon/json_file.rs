@@ -28,12 +28,17 @@ pub enum FileError {
 
 /// One of the daemon's JSON files: file `name` of `dir`.
 pub(super) struct JsonFile<'a> {
-    pub what: &'static str,
-    pub dir: &'a Dir,
-    pub name: &'a OsStr,
+    what: &'static str,
+    dir: &'a Dir,
+    name: &'a OsStr,
 }
 
-impl JsonFile<'_> {
+impl<'a> JsonFile<'a> {
+    /// File `name` of `dir`, called `what` in errors.
+    pub fn new(what: &'static str, dir: &'a Dir, name: &'a OsStr) -> JsonFile<'a> {
+        JsonFile { what, dir, name }
+    }
+
     fn path(&self) -> String {
         self.dir.path().join(self.name).display().to_string()
     }

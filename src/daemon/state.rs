@@ -58,11 +58,7 @@ struct StateFile {
 pub type StateError = super::json_file::FileError;
 
 fn state_file<'a>(dir: &'a Dir, name: &'a OsStr) -> JsonFile<'a> {
-    JsonFile {
-        what: "state file",
-        dir,
-        name,
-    }
+    JsonFile::new("state file", dir, name)
 }
 
 /// Write every entry, atomically, as file `name` of `dir`.
