@@ -5,7 +5,11 @@
 //! ```text
 //! cargo run --release -p ngcoll --example plan -- --shm SEG [--peer HOST] [--transport mpi]
 //!     [--ranks 4] [--cores 2] [--lib openmpi|mpich] [--margin 0.1] [--gamma 0.1] [--max 4194304]
+//!     [--no-contention]
 //! ```
+//!
+//! `--no-contention`: plan as if the segment had no contention record
+//! for the transport (the penalties left out).
 
 use std::time::Instant;
 
@@ -23,7 +27,7 @@ fn arg(args: &[String], k: &str) -> Option<String> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(shm) = arg(&args, "--shm") else {
-        eprintln!("usage: plan --shm SEGMENT [--peer HOST] [--transport T] [--ranks P] [--cores C] [--lib openmpi|mpich] [--margin M] [--gamma G] [--max BYTES]");
+        eprintln!("usage: plan --shm SEGMENT [--peer HOST] [--transport T] [--ranks P] [--cores C] [--lib openmpi|mpich] [--margin M] [--gamma G] [--max BYTES] [--no-contention]");
         std::process::exit(2);
     };
     let num = |k: &str, d: f64| arg(&args, k).and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -53,7 +57,10 @@ fn main() {
     };
     let pair = entry.params();
     let exchange = plan::exchange_ranges(&entries, entry, ranks);
-    let record = reader.transport_ext(&entry.transport).ok();
+    let record = reader
+        .transport_ext(&entry.transport)
+        .ok()
+        .filter(|_| !args.iter().any(|a| a == "--no-contention"));
     let net = Measured {
         pair: &pair,
         exchange: &exchange,
