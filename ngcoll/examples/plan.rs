@@ -39,13 +39,16 @@ fn main() {
         Some("mpich") => Library::Mpich40,
         _ => Library::OpenMpi41,
     };
-    let reader = match Reader::open(&shm) {
+    let mut reader = match Reader::open(&shm) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("plan: {e}");
             std::process::exit(1);
         }
     };
+    // Offline use, as `ngctl predict`: a probe's segment has no daemon
+    // keeping its heartbeat.
+    reader.set_stale_after_ns(0);
     let entries = reader.snapshot().unwrap_or_default();
     let peer = arg(&args, "--peer");
     let Some(entry) = entries

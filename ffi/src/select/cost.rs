@@ -205,13 +205,19 @@ pub(super) fn exchange_step<N: Network + ?Sized>(
 /// k > 1 without a contention record (the caller keeps its own pricing);
 /// k = 1 always has a price:
 ///
-/// - the measured all-ranks step X(s) ([`Network::exchange_ns`]) times
-///   pen_mixed(k)/pen_mixed(1) with a record, X(s) without (X holds one
-///   exchange per rank with its contention already);
-/// - else the pair's T(s) times the larger of pen_mixed(k) and the sharing
-///   of P busy ranks with a record (the probe's conflict and processor
-///   sharing bound the same step: the larger governs, they are not
-///   multiplied), T(s) stretched by the sharing without.
+/// - the measured all-ranks step X(s) ([`Network::exchange_ns`]) with its
+///   bytes' part X(s) − X(1) stretched by pen_mixed(k)/pen_mixed(1) with a
+///   record, X(s) without (X holds one exchange per rank with its
+///   contention already);
+/// - else the pair's T(s) with its bytes' part T(s) − T(1) stretched by
+///   pen_mixed(k) with a record, at least T(s) stretched by the sharing of
+///   P busy ranks (the probe's conflict and processor sharing bound the
+///   same step: the larger governs, they are not multiplied); T(s)
+///   stretched by the sharing without.
+///
+/// The penalties are bandwidth sharing: they stretch the time the bytes
+/// take, not a message's fixed latency (a record measured with large flows
+/// says nothing of what a few bytes' messages cost at once).
 pub(super) fn exchange_step_k<N: Network + ?Sized>(
     net: &N,
     p: usize,
@@ -224,9 +230,17 @@ pub(super) fn exchange_step_k<N: Network + ?Sized>(
     if f.is_none() && k > 1 {
         return Ok(None);
     }
+    let f = f.unwrap_or(1.0);
     Ok(Some(match measured {
-        Some(x) => x * f.unwrap_or(1.0),
-        None => msg(net, bytes)?.t_ns * f.unwrap_or(1.0).max(sh.factor(p)),
+        Some(x) => {
+            let x1 = net.exchange_ns(p, 1).unwrap_or(x).min(x);
+            x1 + (x - x1) * f
+        }
+        None => {
+            let t = msg(net, bytes)?.t_ns;
+            let pen = t + bytes_part_ns(net, bytes)? * (f - 1.0);
+            pen.max(t * sh.factor(p))
+        }
     }))
 }
 

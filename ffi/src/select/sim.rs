@@ -38,9 +38,10 @@
 //! governs each message, never both:
 //!
 //! - a send of an all-ranks step whose rank has k exchanges in flight to
-//!   distinct peers (linear alltoall: P − 1) takes X(s)·pen_mixed(k) /
-//!   pen_mixed(1), or T(s)·pen_mixed(k) where X was not measured; the
-//!   lanes do not apply to it (as without a record);
+//!   distinct peers (linear alltoall: P − 1) takes X(s) with its bytes'
+//!   part X(s) − X(1) stretched by pen_mixed(k) / pen_mixed(1), or T(s)
+//!   with T(s) − T(1) stretched by pen_mixed(k) where X was not measured;
+//!   the lanes do not apply to it (as without a record);
 //! - any other message: the copy lanes govern where the node's exchange
 //!   was measured (they are node-wide: they hold every rank's transfers);
 //!   where it was not, its bytes are stretched by the larger of
@@ -66,6 +67,9 @@ struct Cost {
     x_ns: f64,
     /// Whether `x_ns` is the measured all-ranks step (else T(s)).
     x_measured: bool,
+    /// The part of `x_ns` that moves the bytes (X(s) − X(1), or T(s) −
+    /// T(1)): what the penalties stretch.
+    x_bytes_ns: f64,
     gap_ns: f64,
     o_s_ns: f64,
     /// Busy CPU of the two ends: the smallest message's send and receive
@@ -131,6 +135,11 @@ impl<N: Network + ?Sized> Costs<'_, N> {
             t_ns: m.t_ns,
             x_ns: x.unwrap_or(m.t_ns),
             x_measured: x.is_some(),
+            x_bytes_ns: match (x, self.net.exchange_ns(self.p, 1)) {
+                (Some(x), Some(x1)) => (x - x1).max(0.0),
+                (Some(_), None) => 0.0,
+                (None, _) => bytes_part_ns(self.net, bytes)?,
+            },
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
             cpu_send_ns: o_s1 + copy,
@@ -449,10 +458,8 @@ fn arrival<N: Network + ?Sized>(
     };
     let c = costs.get(bytes)?;
     let t = if exchange {
-        c.x_ns
-            * costs
-                .factor(Scheme::Mixed, m.k_out, c.x_measured)
-                .unwrap_or(1.0)
+        let f = costs.factor(Scheme::Mixed, m.k_out, c.x_measured);
+        c.x_ns + c.x_bytes_ns * (f.unwrap_or(1.0) - 1.0)
     } else if c.lanes.is_none() {
         let out = costs.factor(Scheme::Outgoing, m.k_out, true);
         let inc = costs.factor(Scheme::Incoming, m.k_in, true);
