@@ -66,7 +66,6 @@ impl SizeRun {
                 prttd_ns: Vec::with_capacity(cap),
                 o_r_ns: Vec::with_capacity(2 * cap),
                 d_ns: f64::NAN,
-                ..SizeSamples::default()
             },
             warmup,
             warmed: 0,
