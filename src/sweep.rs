@@ -7,11 +7,14 @@
 //!   model needs (the gap and the overhead) are narrower than `rel_tol`, at
 //!   least `min_reps`, at most `max_reps`;
 //! - around every suspected protocol change, sizes are bisected down to two
-//!   adjacent byte counts, so a rendezvous threshold is found exactly.
-//!
-//! - after the sizes, the smallest size is measured once more and the
-//!   measurement with the lower median round trip kept (EEL free of the
-//!   fresh path's first milliseconds), a ping-pong of many round trips at
+//!   adjacent byte counts, so a rendezvous threshold is found exactly;
+//! - the smallest sizes (the EEL point and the latency-bound sizes up to
+//!   `interleave_max_bytes`) are measured first and together, a repetition
+//!   of each in turn (`measure`), so EEL and their half round trips share
+//!   one stretch of time; the others follow in [`measurement_order`];
+//! - after the sizes, the smallest sizes are measured once more, together,
+//!   and the measurement with the lower median round trip at the smallest
+//!   kept (EEL free of the fresh path's first milliseconds), a ping-pong of many round trips at
 //!   a few small sizes gives the half round trip's distribution
 //!   (`latency`), and long bursts at the largest size show the sustained
 //!   rate (`burst`).
@@ -24,10 +27,12 @@ mod burst;
 pub mod cost;
 mod latency;
 mod loss;
+mod measure;
 mod reps;
 
 pub use burst::{burst_size, MAX_BURST_BYTES};
 pub use latency::{latency_sizes, LATENCY_WARMUP_ROUNDS, MAX_LATENCY_SAMPLES};
+pub use measure::interleaved_len;
 pub(crate) use reps::{burst_cap, rep_limits, settle_for, warmup_for};
 pub use reps::{BURST_CAP_BYTES, SIZE_PAYLOAD_BYTES, SMALL_PAYLOAD_BYTES};
 
@@ -42,6 +47,7 @@ use crate::pattern::fanout::fanout;
 use crate::pattern::prtt::prtt;
 use crate::transport::{PeerId, Transport, TransportError};
 use loss::{round, LossGuard, PACE_MIN_BYTES};
+use measure::{measure_group, measure_size};
 
 /// How sizes and repetitions are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,8 +110,15 @@ pub struct SweepConfig {
     pub traits: LinkTraits,
     /// Measure the sustained rate with long bursts after the sizes.
     pub long_bursts: bool,
-    /// Measure the smallest size again after the others and keep the
-    /// measurement with the lower median round trip.
+    /// The smallest size and the grid's sizes up to this bound are measured
+    /// together, their repetitions in turn ([`interleaved_len`]), so EEL
+    /// and the half round trips next to it come from one stretch of time:
+    /// the sizes whose time is the latency alone, among them the 2 and 8 B
+    /// that perftest's latency tools compare (0: the smallest size alone).
+    pub interleave_max_bytes: u64,
+    /// Measure the smallest sizes (those measured together) again after
+    /// the others and keep the measurement whose smallest size has the
+    /// lower median round trip.
     pub repeat_smallest: bool,
     /// Reads the calling thread's context switches so far; the sweep reads
     /// it around the repeated smallest size, so a driver that loses its CPU
@@ -122,6 +135,11 @@ pub struct SweepConfig {
     pub latency_sizes: usize,
     pub latency_max_bytes: u64,
 }
+
+/// The smallest sizes up to this many bytes are measured together by
+/// default ([`SweepConfig::interleave_max_bytes`]): with two sizes per
+/// octave 1, 2, 3, 4, 6 and 8 B.
+pub const INTERLEAVE_MAX_BYTES: u64 = 8;
 
 /// Sizes of the latency run by default: 1 B and three more of the grid up
 /// to [`LATENCY_MAX_BYTES`].
@@ -152,6 +170,7 @@ impl Default for SweepConfig {
             max_consecutive_losses: 4,
             traits: LinkTraits::default(),
             long_bursts: true,
+            interleave_max_bytes: INTERLEAVE_MAX_BYTES,
             repeat_smallest: true,
             switches: None,
             latency_samples: 0,
@@ -178,6 +197,7 @@ impl SweepConfig {
             max_reps: 100,
             refine: false,
             long_bursts: false,
+            interleave_max_bytes: 0,
             repeat_smallest: false,
             ..Self::default()
         }
@@ -359,147 +379,6 @@ fn warm_for<T: Transport, C: Clock>(
     Ok(())
 }
 
-/// Measure one size: warm-up, choose d, then repetitions of PRTT(1,0,s),
-/// PRTT(n,0,s) and PRTT(n,d,s) until the estimates are tight enough.
-fn measure_size<T: Transport, C: Clock>(
-    transport: &mut T,
-    clock: &C,
-    peer: PeerId,
-    size_bytes: u64,
-    cfg: &SweepConfig,
-    guard: &mut LossGuard,
-) -> Result<SizeSamples, SweepError> {
-    let max = transport.caps().max_msg_bytes;
-    if size_bytes as usize > max {
-        return Err(SweepError::TooLarge {
-            size_bytes,
-            max_bytes: max,
-        });
-    }
-    let s = size_bytes as usize;
-    let (warmup, warm_n) = warmup_for(cfg, size_bytes);
-    let t = cfg.timeout;
-    let cap = cfg.max_reps.max(cfg.min_reps).max(1) as usize;
-    let mut out = SizeSamples {
-        size_bytes,
-        n: warm_n,
-        prtt1_ns: Vec::with_capacity(cap),
-        prttn_ns: Vec::with_capacity(cap),
-        prttd_ns: Vec::with_capacity(cap),
-        o_r_ns: Vec::with_capacity(2 * cap),
-        ..SizeSamples::default()
-    };
-
-    // Warm-up: caches, page faults, lazy connection set-up. The last warm-up
-    // round trip also tells how long d must be.
-    let mut warm_prtt1_ns = f64::NAN;
-    let mut warm_gap_ns = 0.0f64;
-    let mut warmed = 0;
-    while warmed < warmup {
-        let one = round(transport, clock, peer, 1, 0, s, t, guard);
-        let many =
-            one.and_then(|a| round(transport, clock, peer, warm_n, 0, s, t, guard).map(|b| (a, b)));
-        match many {
-            Ok((a, b)) => {
-                guard.on_success();
-                warm_prtt1_ns = a.rtt_ns;
-                warm_gap_ns = (b.rtt_ns - a.rtt_ns) / f64::from(warm_n - 1);
-                warmed += 1;
-            }
-            Err(e) => guard.on_error(transport, e, size_bytes, t)?,
-        }
-    }
-    let n = if cfg.n_max > cfg.n_min && warmed > 0 && warm_gap_ns > 0.0 {
-        let want = 1.0 + (2.0 * warm_prtt1_ns / warm_gap_ns).ceil();
-        (want.min(f64::from(burst_cap(cfg, size_bytes))) as u32)
-            .max(cfg.n_min)
-            .max(2)
-    } else {
-        warm_n
-    };
-    out.n = n;
-    let (min_reps, max_reps) = rep_limits(cfg, size_bytes, n);
-    let settle_rounds = settle_for(cfg, size_bytes);
-
-    let mut d_ns = f64::NAN;
-    loop {
-        // Settle: the previous repetition's bursts may still occupy the
-        // path (a software device completes them lazily); the single
-        // message is timed on a path that has just carried a ping-pong.
-        for _ in 0..settle_rounds {
-            if let Err(e) = round(transport, clock, peer, 1, 0, s, t, guard) {
-                guard.on_error(transport, e, size_bytes, t)?;
-            }
-        }
-        let r1 = match round(transport, clock, peer, 1, 0, s, t, guard) {
-            Ok(r) => r,
-            Err(e) => {
-                guard.on_error(transport, e, size_bytes, t)?;
-                continue;
-            }
-        };
-        let rn = match round(transport, clock, peer, n, 0, s, t, guard) {
-            Ok(r) => r,
-            Err(e) => {
-                guard.on_error(transport, e, size_bytes, t)?;
-                continue;
-            }
-        };
-        if d_ns.is_nan() {
-            // d ≥ g + (s−1)G is required; the paper takes d = PRTT(1,0,s) and
-            // falls back to a larger delay when the gap exceeds it.
-            let rtt = if warm_prtt1_ns.is_nan() {
-                r1.rtt_ns
-            } else {
-                warm_prtt1_ns
-            };
-            let gap = warm_gap_ns.max((rn.rtt_ns - r1.rtt_ns) / f64::from(n - 1));
-            d_ns = rtt.max(1.5 * gap);
-            out.d_ns = d_ns;
-        }
-        let rd = match round(transport, clock, peer, n, clock.from_ns(d_ns), s, t, guard) {
-            Ok(r) => r,
-            Err(e) => {
-                guard.on_error(transport, e, size_bytes, t)?;
-                continue;
-            }
-        };
-        guard.on_success();
-        out.prtt1_ns.push(r1.rtt_ns);
-        out.prttn_ns.push(rn.rtt_ns);
-        out.prttd_ns.push(rd.rtt_ns);
-        if transport.caps().has_recv_overhead {
-            out.o_r_ns.push(rn.server_o_r_ns);
-            out.o_r_ns.push(rd.server_o_r_ns);
-        }
-        let reps = out.prtt1_ns.len() as u32;
-        // The smallest size also gives EEL = PRTT(1,0,s)/2 on its own, so its
-        // round trip must be known better than the gaps (cheap: tiny payload).
-        let eel_ok = size_bytes != cfg.min_size_bytes
-            || stats::rel_halfwidth(&out.prtt1_ns) <= cfg.rel_tol / 4.0;
-        if reps >= max_reps || (reps >= min_reps && eel_ok && converged(&out, cfg.rel_tol)) {
-            return Ok(out);
-        }
-    }
-}
-
-/// Are the gap and overhead estimates of this size known to `rel_tol`?
-fn converged(s: &SizeSamples, rel_tol: f64) -> bool {
-    let k = f64::from(s.n - 1);
-    let hw = |xs: &[f64]| {
-        let (lo, hi) = stats::median_ci95(xs);
-        (hi - lo) / 2.0
-    };
-    let (h1, hn, hd) = (hw(&s.prtt1_ns), hw(&s.prttn_ns), hw(&s.prttd_ns));
-    let rtt = stats::median(&s.prtt1_ns);
-    let gap = (stats::median(&s.prttn_ns) - rtt) / k;
-    let o = (stats::median(&s.prttd_ns) - rtt) / k - s.d_ns;
-    // Tiny quantities are judged against the round trip, so a near-zero
-    // overhead does not demand endless repetitions.
-    let floor = 0.05 * rtt;
-    (h1 + hn) / k <= rel_tol * gap.abs().max(floor) && (h1 + hd) / k <= rel_tol * o.abs().max(floor)
-}
-
 /// Run the LogGP sweep against `peer`.
 pub fn sweep<T: Transport, C: Clock>(
     transport: &mut T,
@@ -512,8 +391,17 @@ pub fn sweep<T: Transport, C: Clock>(
     warm_session(transport, clock, peer, cfg, &mut guard)?;
     let sizes = cfg.initial_sizes();
     let mut samples = Vec::with_capacity(sizes.len() + 32);
-    for (i, j) in measurement_order(sizes.len(), cfg.schedule).enumerate() {
-        progress.sizes(i, sizes.len(), sizes[j]);
+    // The smallest sizes together (the order starts with the smallest),
+    // then the others in the measurement order.
+    let together = &sizes[..interleaved_len(cfg, &sizes)];
+    if !together.is_empty() {
+        progress.sizes(0, sizes.len(), together[0]);
+        samples.extend(measure_group(
+            transport, clock, peer, together, cfg, &mut guard,
+        )?);
+    }
+    for j in measurement_order(sizes.len(), cfg.schedule).filter(|&j| j >= together.len()) {
+        progress.sizes(samples.len(), sizes.len(), sizes[j]);
         samples.push(measure_size(
             transport, clock, peer, sizes[j], cfg, &mut guard,
         )?);
@@ -532,7 +420,15 @@ pub fn sweep<T: Transport, C: Clock>(
     samples.sort_by_key(|s| s.size_bytes);
     let (repeat, cpu) = if cfg.repeat_smallest && !samples.is_empty() {
         progress.sizes(samples.len(), samples.len() + 1, samples[0].size_bytes);
-        repeat_smallest(transport, clock, peer, cfg, &mut guard, &mut samples)?
+        repeat_smallest(
+            transport,
+            clock,
+            peer,
+            cfg,
+            &mut guard,
+            together,
+            &mut samples,
+        )?
     } else {
         (None, None)
     };
@@ -560,9 +456,11 @@ pub fn sweep<T: Transport, C: Clock>(
     })
 }
 
-/// Measure the smallest size (`samples[0]`) again; keep whichever
-/// measurement has the lower median round trip there and return the other,
-/// with the driving thread's context switches over the new rounds.
+/// Measure the smallest sizes (`together`, measured together at the
+/// start) again, together; keep whichever measurement has the lower median
+/// round trip at the smallest size, for all of them, and return the other
+/// one's smallest size, with the driving thread's context switches over
+/// the new rounds.
 ///
 /// The smallest size is measured first, right after the session warm-up,
 /// and carries EEL: a path that is still slow for its first milliseconds
@@ -570,20 +468,34 @@ pub fn sweep<T: Transport, C: Clock>(
 /// inflates it, and interference only ever adds time. Measured again at
 /// the end, on a path that has carried the whole sweep, the lower of the
 /// two is the one without such effects; the two disagreeing beyond their
-/// intervals is itself a finding (the model's stability verdict).
+/// intervals is itself a finding (the model's stability verdict). The
+/// sizes measured with it are kept or dropped with it, so EEL and their
+/// half round trips always come from one stretch of time.
 fn repeat_smallest<T: Transport, C: Clock>(
     transport: &mut T,
     clock: &C,
     peer: PeerId,
     cfg: &SweepConfig,
     guard: &mut LossGuard,
+    together: &[u64],
     samples: &mut [SizeSamples],
 ) -> Result<(Option<SizeSamples>, Option<CpuShare>), SweepError> {
-    let size = samples[0].size_bytes;
+    let first = [samples[0].size_bytes];
+    let sizes = if together.is_empty() {
+        &first
+    } else {
+        together
+    };
     let before = cfg.switches.and_then(|f| f());
-    let again = measure_size(transport, clock, peer, size, cfg, guard)?;
+    let mut again = measure_group(transport, clock, peer, sizes, cfg, guard)?;
     let after = cfg.switches.and_then(|f| f());
-    let round_trips = again.rounds() * (3 + settle_for(cfg, size)) + 2 * warmup_for(cfg, size).0;
+    let round_trips = again
+        .iter()
+        .map(|a| {
+            let s = a.size_bytes;
+            a.rounds() * (3 + settle_for(cfg, s)) + 2 * warmup_for(cfg, s).0
+        })
+        .sum();
     let cpu = match (before, after) {
         (Some(b), Some(a)) => Some(CpuShare {
             round_trips,
@@ -591,12 +503,16 @@ fn repeat_smallest<T: Transport, C: Clock>(
         }),
         _ => None,
     };
-    let old = std::mem::replace(&mut samples[0], again);
-    if stats::median(&old.prtt1_ns) < stats::median(&samples[0].prtt1_ns) {
-        let newer = std::mem::replace(&mut samples[0], old);
-        return Ok((Some(newer), cpu));
+    let old_wins = stats::median(&samples[0].prtt1_ns) < stats::median(&again[0].prtt1_ns);
+    if old_wins {
+        return Ok((Some(again.swap_remove(0)), cpu));
     }
-    Ok((Some(old), cpu))
+    for new in again.iter_mut() {
+        if let Some(kept) = samples.iter_mut().find(|s| s.size_bytes == new.size_bytes) {
+            std::mem::swap(kept, new);
+        }
+    }
+    Ok((Some(again.swap_remove(0)), cpu))
 }
 
 /// The order the initial sizes (indices into the ascending grid) are
@@ -629,7 +545,8 @@ pub fn measurement_order(n: usize, schedule: Schedule) -> impl Iterator<Item = u
     (0..n).map(move |i| (i * stride) % n.max(1))
 }
 
-/// Measure exactly `sizes` (a daemon's cheap re-check), no refinement.
+/// Measure exactly `sizes` (a daemon's cheap re-check), no refinement;
+/// the samples in the order of `sizes`.
 pub fn measure_sizes<T: Transport, C: Clock>(
     transport: &mut T,
     clock: &C,
@@ -639,10 +556,13 @@ pub fn measure_sizes<T: Transport, C: Clock>(
 ) -> Result<Vec<SizeSamples>, SweepError> {
     let mut guard = LossGuard::new(cfg.max_consecutive_losses);
     warm_session(transport, clock, peer, cfg, &mut guard)?;
-    sizes
-        .iter()
-        .map(|&s| measure_size(transport, clock, peer, s, cfg, &mut guard))
-        .collect()
+    // The first size and the small ones after it together, as in a sweep.
+    let k = interleaved_len(cfg, sizes);
+    let mut out = measure_group(transport, clock, peer, &sizes[..k], cfg, &mut guard)?;
+    for &s in &sizes[k..] {
+        out.push(measure_size(transport, clock, peer, s, cfg, &mut guard)?);
+    }
+    Ok(out)
 }
 
 /// At most this many protocol changes are refined, each with at most

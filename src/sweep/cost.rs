@@ -9,7 +9,7 @@
 //! `measure_size` chooses it) and its most repetitions (the byte budget
 //! above 16 KiB included), the session warm-up, an allowance for the
 //! bisection of [`CHANGES_ALLOWED`] changes in the top octave, the repeated
-//! smallest size, the latency run (its round trips at each of its sizes)
+//! smallest sizes (those measured together), the latency run (its round trips at each of its sizes)
 //! and the long-burst stage at its most repetitions. It is an
 //! upper bound of the bytes in all but pathological sweeps (more changes
 //! than allowed, lost rounds): the repetitions are the most the sweep
@@ -154,7 +154,10 @@ pub fn plan(cfg: &SweepConfig, link: &LinkEstimate) -> SweepCost {
         parts.push((steps * b, steps * t));
     }
     if cfg.repeat_smallest {
-        parts.push(size_cost(cfg, link, cfg.min_size_bytes.max(1)));
+        let sizes = grid.initial_sizes();
+        for &s in &sizes[..super::interleaved_len(cfg, &sizes)] {
+            parts.push(size_cost(cfg, link, s));
+        }
     }
     for s in super::latency_sizes(cfg) {
         if s <= top {
