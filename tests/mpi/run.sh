@@ -48,6 +48,9 @@ PY
 # ngctl then dies of SIGPIPE and pipefail fails the pipeline.
 dump=$("$T/ngctl" dump --shm "$SEG")
 grep -q "mpi-x4" <<<"$dump" || { echo "the exchange entry mpi-x4 was not published" >&2; exit 1; }
+# The conflict sweep's penalties, as the mpi transport's contention record.
+grep -q "^mpi: bandwidth sharing" <<<"$dump" || { echo "the mpi contention record was not published" >&2; exit 1; }
+grep -qE "^  mixed +k=1 [0-9.]+ +k=2 [0-9.]+ +k=3 [0-9.]+" <<<"$dump" || { echo "the mpi record lacks mixed penalties for k = 1..3" >&2; exit 1; }
 
 echo "== predict / export from the segment"
 "$T/ngctl" predict bcast --ranks 4 --bytes 1048576 --cores 2 --shm "$SEG"
