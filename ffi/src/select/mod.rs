@@ -78,6 +78,17 @@
 //! busy ranks ([`Sharing`]). Trees and chains are not all-ranks steps: their
 //! hops keep the pair's T(s) under sharing.
 //!
+//! # Contention penalties
+//!
+//! Where the segment has the transport's contention record
+//! ([`Network::penalty`], [`penalty_of`]), a step in which each rank has k
+//! exchanges in flight (the linear alltoall: P − 1) has its bytes' part
+//! stretched by the mixed penalty pen(k)/pen(1) (pen(k) over the pair's
+//! T(s) where no exchange was measured); in the schedule simulation, other
+//! transfers are stretched by the outgoing / incoming penalties only where
+//! no copy lanes govern them. Without a record every price is unchanged
+//! (see `cost::exchange_step_k` and `sim`).
+//!
 //! # Layout
 //!
 //! - this module: the collectives, algorithms and choices, the options, and
