@@ -676,16 +676,11 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
         );
     }
     // The owner rule is what NETGAUGE_SEGMENT_OWNER relaxes, nothing else.
-    let out = Command::new(NGCTL)
-        .args(["dump", "--shm"])
-        .arg(&cases[0].1)
-        .env("NETGAUGE_SEGMENT_OWNER", "any")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::stdout_of(
+        Command::new(NGCTL)
+            .args(["dump", "--shm"])
+            .arg(&cases[0].1)
+            .env("NETGAUGE_SEGMENT_OWNER", "any"),
     );
     let out = Command::new(NGCTL)
         .args(["dump", "--shm"])

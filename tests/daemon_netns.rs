@@ -655,17 +655,11 @@ root_test! {
 
         // The history shows the old and the new bandwidth, the disagreeing
         // re-check between them; the drift is logged old → new.
-        let out = Command::new(NGCTL)
-            .args(["history", "host1", "--transport", "udp", "--json", "--shm"])
-            .arg(net.shm(0))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let h = common::json_of(
+            Command::new(NGCTL)
+                .args(["history", "host1", "--transport", "udp", "--json", "--shm"])
+                .arg(net.shm(0)),
         );
-        let h = common::cli_json(&out.stdout);
         let recs = h["records"].as_array().unwrap();
         let g_of = |ev: &str| -> Vec<f64> {
             recs.iter()
