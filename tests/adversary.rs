@@ -327,7 +327,7 @@ fn every_reproducer_is_one_clear_error_not_a_hang_or_an_abort() {
     }
 
     // The daemon's configuration: each bound a clear line, exit 2.
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = free_loopback();
     let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
     for (extra, says) in [
         ("max_size_bytes = 18446744073709551615", "max_size_bytes"),
@@ -351,7 +351,7 @@ fn every_reproducer_is_one_clear_error_not_a_hang_or_an_abort() {
 #[test]
 fn a_weak_key_stops_the_daemon_with_one_line() {
     let d = Scratch::new("weak");
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = free_loopback();
     let cfg = daemon_config(
         &d.0,
         "n1",
@@ -380,15 +380,7 @@ fn a_weak_key_stops_the_daemon_with_one_line() {
 #[test]
 fn the_daemon_answers_status_and_a_clean_stop_shows_as_one() {
     let d = Scratch::new("status");
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let cfg = daemon_config(
-        &d.0,
-        "n1",
-        listen,
-        free_port(),
-        &[("p1", format!("127.0.0.1:{}", free_port()).parse().unwrap())],
-        "recheck_interval_s = 3600.0\nfanout_interval_s = 0",
-    );
+    let (cfg, listen) = lone_daemon_config(&d.0);
     let mut daemon = Daemon::start(None, &cfg, &[], &d.at("n1.log"));
     let seg = segment_of(&d.0, "n1");
     let status = || {
@@ -464,15 +456,7 @@ struct Planted {
 impl Planted {
     fn new(tag: &str) -> Planted {
         let d = Scratch::new(tag);
-        let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let cfg = daemon_config(
-            &d.0,
-            "n1",
-            listen,
-            free_port(),
-            &[("p1", format!("127.0.0.1:{}", free_port()).parse().unwrap())],
-            "recheck_interval_s = 3600.0\nfanout_interval_s = 0",
-        );
+        let (cfg, _) = lone_daemon_config(&d.0);
         for sub in ["run-n1", "state-n1"] {
             std::fs::create_dir_all(d.at(sub)).unwrap();
             std::fs::set_permissions(d.at(sub), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -692,16 +676,11 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
         );
     }
     // The owner rule is what NETGAUGE_SEGMENT_OWNER relaxes, nothing else.
-    let out = Command::new(NGCTL)
-        .args(["dump", "--shm"])
-        .arg(&cases[0].1)
-        .env("NETGAUGE_SEGMENT_OWNER", "any")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::stdout_of(
+        Command::new(NGCTL)
+            .args(["dump", "--shm"])
+            .arg(&cases[0].1)
+            .env("NETGAUGE_SEGMENT_OWNER", "any"),
     );
     let out = Command::new(NGCTL)
         .args(["dump", "--shm"])
@@ -727,15 +706,7 @@ fn readers_refuse_planted_segments_and_status_files_quickly() {
 #[test]
 fn a_corrupt_history_file_is_reported_and_replaced_and_the_daemon_runs() {
     let d = Scratch::new("history");
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let cfg = daemon_config(
-        &d.0,
-        "n1",
-        listen,
-        free_port(),
-        &[("p1", format!("127.0.0.1:{}", free_port()).parse().unwrap())],
-        "recheck_interval_s = 3600.0\nfanout_interval_s = 0",
-    );
+    let (cfg, _) = lone_daemon_config(&d.0);
     let state = d.at("state-n1");
     std::fs::create_dir_all(&state).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();

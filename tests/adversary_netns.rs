@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::netns::{ip, require_root};
+use common::daemon::has_flag;
+use common::netns::{ip, require_root, tbf};
 use hostile::{attack, capture_hello, key, wait_for, Daemon, Scratch};
 use netgauged::cluster::schedule::{Job, Reference};
 use netgauged::control::{
@@ -82,24 +83,7 @@ impl Hosts {
 
     /// tbf on host i's link: `op` add or change.
     fn shape(&self, i: usize, op: &str, rate: &str) {
-        ip(&[
-            "netns",
-            "exec",
-            &self.names[i],
-            "tc",
-            "qdisc",
-            op,
-            "dev",
-            "eth0",
-            "root",
-            "tbf",
-            "rate",
-            rate,
-            "burst",
-            "16kb",
-            "latency",
-            "400ms",
-        ]);
+        tbf(&self.names[i], "eth0", op, rate, "16kb");
     }
 
     fn addr(&self, i: usize) -> String {
@@ -156,30 +140,15 @@ fn config(
     hostile::daemon_config(dir, &format!("host{i}"), listen, 7471, &refs, extra)
 }
 
+/// Host i's entry for `peer` over `transport`.
+fn entry(dir: &Path, i: usize, peer: usize, transport: &str) -> Option<serde_json::Value> {
+    let shm = hostile::segment_of(dir, &format!("host{i}"));
+    common::daemon::entry(&shm, &format!("host{peer}"), Some(transport))
+}
+
 /// `ngctl dump --json` of host i's segment.
 fn dump(dir: &Path, i: usize) -> Option<serde_json::Value> {
-    let out = Command::new(hostile::NGCTL_PATH)
-        .args(["dump", "--json", "--shm"])
-        .arg(hostile::segment_of(dir, &format!("host{i}")))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| Some(common::cli_json(&out.stdout)))?
-}
-
-fn entry(dir: &Path, i: usize, peer: usize, transport: &str) -> Option<serde_json::Value> {
-    dump(dir, i)?["entries"]
-        .as_array()?
-        .iter()
-        .find(|e| e["peer"] == format!("host{peer}") && e["transport"] == transport)
-        .cloned()
-}
-
-fn has_flag(e: &serde_json::Value, f: &str) -> bool {
-    e["flags"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x == f))
+    common::daemon::dump(&hostile::segment_of(dir, &format!("host{i}")))
 }
 
 /// The large-message G of an entry (its last range), ns/B.
@@ -291,8 +260,10 @@ fn under_attack_from_one_host_a_real_peer_is_admitted_and_the_daemon_stays_bound
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hosts::new("a", 181, 3, None);
     let d = Scratch::new("netattack");
-    // Rounds of 2 s: host1 drives host0 every few seconds.
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nmax_reps = 8\nfanout_interval_s = 0\n[schedule]\nround_s = 2.0\nskew_s = 0.5";
+    // Rounds of 2 s: host1 drives host0 every few seconds. Host0 meets
+    // host1 unreachable until host1's daemon starts: backing off 2 to 8 s
+    // (not the default 60 s to 15 min), it drives host1 soon after.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nmax_reps = 8\nfanout_interval_s = 0\n[schedule]\nround_s = 2.0\nskew_s = 0.5\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
     let cfg0 = config(&d.0, 0, h.control(0), &[(1, h.addr(1))], extra);
     let mut d0 = Daemon::start(Some(&h.names[0]), &cfg0, &[], &d.at("host0.log"));
     wait_for(Duration::from_secs(20), || dump(&d.0, 0))
@@ -437,7 +408,9 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     // Slow link, large sizes: a sweep lasts long enough to be caught in it.
     // 1 GB/s: the schedule charges a sweep's bound before it runs, and the
     // bound of a first sweep to 1 MiB is several GB.
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0";
+    // A partner found unreachable (not yet started, or stopped) is tried
+    // again after 2 to 8 s, not the default 60 s to 15 min.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0\n[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
     let cfgs: Vec<PathBuf> = (0..2)
         .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
         .collect();
@@ -523,7 +496,9 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
     // 1 Gbit/s first, 50 Mbit/s after the restart: G 8 → 160 ns/B.
     let h = Hosts::new("r", 183, 2, Some("1gbit"));
     let d = Scratch::new("netrestart");
-    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 262144\nmax_reps = 12\nfanout_interval_s = 0";
+    // Backoff 2 to 8 s: each phase starts host0 before its peer (or its
+    // peer at a new address), whose first contacts may find nobody.
+    let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 262144\nmax_reps = 12\nfanout_interval_s = 0\n[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
     let cfgs: Vec<PathBuf> = (0..2)
         .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
         .collect();

@@ -63,19 +63,7 @@ fn segment(name: &str) -> String {
 
 /// A saved `ngctl probe --transport sim --json --raw`, for `ngctl fit`.
 fn saved_probe(name: &str) -> std::path::PathBuf {
-    let saved = tmp_path("ng-cli", name);
-    let raw = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "4096",
-        "--json",
-        "--raw",
-    ]);
-    assert!(raw.status.success(), "{}", text(&raw.stderr));
-    std::fs::write(&saved, &raw.stdout).unwrap();
-    saved
+    common::saved_sim_probe("ng-cli", name, &["--max-size", "4096"])
 }
 
 #[test]

@@ -9,12 +9,15 @@
 //! them as ignored, with that reason. Run without root anyway, each fails
 //! at once saying why.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[macro_use]
 mod common;
+use common::daemon::{dump, has_flag, ngctl_json, wait_for};
+use common::netns::{ip, tbf};
 use common::NGCTL;
 
 const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
@@ -36,18 +39,10 @@ struct Net {
     dir: PathBuf,
 }
 
-fn sh(args: &[&str]) {
-    let st = Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .expect("run");
-    assert!(st.success(), "{args:?} failed");
-}
-
 impl Net {
     /// `hosts` namespaces; two are joined by a veth pair, more by a bridge
-    /// in a namespace of its own. `tbf`: a rate on every host's link.
-    fn new(tag: &str, net: u8, hosts: usize, tbf: Option<&str>) -> Net {
+    /// in a namespace of its own. `rate`: a tbf shaper on every host's link.
+    fn new(tag: &str, net: u8, hosts: usize, rate: Option<&str>) -> Net {
         let base = format!("ng{}{}", tag, std::process::id() % 100_000);
         let names: Vec<String> = (0..hosts).map(|i| format!("{base}h{i}")).collect();
         let dir = std::env::temp_dir().join(&base);
@@ -55,13 +50,12 @@ impl Net {
         std::fs::create_dir_all(&dir).unwrap();
         let mut n = Net { names, net, dir };
         for h in &n.names {
-            sh(&["ip", "netns", "add", h]);
-            sh(&["ip", "-n", h, "link", "set", "lo", "up"]);
+            ip(&["netns", "add", h]);
+            ip(&["-n", h, "link", "set", "lo", "up"]);
         }
         if hosts == 2 {
             let (a, b) = (&n.names[0], &n.names[1]);
-            sh(&[
-                "ip",
+            ip(&[
                 "link",
                 "add",
                 &format!("{base}a"),
@@ -71,8 +65,7 @@ impl Net {
                 "name",
                 &format!("{base}b"),
             ]);
-            sh(&[
-                "ip",
+            ip(&[
                 "link",
                 "set",
                 &format!("{base}a"),
@@ -81,8 +74,7 @@ impl Net {
                 "name",
                 "eth0",
             ]);
-            sh(&[
-                "ip",
+            ip(&[
                 "link",
                 "set",
                 &format!("{base}b"),
@@ -94,32 +86,30 @@ impl Net {
         } else {
             let br = format!("{base}br");
             n.names.push(br.clone());
-            sh(&["ip", "netns", "add", &br]);
-            sh(&["ip", "-n", &br, "link", "add", "br0", "type", "bridge"]);
-            sh(&["ip", "-n", &br, "link", "set", "br0", "mtu", "9000", "up"]);
+            ip(&["netns", "add", &br]);
+            ip(&["-n", &br, "link", "add", "br0", "type", "bridge"]);
+            ip(&["-n", &br, "link", "set", "br0", "mtu", "9000", "up"]);
             for (i, h) in n.names[..hosts].iter().enumerate() {
                 let (x, y) = (format!("{base}x{i}"), format!("{base}y{i}"));
-                sh(&["ip", "link", "add", &x, "type", "veth", "peer", "name", &y]);
-                sh(&["ip", "link", "set", &x, "netns", h, "name", "eth0"]);
-                sh(&["ip", "link", "set", &y, "netns", &br]);
-                sh(&[
-                    "ip", "-n", &br, "link", "set", &y, "mtu", "9000", "master", "br0", "up",
+                ip(&["link", "add", &x, "type", "veth", "peer", "name", &y]);
+                ip(&["link", "set", &x, "netns", h, "name", "eth0"]);
+                ip(&["link", "set", &y, "netns", &br]);
+                ip(&[
+                    "-n", &br, "link", "set", &y, "mtu", "9000", "master", "br0", "up",
                 ]);
             }
         }
         for (i, h) in n.names[..hosts].iter().enumerate() {
             let addr = format!("10.{}.0.{}/24", n.net, i + 1);
-            sh(&["ip", "-n", h, "addr", "add", &addr, "dev", "eth0"]);
-            sh(&["ip", "-n", h, "link", "set", "eth0", "mtu", "9000", "up"]);
-            if let Some(rate) = tbf {
-                sh(&[
-                    "ip", "netns", "exec", h, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
-                    "rate", rate, "burst", "16kb", "latency", "400ms",
-                ]);
+            ip(&["-n", h, "addr", "add", &addr, "dev", "eth0"]);
+            ip(&["-n", h, "link", "set", "eth0", "mtu", "9000", "up"]);
+            if let Some(rate) = rate {
+                tbf(h, "eth0", "add", rate, "16kb");
             }
         }
         std::fs::write(n.dir.join("key"), KEY_HEX).unwrap();
-        sh(&["chmod", "600", n.dir.join("key").to_str().unwrap()]);
+        std::fs::set_permissions(n.dir.join("key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
         n
     }
 
@@ -202,47 +192,15 @@ impl Drop for Daemon {
     }
 }
 
-/// `ngctl <what> --json --shm <shm>`, if it succeeds.
-fn ngctl_json(what: &str, shm: &Path) -> Option<serde_json::Value> {
-    let out = Command::new(NGCTL)
-        .args([what, "--json", "--shm"])
-        .arg(shm)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| Some(common::cli_json(&out.stdout)))?
-}
-
-fn dump(shm: &Path) -> Option<serde_json::Value> {
-    ngctl_json("dump", shm)
-}
-
+/// A segment's entry for `peer` (one transport, udp, in these tests).
 fn entry(shm: &Path, peer: &str) -> Option<serde_json::Value> {
-    dump(shm)?["entries"]
-        .as_array()?
-        .iter()
-        .find(|e| e["peer"] == peer)
-        .cloned()
+    common::daemon::entry(shm, peer, None)
 }
 
 /// `probe_cpu` for host `i`: a core of its own where the machine has enough.
 fn own_core(i: usize) -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("probe_cpu = {}", i % cores)
-}
-
-/// Poll `f` every 200 ms for up to `limit`: a bound so a broken daemon fails
-/// the test instead of hanging it, not a timing assertion.
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    None
 }
 
 /// Daemons busy-poll while they probe: two tests' hosts at once on a
@@ -255,6 +213,18 @@ macro_rules! need_root {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     };
 }
+
+/// `[schedule]` of every test's daemons: a partner found unreachable is
+/// tried again after 2 s, doubling to 8 s, not after the default 60 s to
+/// 15 min. The daemons of a test start within milliseconds of each other,
+/// so a first contact may find its partner not yet listening; a killed
+/// peer that returns is met again seconds later.
+const BACKOFF: &str = "[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
+
+/// [`BACKOFF`] with rounds of 4 s (the default 10 s), for the tests whose
+/// sweeps (to 16 KiB at most) and fan-outs take well under a round: the
+/// schedule's steps come 2.5 times as often.
+const SHORT_ROUNDS: &str = "[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0\nround_s = 4.0";
 
 /// tbf at 400 Mbit/s (16 KiB bucket): 1/R = 20 ns per byte on the wire;
 /// UDP/IP/Ethernet and our headers add 82 B per 8918 B of payload at MTU
@@ -278,7 +248,10 @@ root_test! {
         // where each spins out its yield threshold before the other runs
         // (bench/daemon.md).
         let mut d: Vec<Daemon> = (0..2)
-            .map(|i| net.start(i, &net.config(i, 2, &format!("{extra}\n{}", own_core(i)))))
+            .map(|i| {
+                let cfg = format!("{extra}\n{}\n{BACKOFF}", own_core(i));
+                net.start(i, &net.config(i, 2, &cfg))
+            })
             .collect();
         for (me, other) in [(0, 1), (1, 0)] {
             // The two sweeps run one after the other (a node drives or
@@ -347,8 +320,8 @@ root_test! {
     fn restart_keeps_the_inode_and_restores_values_and_a_dead_peer_goes_stale() {
         need_root!();
         let net = Net::new("r", 96, 2, None);
-        let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 16384\nfanout_interval_s = 0";
-        let cfg: Vec<PathBuf> = (0..2).map(|i| net.config(i, 2, extra)).collect();
+        let extra = format!("recheck_interval_s = 2.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 16384\nfanout_interval_s = 0\n{SHORT_ROUNDS}");
+        let cfg: Vec<PathBuf> = (0..2).map(|i| net.config(i, 2, &extra)).collect();
         let mut a = net.start(0, &cfg[0]);
         let mut b = net.start(1, &cfg[1]);
         let before = wait_for(Duration::from_secs(120), || entry(&net.shm(0), "host1"))
@@ -550,9 +523,11 @@ root_test! {
         need_root!();
         let hosts = 4;
         let net = Net::new("l", 94, hosts, None);
-        let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 20.0";
+        // A fan-out round every other round, as with the default 10 s rounds
+        // and fanout_interval_s = 20.
+        let extra = format!("recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 8.0\n{SHORT_ROUNDS}");
         let _d: Vec<Daemon> = (0..hosts)
-            .map(|i| net.start(i, &net.config(i, hosts, extra)))
+            .map(|i| net.start(i, &net.config(i, hosts, &extra)))
             .collect();
         // Every host measures its three peers, then runs 1:P−P:1 over them.
         let e = wait_for(Duration::from_secs(300), || {
@@ -595,35 +570,11 @@ fn sustained_g(e: &serde_json::Value) -> Option<f64> {
     e["bandwidth"]["sustained"]["G_ns_per_byte"].as_f64()
 }
 
-fn has_flag(e: &serde_json::Value, flag: &str) -> bool {
-    e["flags"]
-        .as_array()
-        .is_some_and(|f| f.iter().any(|x| x == flag))
-}
-
 /// Set host i's shaper to `rate`, with a bucket of 4 KiB (a few 1500 B
 /// frames): bursts of the re-check's 4 KiB messages are paced at the rate
 /// too, not passed at line rate from a larger bucket.
 fn shape(net: &Net, i: usize, rate: &str) {
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &net.names[i],
-        "tc",
-        "qdisc",
-        "replace",
-        "dev",
-        "eth0",
-        "root",
-        "tbf",
-        "rate",
-        rate,
-        "burst",
-        "4kb",
-        "latency",
-        "400ms",
-    ]);
+    tbf(&net.names[i], "eth0", "replace", rate, "4kb");
 }
 
 root_test! {
@@ -637,9 +588,7 @@ root_test! {
         let (g1, g2) = (8.0 / 400e6 * 1e9, 8.0 / 200e6 * 1e9);
         let net = Net::new("h", 94, 2, None);
         for i in 0..2 {
-            sh(&[
-                "ip",
-                "-n",
+            ip(&["-n",
                 &net.names[i],
                 "link",
                 "set",
@@ -655,8 +604,13 @@ root_test! {
             "recheck_interval_s = {recheck_s}\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 131072\nmax_reps = 8\nfanout_interval_s = 0"
         );
         let started = Instant::now();
+        // Rounds of the default 10 s: a repair sweep runs only where it fits
+        // in the rest of a round.
         let _d: Vec<Daemon> = (0..2)
-            .map(|i| net.start(i, &net.config(i, 2, &format!("{extra}\n{}", own_core(i)))))
+            .map(|i| {
+                let cfg = format!("{extra}\n{}\n{BACKOFF}", own_core(i));
+                net.start(i, &net.config(i, 2, &cfg))
+            })
             .collect();
         let first = wait_for(Duration::from_secs(150), || entry(&net.shm(0), "host1"))
             .unwrap_or_else(|| panic!("no entry:\n{}\n--- host1:\n{}", net.log(0), net.log(1)));
@@ -701,17 +655,11 @@ root_test! {
 
         // The history shows the old and the new bandwidth, the disagreeing
         // re-check between them; the drift is logged old → new.
-        let out = Command::new(NGCTL)
-            .args(["history", "host1", "--transport", "udp", "--json", "--shm"])
-            .arg(net.shm(0))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let h = common::json_of(
+            Command::new(NGCTL)
+                .args(["history", "host1", "--transport", "udp", "--json", "--shm"])
+                .arg(net.shm(0)),
         );
-        let h = common::cli_json(&out.stdout);
         let recs = h["records"].as_array().unwrap();
         let g_of = |ev: &str| -> Vec<f64> {
             recs.iter()

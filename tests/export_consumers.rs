@@ -11,6 +11,8 @@
 //! has finished its own, or after a deadline; rank 1 finishes first
 //! exactly when its data does not pass through rank 3.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -72,20 +74,7 @@ fn fast_entry() -> EntryData {
 }
 
 fn args(format: Format) -> ExportArgs {
-    ExportArgs {
-        format,
-        shm: None,
-        peer: None,
-        transport: Some("udp".into()),
-        comm_sizes: vec![2, 4, 8, 16, 32, 64, 128],
-        max_bytes: 4 << 20,
-        gamma_ns_per_byte: 0.2,
-        cores: 0,
-        margin: 0.1,
-        loggopsim_unit: Unit::Auto,
-        bytes: None,
-        hosts: None,
-    }
+    common::export_args(format, "udp", &[2, 4, 8, 16, 32, 64, 128])
 }
 
 /// Sizes on both sides of every boundary of the sets (S among them).

@@ -4,8 +4,9 @@
 //! skipped, `#` skipping to the end of the line; counts ≥ 0; collective id <
 //! COLLCOUNT; the first message size of every communicator size must be 0).
 
+mod common;
+
 use netgauge::{EntryData, RangeData};
-use netgauged::export::loggopsim::Unit;
 use netgauged::export::{self, ExportArgs, Format, OMPI_COLLCOUNT};
 
 fn entry() -> EntryData {
@@ -42,20 +43,7 @@ fn entry() -> EntryData {
 }
 
 fn args(format: Format) -> ExportArgs {
-    ExportArgs {
-        format,
-        shm: None,
-        peer: None,
-        transport: Some("mpi".into()),
-        comm_sizes: vec![2, 4, 8, 64],
-        max_bytes: 4 << 20,
-        gamma_ns_per_byte: 0.2,
-        cores: 0,
-        margin: 0.1,
-        loggopsim_unit: Unit::Auto,
-        bytes: None,
-        hosts: None,
-    }
+    common::export_args(format, "mpi", &[2, 4, 8, 64])
 }
 
 /// Open MPI 4.1's tokenizer: the next number as `%li` reads it.

@@ -119,23 +119,9 @@ fn pixel(panel: &Value, x: f64, y_ns: f64) -> (f64, f64) {
 
 /// A saved sim probe of [`MODEL`] (`--json --raw`) from 1 B to [`MAX`].
 fn saved_probe(name: &str) -> std::path::PathBuf {
-    let path = tmp_path("ng-plot", name);
-    let out = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--model",
-        MODEL,
-        "--max-size",
-        &MAX.to_string(),
-        "--resamples",
-        "20",
-        "--json",
-        "--raw",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    std::fs::write(&path, &out.stdout).unwrap();
-    path
+    let max = MAX.to_string();
+    let args = ["--model", MODEL, "--max-size", &max, "--resamples", "20"];
+    common::saved_sim_probe("ng-plot", name, &args)
 }
 
 fn plot(args: &[&str]) -> Value {
@@ -144,6 +130,26 @@ fn plot(args: &[&str]) -> Value {
     let out = ngctl(&all);
     assert!(out.status.success(), "{all:?}: {}", text(&out.stderr));
     cli_json(&out.stdout)
+}
+
+/// `ngctl plot --json SOURCE -o OUT` with `args` added: its layout.
+fn plot_to(source: &[&str], out: &Path, args: &[&str]) -> Value {
+    let mut all = source.to_vec();
+    all.extend_from_slice(&["-o", out.to_str().unwrap()]);
+    all.extend_from_slice(args);
+    plot(&all)
+}
+
+/// `svg` rasterised by librsvg into `png`, decoded.
+fn rasterised(svg: &Path, png: &Path) -> Image {
+    let out = Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(png)
+        .arg(svg)
+        .output()
+        .expect("rsvg-convert (librsvg2-bin, scripts/install-deps.sh)");
+    assert!(out.status.success(), "rsvg-convert: {}", text(&out.stderr));
+    Image::decode(png)
 }
 
 /// The PRTT(1,0,s) colour at the truth's smallest and largest size, none
@@ -187,15 +193,7 @@ fn a_sim_probe_is_drawn_where_its_model_says() {
 
     // SVG, rasterised by librsvg.
     let svg = tmp_path("ng-plot", "probe.svg");
-    let layout = plot(&[
-        p,
-        "-o",
-        svg.to_str().unwrap(),
-        "--width",
-        "900",
-        "--height",
-        "600",
-    ]);
+    let layout = plot_to(&[p], &svg, &["--width", "900", "--height", "600"]);
     assert_eq!(layout["command"], "plot");
     assert_eq!(
         (layout["format"].as_str(), layout["source"].as_str()),
@@ -210,45 +208,21 @@ fn a_sim_probe_is_drawn_where_its_model_says() {
         doc.starts_with("<svg") && doc.contains("PRTT(1,0,s)") && doc.contains("S = 16.00 KiB")
     );
     let rast = tmp_path("ng-plot", "probe-rsvg.png");
-    let out = Command::new("rsvg-convert")
-        .arg("-o")
-        .arg(&rast)
-        .arg(&svg)
-        .output()
-        .expect("rsvg-convert (librsvg2-bin, scripts/install-deps.sh)");
-    assert!(out.status.success(), "rsvg-convert: {}", text(&out.stderr));
-    let img = Image::decode(&rast);
+    let img = rasterised(&svg, &rast);
     assert_eq!((img.width, img.height), (900, 600));
     check_curves(&img, &layout, "rsvg-convert of the SVG");
 
     // ngctl's own PNG: decodes, the size asked, the same curves.
     let png = tmp_path("ng-plot", "probe.png");
-    let layout = plot(&[
-        p,
-        "-o",
-        png.to_str().unwrap(),
-        "--width",
-        "900",
-        "--height",
-        "600",
-    ]);
+    let layout = plot_to(&[p], &png, &["--width", "900", "--height", "600"]);
     assert_eq!(layout["format"], "png");
     let img = Image::decode(&png);
     assert_eq!((img.width, img.height), (900, 600));
     check_curves(&img, &layout, "ngctl's PNG");
     // --format when the name does not say.
     let other = tmp_path("ng-plot", "probe.image");
-    let layout = plot(&[
-        p,
-        "-o",
-        other.to_str().unwrap(),
-        "--format",
-        "png",
-        "--width",
-        "400",
-        "--height",
-        "300",
-    ]);
+    let size = ["--width", "400", "--height", "300"];
+    let layout = plot_to(&[p, "--format", "png"], &other, &size);
     let img = Image::decode(&other);
     assert_eq!(
         (img.width, img.height, layout["width_px"].as_u64()),
@@ -279,16 +253,8 @@ fn a_segment_entry_draws_its_model_lines() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let svg = tmp_path("ng-plot", "seg.svg");
-    let layout = plot(&[
-        "--shm",
-        seg_s,
-        "--peer",
-        "node2",
-        "--transport",
-        "sim",
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let source = ["--shm", seg_s, "--peer", "node2", "--transport", "sim"];
+    let layout = plot_to(&source, &svg, &[]);
     assert_eq!(
         (layout["source"].as_str(), layout["peer"].as_str()),
         (Some("segment"), Some("node2"))
@@ -299,14 +265,7 @@ fn a_segment_entry_draws_its_model_lines() {
         "the segment's burst lines are labelled with their n"
     );
     let rast = tmp_path("ng-plot", "seg-rsvg.png");
-    let out = Command::new("rsvg-convert")
-        .arg("-o")
-        .arg(&rast)
-        .arg(&svg)
-        .output()
-        .expect("rsvg-convert");
-    assert!(out.status.success(), "rsvg-convert: {}", text(&out.stderr));
-    let img = Image::decode(&rast);
+    let img = rasterised(&svg, &rast);
     // No samples: what is blue at both ends is the model line itself.
     check_curves(&img, &layout, "segment entry");
     for f in [&saved, &svg, &rast, &seg] {

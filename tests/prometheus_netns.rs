@@ -15,11 +15,11 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[macro_use]
 mod common;
-use common::NGCTL;
+use common::daemon::wait_for;
 
 const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
 const KEY_HEX: &str = "5b0e7c1f2a9d4e3b8c6f0a1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f60718293a4b5";
@@ -155,21 +155,6 @@ impl Drop for Proc {
     }
 }
 
-/// Poll `f` every 250 ms for up to `limit` (a bound so a broken setup
-/// fails instead of hanging, not a timing assertion).
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// `GET path` (HTTP/1.0, so no chunked answer) from inside namespace `ns`:
 /// (status code, body).
 fn http_get(ns: &str, to: &str, path: &str) -> Option<(u16, String)> {
@@ -200,20 +185,8 @@ fn http_get(ns: &str, to: &str, path: &str) -> Option<(u16, String)> {
 
 /// host `i`'s entry for its peer, as `ngctl dump --json` shows it.
 fn dumped(h: &Hosts, i: usize) -> Option<serde_json::Value> {
-    let out = Command::new(NGCTL)
-        .args(["dump", "--json", "--shm"])
-        .arg(h.shm(i))
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let d = common::cli_json(&out.stdout);
-    let mut e = d["entries"]
-        .as_array()?
-        .iter()
-        .find(|e| e["peer"] == format!("host{}", 1 - i) && e["transport"] == "udp")
-        .cloned()?;
+    let peer = format!("host{}", 1 - i);
+    let mut e = common::daemon::entry(&h.shm(i), &peer, Some("udp"))?;
     // Its age changes with every read; its values do not.
     e.as_object_mut()?.remove("age_s");
     Some(e)

@@ -42,6 +42,41 @@ pub fn sim_probe(model: &str) -> Command {
     cmd
 }
 
+/// `ngctl probe --transport sim --json --raw` with `args` added, saved to
+/// [`tmp_path`]`(prefix, name)` (what `ngctl fit` and `ngctl plot` read).
+pub fn saved_sim_probe(prefix: &str, name: &str, args: &[&str]) -> PathBuf {
+    let path = tmp_path(prefix, name);
+    let mut cmd = Command::new(NGCTL);
+    cmd.args(["probe", "--transport", "sim", "--json", "--raw"])
+        .args(args);
+    std::fs::write(&path, stdout_of(&mut cmd)).unwrap();
+    path
+}
+
+/// The export arguments of the export tests: `format` for `transport`
+/// on communicators of `comm_sizes` ranks, messages to 4 MiB, γ 0.2 ns/B,
+/// a 10 % margin, every other choice left to the exporter.
+pub fn export_args(
+    format: netgauged::export::Format,
+    transport: &str,
+    comm_sizes: &[u32],
+) -> netgauged::export::ExportArgs {
+    netgauged::export::ExportArgs {
+        format,
+        shm: None,
+        peer: None,
+        transport: Some(transport.into()),
+        comm_sizes: comm_sizes.to_vec(),
+        max_bytes: 4 << 20,
+        gamma_ns_per_byte: 0.2,
+        cores: 0,
+        margin: 0.1,
+        loggopsim_unit: netgauged::export::loggopsim::Unit::Auto,
+        bytes: None,
+        hosts: None,
+    }
+}
+
 /// Runs `cmd`, asserts that it succeeded (its stderr as the message if
 /// not) and returns its stdout.
 pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
@@ -87,6 +122,7 @@ pub fn cli_json(stdout: &[u8]) -> serde_json::Value {
     v
 }
 
+pub mod daemon;
 pub mod echo;
 pub mod netns;
 pub mod probe;

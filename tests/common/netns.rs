@@ -34,6 +34,15 @@ pub fn ip(args: &[&str]) {
     assert!(st.success(), "ip {args:?} failed");
 }
 
+/// A tbf shaper on `dev` of namespace `ns` (`op`: add, change or
+/// replace): `rate`, a bucket of `burst`, 400 ms of queue.
+pub fn tbf(ns: &str, dev: &str, op: &str, rate: &str, burst: &str) {
+    ip(&[
+        "netns", "exec", ns, "tc", "qdisc", op, "dev", dev, "root", "tbf", "rate", rate, "burst",
+        burst, "latency", "400ms",
+    ]);
+}
+
 /// A network namespace of its own, deleted on drop.
 pub struct Netns(String);
 

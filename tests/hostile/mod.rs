@@ -71,17 +71,8 @@ pub fn free_port() -> u16 {
 
 /// Poll `f` every 50 ms for up to `limit`: a bound so a broken daemon fails
 /// the test instead of hanging it.
-pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub fn wait_for<T>(limit: Duration, f: impl FnMut() -> Option<T>) -> Option<T> {
+    crate::common::daemon::wait_every(Duration::from_millis(50), limit, f)
 }
 
 /// A netgauged process (killed on drop) and its log.
@@ -188,6 +179,27 @@ pub fn daemon_config(
     let p = dir.join(format!("{node}.toml"));
     std::fs::write(&p, t).unwrap();
     p
+}
+
+/// A loopback port nobody listens on right now, as an address.
+pub fn free_loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// [`daemon_config`] of node "n1" alone on loopback: free control and UDP
+/// ports, one peer "p1" at a port nobody serves, no re-check or fan-out
+/// for an hour. The configuration's path and the control address.
+pub fn lone_daemon_config(dir: &Path) -> (PathBuf, SocketAddr) {
+    let listen = free_loopback();
+    let cfg = daemon_config(
+        dir,
+        "n1",
+        listen,
+        free_port(),
+        &[("p1", free_loopback())],
+        "recheck_interval_s = 3600.0\nfanout_interval_s = 0",
+    );
+    (cfg, listen)
 }
 
 /// Its segment path.

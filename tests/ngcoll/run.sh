@@ -22,8 +22,12 @@ done
 alt() { update-alternatives --query "$1" 2>/dev/null | grep '^Value:' || true; }
 alt_mpi=$(alt mpi); alt_mpirun=$(alt mpirun)
 
+# ngctl with MPI first, built as tests/mpi/run.sh builds it (the same
+# command, examples too): after that script nothing is rebuilt. The
+# ngcoll libraries after it: their build unifies the shared crates'
+# features otherwise and would leave them to be compiled again for ngctl.
+cargo build --release --features mpi --bin ngctl --example mpi_collectives --example bcast_rule
 cargo build --release -p ngcoll-openmpi -p ngcoll-mpich
-cargo build --release --features mpi --bin ngctl
 T="$(realpath "${CARGO_TARGET_DIR:-target}/release")"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 for lib in libngcoll_ompi.so libngcoll_mpich.so; do
