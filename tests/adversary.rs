@@ -396,8 +396,13 @@ fn the_daemon_answers_status_and_a_clean_stop_shows_as_one() {
     wait_for(Duration::from_secs(20), status)
         .unwrap_or_else(|| panic!("daemon not up:\n{}", daemon.log()));
 
-    // Msg::Status, as the configured peer p1 asks it.
-    let mut c = Connection::connect(listen, "n1", &ConnConfig::new("p1", key())).unwrap();
+    // Msg::Status, as the configured peer p1 asks it. The daemon publishes
+    // its segment before its control listener is bound, so a status read
+    // does not yet mean the port accepts: connect until it does.
+    let mut c = wait_for(Duration::from_secs(20), || {
+        Connection::connect(listen, "n1", &ConnConfig::new("p1", key())).ok()
+    })
+    .unwrap_or_else(|| panic!("control port never accepted:\n{}", daemon.log()));
     let deadline = Instant::now() + Duration::from_secs(3);
     match c.request(&Msg::Status, deadline) {
         Ok(Msg::StatusReply(s)) => {
