@@ -35,19 +35,11 @@ pub fn entry_from_probe(peer: &str, transport: &str, r: &ProbeResult) -> EntryDa
         .collect();
     // The first range's and LogfP's intervals first: what consumers use most.
     let mut ci95: Vec<(String, f64, f64)> = Vec::with_capacity(MAX_CI);
-    let first = [
-        "eel_ns",
-        "L_ns",
-        "o_s_ns",
-        "o_r_ns",
-        "g_ns",
-        "G_ns_per_byte",
-        "logfp.f",
-        "logfp.o_min_ns",
-        "logfp.o_max_ns",
-        "logfp.g_ns",
-    ];
-    for k in first {
+    let first: Vec<&str> = crate::model::fit::FIRST_RANGE_KEYS
+        .into_iter()
+        .chain(["logfp.f", "logfp.o_min_ns", "logfp.o_max_ns", "logfp.g_ns"])
+        .collect();
+    for &k in &first {
         if let Some(&(lo, hi)) = r.ci95.get(k) {
             ci95.push((k.to_string(), lo, hi));
         }

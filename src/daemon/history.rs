@@ -19,6 +19,8 @@ use netgauge::files::Dir;
 use netgauge::EntryData;
 use serde::{Deserialize, Serialize};
 
+use super::json_file::{self, JsonFile};
+
 use crate::cluster::recheck::{Check, Quantity, Verdict};
 
 const HISTORY_VERSION: u32 = 1;
@@ -202,15 +204,11 @@ pub struct HistoryData {
     pub records: Vec<Record>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
-    #[error("history file {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("history file {path} is not valid: {reason}")]
-    Invalid { path: String, reason: String },
+/// Why the history file could not be read or written.
+pub type HistoryError = super::json_file::FileError;
+
+fn history_file<'a>(dir: &'a Dir, name: &'a OsStr) -> JsonFile<'a> {
+    JsonFile::new("history file", dir, name)
 }
 
 /// The history the publisher keeps: per (peer, transport) its records,
@@ -314,18 +312,12 @@ impl History {
     /// Write every record, atomically, as file `name` of `dir` (readable
     /// by every user, as the status file: `ngctl history` reads it).
     pub fn save(&self, dir: &Dir, name: &OsStr, node: &str) -> Result<(), HistoryError> {
-        let path = dir.path().join(name).display().to_string();
         let file = HistoryFile {
             version: HISTORY_VERSION,
             node: node.to_string(),
             records: self.records(),
         };
-        let text = serde_json::to_vec(&file).map_err(|e| HistoryError::Invalid {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        dir.replace(name, &text, 0o644, true)
-            .map_err(|source| HistoryError::Io { path, source })
+        history_file(dir, name).save(&file, false, 0o644)
     }
 
     /// The history in file `name` of `dir`, under `limits` as of
@@ -338,14 +330,12 @@ impl History {
         limits: Limits,
         now_unix_ns: u64,
     ) -> Result<History, HistoryError> {
-        let path = dir.path().join(name).display().to_string();
+        let f = history_file(dir, name);
         let mut h = History::new(limits);
-        let text = match dir.read(name, MAX_HISTORY_FILE_BYTES) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Ok(h),
-            Err(source) => return Err(HistoryError::Io { path, source }),
+        let Some(text) = f.read(MAX_HISTORY_FILE_BYTES)? else {
+            return Ok(h);
         };
-        let file = parse(&text).map_err(|reason| HistoryError::Invalid { path, reason })?;
+        let file = parse(&text).map_err(|reason| f.invalid(reason))?;
         for r in file.records {
             h.push(r, now_unix_ns);
         }
@@ -354,18 +344,9 @@ impl History {
 }
 
 fn parse(text: &[u8]) -> Result<HistoryFile, String> {
-    #[derive(Deserialize)]
-    struct Version {
-        version: u32,
-    }
-    let v: Version = serde_json::from_slice(text).map_err(|e| e.to_string())?;
-    if v.version != HISTORY_VERSION {
-        return Err(format!(
-            "version {} (this daemon writes {HISTORY_VERSION})",
-            v.version
-        ));
-    }
-    serde_json::from_slice(text).map_err(|e| e.to_string())
+    json_file::parse(text, HISTORY_VERSION, |v| {
+        format!("version {v} (this daemon writes {HISTORY_VERSION})")
+    })
 }
 
 /// The history file beside the state file `state_name`: `<stem>.history.json`.
@@ -387,41 +368,18 @@ pub fn read_bytes(text: &[u8]) -> Result<HistoryData, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netgauge::files::DirPolicy;
-    use netgauge::RangeData;
 
     const T0: u64 = 1_800_000_000_000_000_000;
     const S: u64 = 1_000_000_000;
 
     fn entry(peer: &str, eel: f64) -> EntryData {
-        let mut e = EntryData {
-            peer: peer.into(),
-            transport: "udp".into(),
-            ranges: vec![RangeData {
-                from_bytes: 1,
-                to_bytes: 65536,
-                g_ns: 2700.0,
-                G_ns_per_byte: 0.1,
-                o_s_ns: 2800.0,
-                o_r_ns: 800.0,
-                O_s_ns_per_byte: 0.09,
-                O_r_ns_per_byte: 0.04,
-            }],
-            eel_ns: eel,
-            L_ns: f64::NAN,
-            S_bytes: Some(12288),
-            f: None,
-            o_min_ns: f64::NAN,
-            o_max_ns: f64::NAN,
-            g_f_ns: f64::NAN,
-            curve: vec![],
-            ci95: vec![],
-            samples: 300,
-            probe_bytes: 1 << 20,
-            measured_unix_ns: T0,
-            flags: netgauge::flags::VALID,
-            ext: Default::default(),
-        };
+        let mut e = crate::daemon::fixtures::entry();
+        e.peer = peer.into();
+        e.eel_ns = eel;
+        e.L_ns = f64::NAN;
+        e.curve = vec![];
+        e.ci95 = vec![];
+        e.measured_unix_ns = T0;
         e.ext.bandwidth = Some(netgauge::Bandwidth::sustained(
             netgauge::Estimate {
                 value: 20.0,
@@ -442,10 +400,7 @@ mod tests {
     }
 
     fn scratch(tag: &str) -> (std::path::PathBuf, Dir) {
-        let p = std::env::temp_dir().join(format!("nghist-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        let d = Dir::open(&p, DirPolicy::Private, true).unwrap();
-        (p, d)
+        crate::daemon::fixtures::scratch("nghist", tag)
     }
 
     #[test]

@@ -46,8 +46,11 @@ pub mod config;
 mod contention;
 mod control;
 mod costs;
+#[cfg(test)]
+mod fixtures;
 pub mod history;
 mod job;
+pub mod json_file;
 pub mod lifecycle;
 pub mod metrics;
 mod paths;

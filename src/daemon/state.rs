@@ -17,6 +17,8 @@ use netgauge::files::Dir;
 use netgauge::EntryData;
 use serde::{Deserialize, Serialize};
 
+use super::json_file::{self, JsonFile};
+
 /// 2: entries carry their provenance (version 1 files are not restored).
 const STATE_VERSION: u32 = 2;
 /// Largest state file read back.
@@ -52,31 +54,21 @@ struct StateFile {
     entries: Vec<Stored>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("state file {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("state file {path} is not valid: {reason}")]
-    Invalid { path: String, reason: String },
+/// Why the state file could not be read or written.
+pub type StateError = super::json_file::FileError;
+
+fn state_file<'a>(dir: &'a Dir, name: &'a OsStr) -> JsonFile<'a> {
+    JsonFile::new("state file", dir, name)
 }
 
 /// Write every entry, atomically, as file `name` of `dir`.
 pub fn save(dir: &Dir, name: &OsStr, node: &str, entries: &[Stored]) -> Result<(), StateError> {
-    let path = dir.path().join(name).display().to_string();
     let file = StateFile {
         version: STATE_VERSION,
         node: node.to_string(),
         entries: entries.to_vec(),
     };
-    let text = serde_json::to_vec_pretty(&file).map_err(|e| StateError::Invalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    dir.replace(name, &text, 0o600, true)
-        .map_err(|source| StateError::Io { path, source })
+    state_file(dir, name).save(&file, true, 0o600)
 }
 
 /// Read the entries back, with the node that wrote them. A missing file
@@ -84,34 +76,17 @@ pub fn save(dir: &Dir, name: &OsStr, node: &str, entries: &[Stored]) -> Result<(
 /// is not the daemon's own private file is an error (the daemon logs it
 /// and starts empty; the next save replaces it).
 pub fn load(dir: &Dir, name: &OsStr) -> Result<(String, Vec<Stored>), StateError> {
-    let path = dir.path().join(name).display().to_string();
-    let text = match dir.read(name, MAX_STATE_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Ok((String::new(), Vec::new())),
-        Err(source) => return Err(StateError::Io { path, source }),
+    let f = state_file(dir, name);
+    let Some(text) = f.read(MAX_STATE_BYTES)? else {
+        return Ok((String::new(), Vec::new()));
     };
-    #[derive(Deserialize)]
-    struct Version {
-        version: u32,
-    }
-    let v: Version = serde_json::from_slice(&text).map_err(|e| StateError::Invalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    if v.version != STATE_VERSION {
-        return Err(StateError::Invalid {
-            path,
-            reason: format!(
-                "version {} (this daemon writes {STATE_VERSION}, whose entries say where \
-                 they were measured); not restored",
-                v.version
-            ),
-        });
-    }
-    let file: StateFile = serde_json::from_slice(&text).map_err(|e| StateError::Invalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    let file: StateFile = json_file::parse(&text, STATE_VERSION, |v| {
+        format!(
+            "version {v} (this daemon writes {STATE_VERSION}, whose entries say where \
+             they were measured); not restored"
+        )
+    })
+    .map_err(|reason| f.invalid(reason))?;
     Ok((file.node, file.entries))
 }
 
@@ -196,39 +171,7 @@ mod tests {
                 interface: p.interface.as_deref(),
             })
     }
-    use netgauge::files::DirPolicy;
-    use netgauge::RangeData;
-
-    fn entry() -> EntryData {
-        EntryData {
-            peer: "node02".into(),
-            transport: "udp".into(),
-            ranges: vec![RangeData {
-                from_bytes: 1,
-                to_bytes: 65536,
-                g_ns: 2700.0,
-                G_ns_per_byte: 0.1,
-                o_s_ns: 2800.0,
-                o_r_ns: 800.0,
-                O_s_ns_per_byte: 0.09,
-                O_r_ns_per_byte: 0.04,
-            }],
-            eel_ns: 3900.0,
-            L_ns: 300.0,
-            S_bytes: Some(12288),
-            f: None,
-            o_min_ns: f64::NAN,
-            o_max_ns: f64::NAN,
-            g_f_ns: f64::NAN,
-            curve: vec![(2, 150.0, 5000.0)],
-            ci95: vec![("eel_ns".into(), 3850.0, 3950.0)],
-            samples: 300,
-            probe_bytes: 1 << 20,
-            measured_unix_ns: 1_700_000_000_000_000_000,
-            flags: netgauge::flags::VALID,
-            ext: Default::default(),
-        }
-    }
+    use crate::daemon::fixtures::entry;
 
     fn stored() -> Stored {
         Stored {
@@ -243,10 +186,7 @@ mod tests {
     }
 
     fn scratch(tag: &str) -> (std::path::PathBuf, Dir) {
-        let p = std::env::temp_dir().join(format!("ngstate-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        let d = Dir::open(&p, DirPolicy::Private, true).unwrap();
-        (p, d)
+        crate::daemon::fixtures::scratch("ngstate", tag)
     }
 
     #[test]

@@ -501,36 +501,40 @@ pub fn sharing_penalties(flows: &[(usize, usize)], m: Sharing) -> Vec<f64> {
         .map(|&(s, d)| {
             let (dout, din) = (out_deg(s), in_deg(d));
             // Outgoing: the flows leaving s, ranked by their destinations'
-            // incoming degree.
-            let p_o = if dout <= 1 {
-                1.0
-            } else {
-                let degs = flows.iter().filter(|f| f.0 == s).map(|f| in_deg(f.1));
-                let max = degs.clone().max().unwrap_or(0);
-                let card = degs.filter(|&x| x == max).count() as f64;
-                let k = dout as f64;
-                if din == max {
-                    k * m.beta * (1.0 + m.gamma_o * (k - card))
-                } else {
-                    k * m.beta * (1.0 - m.gamma_o / card)
-                }
-            };
-            let p_i = if din <= 1 {
-                1.0
-            } else {
-                let degs = flows.iter().filter(|f| f.1 == d).map(|f| out_deg(f.0));
-                let max = degs.clone().max().unwrap_or(0);
-                let card = degs.filter(|&x| x == max).count() as f64;
-                let k = din as f64;
-                if dout == max {
-                    k * m.beta * (1.0 + m.gamma_i * (k - card))
-                } else {
-                    k * m.beta * (1.0 - m.gamma_i / card)
-                }
-            };
+            // incoming degree; incoming: the flows reaching d, ranked by
+            // their sources' outgoing degree.
+            let out_far = flows.iter().filter(|f| f.0 == s).map(|f| in_deg(f.1));
+            let in_far = flows.iter().filter(|f| f.1 == d).map(|f| out_deg(f.0));
+            let p_o = side_penalty(dout, din, out_far, m.beta, m.gamma_o);
+            let p_i = side_penalty(din, dout, in_far, m.beta, m.gamma_i);
             p_o.max(p_i)
         })
         .collect()
+}
+
+/// One side's penalty of a flow in [`sharing_penalties`]: 1 when its node
+/// has `k` ≤ 1 flows on this side, else k·β·(1 + γ(k − |C^m|)) when the
+/// flow's far end, of degree `own`, has the largest degree among `degs`
+/// (the far ends' degrees of the node's `k` flows, |C^m| of them the
+/// largest) and k·β·(1 − γ/|C^m|) when not.
+fn side_penalty(
+    k: usize,
+    own: usize,
+    degs: impl Iterator<Item = usize> + Clone,
+    beta: f64,
+    gamma: f64,
+) -> f64 {
+    if k <= 1 {
+        return 1.0;
+    }
+    let max = degs.clone().max().unwrap_or(0);
+    let card = degs.filter(|&x| x == max).count() as f64;
+    let k = k as f64;
+    if own == max {
+        k * beta * (1.0 + gamma * (k - card))
+    } else {
+        k * beta * (1.0 - gamma / card)
+    }
 }
 
 #[cfg(test)]

@@ -105,12 +105,7 @@ pub fn exchange_points(samples: &[ExchangeSamples]) -> Vec<ExchangePoint> {
     let mut pts: Vec<ExchangePoint> = samples
         .iter()
         .filter_map(|s| {
-            let v: Vec<f64> = s
-                .step_ns
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .collect();
+            let v = stats::times(&s.step_ns);
             if v.is_empty() {
                 return None;
             }

@@ -36,12 +36,7 @@ pub fn nearest_rank(sorted: &[f64], per_mille: u64) -> f64 {
 /// non-negative sample (non-finite or negative samples are left out: a
 /// time is never negative, and such a sample is a clock fault).
 pub fn percentiles(s: &LatencySamples) -> Option<LatencyPercentiles> {
-    let mut v: Vec<f64> = s
-        .half_rtt_ns
-        .iter()
-        .copied()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .collect();
+    let mut v = super::stats::times(&s.half_rtt_ns);
     if v.is_empty() {
         return None;
     }
@@ -88,12 +83,7 @@ pub fn histogram(s: &LatencySamples) -> Vec<Bin> {
     let per = f64::from(BINS_PER_DECADE);
     let bin_of = |x: f64| (x.max(1.0).log10() * per).floor() as i64;
     let edge = |k: i64| 10f64.powf(k as f64 / per);
-    let xs: Vec<f64> = s
-        .half_rtt_ns
-        .iter()
-        .copied()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .collect();
+    let xs = super::stats::times(&s.half_rtt_ns);
     let (Some(lo), Some(hi)) = (
         xs.iter().map(|&x| bin_of(x)).min(),
         xs.iter().map(|&x| bin_of(x)).max(),

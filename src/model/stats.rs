@@ -39,6 +39,15 @@ fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + frac * (sorted[hi] - sorted[lo])
 }
 
+/// The samples of `xs` that can be times: finite and non-negative (a
+/// negative or non-finite time is a clock fault, left out).
+pub fn times(xs: &[f64]) -> Vec<f64> {
+    xs.iter()
+        .copied()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .collect()
+}
+
 /// Quantile `q` ∈ [0, 1] (clamped) with linear interpolation between order
 /// statistics; NaN for empty input.
 pub fn quantile(xs: &[f64], q: f64) -> f64 {

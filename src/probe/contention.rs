@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use super::loss::{lost_round, peer_gone};
 use crate::clock::Clock;
 use crate::model::contention::{
     fit_contention, Conflict, ConflictCell, ContentionFit, ContentionRaw,
@@ -19,7 +20,7 @@ use crate::model::contention::{
 use crate::pattern::conflict::{conflict_round, Flows};
 use crate::pattern::prtt::drain;
 use crate::sweep::{Progress, SweepError};
-use crate::transport::{PeerId, Transport, TransportError};
+use crate::transport::{PeerId, Transport};
 
 /// Flow counts the segment holds per scheme.
 pub const MAX_K: usize = netgauge::layout::MAX_K;
@@ -147,7 +148,6 @@ struct Waits {
     lost: u32,
 }
 
-const LOSS_LIMIT: u32 = 4;
 const MAX_WAIT: Duration = Duration::from_secs(30);
 
 impl Waits {
@@ -217,24 +217,13 @@ pub fn run<T: Transport, C: Clock>(
                         waits.learn(bytes, clock.to_ns(clock.now().wrapping_sub(t0)));
                         break;
                     }
-                    Err(TransportError::Timeout(_)) => {
+                    Err(e) => {
+                        lost_round(e, size)?;
                         waits.lost += 1;
                         waits.lost_in_a_row += 1;
-                        if waits.lost_in_a_row >= LOSS_LIMIT {
-                            return Err(SweepError::PeerLost {
-                                size_bytes: size as u64,
-                                losses: waits.lost_in_a_row,
-                                last: TransportError::Timeout(wait),
-                            });
-                        }
+                        peer_gone(waits.lost_in_a_row, size, wait)?;
                         // Late answers must not end the next round.
                         drain(transport, (wait / 4).min(Duration::from_secs(1)));
-                    }
-                    Err(source) => {
-                        return Err(SweepError::Transport {
-                            size_bytes: size as u64,
-                            source,
-                        })
                     }
                 }
             }
@@ -328,22 +317,11 @@ pub fn stream<T: Transport, C: Clock>(
                         *s += t;
                     }
                 }
-                Err(TransportError::Timeout(_)) => {
+                Err(e) => {
+                    lost_round(e, size_bytes)?;
                     lost += 1;
-                    if lost >= LOSS_LIMIT {
-                        return Err(SweepError::PeerLost {
-                            size_bytes: size_bytes as u64,
-                            losses: lost,
-                            last: TransportError::Timeout(timeout),
-                        });
-                    }
+                    peer_gone(lost, size_bytes, timeout)?;
                     drain(transport, (timeout / 4).min(Duration::from_secs(1)));
-                }
-                Err(source) => {
-                    return Err(SweepError::Transport {
-                        size_bytes: size_bytes as u64,
-                        source,
-                    })
                 }
             }
         }

@@ -21,6 +21,7 @@ use crate::transport::{Kind, PeerId, Transport};
 
 pub mod contention;
 pub mod cpu;
+mod loss;
 pub mod overlap;
 #[cfg(feature = "mpi")]
 pub mod ranks;

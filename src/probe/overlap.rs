@@ -7,17 +7,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::loss::{lost_round, peer_gone};
 use crate::clock::Clock;
 use crate::model::overlap::{fit_overlap, OverlapPoint, OverlapRounds, PAST_KNEE};
 use crate::pattern::overlap::overlap_round;
 use crate::pattern::prtt::drain;
 use crate::sweep::{Progress, SweepError};
-use crate::transport::{PeerId, Transport, TransportError};
+use crate::transport::{PeerId, Transport};
 
 /// Rounds without computation that find the knee before the measured ones.
 const PILOT_ROUNDS: usize = 5;
-/// Lost rounds in a row after which the peer counts as gone.
-const LOSS_LIMIT: u32 = 4;
 
 /// What an overlap probe does.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,23 +86,14 @@ pub fn run<T: Transport, C: Clock>(
                     in_a_row = 0;
                     Ok(Some(s))
                 }
-                Err(TransportError::Timeout(_)) => {
+                Err(e) => {
+                    lost_round(e, size)?;
                     lost += 1;
                     in_a_row += 1;
-                    if in_a_row >= LOSS_LIMIT {
-                        return Err(SweepError::PeerLost {
-                            size_bytes: size as u64,
-                            losses: in_a_row,
-                            last: TransportError::Timeout(timeout),
-                        });
-                    }
+                    peer_gone(in_a_row, size, timeout)?;
                     drain(transport, (o.timeout / 4).min(Duration::from_millis(200)));
                     Ok(None)
                 }
-                Err(source) => Err(SweepError::Transport {
-                    size_bytes: size as u64,
-                    source,
-                }),
             }
         };
         // The pilot: the wait after the post, and so the computation that

@@ -82,29 +82,27 @@ pub fn history(v: &HistoryView, how: &Output) -> Result<String, serde_json::Erro
                 ]
             })
             .collect();
-        return Ok(csv(
-            &[
-                "peer",
-                "transport",
-                "at_unix_ns",
-                "event",
-                "measured_unix_ns",
-                "eel_ns",
-                "L_ns",
-                "o_s_ns",
-                "o_r_ns",
-                "g_ns",
-                "G_ns_per_byte",
-                "sustained_G_ns_per_byte",
-                "bandwidth_bytes_per_s",
-                "S_bytes",
-                "flags",
-                "deviation_quantity",
-                "deviation_size_bytes",
-                "deviation_relative",
-            ],
-            &rows,
-        ));
+        // The first range's parameters under the names their intervals have.
+        let header: Vec<&str> = [
+            "peer",
+            "transport",
+            "at_unix_ns",
+            "event",
+            "measured_unix_ns",
+        ]
+        .into_iter()
+        .chain(crate::model::fit::FIRST_RANGE_KEYS)
+        .chain([
+            "sustained_G_ns_per_byte",
+            "bandwidth_bytes_per_s",
+            "S_bytes",
+            "flags",
+            "deviation_quantity",
+            "deviation_size_bytes",
+            "deviation_relative",
+        ])
+        .collect();
+        return Ok(csv(&header, &rows));
     }
     let mut s = String::new();
     let mut transports: Vec<&str> = v.records.iter().map(|r| r.transport.as_str()).collect();

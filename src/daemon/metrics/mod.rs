@@ -26,6 +26,7 @@ use std::path::Path;
 use netgauge::ext::{Field, RangeField, Regime, Status};
 use netgauge::files::{Dir, DirPolicy};
 use netgauge::{flags, EntryData};
+use prometheus::core::{MetricVec, MetricVecBuilder};
 use prometheus::{CounterVec, GaugeVec, Opts, Registry};
 
 use super::status::StatusFile;
@@ -56,6 +57,35 @@ struct Families {
     counters: HashMap<&'static str, CounterVec>,
 }
 
+/// Member `labels` of family `name` (with `help`) in `families`: the
+/// family is made by `make` and registered the first time it is asked for
+/// (None: it cannot be, said in the debug log).
+fn member<B: MetricVecBuilder + 'static>(
+    reg: &Registry,
+    families: &mut HashMap<&'static str, MetricVec<B>>,
+    (name, help): (&'static str, &'static str),
+    labels: &[(&str, &str)],
+    make: fn(Opts, &[&str]) -> prometheus::Result<MetricVec<B>>,
+) -> Option<B::M> {
+    let family = match families.entry(name) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            let names: Vec<&str> = labels.iter().map(|l| l.0).collect();
+            let Ok(f) = make(Opts::new(name, help), &names) else {
+                tracing::debug!("metric {name}: not a valid family");
+                return None;
+            };
+            if reg.register(Box::new(f.clone())).is_err() {
+                tracing::debug!("metric {name}: registered twice");
+                return None;
+            }
+            slot.insert(f)
+        }
+    };
+    let values: Vec<&str> = labels.iter().map(|l| l.1).collect();
+    family.get_metric_with_label_values(&values).ok()
+}
+
 impl Families {
     fn new() -> Families {
         Families {
@@ -71,48 +101,26 @@ impl Families {
         if !v.is_finite() {
             return;
         }
-        let reg = &self.reg;
-        let vec = match self.gauges.entry(name) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let names: Vec<&str> = labels.iter().map(|l| l.0).collect();
-                let Ok(g) = GaugeVec::new(Opts::new(name, help), &names) else {
-                    tracing::debug!("metric {name}: not a valid family");
-                    return;
-                };
-                if reg.register(Box::new(g.clone())).is_err() {
-                    tracing::debug!("metric {name}: registered twice");
-                    return;
-                }
-                slot.insert(g)
-            }
-        };
-        let values: Vec<&str> = labels.iter().map(|l| l.1).collect();
-        if let Ok(g) = vec.get_metric_with_label_values(&values) {
+        if let Some(g) = member(
+            &self.reg,
+            &mut self.gauges,
+            (name, help),
+            labels,
+            GaugeVec::new,
+        ) {
             g.set(v);
         }
     }
 
     /// Sets counter `name{labels}` (its name ends in `_total`) to `v`.
     fn counter(&mut self, name: &'static str, help: &'static str, labels: &[(&str, &str)], v: u64) {
-        let reg = &self.reg;
-        let vec = match self.counters.entry(name) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let names: Vec<&str> = labels.iter().map(|l| l.0).collect();
-                let Ok(c) = CounterVec::new(Opts::new(name, help), &names) else {
-                    tracing::debug!("metric {name}: not a valid family");
-                    return;
-                };
-                if reg.register(Box::new(c.clone())).is_err() {
-                    tracing::debug!("metric {name}: registered twice");
-                    return;
-                }
-                slot.insert(c)
-            }
-        };
-        let values: Vec<&str> = labels.iter().map(|l| l.1).collect();
-        if let Ok(c) = vec.get_metric_with_label_values(&values) {
+        if let Some(c) = member(
+            &self.reg,
+            &mut self.counters,
+            (name, help),
+            labels,
+            CounterVec::new,
+        ) {
             c.inc_by(v as f64);
         }
     }

@@ -4,9 +4,10 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use plotters::chart::MeshStyle;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -178,6 +179,31 @@ where
     Ok(())
 }
 
+/// The grid, tick labels and axis descriptions in the figure's one style.
+fn mesh_style<'m, 'a, 'b, X: Ranged, Y: Ranged, DB: DrawingBackend>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB> {
+    mesh.label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 15))
+        .light_line_style(WHITE)
+        .bold_line_style(RGBColor(225, 225, 225))
+}
+
+/// The legend, in corner `at` of the panel, in the figure's one style.
+fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), PlotError> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(190, 190, 190))
+        .draw()
+        .map_err(draw_err)
+}
+
 /// The PRTT panel.
 fn prtt_panel(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
@@ -198,20 +224,18 @@ fn prtt_panel(
         .y_label_area_size(64)
         .build_cartesian_2d((x0..x1).log_scale().base(4.0), 0f64..y_max)
         .map_err(draw_err)?;
-    chart
-        .configure_mesh()
-        .x_desc("message size s (bytes, log scale)")
-        .y_desc("round trip (µs)")
-        .x_labels(12)
-        .y_labels(8)
-        .x_label_formatter(&|v| fmt_bytes(*v))
-        .y_label_formatter(&|v| tick(*v, y_max))
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 15))
-        .light_line_style(WHITE)
-        .bold_line_style(RGBColor(225, 225, 225))
-        .draw()
-        .map_err(draw_err)?;
+    mesh_style(
+        chart
+            .configure_mesh()
+            .x_desc("message size s (bytes, log scale)")
+            .y_desc("round trip (µs)")
+            .x_labels(12)
+            .y_labels(8)
+            .x_label_formatter(&|v| fmt_bytes(*v))
+            .y_label_formatter(&|v| tick(*v, y_max)),
+    )
+    .draw()
+    .map_err(draw_err)?;
     // Protocol changes first, under the curves.
     for (i, m) in fig.markers.iter().enumerate() {
         let c = colour(if m.threshold {
@@ -257,14 +281,7 @@ fn prtt_panel(
         .map_err(draw_err)?
         .label("lines: fitted model, dashed: protocol changes")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(190, 190, 190))
-        .draw()
-        .map_err(draw_err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(panel_layout(&chart, [x0, x1], true, [0.0, y_max_ns]))
 }
 
@@ -293,30 +310,21 @@ fn fanout_panel(
             .y_label_area_size(64)
             .build_cartesian_2d(x0..x1, 0f64..y_max)
             .map_err(draw_err)?;
-    chart
-        .configure_mesh()
-        .x_desc("peers P")
-        .y_desc("o(P) (ns)")
-        .x_labels(16)
-        .y_labels(6)
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| tick(*v, y_max))
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 15))
-        .light_line_style(WHITE)
-        .bold_line_style(RGBColor(225, 225, 225))
-        .draw()
-        .map_err(draw_err)?;
+    mesh_style(
+        chart
+            .configure_mesh()
+            .x_desc("peers P")
+            .y_desc("o(P) (ns)")
+            .x_labels(16)
+            .y_labels(6)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| tick(*v, y_max)),
+    )
+    .draw()
+    .map_err(draw_err)?;
     draw_measured(&mut chart, s, 1.0, |x| (x - 0.12, x + 0.12))?;
     draw_model(&mut chart, s, 1.0)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(190, 190, 190))
-        .draw()
-        .map_err(draw_err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(panel_layout(&chart, [x0, x1], false, [0.0, y_max]))
 }
 

@@ -1,0 +1,275 @@
+//! The jobs of a pair meeting, each over every transport of the pair:
+//! a full sweep (published unless disturbed; a class sweep also as the
+//! class's entry) and a re-check or confirmation (compared with the
+//! pair's or the class's entry), and what a failed session leaves.
+
+use std::time::Instant;
+
+use netgauge::{flags, EntryData};
+
+use super::{failed, State};
+use crate::cluster::recheck::{compare, disturbed, DisturbancePolicy, RecheckPolicy};
+use crate::cluster::schedule::{Decline, Job, Outcome, Purpose, Reference};
+use crate::control::SizePlan;
+use crate::daemon::history::{Deviation, Event};
+use crate::daemon::job::{full_sweep, recheck, recheck_sizes, JobCtx, JobError, Meeting};
+use crate::daemon::publisher::Outcome as Publish;
+use crate::daemon::sched::PeerPhase;
+use crate::daemon::state::Provenance;
+use crate::link::Kind;
+use crate::model::fit::size_points;
+use crate::transport::kind::PeerEndpoint;
+
+/// Run one admitted job of a pair over each of its transports.
+pub(super) fn run_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, job: Job) -> Outcome {
+    match job {
+        Job::FullSweep(purpose) => sweep_job(ctx, st, m, purpose),
+        Job::Recheck(r) | Job::Confirm(r) => recheck_job(ctx, st, m, r),
+        Job::Fanout => Outcome::Declined(Decline::NotExpected),
+    }
+}
+
+fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Purpose) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].clone();
+    let (mut swept, mut disturbed_any) = (0, false);
+    for (i, kind) in st.kinds_of(peer) {
+        let started = Instant::now();
+        let r = m.session(ctx, kind, SizePlan::Full, |l| {
+            full_sweep(l, ctx.cfg, kind, ctx.clock)
+        });
+        match r {
+            Ok(r) => {
+                m.bytes += r.probe_bytes;
+                if let Some(d) = disturbed(&r, &DisturbancePolicy::default()) {
+                    tracing::info!(
+                        "{name} over {kind}: sweep disturbed ({d}); not published, tried again at the next meeting"
+                    );
+                    disturbed_any = true;
+                    st.per_target[i].last_error = Some(format!("sweep disturbed: {d}"));
+                    continue;
+                }
+                let now_ns = crate::publish::unix_now_ns();
+                let mut e = crate::publish::entry_from_probe(&name, kind.name(), &r);
+                if purpose == Purpose::Repair {
+                    e.flags |= flags::CHANGED;
+                    e.ext.changed_unix_ns = now_ns;
+                }
+                tracing::info!(
+                    "{name} over {kind} ({}): large-message bandwidth {}; EEL {:.0} ns, g {:.0} ns, G {:.4} ns/B, S {:?} ({} B of probes in {:.1} s)",
+                    Job::FullSweep(purpose).name(),
+                    crate::report::bandwidth_line(&r.bandwidth),
+                    r.fit.eel_ns,
+                    e.ranges.first().map_or(f64::NAN, |x| x.g_ns),
+                    e.ranges.last().map_or(f64::NAN, |x| x.G_ns_per_byte),
+                    r.fit.S_bytes,
+                    r.probe_bytes,
+                    started.elapsed().as_secs_f64()
+                );
+                let raw = kind.descriptor().endpoint == PeerEndpoint::MacOnLink;
+                let provenance = Provenance {
+                    local: ctx.shared.local_ip,
+                    peer_address: m.address(),
+                    interface: ctx.shared.peers[peer].interface.clone().filter(|_| raw),
+                    peer_mac: m.announced_mac().filter(|_| raw),
+                };
+                let event = if purpose == Purpose::Repair {
+                    if let Some(old) = st.known.get(&(name.clone(), kind)) {
+                        tracing::info!("{name} over {kind}: changed: {}", drift_line(old, &e));
+                    }
+                    Event::Repair
+                } else {
+                    Event::Sweep
+                };
+                if purpose == Purpose::Class {
+                    let mut c = e.clone();
+                    c.peer = class.name.clone();
+                    c.flags &= !flags::CHANGED;
+                    st.publish(c, kind, provenance.clone(), Event::Sweep);
+                }
+                st.publish(e, kind, provenance, event);
+                let t = &mut st.per_target[i];
+                t.phase = PeerPhase::Known;
+                t.failures = 0;
+                t.last_probe_unix_ns = Some(now_ns);
+                t.last_error = None;
+                swept += 1;
+            }
+            Err(e) if e.refused_transport() => {
+                tracing::debug!("{name}: {kind} refused: {e}");
+                st.per_target[i].last_error = Some(e.to_string());
+            }
+            Err(e) => {
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        }
+    }
+    if disturbed_any || swept == 0 {
+        Outcome::Disturbed { bytes: m.bytes }
+    } else {
+        Outcome::Swept { bytes: m.bytes }
+    }
+}
+
+fn recheck_job(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &mut Meeting,
+    reference: Reference,
+) -> Outcome {
+    let peer = m.peer;
+    let name = ctx.shared.peers[peer].name.clone();
+    let class = st.classes[peer].name.clone();
+    let start_bytes = m.bytes;
+    let mut agrees = true;
+    for (i, kind) in st.kinds_of(peer) {
+        let r = m.session(ctx, kind, recheck_sizes(), |l| {
+            recheck(l, ctx.cfg, ctx.clock)
+        });
+        let (samples, bytes) = match r {
+            Ok(x) => x,
+            Err(e) if e.refused_transport() => {
+                st.per_target[i].last_error = Some(e.to_string());
+                continue;
+            }
+            Err(e) => {
+                if let Some(d) = e.declined() {
+                    tracing::debug!("{name}: {kind} session declined: {e}");
+                    return Outcome::Declined(d);
+                }
+                return job_failed(ctx, st, m, kind, &e);
+            }
+        };
+        m.bytes += bytes;
+        let against = match reference {
+            Reference::Pair => st.known.get(&(name.clone(), kind)),
+            Reference::Class => st.known.get(&(class.clone(), kind)),
+            Reference::Nothing => None,
+        };
+        let Some(entry) = against else {
+            continue;
+        };
+        let v = compare(&size_points(&samples), entry, &recheck_policy(entry));
+        let deviation = Deviation::of(&v);
+        let now_ns = crate::publish::unix_now_ns();
+        let t = &mut st.per_target[i];
+        t.last_probe_unix_ns = Some(now_ns);
+        t.failures = 0;
+        t.last_error = None;
+        if v.agrees {
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Known;
+            }
+            if reference == Reference::Pair {
+                let _ = st.tx.send(Publish::Confirmed {
+                    peer: name.clone(),
+                    transport: kind.name().to_string(),
+                    at_unix_ns: now_ns,
+                    deviation,
+                });
+            }
+        } else {
+            agrees = false;
+            if t.phase != PeerPhase::New {
+                t.phase = PeerPhase::Suspect;
+            }
+            let off: Vec<String> = v
+                .checks
+                .iter()
+                .filter(|c| !c.agrees)
+                .map(|c| {
+                    format!(
+                        "{:?} at {} B: {:.0} ns against {:.0} ± {:.0}",
+                        c.quantity, c.size_bytes, c.measured_ns, c.reference_ns, c.tolerance_ns
+                    )
+                })
+                .collect();
+            tracing::info!(
+                "{name} over {kind}: re-check disagrees with the {} entry ({})",
+                if reference == Reference::Pair {
+                    "pair's"
+                } else {
+                    "class's"
+                },
+                off.join("; ")
+            );
+            let _ = st.tx.send(Publish::Disagreed {
+                peer: if reference == Reference::Pair {
+                    name.clone()
+                } else {
+                    class.clone()
+                },
+                transport: kind.name().to_string(),
+                at_unix_ns: now_ns,
+                deviation,
+            });
+        }
+    }
+    Outcome::Rechecked {
+        agrees,
+        bytes: m.bytes - start_bytes,
+    }
+}
+
+/// What changed from `old` to `new` as the drift log states it: EEL and
+/// the large-message bandwidth, old → new.
+pub(super) fn drift_line(old: &EntryData, new: &EntryData) -> String {
+    let sustained = |e: &EntryData| {
+        e.ext
+            .bandwidth
+            .as_ref()
+            .map_or(f64::NAN, |b| b.sustained_G_ns_per_byte.value)
+    };
+    let (g0, g1) = (sustained(old), sustained(new));
+    let change = |a: f64, b: f64| {
+        if a.is_finite() && b.is_finite() && a != 0.0 {
+            format!(" ({:+.0} %)", (b / a - 1.0) * 100.0)
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "EEL {:.0} → {:.0} ns{}, large-message bandwidth {} → {}{} (G {:.3} → {:.3} ns/B)",
+        old.eel_ns,
+        new.eel_ns,
+        change(old.eel_ns, new.eel_ns),
+        crate::report::fmt_rate(g0),
+        crate::report::fmt_rate(g1),
+        change(1.0 / g0, 1.0 / g1),
+        g0,
+        g1
+    )
+}
+
+/// How a re-check is compared with `entry`. A restored entry is held to
+/// the plain tolerance: a re-check too noisy to tell does not make it
+/// current.
+pub(in crate::daemon) fn recheck_policy(entry: &EntryData) -> RecheckPolicy {
+    if entry.flags & flags::RESTORED != 0 {
+        RecheckPolicy {
+            k_hw: 0.0,
+            ..RecheckPolicy::default()
+        }
+    } else {
+        RecheckPolicy::default()
+    }
+}
+
+/// A session of a job failed mid-way: the partner stopped answering.
+fn job_failed(
+    ctx: &JobCtx<'_>,
+    st: &mut State<'_>,
+    m: &Meeting,
+    kind: Kind,
+    e: &JobError,
+) -> Outcome {
+    let name = &ctx.shared.peers[m.peer].name;
+    tracing::warn!("{name} over {kind}: probe failed: {e}");
+    failed(st, name, m.peer, &format!("{kind}: {e}"));
+    Outcome::Failed { bytes: m.bytes }
+}
