@@ -168,6 +168,10 @@ echo "quiet: $qn settled $(( pb1 - pb0 )) probe payload bytes and sent $probe_tx
 [ "$probe_tx" -le "$QUIET_CTRL_BYTES" ] || fail "quiet node sent $probe_tx B"
 awk -v p="$cpu_pct" 'BEGIN{exit !(p < 5)}' || fail "quiet node busy: ${cpu_pct} % CPU"
 [ "$fails1" = "$fails0" ] || fail "peers counted failures against the quiet node"
+# With a cap on concurrent mesh sessions a node meets a partner in one
+# mesh round of every PARTS (up to 2·PARTS − 1 rounds apart): "within one
+# round" means its next meeting, so the bounds below scale with PARTS.
+if [ "$MESH_PAIRS" -gt 0 ]; then PARTS=$(( (N / 2 + N % 2 + MESH_PAIRS - 1) / MESH_PAIRS )); else PARTS=1; fi
 d0=$(( $(stat_of $q .schedule.stats.drives) + $(stat_of $q .schedule.stats.serves) ))
 ngctl resume --shm "$(seg $q)" --name rig
 tr=$(date +%s)
@@ -175,9 +179,9 @@ while :; do
     sleep 1
     d1=$(( $(stat_of $q .schedule.stats.drives) + $(stat_of $q .schedule.stats.serves) ))
     [ "$d1" -gt "$d0" ] && break
-    [ $(( $(date +%s) - tr )) -gt $(( ROUND_S * 4 )) ] && fail "no session within 4 rounds of resume"
+    [ $(( $(date +%s) - tr )) -gt $(( ROUND_S * (2 * PARTS + 2) )) ] && fail "no session within $(( 2 * PARTS + 2 )) rounds of resume"
 done
-echo "resume: first session $(( $(date +%s) - tr )) s after ngctl resume (round ${ROUND_S} s)"
+echo "resume: first session $(( $(date +%s) - tr )) s after ngctl resume (round ${ROUND_S} s, a meeting every $PARTS mesh rounds)"
 
 # --- kill -9 and restart ---
 k=3; kn=$(cluster_name $k)
@@ -196,7 +200,7 @@ tk=$(date +%s)
 while :; do
     sleep 2
     [ $(( $(stat_of "$k" .schedule.stats.drives) + $(stat_of "$k" .schedule.stats.serves) )) -ge 2 ] && break
-    [ $(( $(date +%s) - tk )) -gt $(( ROUND_S * 20 )) ] && fail "$kn in no session within 20 rounds of its restart"
+    [ $(( $(date +%s) - tk )) -gt $(( ROUND_S * 20 * PARTS )) ] && fail "$kn in no session within $(( 20 * PARTS )) rounds of its restart"
 done
 echo "restart: $kn in its second session $(( $(date +%s) - tk )) s after its restart (drives $(stat_of "$k" .schedule.stats.drives), serves $(stat_of "$k" .schedule.stats.serves))"
 
