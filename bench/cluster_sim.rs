@@ -37,6 +37,10 @@ struct Args {
     /// 0: none).
     #[arg(long)]
     fanout_interval_s: Option<f64>,
+    /// Mesh sessions at once over the cluster, at most (default: the
+    /// schedule's, no cap).
+    #[arg(long)]
+    mesh_pairs_per_round: Option<u32>,
     /// Nodes that fail once (for --fail-hours) in the first half of the run.
     #[arg(long, default_value_t = 0)]
     fail: usize,
@@ -105,6 +109,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(r) = a.round_s {
         schedule.round_s = r;
     }
+    if let Some(c) = a.mesh_pairs_per_round {
+        schedule.mesh_pairs_per_round = c;
+    }
     let cfg = SimConfig {
         nodes: a.nodes,
         per_leaf: a.per_leaf,
@@ -161,8 +168,12 @@ fn print_table(cfg: &SimConfig, r: &SimReport) {
     row(
         "rounds",
         format!(
-            "{} s; coverage: {} round(s) per pass, one per block of {}; fan-out: one round per {}; cycle {:.2} h",
+            "{} s; mesh sessions at once: {}; coverage: {} round(s) per pass, one per block of {}; fan-out: one round per {}; cycle {:.2} h",
             cfg.schedule.round_s,
+            match cfg.schedule.mesh_pairs_per_round {
+                0 => "no cap".to_string(),
+                c => format!("at most {c}"),
+            },
             r.coverage_rounds,
             r.block_rounds.map_or("-".into(), |b| b.to_string()),
             if cfg.schedule.fanout_interval_s > 0.0 {

@@ -19,7 +19,9 @@
 # Usage (root, release binaries built):
 #   flock /tmp/netns.lock flock /tmp/measure.lock bash scripts/cluster_rig.sh [N]
 # Environment: BIN (default target/release), TAG (h12n), NET (98),
-# MESH_LIMIT_S (600), ROUND_S (10).
+# MESH_LIMIT_S (600), ROUND_S (10), MESH_PAIRS (the schedule's
+# mesh_pairs_per_round, 0: no cap), PIN (1: each host's busy threads on
+# core (i−1) mod cores; 0: where the kernel puts them).
 set -euo pipefail
 N=${1:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
@@ -30,6 +32,8 @@ ROUND_S=${ROUND_S:-10}
 QUIET_S=${QUIET_S:-30}
 QUIET_CTRL_BYTES=${QUIET_CTRL_BYTES:-65536}
 FANOUT_S=${FANOUT_S:-}
+MESH_PAIRS=${MESH_PAIRS:-0}
+PIN=${PIN:-1}
 TRANSPORTS='["udp"]'
 IFACE=
 FANOUT_CFG=0.0
@@ -67,11 +71,14 @@ $IFACE
 max_size_bytes = 4096
 max_reps = 6
 budget_bytes_per_s = 5000000
-probe_cpu = $(( (i - 1) % CORES ))
+$( [ "$PIN" = 1 ] && echo "probe_cpu = $(( (i - 1) % CORES ))" )
 fanout_interval_s = $FANOUT_CFG
 recheck_interval_s = 0.001
 [schedule]
 round_s = $ROUND_S
+mesh_pairs_per_round = $MESH_PAIRS
+# The hosts share one clock.
+skew_s = 0.2
 backoff_min_s = $(( ROUND_S * 2 ))
 backoff_max_s = $(( ROUND_S * 8 ))
 EOF
@@ -101,7 +108,7 @@ stat_of() { # host index, jq path under .daemon
 for i in $(seq 1 "$N"); do config "$i"; start "$i"; done
 t0=$(date +%s)
 want=$(( N * (N - 1) ))
-echo "== $N daemons, hostlist $hostlist, round ${ROUND_S} s, sweeps to 4 KiB; want $want directed pairs"
+echo "== $N daemons, hostlist $hostlist, round ${ROUND_S} s, mesh pairs per round ${MESH_PAIRS} (0: no cap), pinned $PIN, sweeps to 4 KiB; want $want directed pairs"
 have=0
 while :; do
     sleep 10
@@ -161,6 +168,10 @@ echo "quiet: $qn settled $(( pb1 - pb0 )) probe payload bytes and sent $probe_tx
 [ "$probe_tx" -le "$QUIET_CTRL_BYTES" ] || fail "quiet node sent $probe_tx B"
 awk -v p="$cpu_pct" 'BEGIN{exit !(p < 5)}' || fail "quiet node busy: ${cpu_pct} % CPU"
 [ "$fails1" = "$fails0" ] || fail "peers counted failures against the quiet node"
+# With a cap on concurrent mesh sessions a node meets a partner in one
+# mesh round of every PARTS (up to 2·PARTS − 1 rounds apart): "within one
+# round" means its next meeting, so the bounds below scale with PARTS.
+if [ "$MESH_PAIRS" -gt 0 ]; then PARTS=$(( (N / 2 + N % 2 + MESH_PAIRS - 1) / MESH_PAIRS )); else PARTS=1; fi
 d0=$(( $(stat_of $q .schedule.stats.drives) + $(stat_of $q .schedule.stats.serves) ))
 ngctl resume --shm "$(seg $q)" --name rig
 tr=$(date +%s)
@@ -168,9 +179,9 @@ while :; do
     sleep 1
     d1=$(( $(stat_of $q .schedule.stats.drives) + $(stat_of $q .schedule.stats.serves) ))
     [ "$d1" -gt "$d0" ] && break
-    [ $(( $(date +%s) - tr )) -gt $(( ROUND_S * 4 )) ] && fail "no session within 4 rounds of resume"
+    [ $(( $(date +%s) - tr )) -gt $(( ROUND_S * (2 * PARTS + 2) )) ] && fail "no session within $(( 2 * PARTS + 2 )) rounds of resume"
 done
-echo "resume: first session $(( $(date +%s) - tr )) s after ngctl resume (round ${ROUND_S} s)"
+echo "resume: first session $(( $(date +%s) - tr )) s after ngctl resume (round ${ROUND_S} s, a meeting every $PARTS mesh rounds)"
 
 # --- kill -9 and restart ---
 k=3; kn=$(cluster_name $k)
@@ -189,7 +200,7 @@ tk=$(date +%s)
 while :; do
     sleep 2
     [ $(( $(stat_of "$k" .schedule.stats.drives) + $(stat_of "$k" .schedule.stats.serves) )) -ge 2 ] && break
-    [ $(( $(date +%s) - tk )) -gt $(( ROUND_S * 20 )) ] && fail "$kn in no session within 20 rounds of its restart"
+    [ $(( $(date +%s) - tk )) -gt $(( ROUND_S * 20 * PARTS )) ] && fail "$kn in no session within $(( 20 * PARTS )) rounds of its restart"
 done
 echo "restart: $kn in its second session $(( $(date +%s) - tk )) s after its restart (drives $(stat_of "$k" .schedule.stats.drives), serves $(stat_of "$k" .schedule.stats.serves))"
 

@@ -38,6 +38,12 @@ pub struct ScheduleConfig {
     pub fanout_interval_s: f64,
     /// Peers of one fan-out at most (the chunks hold one member more).
     pub fanout_max_peers: u32,
+    /// Mesh sessions that run at once over the whole cluster, at most
+    /// (0: every pair of a tournament round at once). Each tournament
+    /// round is then spread over ⌈(pairs of the round) / cap⌉ rounds: the
+    /// cluster's probe load, and the links the mesh's own sessions share,
+    /// stay bounded whatever the member count.
+    pub mesh_pairs_per_round: u32,
 }
 
 impl Default for ScheduleConfig {
@@ -55,9 +61,14 @@ impl Default for ScheduleConfig {
             seed: 0,
             fanout_interval_s: 1200.0,
             fanout_max_peers: 15,
+            mesh_pairs_per_round: 0,
         }
     }
 }
+
+/// Largest cap on concurrent mesh sessions (a cap this large is no cap
+/// for any membership the rounds accept in practice).
+pub const MAX_MESH_PAIRS_PER_ROUND: u32 = 1 << 20;
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ScheduleError {
@@ -108,6 +119,9 @@ impl ScheduleConfig {
         }
         if !(2..=1024).contains(&self.fanout_max_peers) {
             return bad("fanout_max_peers must be 2 ..= 1024");
+        }
+        if self.mesh_pairs_per_round > MAX_MESH_PAIRS_PER_ROUND {
+            return bad("mesh_pairs_per_round must be 0 (no cap) ..= 1048576");
         }
         Ok(())
     }

@@ -15,6 +15,11 @@
 //!   pair meets at the same point of every cycle; who drives it alternates
 //!   from cycle to cycle. From any start, one cycle therefore meets every
 //!   pair and two cycles measure both directions of every pair.
+//!   With a cap of c mesh sessions at once (`mesh_pairs_per_round`), each
+//!   tournament round becomes ⌈(n'/2) / c⌉ rounds: the pairs of tournament
+//!   round m are numbered i = 0 … n'/2 − 1 (i = 0 pairs position n'−1 with
+//!   m; i > 0 pairs m + i with m − i, modulo n'−1), and part s of it runs
+//!   the pairs with i mod parts = s. Every node derives its part alone.
 //! - **Coverage rounds**, one at the start of every block of `every`
 //!   rounds, pair a representative of each coverage class: every switch
 //!   group with itself (intra-switch) and every two groups. The classes
@@ -240,6 +245,8 @@ pub struct Rounds {
     n: u32,
     /// Positions of the tournament: n rounded up to even.
     slots: u32,
+    /// Rounds each tournament round is spread over (the concurrency cap).
+    mesh_parts: u32,
     /// Coverage rounds per pass.
     cover_rounds: u32,
     /// Each class's coverage round.
@@ -277,7 +284,11 @@ impl Rounds {
     pub fn new(membership: &Membership, cfg: &ScheduleConfig) -> Rounds {
         let n = membership.len() as u32;
         let slots = n + n % 2;
-        let mesh = slots.saturating_sub(1);
+        let mesh_parts = match cfg.mesh_pairs_per_round {
+            0 => 1,
+            cap => (slots / 2).div_ceil(cap).max(1),
+        };
+        let mesh = slots.saturating_sub(1) * mesh_parts;
         let (cover_of, cover_rounds) = pack_coverage(membership);
         let every = if cover_rounds == 0 {
             u32::MAX
@@ -303,6 +314,7 @@ impl Rounds {
             seed: cfg.seed,
             n,
             slots,
+            mesh_parts,
             cover_rounds,
             cover_of,
             every,
@@ -337,7 +349,12 @@ impl Rounds {
 
     /// Mesh rounds of one cycle (every pair once).
     pub fn mesh_rounds(&self) -> u32 {
-        self.slots.saturating_sub(1)
+        self.slots.saturating_sub(1) * self.mesh_parts
+    }
+
+    /// Mesh sessions at most in one round over the whole cluster.
+    pub fn mesh_pairs_per_round(&self) -> u32 {
+        (self.slots / 2).div_ceil(self.mesh_parts)
     }
 
     /// Coverage rounds of one pass (0 when there is nothing to cover).
@@ -605,6 +622,19 @@ fn circle_partner(p: u32, t: u32, slots: u32) -> u32 {
     }
 }
 
+/// The number i of the pair position `p` is in, in round `t` of the
+/// circle method over `slots` (even) positions: 0 for the pair of the last
+/// position, else the distance of p from t (the pair t + i, t − i).
+fn circle_pair_index(p: u32, t: u32, slots: u32) -> u32 {
+    let last = slots - 1;
+    if p == last || p == t {
+        0
+    } else {
+        let d = (p + last - t) % last;
+        d.min(last - d)
+    }
+}
+
 /// One cycle's coverage representatives.
 #[derive(Clone, Debug)]
 pub struct CyclePlan {
@@ -631,8 +661,13 @@ impl CyclePlan {
         let n = self.n;
         match slot.kind {
             RoundKind::Fanout { .. } => None,
-            RoundKind::Mesh(m) => {
-                let p = circle_partner(rounds.pos[member as usize], m, rounds.slots);
+            RoundKind::Mesh(j) => {
+                let (m, part) = (j / rounds.mesh_parts, j % rounds.mesh_parts);
+                let own = rounds.pos[member as usize];
+                if circle_pair_index(own, m, rounds.slots) % rounds.mesh_parts != part {
+                    return None;
+                }
+                let p = circle_partner(own, m, rounds.slots);
                 let partner = rounds.at[p as usize];
                 (partner != NONE).then(|| {
                     let (lo, hi) = (member.min(partner), member.max(partner));

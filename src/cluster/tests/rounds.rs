@@ -72,6 +72,58 @@ fn a_cycle_pairs_every_two_members_once_and_nobody_twice_a_round() {
 }
 
 #[test]
+fn a_cap_on_concurrent_mesh_sessions_spreads_each_tournament_round() {
+    for (n, cap) in [
+        (16usize, 1u32),
+        (16, 2),
+        (16, 3),
+        (15, 2),
+        (64, 5),
+        (9, 100),
+    ] {
+        let m = Membership::flat(&names(n)).unwrap();
+        let cfg = ScheduleConfig {
+            mesh_pairs_per_round: cap,
+            ..cfg()
+        };
+        let r = Rounds::new(&m, &cfg);
+        let pairs = (n + n % 2) / 2;
+        let parts = pairs.div_ceil(cap as usize);
+        assert_eq!(
+            r.mesh_rounds() as usize,
+            (n + n % 2 - 1) * parts,
+            "n = {n}, cap {cap}"
+        );
+        assert_eq!(r.mesh_pairs_per_round() as usize, pairs.div_ceil(parts));
+        let rounds = mesh_rounds(&m, &r, 0);
+        assert_eq!(rounds.len(), r.mesh_rounds() as usize);
+        let mut seen = HashSet::new();
+        for round in &rounds {
+            let mut sessions = 0;
+            for (x, p) in round.iter().enumerate() {
+                if let Some((y, _)) = p {
+                    let back = round[*y as usize].expect("pairing is symmetric");
+                    assert_eq!(back.0 as usize, x);
+                    if x < *y as usize {
+                        sessions += 1;
+                        assert!(seen.insert((x, *y as usize)), "pair met twice");
+                    }
+                }
+            }
+            assert!(
+                sessions <= cap as usize,
+                "n = {n}: {sessions} sessions over the cap {cap}"
+            );
+        }
+        assert_eq!(
+            seen.len(),
+            n * (n - 1) / 2,
+            "n = {n}, cap {cap}: every pair met once"
+        );
+    }
+}
+
+#[test]
 fn the_driver_alternates_so_two_cycles_cover_both_directions() {
     let m = Membership::flat(&names(9)).unwrap();
     let r = Rounds::new(&m, &cfg());

@@ -170,7 +170,8 @@ pub struct Config {
 
 /// `[schedule]`: the rounds every node derives alone. `round_s`,
 /// `coverage_pass_s`, `seed`, `fanout_interval_s` (top level) and
-/// `fanout_max_peers` must be the same on every node.
+/// `fanout_max_peers`, `mesh_pairs_per_round` must be the same on every
+/// node.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScheduleSection {
@@ -192,6 +193,8 @@ pub struct ScheduleSection {
     pub seed: u64,
     /// Peers of one fan-out at most.
     pub fanout_max_peers: u32,
+    /// Mesh sessions at once over the whole cluster, at most (0: no cap).
+    pub mesh_pairs_per_round: u32,
 }
 
 impl Default for ScheduleSection {
@@ -207,6 +210,7 @@ impl Default for ScheduleSection {
             skew_s: d.skew_s,
             seed: d.seed,
             fanout_max_peers: d.fanout_max_peers,
+            mesh_pairs_per_round: d.mesh_pairs_per_round,
         }
     }
 }
@@ -429,6 +433,7 @@ impl Config {
             seed: s.seed,
             fanout_interval_s: self.fanout_interval_s,
             fanout_max_peers: s.fanout_max_peers,
+            mesh_pairs_per_round: s.mesh_pairs_per_round,
         }
     }
 
