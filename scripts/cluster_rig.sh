@@ -32,6 +32,9 @@ ROUND_S=${ROUND_S:-10}
 QUIET_S=${QUIET_S:-30}
 QUIET_CTRL_BYTES=${QUIET_CTRL_BYTES:-65536}
 FANOUT_S=${FANOUT_S:-}
+# The o(P) phase waits this long for each transport's curve (raw needs its
+# own entries first: two mesh cycles, then the chunk's turn to drive).
+FANOUT_LIMIT_S=${FANOUT_LIMIT_S:-$(( ${FANOUT_S:-0} * 10 + 300 ))}
 MESH_PAIRS=${MESH_PAIRS:-0}
 PIN=${PIN:-1}
 TRANSPORTS='["udp"]'
@@ -215,13 +218,13 @@ if [ -n "$FANOUT_S" ]; then
         while :; do
             c=$(for i in $(seq 1 "$N"); do
                 ngctl dump --json --shm "$(seg "$i")" 2>/dev/null |
-                    jq -c --arg t "$t" '[.entries[] | select(.transport == $t and .logfp != null) | .logfp] | max_by(.curve | length) // empty' 2>/dev/null
+                    jq -c --arg t "$t" '[.entries[] | select(.transport == $t and .logfp != null) | .logfp + {not_identified: [.not_identified[] | select(.parameter | startswith("logfp.")) | "\(.parameter | ltrimstr("logfp.")) \(.reason)"]}] | max_by(.curve | length) // empty' 2>/dev/null
             done | jq -s -c 'max_by(.curve | length) // empty')
             if [ -n "$c" ] && [ "$(jq '.curve | length' <<<"$c")" -ge $(( N - 1 )) ]; then break; fi
-            [ $(( $(date +%s) - tf )) -gt $(( FANOUT_S * 10 + 300 )) ] && { echo "o(P) over $t: no curve over $(( N - 1 )) peers (longest: ${c:-none})"; c=; break; }
+            [ $(( $(date +%s) - tf )) -gt "$FANOUT_LIMIT_S" ] && { echo "o(P) over $t: no curve over $(( N - 1 )) peers (longest: ${c:-none})"; c=; break; }
             sleep 5
         done
-        [ -n "$c" ] && jq -r --arg t "$t" '"o(P) over \($t), P = 1…\(.curve | length): f \(.f // "not identified"), o_min \(.o_min_ns | floor) ns, o_max \(.o_max_ns | floor) ns\n" + ([.curve[] | "  P \(.peers): o \(.o_ns | floor) ns, RTT \(.rtt_ns | floor) ns"] | join("\n"))' <<<"$c"
+        [ -n "$c" ] && jq -r --arg t "$t" '"o(P) over \($t), P = 1…\(.curve | length): f \(.f // "not identified"), o_min \(.o_min_ns | floor) ns, o_max \(.o_max_ns | floor) ns; not identified: \(.not_identified | join(", ") | if . == "" then "none" else . end)\n" + ([.curve[] | "  P \(.peers): o \(.o_ns | floor) ns, RTT \(.rtt_ns | floor) ns"] | join("\n"))' <<<"$c"
     done
 fi
 [ -z "$MISSED" ] || fail "$MISSED"

@@ -251,6 +251,8 @@ fn learn_restored(
     restored: &HashMap<(String, String), Stored>,
 ) {
     let mut sched = shared.schedule();
+    // Each peer's oldest restored sweep over the transports it was made on.
+    let mut pair_at: HashMap<usize, f64> = HashMap::new();
     for s in restored.values() {
         let e = &s.entry;
         let Ok(kind) = e.transport.parse::<Kind>() else {
@@ -265,7 +267,8 @@ fn learn_restored(
             .peers
             .binary_search_by(|p| p.name.as_str().cmp(&e.peer))
         {
-            sched.node_mut().learn_pair(shared.peers[p].member, at_s);
+            let at = pair_at.entry(p).or_insert(at_s);
+            *at = at.min(at_s);
             for (i, t) in st.targets.iter().enumerate() {
                 if t.peer == p && t.kind == kind {
                     st.per_target[i].phase = PeerPhase::Known;
@@ -275,6 +278,20 @@ fn learn_restored(
         st.known.insert((e.peer.clone(), kind), e.clone());
         st.provenance
             .insert((e.peer.clone(), kind), s.provenance.clone());
+    }
+    // A pair counts as swept only when every transport this node probes it
+    // over was restored: a transport added since gets the pair's full sweep
+    // at the next meeting, not re-checks with nothing to compare against.
+    for (p, at_s) in pair_at {
+        let name = &shared.peers[p].name;
+        let all = st
+            .targets
+            .iter()
+            .filter(|t| t.peer == p)
+            .all(|t| st.known.contains_key(&(name.clone(), t.kind)));
+        if all {
+            sched.node_mut().learn_pair(shared.peers[p].member, at_s);
+        }
     }
 }
 
