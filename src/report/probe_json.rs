@@ -435,7 +435,10 @@ pub fn entry_probe_json(e: &EntryData) -> ProbeJson {
         l_ns: e.L_ns,
         s_bytes: e.S_bytes,
         ranges: &e.ranges,
-        logfp: (e.flags & flags::HAS_LOGFP != 0).then_some([e.o_min_ns, e.o_max_ns, e.g_f_ns]),
+        // As the `logfp` object below: a fan-out with f not identified has
+        // no HAS_LOGFP bit (it says f) but its o(P) fit and verdicts stand.
+        logfp: (e.flags & flags::HAS_LOGFP != 0 || !e.curve.is_empty())
+            .then_some([e.o_min_ns, e.o_max_ns, e.g_f_ns]),
         sustained_g: bw.map_or(f64::NAN, |b| b.sustained_G_ns_per_byte.value),
         burst_g: bw.map_or(f64::NAN, |b| b.burst_G_ns_per_byte.value),
     };
@@ -519,5 +522,50 @@ pub fn entry_probe_json(e: &EntryData) -> ProbeJson {
         },
         sizes: 0,
         points: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FanoutPoint, LogfpFit};
+
+    /// A fan-out whose f was not found and whose o_max came out negative:
+    /// the dump lists o_max (and f) as not identified, with the reason.
+    #[test]
+    fn a_fan_out_without_f_states_its_verdicts() {
+        let mut e = EntryData::default();
+        let fit = LogfpFit {
+            f: None,
+            f_paper: None,
+            o_min_ns: 5500.0,
+            o_max_ns: -311.0,
+            g_ns: f64::NAN,
+            points: (1..=3)
+                .map(|p| FanoutPoint {
+                    peers: p,
+                    o_ns: 5500.0,
+                    rtt_ns: 20_000.0 * f64::from(p),
+                    recv_ns: 0.0,
+                })
+                .collect(),
+        };
+        crate::publish::attach_logfp(&mut e, &fit, &BTreeMap::new());
+        assert_eq!(e.flags & flags::HAS_LOGFP, 0);
+        let j = entry_probe_json(&e);
+        let reason = |k: &str| {
+            j.not_identified
+                .iter()
+                .find(|p| p.parameter == k)
+                .map(|p| p.reason)
+        };
+        assert_eq!(
+            reason("logfp.o_max_ns"),
+            Some("negative"),
+            "{:?}",
+            j.not_identified
+        );
+        assert!(reason("logfp.f").is_some(), "{:?}", j.not_identified);
+        assert_eq!(reason("logfp.o_min_ns"), None);
     }
 }
