@@ -21,7 +21,8 @@
 # Environment: BIN (default target/release), TAG (h12n), NET (98),
 # MESH_LIMIT_S (600), ROUND_S (10), MESH_PAIRS (the schedule's
 # mesh_pairs_per_round, 0: no cap), PIN (1: each host's busy threads on
-# core (i−1) mod cores; 0: where the kernel puts them).
+# core (i−1) mod cores; 0: where the kernel puts them), BUDGET (each node's
+# probe budget, bytes/s, 5000000).
 set -euo pipefail
 N=${1:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
@@ -36,6 +37,7 @@ FANOUT_S=${FANOUT_S:-}
 # own entries first: two mesh cycles, then the chunk's turn to drive).
 FANOUT_LIMIT_S=${FANOUT_LIMIT_S:-$(( ${FANOUT_S:-0} * 10 + 300 ))}
 MESH_PAIRS=${MESH_PAIRS:-0}
+BUDGET=${BUDGET:-5000000}
 PIN=${PIN:-1}
 TRANSPORTS='["udp"]'
 IFACE=
@@ -73,7 +75,7 @@ transports = $TRANSPORTS
 $IFACE
 max_size_bytes = 4096
 max_reps = 6
-budget_bytes_per_s = 5000000
+budget_bytes_per_s = $BUDGET
 $( [ "$PIN" = 1 ] && echo "probe_cpu = $(( (i - 1) % CORES ))" )
 fanout_interval_s = $FANOUT_CFG
 recheck_interval_s = 0.001
