@@ -386,12 +386,18 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
     if let Some(d) = &st.daemon {
         let _ = writeln!(
             s,
-            "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}",
+            "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}\n  now: {}",
             d.budget_bytes_per_s,
             d.spent_bytes_per_s,
             d.spent_bytes,
             d.uptime_s,
-            serde_json::to_value(d.control_rejects)?
+            serde_json::to_value(d.control_rejects)?,
+            match (d.driving, d.responder_sessions > 0) {
+                (true, true) => "driving a job and serving a session",
+                (true, false) => "driving a job",
+                (false, true) => "serving a session",
+                (false, false) => "idle",
+            }
         );
         if let Some(sc) = &d.schedule {
             cluster::schedule_lines(&mut s, sc);
