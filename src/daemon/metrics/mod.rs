@@ -158,22 +158,6 @@ fn exported(st: Status, v: f64) -> bool {
     }
 }
 
-/// The entry flags by the names the metrics give them.
-const FLAG_NAMES: [(u32, &str); 12] = [
-    (flags::VALID, "valid"),
-    (flags::L_NEGATIVE, "l_negative"),
-    (flags::DEGRADED, "degraded"),
-    (flags::STALE, "stale"),
-    (flags::HAS_LOGFP, "has_logfp"),
-    (flags::HAS_S, "has_s"),
-    (flags::RESTORED, "restored"),
-    (flags::CLASS, "class"),
-    (flags::CHANGED, "changed"),
-    (flags::UNSTABLE, "unstable"),
-    (flags::UNIDENTIFIED, "unidentified"),
-    (flags::SHAPED, "shaped"),
-];
-
 /// The exposition of `snap`.
 pub fn render(snap: &Snapshot<'_>) -> String {
     let mut f = Families::new();
@@ -488,7 +472,8 @@ fn entry(f: &mut Families, e: &EntryData, snap: &Snapshot<'_>) {
             unix_s(e.ext.changed_unix_ns),
         );
     }
-    for (bit, name) in FLAG_NAMES {
+    for (bit, _, name) in crate::report::FLAGS {
+        let Some(name) = name else { continue };
         f.gauge(
             "netgauged_entry_flag",
             "Entry flags: stale, changed, restored, unstable, unidentified, … (1 set, 0 not)",
