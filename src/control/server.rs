@@ -426,7 +426,9 @@ impl Preauth {
                 &mut fds,
                 self.wake.read.as_raw_fd(),
                 self.listener.as_raw_fd(),
-                table.iter().map(|p| (p.stream.as_raw_fd(), p.wants_write())),
+                table
+                    .iter()
+                    .map(|p| (p.stream.as_raw_fd(), p.wants_write())),
             );
             let polled = poll_fds(&mut fds, timeout_ms);
             self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
