@@ -123,6 +123,15 @@ pub fn json_of(cmd: &mut Command) -> serde_json::Value {
     cli_json(&stdout_of(cmd))
 }
 
+/// `ngctl dump --json --shm <shm>`, checked as [`json_of`] checks it.
+pub fn dump_json(shm: &std::path::Path) -> serde_json::Value {
+    json_of(
+        Command::new(NGCTL)
+            .args(["dump", "--json", "--shm"])
+            .arg(shm),
+    )
+}
+
 /// JSON that `ngctl` printed, parsed and validated against the schema of
 /// every `ngctl` JSON document, docs/ngctl.schema.json: a document that
 /// does not validate fails the test that printed it.
