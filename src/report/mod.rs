@@ -36,27 +36,31 @@ pub use output::*;
 pub use probe_json::*;
 pub use table::*;
 
+/// Every entry flag: its bit, its name for humans and JSON, and its name
+/// in the metrics (None: the metrics do not export it).
+pub const FLAGS: [(u32, &str, Option<&str>); 13] = [
+    (flags::VALID, "valid", Some("valid")),
+    (flags::L_NEGATIVE, "L_negative", Some("l_negative")),
+    (flags::DEGRADED, "degraded", Some("degraded")),
+    (flags::STALE, "stale", Some("stale")),
+    (flags::HAS_LOGFP, "logfp", Some("has_logfp")),
+    (flags::HAS_S, "S", Some("has_s")),
+    (flags::HAS_LOGGPS, "loggps", None),
+    (flags::RESTORED, "restored", Some("restored")),
+    (flags::CLASS, "class", Some("class")),
+    (flags::CHANGED, "changed", Some("changed")),
+    (flags::UNSTABLE, "unstable", Some("unstable")),
+    (flags::UNIDENTIFIED, "unidentified", Some("unidentified")),
+    (flags::SHAPED, "shaped", Some("shaped")),
+];
+
 /// Flag names, for humans and JSON.
 pub fn flag_names(bits: u32) -> Vec<&'static str> {
-    [
-        (flags::VALID, "valid"),
-        (flags::L_NEGATIVE, "L_negative"),
-        (flags::DEGRADED, "degraded"),
-        (flags::STALE, "stale"),
-        (flags::HAS_LOGFP, "logfp"),
-        (flags::HAS_S, "S"),
-        (flags::HAS_LOGGPS, "loggps"),
-        (flags::RESTORED, "restored"),
-        (flags::CLASS, "class"),
-        (flags::CHANGED, "changed"),
-        (flags::UNSTABLE, "unstable"),
-        (flags::UNIDENTIFIED, "unidentified"),
-        (flags::SHAPED, "shaped"),
-    ]
-    .into_iter()
-    .filter(|(b, _)| bits & b != 0)
-    .map(|(_, n)| n)
-    .collect()
+    FLAGS
+        .into_iter()
+        .filter(|(b, _, _)| bits & b != 0)
+        .map(|(_, n, _)| n)
+        .collect()
 }
 
 /// A segment entry in the shape of `ngctl probe --json`, plus `peer`,
