@@ -386,13 +386,15 @@ impl NodeSchedule {
             });
             let cost = view.costs.get(session.intra, JobKind::Full);
             let reserve = self.reserve(view.costs, p.coverage, job);
-            // A pair never swept gets its sweep at the start of a round
-            // even where sweeps outlast every round (the meeting then
-            // outlasts it too, and the partner declines its next ones as
-            // busy): re-checks alone would leave it unmeasured for good.
+            // A pair never swept, or one whose disagreement was
+            // confirmed, gets its sweep at the start of a round even where
+            // sweeps outlast every round (the meeting then outlasts it too,
+            // and the partner declines its next ones as busy): re-checks
+            // alone would leave it unmeasured, or re-check, disagree and
+            // confirm at every meeting, for good.
             let round_s = slot.end_s - slot.start_s;
             let fits = cost.seconds <= remaining_s
-                || (self.time_of(pair.swept).is_none()
+                || ((self.time_of(pair.swept).is_none() || pair.suspect)
                     && cost.seconds > round_s
                     && remaining_s >= 0.5 * round_s);
             if fits && self.bucket.try_take(cost.bytes, reserve, now_s) {

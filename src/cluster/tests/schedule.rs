@@ -392,6 +392,35 @@ fn a_pair_never_swept_is_swept_even_when_sweeps_outlast_a_round() {
     });
 }
 
+/// Where a full sweep outlasts every round, a pair whose disagreement was
+/// confirmed still gets its repair at the start of its next meeting:
+/// otherwise every meeting would re-check, disagree and confirm for good.
+#[test]
+fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
+    let (mut c, s) = first_class_sweep(ScheduleConfig {
+        pair_recheck_s: 0.0,
+        ..thrifty()
+    });
+    c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
+    let round_s = s.end_s - s.start_s;
+    c.costs.intra.full.seconds = 30.0 * round_s;
+    c.costs.inter.full.seconds = 30.0 * round_s;
+    let (s, p) = c.drive(0, 1, s.round + 1);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
+    let d = Outcome::Rechecked {
+        agrees: false,
+        bytes: MB,
+    };
+    let t = s.start_s + 0.3;
+    assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Pair)));
+    // Confirmed; the repair does not fit the rest of this round.
+    assert_eq!(c.record(0, &s, d, t + 0.3), None);
+    assert_eq!(c.nodes[0].stats().confirmed_disagreements, 1);
+    // At the pair's next meeting with a bucket that pays it: the repair.
+    let (_, p) = c.drive(0, 1, s.round + 5000);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Repair));
+}
+
 #[test]
 fn the_bucket_never_pays_an_estimate_on_credit() {
     // Every node plans every round and every job costs its estimate; over
