@@ -528,9 +528,9 @@ root_test! {
         // unshaped link, no repair to fit in a round): host0 drives each
         // peer once in two cycles and the fan-out once in four fan-out
         // rounds, and those come twice as often as in rounds of 4 s.
-        let extra = format!("recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 4.0\n[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0\nround_s = 2.0\nskew_s = 0.5");
+        let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 4.0\n[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0\nround_s = 2.0\nskew_s = 0.5";
         let _d: Vec<Daemon> = (0..hosts)
-            .map(|i| net.start(i, &net.config(i, hosts, &extra)))
+            .map(|i| net.start(i, &net.config(i, hosts, extra)))
             .collect();
         // Every host measures its three peers, then runs 1:P−P:1 over them.
         let e = wait_for(Duration::from_secs(300), || {
