@@ -19,12 +19,7 @@ ROUNDS=${1:-3}
 N=${N:-20000}
 SECS=${SECS:-2}
 PORT=${PORT:-17470}
-NGCTL=${NGCTL:-}
-if [ -z "$NGCTL" ]; then
-    cargo build --release --bin ngctl >&2
-    NGCTL="${CARGO_TARGET_DIR:-target}/release/ngctl"
-fi
-NGCTL=$(readlink -f "$NGCTL")
+. bench/ngctl.sh
 command -v sockperf >/dev/null || { echo "sockperf is not installed (Debian: apt-get install sockperf)" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || { echo "needs two CPUs (client and server pinned apart)" >&2; exit 1; }
 

@@ -19,12 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 SECS=${SECS:-4}
-NGCTL=${NGCTL:-}
-if [ -z "$NGCTL" ]; then
-    cargo build --release --bin ngctl >&2
-    NGCTL="${CARGO_TARGET_DIR:-target}/release/ngctl"
-fi
-NGCTL=$(readlink -f "$NGCTL")
+. bench/ngctl.sh
 if ! command -v sockperf >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf >&2
 fi

@@ -14,12 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "$1" && readlink -f "$1")
 ROUNDS=${2:-6}
-NGCTL=${NGCTL:-}
-if [ -z "$NGCTL" ]; then
-    cargo build --release --bin ngctl >&2
-    NGCTL="${CARGO_TARGET_DIR:-target}/release/ngctl"
-fi
-NGCTL=$(readlink -f "$NGCTL")
+. bench/ngctl.sh
 
 if [ -z "${REFIT_ONLY:-}" ]; then
     [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, tc)" >&2; exit 1; }

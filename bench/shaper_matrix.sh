@@ -22,12 +22,7 @@ ROUNDS=${2:-20}
 shift $(($# >= 2 ? 2 : $#))
 TRANSPORTS=${TRANSPORTS:-udp raw}
 P=${NS_PREFIX:-h7m}
-NGCTL=${NGCTL:-}
-if [ -z "$NGCTL" ]; then
-    cargo build --release --bin ngctl >&2
-    NGCTL="${CARGO_TARGET_DIR:-target}/release/ngctl"
-fi
-NGCTL=$(readlink -f "$NGCTL")
+. bench/ngctl.sh
 
 CELLS=("$@")
 if [ ${#CELLS[@]} = 0 ]; then

@@ -33,6 +33,8 @@ MESH_LIMIT_S=${MESH_LIMIT_S:-600}
 ROUND_S=${ROUND_S:-10}
 QUIET_S=${QUIET_S:-30}
 QUIET_CTRL_BYTES=${QUIET_CTRL_BYTES:-65536}
+# How long the session in flight when quiet starts may take to end.
+QUIET_SETTLE_S=${QUIET_SETTLE_S:-60}
 FANOUT_S=${FANOUT_S:-}
 # The o(P) phase waits this long for each transport's curve (raw needs its
 # own entries first: two mesh cycles, then the chunk's turn to drive).
@@ -151,7 +153,14 @@ MISSED=
 # --- quiet ---
 q=2; qn=$(cluster_name $q)
 ngctl quiet --shm "$(seg $q)" --name rig --for 10m
-sleep $(( ROUND_S + 1 ))
+tq=$(date +%s)
+# Quiet takes new sessions away; a session in flight (driven or served)
+# runs to its end. The window starts when the node says it is idle.
+until [ "$(stat_of $q '| (.schedule.quiet and .responder_sessions == 0 and (.driving | not))')" = true ]; do
+    sleep 1
+    [ $(( $(date +%s) - tq )) -gt "$QUIET_SETTLE_S" ] && fail "$qn not idle within ${QUIET_SETTLE_S} s of ngctl quiet"
+done
+echo "quiet in effect: $qn idle $(( $(date +%s) - tq )) s after ngctl quiet"
 tx0=$(ip netns exec "$qn" cat /sys/class/net/eth0/statistics/tx_bytes)
 cpu_of() { # total utime+stime ticks of every thread of pid $1
     local s=0 t

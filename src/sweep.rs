@@ -330,22 +330,16 @@ fn warm_session<T: Transport, C: Clock>(
     // and a slow link's largest message is not taken for a lost one.
     let mut ramp = PACE_MIN_BYTES;
     while ramp < top {
-        match round(transport, clock, peer, 1, 0, ramp, timeout, guard) {
-            Ok(_) => {
-                guard.on_success();
-                ramp *= 2;
-            }
-            Err(e) => guard.on_error(transport, e, ramp as u64, timeout)?,
+        let r = round(transport, clock, peer, 1, 0, ramp, timeout, guard);
+        if guard.count(transport, r, ramp as u64, timeout)?.is_some() {
+            ramp *= 2;
         }
     }
     let mut done = 0;
     while done < SESSION_WARMUP_TOP_ROUNDS {
-        match round(transport, clock, peer, 1, 0, top, timeout, guard) {
-            Ok(_) => {
-                guard.on_success();
-                done += 1;
-            }
-            Err(e) => guard.on_error(transport, e, top as u64, timeout)?,
+        let r = round(transport, clock, peer, 1, 0, top, timeout, guard);
+        if guard.count(transport, r, top as u64, timeout)?.is_some() {
+            done += 1;
         }
     }
     Ok(())
@@ -368,12 +362,12 @@ fn warm_for<T: Transport, C: Clock>(
     while rounds < SESSION_WARMUP_ROUNDS
         || (clock.now().wrapping_sub(start) < span && rounds < SESSION_WARMUP_MAX_ROUNDS)
     {
-        match round(transport) {
-            Ok(()) => {
-                guard.on_success();
-                rounds += 1;
-            }
-            Err(e) => guard.on_error(transport, e, size_bytes as u64, cfg.timeout)?,
+        let r = round(transport);
+        if guard
+            .count(transport, r, size_bytes as u64, cfg.timeout)?
+            .is_some()
+        {
+            rounds += 1;
         }
     }
     Ok(())

@@ -7,9 +7,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{cli_json, tmp_path, NGCTL};
+use common::{cli_json, ngctl, publish_sim, text, tmp_path, NGCTL};
 
 const SUBCOMMANDS: &[&str] = &[
     "clock",
@@ -31,32 +31,12 @@ const SUBCOMMANDS: &[&str] = &[
     "man",
 ];
 
-fn ngctl(args: &[&str]) -> Output {
-    Command::new(NGCTL).args(args).output().expect("ngctl runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// A segment with one sim entry (peer "sim", transport "sim").
 fn segment(name: &str) -> String {
     let seg = tmp_path("ng-cli", name);
     let _ = std::fs::remove_file(&seg);
     let seg = seg.display().to_string();
-    let out = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "16384",
-        "--resamples",
-        "20",
-        "--publish",
-        "--shm",
-        &seg,
-        "-q",
-    ]);
+    let out = publish_sim(&seg, "16384", &["--resamples", "20", "-q"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     seg
 }
@@ -361,19 +341,7 @@ fn csv_quiet_and_plain_logs() {
     let row: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(&row[..3], &["sim", "sim", "1"]);
     // -q: the published note is not written; without it, it is.
-    let publish = |extra: &[&str]| {
-        let mut args = vec![
-            "probe",
-            "--transport",
-            "sim",
-            "--max-size",
-            "1024",
-            "--publish",
-        ];
-        args.extend(["--shm", &seg]);
-        args.extend(extra);
-        ngctl(&args)
-    };
+    let publish = |extra: &[&str]| publish_sim(&seg, "1024", extra);
     assert!(text(&publish(&[]).stderr).contains("published"));
     let quiet = publish(&["-q"]);
     assert!(quiet.status.success());

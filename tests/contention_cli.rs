@@ -5,7 +5,7 @@
 use std::process::Command;
 
 mod common;
-use common::{json_of, sim_probe, stdout_of, tmp_path, NGCTL};
+use common::{dump_json, json_of, sim_probe, stdout_of, tmp_path, NGCTL};
 
 const MODEL: &str = "L=5000,o=400,g=500,G=0.5,S=16384";
 
@@ -56,11 +56,7 @@ fn contention_and_overlap_are_published_and_dumped() {
             ])
             .arg(&seg),
     );
-    let d = json_of(
-        Command::new(NGCTL)
-            .args(["dump", "--json", "--shm"])
-            .arg(&seg),
-    );
+    let d = dump_json(&seg);
 
     // The udp record of the segment carries the probe's outgoing penalties.
     let t = &d["transports"][0];

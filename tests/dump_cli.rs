@@ -5,7 +5,7 @@
 use std::process::Command;
 
 mod common;
-use common::{json_of, sim_probe, tmp_path, NGCTL};
+use common::{dump_json, json_of, sim_probe, tmp_path, NGCTL};
 use netgauged::model::fit::FIRST_RANGE_KEYS;
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -17,11 +17,7 @@ fn published_sim_probe_dumps_with_probe_field_names() {
     let seg = tmp("seg");
     let model = "L=5960,o=4720,g=5140,G=0.73,S=12288";
     let p = json_of(sim_probe(model).args(["--publish", "--shm"]).arg(&seg));
-    let d = json_of(
-        Command::new(NGCTL)
-            .args(["dump", "--json", "--shm"])
-            .arg(&seg),
-    );
+    let d = dump_json(&seg);
     let e = &d["entries"][0];
     assert_eq!(e["peer"], "sim");
     assert_eq!(e["transport"], "sim");

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 mod common;
-use common::{json_of, sim_probe, stdout_of, tmp_path, NGCTL};
+use common::{dump_json, json_of, sim_probe, stdout_of, tmp_path, NGCTL};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     tmp_path("ngfit", name)
@@ -64,11 +64,7 @@ fn saved_probe_refits_to_the_same_parameters() {
         }
     }
 
-    let d = json_of(
-        Command::new(NGCTL)
-            .args(["dump", "--json", "--shm"])
-            .arg(&seg),
-    );
+    let d = dump_json(&seg);
     let e = &d["entries"][0];
     assert_eq!(
         (e["peer"].as_str(), e["transport"].as_str()),

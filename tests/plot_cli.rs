@@ -10,9 +10,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{cli_json, tmp_path, NGCTL};
+use common::{cli_json, ngctl, publish_sim, text, tmp_path};
 use serde_json::Value;
 
 /// The README example's sim model (ns, ns/B, bytes).
@@ -25,14 +25,6 @@ const MAX: u64 = 65536;
 /// PRTT(1,0,s) and o(P) colours (`report::plot`).
 const BLUE: [u8; 3] = [0x1f, 0x5f, 0xbf];
 const PURPLE: [u8; 3] = [0x8a, 0x2b, 0xe2];
-
-fn ngctl(args: &[&str]) -> Output {
-    Command::new(NGCTL).args(args).output().expect("ngctl runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// PRTT(1,0,s) of the sim without jitter: each way o + L + (s−1)·G + o,
 /// and above S the rendezvous handshake before it, a 0-byte request and
@@ -304,17 +296,7 @@ fn bad_input_fails_clearly_with_the_documented_codes() {
     let seg_s = seg.to_str().unwrap();
     let out = ngctl(&["plot", "--shm", seg_s, "-o", img_s]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
-    let out = ngctl(&[
-        "probe",
-        "--transport",
-        "sim",
-        "--max-size",
-        "1024",
-        "--publish",
-        "--shm",
-        seg_s,
-        "-q",
-    ]);
+    let out = publish_sim(seg_s, "1024", &["-q"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = ngctl(&["plot", "--shm", seg_s, "--peer", "nosuch", "-o", img_s]);
     assert_eq!(out.status.code(), Some(5));

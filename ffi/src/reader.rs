@@ -324,14 +324,48 @@ impl Reader {
         transport: &[u8],
         msg_bytes: u64,
     ) -> Result<Params, LookupError> {
+        self.lookup_named(peer, transport, msg_bytes, false)
+    }
+
+    /// [`Reader::lookup`] (`or_class` false) or [`Reader::lookup_or_class`].
+    #[inline(always)]
+    fn lookup_named(
+        &self,
+        peer: &[u8],
+        transport: &[u8],
+        msg_bytes: u64,
+        or_class: bool,
+    ) -> Result<Params, LookupError> {
         let k = Key::new(peer, transport)?;
         self.check_heartbeat()?;
         let p = self.read(|seg, c| {
-            let idx = Self::find(seg, c, &k)?;
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            view::read_params(e, msg_bytes)
+            Self::named_params(seg, c, &k, or_class, msg_bytes).map(|(_, p, _)| p)
         })?;
         self.check_entry(p)
+    }
+
+    /// (entry index, parameters, range index) of `k` for `msg_bytes` in
+    /// copy `c`: its own entry, else, with `or_class`, its class's (whose
+    /// parameters then carry [`flags::CLASS`]).
+    #[inline(always)]
+    fn named_params(
+        seg: &Seg,
+        c: usize,
+        k: &Key,
+        or_class: bool,
+        msg_bytes: u64,
+    ) -> Result<(usize, Params, usize), LookupError> {
+        let (idx, class) = if or_class {
+            Self::find_or_class(seg, c, k)?
+        } else {
+            (Self::find(seg, c, k)?, false)
+        };
+        let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
+        let (mut p, ri) = view::read_params_at(e, msg_bytes)?;
+        if class {
+            p.flags |= flags::CLASS;
+        }
+        Ok((idx, p, ri))
     }
 
     /// Parameters of entry `idx` of copy `c` and the index of the range
@@ -508,18 +542,7 @@ impl Reader {
         transport: &[u8],
         msg_bytes: u64,
     ) -> Result<Params, LookupError> {
-        let k = Key::new(peer, transport)?;
-        self.check_heartbeat()?;
-        let p = self.read(|seg, c| {
-            let (idx, class) = Self::find_or_class(seg, c, &k)?;
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            let mut p = view::read_params(e, msg_bytes)?;
-            if class {
-                p.flags |= flags::CLASS;
-            }
-            Ok(p)
-        })?;
-        self.check_entry(p)
+        self.lookup_named(peer, transport, msg_bytes, true)
     }
 
     /// [`Reader::lookup_or_class`] plus the statuses of what it returned:
@@ -545,12 +568,7 @@ impl Reader {
         let k = Key::new(peer, transport)?;
         self.check_heartbeat()?;
         let (p, st) = self.read(|seg, c| {
-            let (idx, class) = Self::find_or_class(seg, c, &k)?;
-            let e = seg.entry(c, idx).ok_or(LookupError::Invalid)?;
-            let (mut p, ri) = view::read_params_at(e, msg_bytes)?;
-            if class {
-                p.flags |= flags::CLASS;
-            }
+            let (idx, p, ri) = Self::named_params(seg, c, &k, true, msg_bytes)?;
             Ok((p, view::read_status(seg.entry_ext(c, idx), ri)))
         })?;
         self.check_entry(p).map(|p| (p, st))

@@ -407,12 +407,7 @@ impl SegmentWriter {
         }
         let words = Self::check_class(class)?;
         let capacity = self.seg.layout().ext.map_or(0, |x| x.class_capacity);
-        if self.classes.len() >= capacity {
-            return Err(SegmentError::TableFull {
-                table: "class",
-                capacity,
-            });
-        }
+        room("class", self.classes.len(), 1, capacity)?;
         let id = self.classes.len();
         self.classes.push((class.to_string(), words));
         self.class_ids.insert(class.to_string(), id);
@@ -436,12 +431,7 @@ impl SegmentWriter {
             return Ok(());
         }
         let capacity = self.seg.layout().ext.map_or(0, |x| x.map_capacity);
-        if self.map.len() >= capacity {
-            return Err(SegmentError::TableFull {
-                table: "peer → class map",
-                capacity,
-            });
-        }
+        room("peer → class map", self.map.len(), 1, capacity)?;
         let i = self.map.len();
         let hash = view::map_hash(&words, peer.len());
         // Linear probing; map_slots > map_capacity, so a free slot exists.
@@ -490,18 +480,8 @@ impl SegmentWriter {
         }
         let x = self.seg.layout().ext;
         let (class_cap, map_cap) = x.map_or((0, 0), |x| (x.class_capacity, x.map_capacity));
-        if self.classes.len() + new_classes.len() > class_cap {
-            return Err(SegmentError::TableFull {
-                table: "class",
-                capacity: class_cap,
-            });
-        }
-        if self.map.len() + new_peers.len() > map_cap {
-            return Err(SegmentError::TableFull {
-                table: "peer → class map",
-                capacity: map_cap,
-            });
-        }
+        room("class", self.classes.len(), new_classes.len(), class_cap)?;
+        room("peer → class map", self.map.len(), new_peers.len(), map_cap)?;
         for (peer, class) in pairs {
             let id = self.intern_class(class)?;
             self.map_peer(peer, id)?;
@@ -620,4 +600,14 @@ fn header_ptr(map: &Mapping) -> &HeaderRaw {
     // SAFETY: the mapping is at least `total_bytes` ≥ 256 bytes long (set_len
     // then mmap of that length), page-aligned, and HeaderRaw is all atomics.
     unsafe { &*(map.base() as *const HeaderRaw) }
+}
+
+/// Err([`SegmentError::TableFull`]) unless `table`, holding `len` of its
+/// `capacity` records, has room for `more`.
+fn room(table: &'static str, len: usize, more: usize, capacity: usize) -> Result<(), SegmentError> {
+    if len + more > capacity {
+        Err(SegmentError::TableFull { table, capacity })
+    } else {
+        Ok(())
+    }
 }

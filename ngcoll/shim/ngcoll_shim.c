@@ -213,13 +213,19 @@ int ngc_unpack(const void *in, int64_t in_bytes, void *out, int count, uintptr_t
 
 /* ---- point to point (on ngcoll's shadow communicators) ---- */
 
+/* Stores request r in the caller's 8-byte slot (a handle may be smaller). */
+static void to_slot(MPI_Request r, uint64_t *slot)
+{
+    memset(slot, 0, sizeof *slot);
+    memcpy(slot, &r, sizeof r);
+}
+
 int ngc_isend(const void *buf, int count, uintptr_t type, int dest, int tag, uintptr_t comm,
               uint64_t *slot)
 {
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = PMPI_Isend(buf, count, TYPE(type), dest, tag, COMM(comm), &r);
-    memset(slot, 0, sizeof *slot);
-    memcpy(slot, &r, sizeof r);
+    to_slot(r, slot);
     return rc;
 }
 
@@ -228,8 +234,7 @@ int ngc_irecv(void *buf, int count, uintptr_t type, int src, int tag, uintptr_t 
 {
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = PMPI_Irecv(buf, count, TYPE(type), src, tag, COMM(comm), &r);
-    memset(slot, 0, sizeof *slot);
-    memcpy(slot, &r, sizeof r);
+    to_slot(r, slot);
     return rc;
 }
 

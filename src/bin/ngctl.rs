@@ -231,7 +231,8 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", report::history(&ops::history(&a)?, &out.report())?);
         }
         Cmd::Predict(f) => {
-            let a = options!(f => PredictArgs { collective, ranks, bytes, peer, transport, shm, gamma_ns_per_byte, cores; });
+            let a = options!(f => PredictArgs { collective, ranks, bytes, gamma_ns_per_byte, cores;
+                peer: f.entry.peer, transport: f.entry.transport, shm: f.entry.shm });
             print!("{}", report::predict(&predict::run(&a)?, &out.report())?);
         }
         Cmd::Plot(f) => f.run(&out)?,
@@ -248,7 +249,8 @@ fn run(cli: Cli) -> Result<()> {
                 )
                 .into());
             }
-            let a = options!(f => ExportArgs { format, shm, peer, transport, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes, hosts; });
+            let a = options!(f => ExportArgs { format, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes, hosts;
+                shm: f.entry.shm, peer: f.entry.peer, transport: f.entry.transport });
             print!("{}", export::run(&a)?);
         }
         Cmd::Completions { shell } => {

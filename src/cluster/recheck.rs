@@ -25,6 +25,8 @@
 //! descheduled, the link shared), that lost many rounds, or whose fit is
 //! physically impossible (no finite positive EEL, a negative gap beyond
 //! the EEL) is retried at the pair's next meeting and not published.
+//! [`recheck_disturbed`] holds a re-check to the same rules before it is
+//! compared: a disturbed re-check is neither agreement nor disagreement.
 
 use netgauge::{EntryData, RangeData};
 
@@ -269,8 +271,13 @@ pub fn disturbed(r: &ProbeResult, policy: &DisturbancePolicy) -> Option<Disturba
             });
         }
     }
-    if let Some(x) = r
-        .samples
+    spread_disturbance(&r.samples, policy)
+}
+
+/// Whether the round trips of `samples` spread as only a disturbed host or
+/// link spreads them (the part of [`disturbed`] that needs no fit).
+fn spread_disturbance(samples: &[SizeSamples], policy: &DisturbancePolicy) -> Option<Disturbance> {
+    if let Some(x) = samples
         .iter()
         .filter(|s| s.size_bytes == 1)
         .filter_map(|s| spread(s, policy.floor_ns))
@@ -280,8 +287,7 @@ pub fn disturbed(r: &ProbeResult, policy: &DisturbancePolicy) -> Option<Disturba
             return Some(Disturbance::EelSpread(x));
         }
     }
-    let spreads: Vec<f64> = r
-        .samples
+    let spreads: Vec<f64> = samples
         .iter()
         .filter_map(|s| spread(s, policy.floor_ns))
         .collect();
@@ -292,4 +298,33 @@ pub fn disturbed(r: &ProbeResult, policy: &DisturbancePolicy) -> Option<Disturba
         }
     }
     None
+}
+
+/// Whether a re-check's own data show a disturbed link or host: its round
+/// trips spread as [`disturbed`] judges a sweep's, or a gap it measured is
+/// negative beyond its half round trip at 1 byte (n messages back to back
+/// cannot take less time than one: the single ones were held up). Such a
+/// re-check says nothing about the entry, for or against; the pair is
+/// re-checked at its next meeting.
+pub fn recheck_disturbed(
+    samples: &[SizeSamples],
+    points: &[SizePoint],
+    policy: &DisturbancePolicy,
+) -> Option<Disturbance> {
+    let eel = points
+        .iter()
+        .find(|p| p.size_bytes == 1)
+        .map(|p| p.half_rtt_ns);
+    match eel {
+        Some(e) if e.is_finite() && e > 0.0 => {
+            if let Some(p) = points.iter().find(|p| p.gap_ns < -e) {
+                return Some(Disturbance::NegativeGap {
+                    from_bytes: p.size_bytes,
+                    g_ns: p.gap_ns,
+                });
+            }
+        }
+        _ => return Some(Disturbance::NoLatency),
+    }
+    spread_disturbance(samples, policy)
 }

@@ -68,56 +68,59 @@ impl ConnConfig {
     }
 }
 
-enum ReadFail {
+/// Why [`move_by`] stopped.
+enum MoveFail {
     Timeout,
     Eof,
     Io(std::io::Error),
 }
 
-fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), ReadFail> {
-    let mut got = 0;
-    while got < buf.len() {
+/// Moves `len` bytes by `deadline`: `step(done, left)` reads or writes
+/// from offset `done`, waiting at most `left`, and says how many bytes it
+/// moved (0: the peer closed).
+fn move_by(
+    len: usize,
+    deadline: Instant,
+    mut step: impl FnMut(usize, Duration) -> std::io::Result<usize>,
+) -> Result<(), MoveFail> {
+    let mut done = 0;
+    while done < len {
         let now = Instant::now();
         if now >= deadline {
-            return Err(ReadFail::Timeout);
+            return Err(MoveFail::Timeout);
         }
         let left = (deadline - now).max(Duration::from_micros(1));
-        stream.set_read_timeout(Some(left)).map_err(ReadFail::Io)?;
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => return Err(ReadFail::Eof),
-            Ok(n) => got += n,
+        match step(done, left) {
+            Ok(0) => return Err(MoveFail::Eof),
+            Ok(n) => done += n,
             Err(e)
                 if matches!(
                     e.kind(),
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                 ) => {}
-            Err(e) => return Err(ReadFail::Io(e)),
+            Err(e) => return Err(MoveFail::Io(e)),
         }
     }
     Ok(())
 }
 
+fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), MoveFail> {
+    move_by(buf.len(), deadline, |got, left| {
+        stream.set_read_timeout(Some(left))?;
+        stream.read(&mut buf[got..])
+    })
+}
+
 fn write_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant) -> Result<(), ControlError> {
-    let mut sent = 0;
-    while sent < buf.len() {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(ControlError::Timeout);
-        }
-        let left = (deadline - now).max(Duration::from_micros(1));
+    move_by(buf.len(), deadline, |sent, left| {
         stream.set_write_timeout(Some(left))?;
-        match stream.write(&buf[sent..]) {
-            Ok(0) => return Err(ControlError::Closed),
-            Ok(n) => sent += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(ControlError::Io(e)),
-        }
-    }
-    Ok(())
+        stream.write(&buf[sent..])
+    })
+    .map_err(|f| match f {
+        MoveFail::Timeout => ControlError::Timeout,
+        MoveFail::Eof => ControlError::Closed,
+        MoveFail::Io(e) => ControlError::Io(e),
+    })
 }
 
 /// Read one frame: the prefix must start by `start_deadline` (else `Idle`),
@@ -131,15 +134,15 @@ fn read_frame(
     let mut prefix = [0u8; PREFIX_BYTES];
     match read_by(stream, &mut prefix[..1], start_deadline) {
         Ok(()) => {}
-        Err(ReadFail::Timeout) => return Err(ControlError::Idle),
-        Err(ReadFail::Eof) => return Err(ControlError::Closed),
-        Err(ReadFail::Io(e)) => return Err(ControlError::Io(e)),
+        Err(MoveFail::Timeout) => return Err(ControlError::Idle),
+        Err(MoveFail::Eof) => return Err(ControlError::Closed),
+        Err(MoveFail::Io(e)) => return Err(ControlError::Io(e)),
     }
     let deadline = Instant::now() + frame_timeout;
-    let mid = |f: ReadFail| match f {
-        ReadFail::Timeout => ControlError::Timeout,
-        ReadFail::Eof => ControlError::Malformed("connection closed mid-frame"),
-        ReadFail::Io(e) => ControlError::Io(e),
+    let mid = |f: MoveFail| match f {
+        MoveFail::Timeout => ControlError::Timeout,
+        MoveFail::Eof => ControlError::Malformed("connection closed mid-frame"),
+        MoveFail::Io(e) => ControlError::Io(e),
     };
     read_by(stream, &mut prefix[1..], deadline).map_err(mid)?;
     // The size limit is checked before the body buffer grows.

@@ -54,6 +54,7 @@ use super::frame::{check_prefix_max, MAX_HANDSHAKE_BYTES, NONCE_BYTES, PREFIX_BY
 use super::{
     ClusterKey, ConnConfig, Connection, ControlError, Msg, RejectCounters, RejectKind, Timeouts,
 };
+use crate::transport::sys::socket::{poll_fds, server_pollfds};
 
 /// How a [`ControlServer`] runs.
 #[derive(Debug, Clone)]
@@ -421,27 +422,15 @@ impl Preauth {
                 .min()
                 .map_or(cfg.beat, |d| d.saturating_duration_since(now));
             let timeout_ms = next.min(cfg.beat).as_millis().clamp(0, i32::MAX as u128) as i32;
-            fds.clear();
-            for fd in [self.wake.read.as_raw_fd(), self.listener.as_raw_fd()] {
-                fds.push(libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-            for p in &table {
-                let events = if p.wants_write() {
-                    libc::POLLOUT
-                } else {
-                    libc::POLLIN
-                };
-                fds.push(libc::pollfd {
-                    fd: p.stream.as_raw_fd(),
-                    events,
-                    revents: 0,
-                });
-            }
-            let polled = crate::transport::sys::socket::poll_fds(&mut fds, timeout_ms);
+            server_pollfds(
+                &mut fds,
+                self.wake.read.as_raw_fd(),
+                self.listener.as_raw_fd(),
+                table
+                    .iter()
+                    .map(|p| (p.stream.as_raw_fd(), p.wants_write())),
+            );
+            let polled = poll_fds(&mut fds, timeout_ms);
             self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
             if !polled {
                 continue;

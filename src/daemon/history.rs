@@ -532,26 +532,25 @@ mod tests {
     fn a_corrupt_or_foreign_file_is_a_clear_error() {
         let (dir, d) = scratch("bad");
         let l = limits(10, 1e6, 1 << 20);
-        std::fs::write(
-            dir.join("torn.json"),
-            b"{\"version\": 1, \"node\": \"a\", \"rec",
-        )
-        .unwrap();
-        let e = History::load(&d, OsStr::new("torn.json"), l, T0)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("torn.json is not valid"), "{e}");
-        std::fs::write(
-            dir.join("v9.json"),
-            b"{\"version\": 9, \"node\": \"a\", \"records\": []}",
-        )
-        .unwrap();
-        let e = History::load(&d, OsStr::new("v9.json"), l, T0)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("version 9"), "{e}");
+        for (name, text, says) in [
+            (
+                "torn.json",
+                &b"{\"version\": 1, \"node\": \"a\", \"rec"[..],
+                "torn.json is not valid",
+            ),
+            (
+                "v9.json",
+                b"{\"version\": 9, \"node\": \"a\", \"records\": []}",
+                "version 9",
+            ),
+        ] {
+            std::fs::write(dir.join(name), text).unwrap();
+            let e = History::load(&d, OsStr::new(name), l, T0)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(says), "{name}: {e}");
+        }
         let victim = dir.join("victim");
         std::fs::write(&victim, b"keep").unwrap();
         std::os::unix::fs::symlink(&victim, dir.join("link.json")).unwrap();

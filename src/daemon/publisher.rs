@@ -259,7 +259,15 @@ struct StatusSeen {
     version: u64,
     rejects: RejectSnapshot,
     spent_bytes: u64,
+    /// Serving, driving.
+    busy: (bool, bool),
     at: Option<Instant>,
+}
+
+/// Whether this node serves a live session, and whether it drives a job.
+fn busy(shared: &Shared) -> (bool, bool) {
+    let a = shared.activity();
+    (a.serving_live(Instant::now()), a.driving)
 }
 
 /// The publisher's loop: until the shutdown.
@@ -603,7 +611,11 @@ fn write_status(
     let version = shared.status_version.load(Ordering::Relaxed);
     let rejects = server.counters().snapshot();
     let spent = shared.spent_bytes.load(Ordering::Relaxed);
-    let changed = version != seen.version || rejects != seen.rejects || spent != seen.spent_bytes;
+    let now_busy = busy(shared);
+    let changed = version != seen.version
+        || rejects != seen.rejects
+        || spent != seen.spent_bytes
+        || now_busy != seen.busy;
     if !changed && seen.at.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
         return false;
     }
@@ -617,6 +629,7 @@ fn write_status(
                 version,
                 rejects,
                 spent_bytes: spent,
+                busy: now_busy,
                 at: Some(Instant::now()),
             };
         }
@@ -633,6 +646,7 @@ fn write_status(
 pub(super) fn status_snapshot(shared: &Shared, rejects: RejectSnapshot) -> StatusFile {
     let spent = shared.spent_bytes.load(Ordering::Relaxed);
     let uptime_s = shared.started.elapsed().as_secs_f64();
+    let (serving, driving) = busy(shared);
     StatusFile {
         node: shared.node.clone(),
         pid: std::process::id(),
@@ -648,7 +662,8 @@ pub(super) fn status_snapshot(shared: &Shared, rejects: RejectSnapshot) -> Statu
         spent_bytes: spent,
         spent_bytes_per_s: spent as f64 / uptime_s.max(1.0),
         control_rejects: rejects,
-        responder_sessions: 0,
+        responder_sessions: u64::from(serving),
+        driving,
         schedule: shared
             .sched_status
             .lock()

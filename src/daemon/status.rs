@@ -39,7 +39,12 @@ pub struct StatusFile {
     pub spent_bytes: u64,
     pub spent_bytes_per_s: f64,
     pub control_rejects: RejectSnapshot,
+    /// Sessions this node serves now (a node serves one at a time).
     pub responder_sessions: u64,
+    /// This node drives a job now (a sweep, re-check, fan-out or conflict
+    /// probe of its own).
+    #[serde(default)]
+    pub driving: bool,
     /// The cluster schedule: round, classes fresh, mesh coverage, and its
     /// counters (sessions driven and served, declines met and given —
     /// busy, quiet, budget, not expected —, sweeps deferred by the budget).
@@ -114,7 +119,8 @@ mod tests {
             spent_bytes: 10,
             spent_bytes_per_s: 6.5,
             control_rejects: RejectSnapshot::default(),
-            responder_sessions: 0,
+            responder_sessions: 1,
+            driving: true,
             schedule: Some(ScheduleStatus {
                 round: 17,
                 round_kind: "mesh".into(),

@@ -143,6 +143,14 @@ fn shared_at(node: &str, addr: &str) -> Shared {
     }
 }
 
+/// The control settings of node `node` with the tests' cluster key.
+fn conn_config(node: &str) -> ConnConfig {
+    ConnConfig::new(
+        node,
+        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
+    )
+}
+
 fn shared(node: &str) -> Shared {
     shared_at(node, "10.0.0.9:7470")
 }
@@ -451,10 +459,7 @@ fn connecting_to_a_silent_peer_holds_no_claim_to_drive() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let s = shared_at("b", &silent.local_addr().unwrap().to_string());
     let c = cfg("peers = \"a,b,c\"\n");
-    let cc = ConnConfig::new(
-        "b",
-        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
-    );
+    let cc = conn_config("b");
     let ctx = job_ctx(&c, &cc, &s);
     std::thread::scope(|scope| {
         let job = scope.spawn(|| connect(&ctx, 0).map(|_| ()));
@@ -490,10 +495,7 @@ fn a_quiet_node_drives_no_conflict_probe_and_connects_to_no_peer() {
     listener.set_nonblocking(true).unwrap();
     let s = shared_at("b", &listener.local_addr().unwrap().to_string());
     let c = cfg("peers = \"a,b,c\"\n");
-    let cc = ConnConfig::new(
-        "b",
-        ClusterKey::from_bytes(crate::control::key::TEST_KEY).unwrap(),
-    );
+    let cc = conn_config("b");
     let ctx = job_ctx(&c, &cc, &s);
     s.quiet.store(true, Ordering::Relaxed);
     let r = super::contention::contention_job(&ctx, Kind::Udp, &mut []);

@@ -139,14 +139,7 @@ pub fn conflict_round<T: Transport, C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::VirtualClock;
-    use crate::transport::sim::SimTransport;
-
-    fn sim(model: &str, peers: usize) -> (SimTransport, VirtualClock) {
-        let clock = VirtualClock::new();
-        let t = SimTransport::new(model.parse().unwrap(), clock.clone(), peers);
-        (t, clock)
-    }
+    use crate::transport::sim::{sim, SimTransport};
 
     #[test]
     fn flows_are_indexed_out_then_in() {

@@ -39,16 +39,14 @@ pub fn overlap_round<T: Transport, C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::VirtualClock;
-    use crate::transport::sim::SimTransport;
+    use crate::transport::sim::sim;
 
     /// In the simulator the post costs o and the answer's receive o: a
     /// computation shorter than the rest of the round trip is hidden, a
     /// longer one adds to the round.
     #[test]
     fn computation_is_hidden_until_the_answer_waits() {
-        let clock = VirtualClock::new();
-        let mut t = SimTransport::new("L=5000,o=300,g=500,G=1".parse().unwrap(), clock.clone(), 1);
+        let (mut t, clock) = sim("L=5000,o=300,g=500,G=1", 1);
         let to = Duration::from_secs(1);
         let base = overlap_round(&mut t, &clock, 0, 1000, 0, to).unwrap();
         assert!((base.post_ns - 300.0).abs() < 1.0, "{base:?}");

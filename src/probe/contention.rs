@@ -349,8 +349,7 @@ pub fn stream<T: Transport, C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::VirtualClock;
-    use crate::transport::sim::SimTransport;
+    use crate::transport::sim::sim;
 
     #[test]
     fn the_plan_rotates_peers_and_keeps_sets_disjoint() {
@@ -404,12 +403,7 @@ mod tests {
     /// outgoing penalty is k, the incoming one 1, β 1.
     #[test]
     fn sim_outgoing_penalty_is_k() {
-        let clock = VirtualClock::new();
-        let mut t = SimTransport::new(
-            "L=2000,o=300,g=500,G=0.5".parse().unwrap(),
-            clock.clone(),
-            4,
-        );
+        let (mut t, clock) = sim("L=2000,o=300,g=500,G=0.5", 4);
         let o = ContentionOptions {
             rounds: 6,
             resamples: 50,
@@ -433,8 +427,7 @@ mod tests {
     /// messages.
     #[test]
     fn a_stream_ends_at_its_byte_limit() {
-        let clock = VirtualClock::new();
-        let mut t = SimTransport::new("L=2000,o=300,g=500,G=1".parse().unwrap(), clock.clone(), 1);
+        let (mut t, clock) = sim("L=2000,o=300,g=500,G=1", 1);
         let until = std::time::Instant::now() + Duration::from_secs(3600);
         let to = Duration::from_secs(1);
         let m = stream(&mut t, &clock, true, 8, 100_000, until, 20_000_000, to).unwrap();
@@ -447,12 +440,7 @@ mod tests {
 
     #[test]
     fn too_large_a_message_is_refused() {
-        let clock = VirtualClock::new();
-        let mut t = SimTransport::new(
-            "L=2000,o=300,g=500,G=0.5".parse().unwrap(),
-            clock.clone(),
-            2,
-        );
+        let (mut t, clock) = sim("L=2000,o=300,g=500,G=0.5", 2);
         let o = ContentionOptions {
             size_bytes: usize::MAX,
             ..Default::default()

@@ -142,19 +142,13 @@ pub fn run<T: Transport, C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::VirtualClock;
-    use crate::transport::sim::SimTransport;
+    use crate::transport::sim::sim;
 
     /// LogGP in the simulator: the post costs o, the receive o after the
     /// wait. Receive side 1 − o/W, send side 1 − o/(T0/2), exact.
     #[test]
     fn the_simulator_gives_the_model_fractions() {
-        let clock = VirtualClock::new();
-        let mut t = SimTransport::new(
-            "L=5000,o=400,g=500,G=0.5".parse().unwrap(),
-            clock.clone(),
-            1,
-        );
+        let (mut t, clock) = sim("L=5000,o=400,g=500,G=0.5", 1);
         let o = OverlapOptions {
             sizes: vec![1, 65536],
             rounds: 8,

@@ -36,27 +36,31 @@ pub use output::*;
 pub use probe_json::*;
 pub use table::*;
 
+/// Every entry flag: its bit, its name for humans and JSON, and its name
+/// in the metrics (None: the metrics do not export it).
+pub const FLAGS: [(u32, &str, Option<&str>); 13] = [
+    (flags::VALID, "valid", Some("valid")),
+    (flags::L_NEGATIVE, "L_negative", Some("l_negative")),
+    (flags::DEGRADED, "degraded", Some("degraded")),
+    (flags::STALE, "stale", Some("stale")),
+    (flags::HAS_LOGFP, "logfp", Some("has_logfp")),
+    (flags::HAS_S, "S", Some("has_s")),
+    (flags::HAS_LOGGPS, "loggps", None),
+    (flags::RESTORED, "restored", Some("restored")),
+    (flags::CLASS, "class", Some("class")),
+    (flags::CHANGED, "changed", Some("changed")),
+    (flags::UNSTABLE, "unstable", Some("unstable")),
+    (flags::UNIDENTIFIED, "unidentified", Some("unidentified")),
+    (flags::SHAPED, "shaped", Some("shaped")),
+];
+
 /// Flag names, for humans and JSON.
 pub fn flag_names(bits: u32) -> Vec<&'static str> {
-    [
-        (flags::VALID, "valid"),
-        (flags::L_NEGATIVE, "L_negative"),
-        (flags::DEGRADED, "degraded"),
-        (flags::STALE, "stale"),
-        (flags::HAS_LOGFP, "logfp"),
-        (flags::HAS_S, "S"),
-        (flags::HAS_LOGGPS, "loggps"),
-        (flags::RESTORED, "restored"),
-        (flags::CLASS, "class"),
-        (flags::CHANGED, "changed"),
-        (flags::UNSTABLE, "unstable"),
-        (flags::UNIDENTIFIED, "unidentified"),
-        (flags::SHAPED, "shaped"),
-    ]
-    .into_iter()
-    .filter(|(b, _)| bits & b != 0)
-    .map(|(_, n)| n)
-    .collect()
+    FLAGS
+        .into_iter()
+        .filter(|(b, _, _)| bits & b != 0)
+        .map(|(_, n, _)| n)
+        .collect()
 }
 
 /// A segment entry in the shape of `ngctl probe --json`, plus `peer`,
@@ -386,12 +390,18 @@ pub fn status(st: &StatusData, json: bool) -> Result<String, serde_json::Error> 
     if let Some(d) = &st.daemon {
         let _ = writeln!(
             s,
-            "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}",
+            "  budget {} B/s, used {:.0} B/s on average ({} B in {:.0} s); control rejects {}\n  now: {}",
             d.budget_bytes_per_s,
             d.spent_bytes_per_s,
             d.spent_bytes,
             d.uptime_s,
-            serde_json::to_value(d.control_rejects)?
+            serde_json::to_value(d.control_rejects)?,
+            match (d.driving, d.responder_sessions > 0) {
+                (true, true) => "driving a job and serving a session",
+                (true, false) => "driving a job",
+                (false, true) => "serving a session",
+                (false, false) => "idle",
+            }
         );
         if let Some(sc) = &d.schedule {
             cluster::schedule_lines(&mut s, sc);

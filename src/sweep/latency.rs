@@ -65,22 +65,16 @@ pub(super) fn latency_run<T: Transport, C: Clock>(
         let t = cfg.timeout;
         let mut warm = 0;
         while warm < LATENCY_WARMUP_ROUNDS {
-            match round(transport, clock, peer, 1, 0, s, t, guard) {
-                Ok(_) => {
-                    guard.on_success();
-                    warm += 1;
-                }
-                Err(e) => guard.on_error(transport, e, size_bytes, t)?,
+            let r = round(transport, clock, peer, 1, 0, s, t, guard);
+            if guard.count(transport, r, size_bytes, t)?.is_some() {
+                warm += 1;
             }
         }
         let mut half_rtt_ns = Vec::with_capacity(want);
         while half_rtt_ns.len() < want {
-            match round(transport, clock, peer, 1, 0, s, t, guard) {
-                Ok(r) => {
-                    guard.on_success();
-                    half_rtt_ns.push(r.rtt_ns / 2.0);
-                }
-                Err(e) => guard.on_error(transport, e, size_bytes, t)?,
+            let r = round(transport, clock, peer, 1, 0, s, t, guard);
+            if let Some(r) = guard.count(transport, r, size_bytes, t)? {
+                half_rtt_ns.push(r.rtt_ns / 2.0);
             }
         }
         out.push(LatencySamples {

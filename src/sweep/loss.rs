@@ -111,6 +111,27 @@ impl LossGuard {
         self.in_a_row = 0;
     }
 
+    /// Counts the outcome `r` of one round: Some(its result) when it was
+    /// answered, None when it was lost (the caller tries again), an error
+    /// as [`LossGuard::on_error`] gives up.
+    pub(super) fn count<T: Transport, R>(
+        &mut self,
+        transport: &mut T,
+        r: Result<R, TransportError>,
+        size_bytes: u64,
+        timeout: Duration,
+    ) -> Result<Option<R>, SweepError> {
+        match r {
+            Ok(x) => {
+                self.on_success();
+                Ok(Some(x))
+            }
+            Err(e) => self
+                .on_error(transport, e, size_bytes, timeout)
+                .map(|()| None),
+        }
+    }
+
     /// Rounds lost (and retried) so far.
     pub(super) fn lost_rounds(&self) -> u32 {
         self.total

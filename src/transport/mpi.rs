@@ -360,27 +360,72 @@ impl MpiTransport {
         let rank = self.peer_rank(peer).ok_or(TransportError::NoPeer(peer))?;
         // SAFETY: RSMPI_REQUEST_NULL is a plain handle value.
         let mut req: ffi::MPI_Request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `tx` holds at least `bytes` bytes and lives as long as the
-        // transport (or forever, if the request is abandoned below); the
-        // communicator is ours.
-        check(
-            unsafe {
-                ffi::MPI_Isend(
-                    self.tx.as_ptr() as *const c_void,
-                    bytes as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    rank as c_int,
-                    tag,
-                    self.comm,
-                    &mut req,
-                )
-            },
-            "MPI_Isend",
-        )?;
+        // SAFETY: `tx` lives as long as the transport (or forever, if the
+        // request is abandoned below).
+        unsafe { self.isend(bytes, rank, tag, &mut req) }?;
         let deadline = Instant::now() + self.opts.send_timeout;
         self.wait_request(&mut req, deadline, self.opts.send_timeout)?;
         self.counters.sent(bytes);
         Ok(())
+    }
+
+    /// MPI_Isend of the first `n` bytes of the send buffer to `rank`.
+    ///
+    /// # Safety
+    /// `n` ≤ the send buffer's length, and the buffer must outlive the
+    /// request: it completes, or it is freed and the transport marked
+    /// abandoned (the buffer then is never freed).
+    unsafe fn isend(
+        &self,
+        n: usize,
+        rank: usize,
+        tag: c_int,
+        req: &mut ffi::MPI_Request,
+    ) -> Result<(), TransportError> {
+        debug_assert!(n <= self.tx.len());
+        // SAFETY: the caller's guarantee for the buffer; our communicator.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                self.tx.as_ptr() as *const c_void,
+                n as c_int,
+                ffi::RSMPI_UINT8_T,
+                rank as c_int,
+                tag,
+                self.comm,
+                req,
+            )
+        };
+        check(rc, "MPI_Isend")
+    }
+
+    /// MPI_Irecv of `n` bytes from `rank` into the receive buffer at
+    /// `offset`.
+    ///
+    /// # Safety
+    /// `offset + n` ≤ the receive buffer's length; the buffer must outlive
+    /// the request, as for [`MpiTransport::isend`].
+    unsafe fn irecv(
+        &mut self,
+        offset: usize,
+        n: usize,
+        rank: usize,
+        tag: c_int,
+        req: &mut ffi::MPI_Request,
+    ) -> Result<(), TransportError> {
+        debug_assert!(offset + n <= self.rx.len());
+        // SAFETY: the caller's guarantee for the buffer; our communicator.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                self.rx.as_mut_ptr().add(offset) as *mut c_void,
+                n as c_int,
+                ffi::RSMPI_UINT8_T,
+                rank as c_int,
+                tag,
+                self.comm,
+                req,
+            )
+        };
+        check(rc, "MPI_Irecv")
     }
 
     /// One exchange step: send `bytes` to `partner` and receive `bytes` from
@@ -391,43 +436,17 @@ impl MpiTransport {
         bytes: usize,
         deadline: Instant,
     ) -> Result<(), TransportError> {
-        let n = bytes.min(self.tx.len()).min(self.rx.len()) as c_int;
+        let n = bytes.min(self.tx.len()).min(self.rx.len());
         // SAFETY: plain handle values.
         let mut reqs = unsafe { [ffi::RSMPI_REQUEST_NULL, ffi::RSMPI_REQUEST_NULL] };
-        // SAFETY: `rx` and `tx` hold at least `n` bytes and outlive the
-        // requests (or are leaked if a request is abandoned); our communicator.
-        unsafe {
-            check(
-                ffi::MPI_Irecv(
-                    self.rx.as_mut_ptr() as *mut c_void,
-                    n,
-                    ffi::RSMPI_UINT8_T,
-                    partner as c_int,
-                    TAG_EXCHANGE,
-                    self.comm,
-                    &mut reqs[0],
-                ),
-                "MPI_Irecv",
-            )?;
-            let sent = check(
-                ffi::MPI_Isend(
-                    self.tx.as_ptr() as *const c_void,
-                    n,
-                    ffi::RSMPI_UINT8_T,
-                    partner as c_int,
-                    TAG_EXCHANGE,
-                    self.comm,
-                    &mut reqs[1],
-                ),
-                "MPI_Isend",
-            );
-            if let Err(e) = sent {
-                // The receive is posted: let it complete in the background
-                // and never free its buffer.
-                ffi::MPI_Request_free(&mut reqs[0]);
-                self.abandoned = true;
-                return Err(e);
-            }
+        // SAFETY: `rx` and `tx` outlive the requests (or are leaked if a
+        // request is abandoned).
+        unsafe { self.irecv(0, n, partner, TAG_EXCHANGE, &mut reqs[0]) }?;
+        // SAFETY: as above.
+        if let Err(e) = unsafe { self.isend(n, partner, TAG_EXCHANGE, &mut reqs[1]) } {
+            // The receive is posted: let it complete in the background and
+            // never free its buffer.
+            return self.abandon(&mut reqs[..1], e);
         }
         self.wait_all(&mut reqs, deadline)
     }
@@ -461,39 +480,19 @@ impl MpiTransport {
         let mut posted = 0;
         for (i, &f) in from.iter().enumerate() {
             // SAFETY: `rx[i·n..(i+1)·n]` is within the buffer (checked
-            // above), outlives the request (or is leaked if it is
-            // abandoned); our communicator.
-            let rc = unsafe {
-                ffi::MPI_Irecv(
-                    self.rx.as_mut_ptr().add(i * n) as *mut c_void,
-                    n as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    f as c_int,
-                    TAG_EXCHANGE,
-                    self.comm,
-                    &mut reqs[posted],
-                )
-            };
-            if let Err(e) = check(rc, "MPI_Irecv") {
+            // above) and outlives the request (or is leaked if it is
+            // abandoned).
+            let rc = unsafe { self.irecv(i * n, n, f, TAG_EXCHANGE, &mut reqs[posted]) };
+            if let Err(e) = rc {
                 return self.abandon(&mut reqs[..posted], e);
             }
             posted += 1;
         }
         for &t in to {
-            // SAFETY: `tx` holds at least `n` bytes and outlives the
-            // request; our communicator.
-            let rc = unsafe {
-                ffi::MPI_Isend(
-                    self.tx.as_ptr() as *const c_void,
-                    n as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    t as c_int,
-                    TAG_EXCHANGE,
-                    self.comm,
-                    &mut reqs[posted],
-                )
-            };
-            if let Err(e) = check(rc, "MPI_Isend") {
+            // SAFETY: `tx` outlives the request (or is leaked if it is
+            // abandoned).
+            let rc = unsafe { self.isend(n, t, TAG_EXCHANGE, &mut reqs[posted]) };
+            if let Err(e) = rc {
                 return self.abandon(&mut reqs[..posted], e);
             }
             posted += 1;

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Declares a test that needs root (network namespaces, veth pairs,
 /// CAP_NET_RAW): in a build made as root (`build.rs` sets cfg
@@ -27,6 +27,33 @@ macro_rules! root_test {
 
 /// The `ngctl` binary of this build.
 pub const NGCTL: &str = env!("CARGO_BIN_EXE_ngctl");
+
+/// Runs `ngctl` with `args`.
+pub fn ngctl(args: &[&str]) -> Output {
+    Command::new(NGCTL).args(args).output().expect("ngctl runs")
+}
+
+/// A command's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `ngctl probe --transport sim --max-size <max_size> --publish --shm <seg>`
+/// with `extra` added: a sim entry (peer "sim", transport "sim") in `seg`.
+pub fn publish_sim(seg: &str, max_size: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "probe",
+        "--transport",
+        "sim",
+        "--max-size",
+        max_size,
+        "--publish",
+        "--shm",
+        seg,
+    ];
+    args.extend(extra);
+    ngctl(&args)
+}
 
 /// A path in the temporary directory, unique to this test process:
 /// `<tmp>/<prefix>-<pid>-<name>`.
@@ -94,6 +121,15 @@ pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
 /// docs/ngctl.schema.json ([`cli_json`]).
 pub fn json_of(cmd: &mut Command) -> serde_json::Value {
     cli_json(&stdout_of(cmd))
+}
+
+/// `ngctl dump --json --shm <shm>`, checked as [`json_of`] checks it.
+pub fn dump_json(shm: &std::path::Path) -> serde_json::Value {
+    json_of(
+        Command::new(NGCTL)
+            .args(["dump", "--json", "--shm"])
+            .arg(shm),
+    )
 }
 
 /// JSON that `ngctl` printed, parsed and validated against the schema of

@@ -104,15 +104,24 @@ impl Seg {
         unsafe { &*(self.map.base().add(off) as *const AtomicU64) }
     }
 
-    /// Entry `i` of copy `copy`; None when `i ≥ capacity`.
+    /// Offset of entry `i` of copy `copy` in the mapping; None when
+    /// `i ≥ capacity`.
     #[inline]
-    pub(crate) fn entry(&self, copy: usize, i: usize) -> Option<&EntryRaw> {
+    fn entry_offset(&self, copy: usize, i: usize) -> Option<usize> {
         if i >= self.layout.capacity {
             return None;
         }
-        let off = self.layout.copy_offset[copy & 1]
-            + self.layout.entries_offset
-            + i * self.layout.entry_bytes;
+        Some(
+            self.layout.copy_offset[copy & 1]
+                + self.layout.entries_offset
+                + i * self.layout.entry_bytes,
+        )
+    }
+
+    /// Entry `i` of copy `copy`; None when `i ≥ capacity`.
+    #[inline]
+    pub(crate) fn entry(&self, copy: usize, i: usize) -> Option<&EntryRaw> {
+        let off = self.entry_offset(copy, i)?;
         // SAFETY: i < capacity, so off + entry_bytes ≤ copy end ≤ mapping
         // length; 64-byte aligned; EntryRaw is all atomics.
         Some(unsafe { &*(self.map.base().add(off) as *const EntryRaw) })
@@ -122,13 +131,7 @@ impl Seg {
     #[inline]
     pub(crate) fn entry_ext(&self, copy: usize, i: usize) -> Option<&EntryExtRaw> {
         let x = self.layout.ext?;
-        if i >= self.layout.capacity {
-            return None;
-        }
-        let off = self.layout.copy_offset[copy & 1]
-            + self.layout.entries_offset
-            + i * self.layout.entry_bytes
-            + x.entry_ext_offset;
+        let off = self.entry_offset(copy, i)? + x.entry_ext_offset;
         // SAFETY: the layout was validated with this extension, so
         // entry_bytes ≥ entry_ext_offset + size_of::<EntryExtRaw>() and the
         // block lies inside entry i (i < capacity), inside the mapping; the

@@ -11,7 +11,8 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use netgauge::select::{self, Collective};
 use netgauged::clock::ClockChoice;
 use netgauged::export::{self, Format};
-use netgauged::ops::{self, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::ops::{self, OpsError, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::predict;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
 
@@ -229,6 +230,31 @@ impl ProbeFlags {
     }
 }
 
+/// Which segment entry a command reads.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EntryFlags {
+    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Peer of the segment entry (default: the only entry; else they are listed).
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// Transport of the segment entry (default: the only entry's).
+    #[arg(long)]
+    pub transport: Option<String>,
+}
+
+impl EntryFlags {
+    /// The entry these flags name.
+    pub fn load(&self) -> Result<netgauge::EntryData, OpsError> {
+        predict::load_entry(
+            self.shm.as_deref(),
+            self.peer.as_deref(),
+            self.transport.as_deref(),
+        )
+    }
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct PredictFlags {
     /// The collective: bcast, reduce, allreduce, allgather, alltoall, barrier.
@@ -239,15 +265,8 @@ pub struct PredictFlags {
     /// Message size, bytes (not for barrier).
     #[arg(long, default_value_t = 0)]
     pub bytes: u64,
-    /// Peer of the segment entry (default: the only entry; else they are listed).
-    #[arg(long)]
-    pub peer: Option<String>,
-    /// Transport of the segment entry (default: the only entry's).
-    #[arg(long)]
-    pub transport: Option<String>,
-    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
-    #[arg(long)]
-    pub shm: Option<PathBuf>,
+    #[command(flatten)]
+    pub entry: EntryFlags,
     /// Cost of combining one byte in a reduction, ns per byte.
     #[arg(long, default_value_t = select::DEFAULT_GAMMA_NS_PER_BYTE)]
     pub gamma_ns_per_byte: f64,
@@ -263,15 +282,8 @@ pub struct ExportFlags {
     /// Format: loggopsim, netgauge (loggp.out), smpi (SimGrid platform), ompi-rules, mpich-json.
     #[arg(long, value_parser = format_parser())]
     pub format: Format,
-    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
-    #[arg(long)]
-    pub shm: Option<PathBuf>,
-    /// Peer of the segment entry (default: the only entry; else they are listed).
-    #[arg(long)]
-    pub peer: Option<String>,
-    /// Transport of the segment entry (default: the only entry's).
-    #[arg(long)]
-    pub transport: Option<String>,
+    #[command(flatten)]
+    pub entry: EntryFlags,
     /// Communicator sizes of the ompi-rules / mpich-json tables.
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128")]
     pub comm_sizes: Vec<u32>,

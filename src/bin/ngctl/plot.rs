@@ -7,11 +7,11 @@ use anyhow::Result;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use netgauged::ops::{self, OpsError};
-use netgauged::predict;
 use netgauged::report::plot::{self, Figure, ImageFormat};
 use netgauged::report::{self, Meta};
 use serde::Serialize;
 
+use super::flags::EntryFlags;
 use super::Out;
 
 fn image_format_parser() -> impl TypedValueParser<Value = ImageFormat> {
@@ -41,15 +41,8 @@ pub struct PlotFlags {
     /// Height of the image, pixels (200 to 8192).
     #[arg(long, default_value_t = 640, value_parser = side_parser())]
     height: u32,
-    /// Segment file (default $NETGAUGE_SEGMENT, else /run/netgauged/segment).
-    #[arg(long)]
-    shm: Option<PathBuf>,
-    /// Peer of the segment entry (default: the only entry; else they are listed).
-    #[arg(long)]
-    peer: Option<String>,
-    /// Transport of the segment entry (default: the only entry's).
-    #[arg(long)]
-    transport: Option<String>,
+    #[command(flatten)]
+    entry: EntryFlags,
 }
 
 /// What `ngctl plot --json` prints besides the envelope.
@@ -91,11 +84,7 @@ impl PlotFlags {
                 (fig, p.result.transport.clone(), p.peer, "probe")
             }
             None => {
-                let e = predict::load_entry(
-                    self.shm.as_deref(),
-                    self.peer.as_deref(),
-                    self.transport.as_deref(),
-                )?;
+                let e = self.entry.load()?;
                 let fig = Figure::from_entry(&e);
                 (fig, Some(e.transport), Some(e.peer), "segment")
             }

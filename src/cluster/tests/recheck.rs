@@ -1,6 +1,6 @@
 use crate::clock::VirtualClock;
 use crate::cluster::recheck::{
-    compare, disturbed, Disturbance, DisturbancePolicy, Quantity, RecheckPolicy,
+    compare, disturbed, recheck_disturbed, Disturbance, DisturbancePolicy, Quantity, RecheckPolicy,
 };
 use crate::cluster::schedule::RecheckPlan;
 use crate::model::fit::size_points;
@@ -159,5 +159,46 @@ fn a_quiet_sweep_is_not_disturbed_a_spread_or_lossy_one_is() {
     assert!(matches!(
         disturbed(&r, &policy),
         Some(Disturbance::NegativeGap { .. })
+    ));
+}
+
+#[test]
+fn a_quiet_recheck_is_not_disturbed_a_held_up_or_spread_one_is() {
+    let policy = DisturbancePolicy::default();
+    for seed in 2..22 {
+        let (s, _) = recheck(LINK, seed);
+        assert_eq!(
+            recheck_disturbed(&s, &size_points(&s), &policy),
+            None,
+            "seed {seed}"
+        );
+    }
+    // The single messages held up (the host descheduled the prober during
+    // them): n messages back to back seem to take less than one.
+    let (mut s, _) = recheck(LINK, 2);
+    let last = s.len() - 1;
+    for x in &mut s[last].prtt1_ns {
+        *x += 4e6;
+    }
+    assert!(matches!(
+        recheck_disturbed(&s, &size_points(&s), &policy),
+        Some(Disturbance::NegativeGap { .. })
+    ));
+    // Every size's single round trips spread: no verdict on the entry.
+    let (mut s, _) = recheck(LINK, 2);
+    for x in s.iter_mut() {
+        let n = x.prtt1_ns.len();
+        for (i, v) in x.prtt1_ns.iter_mut().enumerate() {
+            if i >= n / 3 {
+                *v += 40_000.0;
+            }
+        }
+        for v in &mut x.prttn_ns {
+            *v += 40_000.0;
+        }
+    }
+    assert!(matches!(
+        recheck_disturbed(&s, &size_points(&s), &policy),
+        Some(Disturbance::EelSpread(_) | Disturbance::Spread(_))
     ));
 }

@@ -125,6 +125,20 @@ impl Families {
         }
     }
 
+    /// One counter of the family `name` for each `(value, v)`, labelled
+    /// `label="value"`.
+    fn counters_by<'a>(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        label: &str,
+        values: impl IntoIterator<Item = (&'a str, u64)>,
+    ) {
+        for (value, v) in values {
+            self.counter(name, help, &[(label, value)], v);
+        }
+    }
+
     fn encode(&self) -> String {
         prometheus::TextEncoder::new()
             .encode_to_string(&self.reg.gather())
@@ -157,22 +171,6 @@ fn exported(st: Status, v: f64) -> bool {
         Status::NotIdentified(_) => false,
     }
 }
-
-/// The entry flags by the names the metrics give them.
-const FLAG_NAMES: [(u32, &str); 12] = [
-    (flags::VALID, "valid"),
-    (flags::L_NEGATIVE, "l_negative"),
-    (flags::DEGRADED, "degraded"),
-    (flags::STALE, "stale"),
-    (flags::HAS_LOGFP, "has_logfp"),
-    (flags::HAS_S, "has_s"),
-    (flags::RESTORED, "restored"),
-    (flags::CLASS, "class"),
-    (flags::CHANGED, "changed"),
-    (flags::UNSTABLE, "unstable"),
-    (flags::UNIDENTIFIED, "unidentified"),
-    (flags::SHAPED, "shaped"),
-];
 
 /// The exposition of `snap`.
 pub fn render(snap: &Snapshot<'_>) -> String {
@@ -488,7 +486,8 @@ fn entry(f: &mut Families, e: &EntryData, snap: &Snapshot<'_>) {
             unix_s(e.ext.changed_unix_ns),
         );
     }
-    for (bit, name) in FLAG_NAMES {
+    for (bit, _, name) in crate::report::FLAGS {
+        let Some(name) = name else { continue };
         f.gauge(
             "netgauged_entry_flag",
             "Entry flags: stale, changed, restored, unstable, unidentified, … (1 set, 0 not)",
@@ -583,32 +582,28 @@ fn health(f: &mut Families, snap: &Snapshot<'_>) {
         st.spent_bytes,
     );
     let r = &st.control_rejects;
-    for (kind, n) in [
-        ("malformed", r.malformed),
-        ("oversize", r.oversize),
-        ("bad_tag", r.bad_tag),
-        ("replay", r.replay),
-        ("wrong_version", r.wrong_version),
-        ("timeout", r.timeout),
-        ("unknown_peer", r.unknown_peer),
-        ("refused", r.refused),
-        ("evicted", r.evicted),
-    ] {
-        f.counter(
-            "netgauged_control_rejects_total",
-            "Control-plane messages and connections rejected, by kind",
-            &[("kind", kind)],
-            n,
-        );
-    }
-    for (kind, n) in snap.http_rejects {
-        f.counter(
-            "netgauged_metrics_rejects_total",
-            "Requests to the metrics endpoint answered with an error or cut, by kind",
-            &[("kind", kind)],
-            *n,
-        );
-    }
+    f.counters_by(
+        "netgauged_control_rejects_total",
+        "Control-plane messages and connections rejected, by kind",
+        "kind",
+        [
+            ("malformed", r.malformed),
+            ("oversize", r.oversize),
+            ("bad_tag", r.bad_tag),
+            ("replay", r.replay),
+            ("wrong_version", r.wrong_version),
+            ("timeout", r.timeout),
+            ("unknown_peer", r.unknown_peer),
+            ("refused", r.refused),
+            ("evicted", r.evicted),
+        ],
+    );
+    f.counters_by(
+        "netgauged_metrics_rejects_total",
+        "Requests to the metrics endpoint answered with an error or cut, by kind",
+        "kind",
+        snap.http_rejects.iter().copied(),
+    );
     for p in &st.peers {
         let pl = [
             ("peer", p.name.as_str()),
@@ -693,39 +688,33 @@ fn health(f: &mut Families, snap: &Snapshot<'_>) {
         &[],
         n.rounds,
     );
-    for (role, v) in [("driven", n.drives), ("served", n.serves)] {
-        f.counter(
-            "netgauged_sessions_total",
-            "Probe sessions since the start, driven and served",
-            &[("role", role)],
-            v,
-        );
-    }
-    for (kind, v) in [
-        ("full_sweep", n.full_sweeps),
-        ("recheck", n.rechecks),
-        ("fanout", n.fanouts),
-    ] {
-        f.counter(
-            "netgauged_jobs_total",
-            "Jobs driven since the start, by kind",
-            &[("kind", kind)],
-            v,
-        );
-    }
-    for (reason, v) in [
-        ("unreachable", n.unreachable),
-        ("failed", n.failed),
-        ("disturbed", n.disturbed),
-        ("partner_down", n.partner_down),
-    ] {
-        f.counter(
-            "netgauged_job_failures_total",
-            "Jobs that did not publish, by reason",
-            &[("reason", reason)],
-            v,
-        );
-    }
+    f.counters_by(
+        "netgauged_sessions_total",
+        "Probe sessions since the start, driven and served",
+        "role",
+        [("driven", n.drives), ("served", n.serves)],
+    );
+    f.counters_by(
+        "netgauged_jobs_total",
+        "Jobs driven since the start, by kind",
+        "kind",
+        [
+            ("full_sweep", n.full_sweeps),
+            ("recheck", n.rechecks),
+            ("fanout", n.fanouts),
+        ],
+    );
+    f.counters_by(
+        "netgauged_job_failures_total",
+        "Jobs that did not publish, by reason",
+        "reason",
+        [
+            ("unreachable", n.unreachable),
+            ("failed", n.failed),
+            ("disturbed", n.disturbed),
+            ("partner_down", n.partner_down),
+        ],
+    );
     for (side, reason, v) in [
         ("met", "quiet", n.partner_quiet),
         ("met", "budget", n.partner_budget),

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::server::{accept_nonblocking, WakePipe};
 use crate::control::Connection;
+use crate::transport::sys::socket::{poll_fds, server_pollfds};
 
 /// The server's bounds.
 #[derive(Clone, Debug)]
@@ -203,26 +204,13 @@ impl Run {
                     let left = d.saturating_duration_since(now);
                     (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
                 });
-            fds.clear();
-            for fd in [self.wake.read_fd(), self.listener.as_raw_fd()] {
-                fds.push(libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-            for c in &table {
-                fds.push(libc::pollfd {
-                    fd: c.stream.as_raw_fd(),
-                    events: if c.writing {
-                        libc::POLLOUT
-                    } else {
-                        libc::POLLIN
-                    },
-                    revents: 0,
-                });
-            }
-            if !crate::transport::sys::socket::poll_fds(&mut fds, timeout_ms) {
+            server_pollfds(
+                &mut fds,
+                self.wake.read_fd(),
+                self.listener.as_raw_fd(),
+                table.iter().map(|c| (c.stream.as_raw_fd(), c.writing)),
+            );
+            if !poll_fds(&mut fds, timeout_ms) {
                 continue;
             }
             if fds[0].revents != 0 {

@@ -93,6 +93,7 @@ fn a_status() -> StatusFile {
             ..RejectSnapshot::default()
         },
         responder_sessions: 0,
+        driving: false,
         schedule: None,
         quiet: None,
         history_file: None,

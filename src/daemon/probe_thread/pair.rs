@@ -8,7 +8,9 @@ use std::time::Instant;
 use netgauge::{flags, EntryData};
 
 use super::{failed, State};
-use crate::cluster::recheck::{compare, disturbed, DisturbancePolicy, RecheckPolicy};
+use crate::cluster::recheck::{
+    compare, disturbed, recheck_disturbed, DisturbancePolicy, RecheckPolicy,
+};
 use crate::cluster::schedule::{Decline, Job, Outcome, Purpose, Reference};
 use crate::control::SizePlan;
 use crate::daemon::history::{Deviation, Event};
@@ -126,7 +128,7 @@ fn recheck_job(
     let name = ctx.shared.peers[peer].name.clone();
     let class = st.classes[peer].name.clone();
     let start_bytes = m.bytes;
-    let mut agrees = true;
+    let (mut agrees, mut disturbed_any) = (true, false);
     for (i, kind) in st.kinds_of(peer) {
         let r = m.session(ctx, kind, recheck_sizes(), |l| {
             recheck(l, ctx.cfg, ctx.clock)
@@ -154,7 +156,16 @@ fn recheck_job(
         let Some(entry) = against else {
             continue;
         };
-        let v = compare(&size_points(&samples), entry, &recheck_policy(entry));
+        let points = size_points(&samples);
+        if let Some(d) = recheck_disturbed(&samples, &points, &DisturbancePolicy::default()) {
+            tracing::info!(
+                "{name} over {kind}: re-check disturbed ({d}); neither agrees nor disagrees, re-checked at the next meeting"
+            );
+            st.per_target[i].last_error = Some(format!("re-check disturbed: {d}"));
+            disturbed_any = true;
+            continue;
+        }
+        let v = compare(&points, entry, &recheck_policy(entry));
         let deviation = Deviation::of(&v);
         let now_ns = crate::publish::unix_now_ns();
         let t = &mut st.per_target[i];
@@ -210,9 +221,11 @@ fn recheck_job(
             });
         }
     }
-    Outcome::Rechecked {
-        agrees,
-        bytes: m.bytes - start_bytes,
+    let bytes = m.bytes - start_bytes;
+    if disturbed_any && agrees {
+        Outcome::Disturbed { bytes }
+    } else {
+        Outcome::Rechecked { agrees, bytes }
     }
 }
 

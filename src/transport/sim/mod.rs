@@ -205,5 +205,14 @@ impl SimTransport {
     }
 }
 
+/// A simulator of `model` (the `SimParams` syntax) with `peers` peers and
+/// its clock, for tests.
+#[cfg(test)]
+pub(crate) fn sim(model: &str, peers: usize) -> (SimTransport, VirtualClock) {
+    let clock = VirtualClock::new();
+    let params: SimParams = model.parse().expect("test model parses");
+    (SimTransport::new(params, clock.clone(), peers), clock)
+}
+
 #[cfg(test)]
 mod tests;

@@ -12,12 +12,6 @@ use crate::transport::{Transport, TransportError};
 
 const LONG: Duration = Duration::from_secs(1);
 
-fn sim(model: &str, peers: usize) -> (SimTransport, VirtualClock) {
-    let clock = VirtualClock::new();
-    let params: SimParams = model.parse().expect("test model parses");
-    (SimTransport::new(params, clock.clone(), peers), clock)
-}
-
 const ASK: Meta = Meta {
     answer: true,
     report_ns: 0,

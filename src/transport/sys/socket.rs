@@ -5,7 +5,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use crate::transport::TransportError;
@@ -222,6 +222,26 @@ pub fn poll_fds(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
         return false;
     }
     true
+}
+
+/// Fills `fds` for one poll of a server loop: the wake pipe and the
+/// listener first (for input), then each connection `(fd, writing)`, for
+/// output while it has a reply to write, else for input.
+pub fn server_pollfds(
+    fds: &mut Vec<libc::pollfd>,
+    wake: RawFd,
+    listener: RawFd,
+    conns: impl Iterator<Item = (RawFd, bool)>,
+) {
+    let pollfd = |fd, writing: bool| libc::pollfd {
+        fd,
+        events: if writing { libc::POLLOUT } else { libc::POLLIN },
+        revents: 0,
+    };
+    fds.clear();
+    fds.push(pollfd(wake, false));
+    fds.push(pollfd(listener, false));
+    fds.extend(conns.map(|(fd, writing)| pollfd(fd, writing)));
 }
 
 /// The result of a system call that returns 0 or −1 (and sets errno).
