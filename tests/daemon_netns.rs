@@ -524,10 +524,13 @@ root_test! {
         let hosts = 4;
         let net = Net::new("l", 94, hosts, None);
         // A fan-out round every other round, as with the default 10 s rounds
-        // and fanout_interval_s = 20.
-        let extra = format!("recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 8.0\n{SHORT_ROUNDS}");
+        // and fanout_interval_s = 20. Rounds of 2 s (sweeps to 4 KiB on an
+        // unshaped link, no repair to fit in a round): host0 drives each
+        // peer once in two cycles and the fan-out once in four fan-out
+        // rounds, and those come twice as often as in rounds of 4 s.
+        let extra = "recheck_interval_s = 60.0\nbudget_bytes_per_s = 100000000\nmax_size_bytes = 4096\nfanout_interval_s = 4.0\n[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0\nround_s = 2.0\nskew_s = 0.5";
         let _d: Vec<Daemon> = (0..hosts)
-            .map(|i| net.start(i, &net.config(i, hosts, &extra)))
+            .map(|i| net.start(i, &net.config(i, hosts, extra)))
             .collect();
         // Every host measures its three peers, then runs 1:P−P:1 over them.
         let e = wait_for(Duration::from_secs(300), || {

@@ -11,6 +11,8 @@ PARTS=${VM_PARTS:-all}
 part() { [ "$PARTS" = all ] || [[ ",$PARTS," == *",$1,"* ]]; }
 IP=10.77.0.1
 exec >"$OUT/inside.log" 2>&1
+# Every traced command with its wall-clock time (where a run's time goes).
+PS4='+ $EPOCHREALTIME '
 set -x
 date +%s >"$OUT/t_start"
 
@@ -33,9 +35,19 @@ cat /sys/devices/system/clocksource/clocksource0/current_clocksource >"$OUT/cloc
 "$NGCTL" --clock tsc clock >"$OUT/clock.txt" 2>&1
 "$NGCTL" clock >"$OUT/clock_auto.txt" 2>&1
 
+# Until `ngctl serve` says it answers (in its log $1), at most $2 seconds.
+answering() { # serve-log limit_s
+    local t0=$(date +%s)
+    until grep -q answering "$1" 2>/dev/null; do
+        [ $(( $(date +%s) - t0 )) -lt $2 ] || return 1
+        sleep 0.1
+    done
+}
 # A perftest server and its client; the client retries while the server is
 # not listening yet (an emulated CPU can take seconds), and every wait has a
-# deadline.
+# deadline. A fixed pause rather than a wait for the server's port: the
+# client's own start-up (seconds on the emulated CPU) then overlaps the
+# server's.
 perftest_pair() { # out-file tool args...
     local out=$1; shift
     timeout 90 "$@" >/dev/null 2>&1 &
@@ -109,7 +121,7 @@ if part errors; then
 # 1. a dead peer: the server is killed mid-probe.
 "$NGCTL" serve --transport rdma --device rxe0 --gid-index 1 --listen $IP:7473 2>"$OUT/dead.serve.log" &
 SRV=$!
-sleep 1
+answering "$OUT/dead.serve.log" 30
 # Killed as soon as the session starts: a sweep to 64 KiB takes only
 # seconds, and the probe must meet a dead peer, not finish first.
 ( for _ in $(seq 400); do grep -q 'session with' "$OUT/dead.serve.log" 2>/dev/null && break; sleep 0.05; done
@@ -134,12 +146,13 @@ wait
 echo $? >"$OUT/nodev.rc"
 "$NGCTL" serve --transport msg --device nosuch --listen $IP:7476 >/dev/null 2>"$OUT/nodev_serve.err"
 echo $? >"$OUT/nodev_serve.rc"
-"$NGCTL" serve --transport udp --listen $IP:7477 --idle-exit-s 3 2>/dev/null &
-sleep 2
+"$NGCTL" serve --transport udp --listen $IP:7477 --idle-exit-s 3 2>"$OUT/udp.serve.log" &
+SRV=$!
+answering "$OUT/udp.serve.log" 30
 "$NGCTL" probe --transport udp --peer $IP:7477 --max-size 256 --max-reps 6 --resamples 0 --json \
     >"$OUT/udp.json" 2>"$OUT/udp.err"
 echo $? >"$OUT/udp.rc"
-wait
+kill $SRV 2>/dev/null; wait
 fi
 
 # --- CPU overlap (Bell et al.) per transport: RDMA write, verbs messages, UDP
@@ -151,12 +164,13 @@ for kind in rdma msg udp; do
     [ "$kind" = udp ] || dev=(--device rxe0 --gid-index 1)
     "$NGCTL" --clock tsc serve --transport $kind "${dev[@]}" --listen $IP:$port --idle-exit-s 10 \
         2>"$OUT/overlap_$kind.serve.log" &
-    sleep 1
+    SRV=$!
+    answering "$OUT/overlap_$kind.serve.log" 30
     timeout 300 "$NGCTL" --clock tsc overlap --transport $kind "${dev[@]}" --peer $IP:$port \
         --rounds 30 --sizes 1,1024,4096,16384,65536 --json >"$OUT/overlap_$kind.json" \
         2>"$OUT/overlap_$kind.err"
     echo $? >"$OUT/overlap_$kind.rc"
-    wait
+    kill $SRV 2>/dev/null; wait
     port=$((port + 1))
 done
 fi
@@ -190,7 +204,12 @@ fi
 # A node drives or serves, never both, so phase 1 is four sweeps one after
 # the other; their duration on an emulated guest varies by a factor of ten
 # with the host's load (bench/verbs.md). PHASE_S bounds each phase's wait: a
-# guard against a hang, not a timing criterion. The daemons keep the clock
+# guard against a hang, not a timing criterion. The rounds are 4 s (a pair
+# meets once a cycle and the direction alternates by cycle, so both
+# directions take two cycles: 64 s with a fan-out round every other round,
+# not 160 s at the default 10 s), and a member found absent (vmc and vmd
+# in phase 1, a daemon not yet listening) is tried again after 2 to 8 s,
+# not 60 s to 15 min. The daemons keep the clock
 # they pick themselves (CLOCK_MONOTONIC_RAW here): daemons started at once
 # on the guest calibrate the TSC too far apart to accept it (bench/verbs.md).
 PHASE_S=${PHASE_S:-600}
@@ -212,7 +231,11 @@ max_size_bytes = $max
 max_reps = 16
 recheck_interval_s = 3600.0
 budget_bytes_per_s = 100000000
-fanout_interval_s = 20.0
+fanout_interval_s = 8.0
+[schedule]
+round_s = 4.0
+backoff_min_s = 2.0
+backoff_max_s = 8.0
 EOC
     [ "$dev" != none ] && printf '[verbs]\ndevice = "%s"\ngid_index = 1\neager_max_bytes = 1024\n' "$dev"
     for p in "$@"; do # name:port:transports
