@@ -43,7 +43,8 @@
 //!
 //! The transport's contention penalties (`cost::contention`), where the
 //! segment has them, price a rank's concurrent transfers; one model
-//! governs each message, never both:
+//! governs each message, never both (the penalties only messages of at
+//! least [`PENALTY_FROM_BYTES`]):
 //!
 //! - a send of an all-ranks step whose rank has k exchanges in flight to
 //!   distinct peers (linear alltoall: P − 1) takes X(s) with its bytes'
@@ -70,6 +71,14 @@ use crate::types::{LookupError, Params};
 
 /// Unconsumed messages a sender may have in flight to one receiver.
 pub const EAGER_CREDITS: usize = 8;
+
+/// The contention penalties stretch transfers of at least this many bytes.
+/// They are bandwidth sharing measured with large flows: where a message's
+/// time is its fixed part and an eager copy through the library's queues,
+/// they do not say what k of them at once cost, and the measured all-ranks
+/// step X(s) (one exchange per rank, at this size) or the pair's T(s)
+/// prices it.
+pub const PENALTY_FROM_BYTES: u64 = 64 * 1024;
 
 /// The costs of one message size, looked up once per simulation.
 #[derive(Clone, Copy, Debug)]
@@ -510,9 +519,13 @@ fn arrival<N: Network + ?Sized>(
     };
     let c = costs.get(bytes)?;
     let t = if exchange {
-        let f = costs.factor(Scheme::Mixed, m.k_out, c.x_measured);
+        let f = if bytes >= PENALTY_FROM_BYTES {
+            costs.factor(Scheme::Mixed, m.k_out, c.x_measured)
+        } else {
+            None
+        };
         c.x_ns + c.x_bytes_ns * (f.unwrap_or(1.0) - 1.0)
-    } else if c.lanes.is_none() {
+    } else if c.lanes.is_none() && bytes >= PENALTY_FROM_BYTES {
         let out = costs.factor(Scheme::Outgoing, m.k_out, true);
         let inc = costs.factor(Scheme::Incoming, m.k_in, true);
         let f = out.into_iter().chain(inc).fold(1.0, f64::max);

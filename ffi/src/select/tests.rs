@@ -1480,3 +1480,36 @@ fn the_node_has_one_copy_lane_count_for_every_large_size() {
     let sync = r.finish[0].iter().cloned().fold(0.0, f64::max);
     assert!(sync >= 56.0 * bytes, "{sync} vs 56·{bytes}");
 }
+
+#[test]
+fn the_penalties_leave_small_messages_to_the_measured_step() {
+    // Linear alltoall over 4 ranks: three exchanges in flight per rank.
+    // The record's penalties (large flows) stretch blocks of 512 KiB; a
+    // block of 2 KiB is priced by the measured exchange step alone, with
+    // the record as without it.
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let finish = |net: &dyn Network, m: u64| {
+        let r = sim::run(
+            net,
+            Schedule::AlltoallLinear,
+            4,
+            m,
+            sim::Work::default(),
+            one_call,
+        )
+        .unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    let (pair, x) = pair_and_exchange();
+    let rec = record(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], &[1.0, 2.1, 3.3]);
+    let bare = with_record(&pair, &x, None);
+    let pen = with_record(&pair, &x, Some(&rec));
+    let small = 2048;
+    assert_eq!(finish(&pen, small), finish(&bare, small));
+    let large = 512 << 10;
+    assert!(finish(&pen, large) > 1.5 * finish(&bare, large));
+    assert!(small < sim::PENALTY_FROM_BYTES && large >= sim::PENALTY_FROM_BYTES);
+}
