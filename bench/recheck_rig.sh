@@ -6,8 +6,7 @@
 # until WANT re-checks have run in all.
 # Prints re-checks, disagreements (a first re-check that disagreed) and
 # confirmed ones, full sweeps in the window, and the payload bytes per
-# re-check (the daemons' settled bytes over the window, halved: each byte
-# is counted by the driver and by the responder).
+# re-check (the drivers' re-check bytes, both directions, over the window).
 # Usage (root, release binaries built):
 #   flock /tmp/netns.lock flock /tmp/measure.lock bash bench/recheck_rig.sh [WANT] [MAX_SIZE]
 set -euo pipefail
@@ -39,6 +38,8 @@ fanout_interval_s = 0.0
 probe_cpu = $(( i - 1 ))
 [schedule]
 round_s = $ROUND_S
+# The hosts share one clock.
+skew_s = 0.2
 CFG
     ip netns exec "$name" env RUST_LOG=netgauged=info "$BIN/netgauged" --config "$WORK/$name.toml" \
         >/dev/null 2>"$WORK/$name.log" &
@@ -54,9 +55,16 @@ sum() { # jq path under .daemon.schedule.stats, summed over both nodes
     echo "$s"
 }
 # The window starts at the first re-check (the full sweeps are done).
-while [ "$(sum rechecks)" -lt 1 ]; do sleep 1; done
+ts=$(date +%s)
+while [ "$(sum rechecks)" -lt 1 ]; do
+    sleep 1
+    for p in "${PIDS[@]}"; do
+        kill -0 "$p" 2>/dev/null || { cat "$WORK"/*.log >&2; echo "a daemon exited" >&2; exit 1; }
+    done
+    [ $(( $(date +%s) - ts )) -gt 300 ] && { cat "$WORK"/*.log >&2; echo "no re-check within 300 s" >&2; exit 1; }
+done
 r0=$(sum rechecks); d0=$(sum disagreements); c0=$(sum confirmed_disagreements)
-f0=$(sum full_sweeps); b0=$(sum bytes)
+f0=$(sum full_sweeps); b0=$(sum recheck_bytes)
 t0=$(date +%s)
 while [ $(( $(sum rechecks) - r0 )) -lt "$WANT" ]; do
     sleep 2
@@ -64,6 +72,6 @@ while [ $(( $(sum rechecks) - r0 )) -lt "$WANT" ]; do
 done
 r=$(( $(sum rechecks) - r0 )); d=$(( $(sum disagreements) - d0 ))
 c=$(( $(sum confirmed_disagreements) - c0 )); f=$(( $(sum full_sweeps) - f0 ))
-b=$(( ($(sum bytes) - b0) / 2 ))
+b=$(( $(sum recheck_bytes) - b0 ))
 echo "re-checks $r, disagreeing $d ($(awk -v d="$d" -v r="$r" 'BEGIN{printf "%.1f", 100*d/r}') %), confirmed $c, full sweeps in the window $f, payload per re-check $(( b / (r > 0 ? r : 1) )) B (full sweeps to $MAX_SIZE B, round ${ROUND_S} s)"
 grep -h 'disagrees' "$WORK"/*.log | head -5 || true

@@ -22,7 +22,8 @@
 # MESH_LIMIT_S (600), ROUND_S (10), MESH_PAIRS (the schedule's
 # mesh_pairs_per_round, 0: no cap), PIN (1: each host's busy threads on
 # core (i−1) mod cores; 0: where the kernel puts them), BUDGET (each node's
-# probe budget, bytes/s, 5000000).
+# probe budget, bytes/s, 5000000), FANOUT_S (unset: no o(P) phase),
+# FANOUT_ROUND_S (the o(P) phase's round, ROUND_S), FANOUT_LIMIT_S.
 set -euo pipefail
 N=${1:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
@@ -36,6 +37,9 @@ FANOUT_S=${FANOUT_S:-}
 # The o(P) phase waits this long for each transport's curve (raw needs its
 # own entries first: two mesh cycles, then the chunk's turn to drive).
 FANOUT_LIMIT_S=${FANOUT_LIMIT_S:-$(( ${FANOUT_S:-0} * 10 + 300 ))}
+# The o(P) phase's round: a meeting there sweeps raw and udp (and a fan-out
+# round claims every peer), which takes longer than a mesh session to 4 KiB.
+FANOUT_ROUND_S=${FANOUT_ROUND_S:-$ROUND_S}
 MESH_PAIRS=${MESH_PAIRS:-0}
 BUDGET=${BUDGET:-5000000}
 PIN=${PIN:-1}
@@ -213,7 +217,7 @@ echo "restart: $kn in its second session $(( $(date +%s) - tk )) s after its res
 if [ -n "$FANOUT_S" ]; then
     for i in $(seq 1 "$N"); do kill "${PID[$i]}"; done
     wait "${PID[@]}" 2>/dev/null || true
-    TRANSPORTS='["raw", "udp"]'; IFACE='interface = "eth0"'; FANOUT_CFG=$FANOUT_S
+    TRANSPORTS='["raw", "udp"]'; IFACE='interface = "eth0"'; FANOUT_CFG=$FANOUT_S; ROUND_S=$FANOUT_ROUND_S
     for i in $(seq 1 "$N"); do config "$i"; start "$i"; done
     tf=$(date +%s)
     for t in udp raw; do

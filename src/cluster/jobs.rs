@@ -305,6 +305,10 @@ pub struct NodeStats {
     pub refused_other: u64,
     /// Probe payload bytes settled (driving and serving).
     pub bytes: u64,
+    /// Of those, the payload of the re-checks (and confirmations) this node
+    /// drove, both directions: `recheck_bytes / rechecks` is what one
+    /// re-check costs.
+    pub recheck_bytes: u64,
 }
 
 /// A token bucket that never goes into debt on an estimate.

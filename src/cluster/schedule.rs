@@ -679,6 +679,7 @@ impl NodeSchedule {
             Outcome::Rechecked { agrees, bytes } => {
                 self.settle(s.charged, bytes);
                 self.stats.rechecks += 1;
+                self.stats.recheck_bytes += bytes;
                 let reference = match job {
                     Job::Recheck(r) | Job::Confirm(r) => r,
                     Job::FullSweep(_) | Job::Fanout => Reference::Nothing,

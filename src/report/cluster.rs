@@ -20,9 +20,9 @@ pub fn schedule_lines(s: &mut String, sc: &ScheduleStatus) {
     );
     let _ = writeln!(
         s,
-        "  sessions: driven {}, served {}; full sweeps {}, re-checks {} ({} disagreed, {} confirmed), fan-outs {}, disturbed {}, failed {}, partner unreachable {}",
+        "  sessions: driven {}, served {}; full sweeps {}, re-checks {} ({} disagreed, {} confirmed, {} B each on average), fan-outs {}, disturbed {}, failed {}, partner unreachable {}",
         st.drives, st.serves, st.full_sweeps, st.rechecks, st.disagreements,
-        st.confirmed_disagreements, st.fanouts, st.disturbed, st.failed, st.unreachable
+        st.confirmed_disagreements, st.recheck_bytes / st.rechecks.max(1), st.fanouts, st.disturbed, st.failed, st.unreachable
     );
     let _ = writeln!(
         s,

@@ -219,6 +219,9 @@ fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
     assert_eq!(c.record(0, &s, repair, t + 1.0), None);
     let st = c.nodes[0].stats();
     assert_eq!((st.disagreements, st.confirmed_disagreements), (1, 1));
+    // The re-check and its confirmation are the re-checks' bytes; the
+    // repair sweep is not.
+    assert_eq!((st.rechecks, st.recheck_bytes), (2, 2 * MB));
     assert_eq!(c.nodes[0].measured_s(2), Some((t + 1.0).floor()));
     // A disagreement the second re-check does not confirm is noise (once
     // the bucket holds a few re-checks again).
