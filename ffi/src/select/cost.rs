@@ -62,6 +62,30 @@ fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupErr
     Ok(line_ns(eel_of(&p), big_g, bytes))
 }
 
+/// gap(s) over a network of ranges: its range's line g + (s−1)·G, at most
+/// the gap where the range below ends plus this range's G for the bytes
+/// beyond it (the continuation [`one_message_on`] gives T(s)). A wide
+/// range's line is fitted mostly by its large sizes, and its intercept g
+/// can lie far above what its small sizes take (9 µs at 309 B where the
+/// range below ends at 1 µs): without the bound every sender's next small
+/// message waits that intercept, and a root that sends several (a tree)
+/// is priced far above one that sends once (a chain). Never above the
+/// range's own line.
+pub(super) fn gap_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    let p = net.at(bytes)?;
+    let own = p.gap_ns(bytes);
+    let from = p.range_from_bytes;
+    if from > 1 && from <= bytes {
+        let below = net.at(from - 1)?;
+        if below.range_from_bytes < from {
+            let continued =
+                gap_on(net, from - 1)? + (bytes - from + 1) as f64 * p.G_ns_per_byte.max(0.0);
+            return Ok(own.min(continued));
+        }
+    }
+    Ok(own)
+}
+
 /// The part of T(s) that moves the bytes: T(s) − T(1) without the
 /// handshake.
 pub(super) fn bytes_part_ns<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
@@ -165,7 +189,7 @@ pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, Looku
     let p = net.at(bytes)?;
     let t_ns = one_message_on(net, bytes)?;
     let o_s_ns = send_overhead_ns(&p, bytes, t_ns);
-    let gap_ns = p.gap_ns(bytes).max(o_s_ns).max(0.0);
+    let gap_ns = gap_on(net, bytes)?.max(o_s_ns).max(0.0);
     // Receiving and sending on: at most the two messages' whole times.
     let forward_ns = line_ns(
         p.o_s_ns + p.o_r_ns,

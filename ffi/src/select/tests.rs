@@ -1513,3 +1513,57 @@ fn the_penalties_leave_small_messages_to_the_measured_step() {
     assert!(finish(&pen, large) > 1.5 * finish(&bare, large));
     assert!(small < sim::PENALTY_FROM_BYTES && large >= sim::PENALTY_FROM_BYTES);
 }
+
+#[test]
+fn a_wide_ranges_gap_intercept_does_not_space_small_messages() {
+    // The 8-rank probe's pair: 44–256 B at 585 ns + 1.544 ns/B, then one
+    // range to 1.26 MB fitted at 9.236 µs + 0.0903 ns/B: its intercept is
+    // the large sizes' line, 8 µs above where the range below ends.
+    let range = |from: u64, to: u64, g: f64, big_g: f64| Params {
+        range_from_bytes: from,
+        range_to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        eel_ns: 2500.0,
+        L_ns: 2000.0,
+        o_s_ns: 300.0,
+        o_r_ns: 120.0,
+        S_bytes: u64::MAX,
+        ..Params::default()
+    };
+    let pair = [
+        range(1, 256, 585.0, 1.544),
+        range(309, 1_264_469, 9236.0, 0.0903),
+    ];
+    let net = &pair[..];
+    let end_below = pair[0].gap_ns(308);
+    let gap = |s: u64| super::cost::gap_on(net, s).unwrap();
+    assert!(
+        (gap(1024) - (end_below + 716.0 * 0.0903)).abs() < 1e-9,
+        "{}",
+        gap(1024)
+    );
+    assert!(gap(1024) < 0.2 * pair[1].gap_ns(1024));
+    // Large sizes keep their range's line where it is the lower.
+    assert_eq!(gap(100), pair[0].gap_ns(100));
+    let big = 1_000_000;
+    assert!(gap(big) <= pair[1].gap_ns(big));
+    // A root sending three 1 KiB messages no longer waits 9 µs between
+    // them: Open MPI's k-nomial broadcast over 8 ranks is not priced above
+    // twice a 7-hop chain's back to back, and the chain is not chosen.
+    let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    let d = choose(
+        net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        8,
+        1024,
+        true,
+        &all,
+        &ViewOptions::default(),
+        0.1,
+    )
+    .unwrap();
+    assert_eq!(d.library, Schedule::BcastKnomial { radix: 4 });
+    assert!(d.ours.is_none(), "{d:?}");
+}
