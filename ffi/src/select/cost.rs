@@ -62,6 +62,30 @@ fn bytes_time<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupErr
     Ok(line_ns(eel_of(&p), big_g, bytes))
 }
 
+/// gap(s) over a network of ranges: its range's line g + (s−1)·G, at most
+/// the gap where the range below ends plus this range's G for the bytes
+/// beyond it (the continuation [`one_message_on`] gives T(s)). A wide
+/// range's line is fitted mostly by its large sizes, and its intercept g
+/// can lie far above what its small sizes take (9 µs at 309 B where the
+/// range below ends at 1 µs): without the bound every sender's next small
+/// message waits that intercept, and a root that sends several (a tree)
+/// is priced far above one that sends once (a chain). Never above the
+/// range's own line.
+pub(super) fn gap_on<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
+    let p = net.at(bytes)?;
+    let own = p.gap_ns(bytes);
+    let from = p.range_from_bytes;
+    if from > 1 && from <= bytes {
+        let below = net.at(from - 1)?;
+        if below.range_from_bytes < from {
+            let continued =
+                gap_on(net, from - 1)? + (bytes - from + 1) as f64 * p.G_ns_per_byte.max(0.0);
+            return Ok(own.min(continued));
+        }
+    }
+    Ok(own)
+}
+
 /// The part of T(s) that moves the bytes: T(s) − T(1) without the
 /// handshake.
 pub(super) fn bytes_part_ns<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<f64, LookupError> {
@@ -92,6 +116,57 @@ pub(super) fn copy_lanes<N: Network + ?Sized>(
     Ok(Some((lanes.max(1.0) as usize).min(p)))
 }
 
+/// Messages of at least this many bytes are priced with the node's one
+/// copy-lane count ([`node_copy_lanes`]); from here the bytes' part of a
+/// transfer dominates its fixed part on the nodes measured (bench/ngcoll.md).
+pub const NODE_LANES_FROM_BYTES: u64 = 64 * 1024;
+
+/// The largest size [`node_copy_lanes`] looks at (the MPI probe's default
+/// largest size).
+pub const NODE_LANES_TO_BYTES: u64 = 4 << 20;
+
+/// How many large transfers the node moves at once: the least of
+/// [`copy_lanes`] over the powers of two from [`NODE_LANES_FROM_BYTES`] to
+/// [`NODE_LANES_TO_BYTES`] (None without an exchange measurement). The
+/// count is a property of the node (how many single-copy transfers it
+/// moves at once), one number for every large size: a count derived per
+/// size rounds differently where the pair's buffers stay in a core's
+/// cache and the P ranks' do not (the pair moves its bytes faster there,
+/// and the ratio overstates the lanes), and two algorithms priced at
+/// different sizes would get different lane counts on one node. The least
+/// is the count the node holds at every size.
+pub(super) fn node_copy_lanes<N: Network + ?Sized>(
+    net: &N,
+    p: usize,
+) -> Result<Option<usize>, LookupError> {
+    let mut least: Option<usize> = None;
+    let mut s = NODE_LANES_FROM_BYTES;
+    while s <= NODE_LANES_TO_BYTES {
+        if let Some(n) = copy_lanes(net, p, s)? {
+            least = Some(least.map_or(n, |l| l.min(n)));
+        }
+        s *= 2;
+    }
+    Ok(least)
+}
+
+/// The bytes' part of a transfer of `bytes` when the rank's buffers of
+/// the call span `working_set` bytes: `own` (the part measured at `bytes`)
+/// or, if larger, the per-byte rate the same measurement shows at the
+/// working set, `at_ws`·(bytes − 1)/(working_set − 1). A probe's sweep
+/// reuses buffers of the message's size, which stay in the caches at sizes
+/// where a collective's vectors (a ring's blocks of a larger vector, a
+/// pipeline's segments) do not: the rate of the sweep at the vector's
+/// size is the one its pieces see. Never less than `own`: a transfer is
+/// no faster for being part of more data.
+pub(super) fn in_working_set(own: f64, at_ws: f64, bytes: u64, working_set: u64) -> f64 {
+    if working_set <= bytes || working_set <= 1 || bytes == 0 {
+        return own;
+    }
+    let scaled = at_ws * (bytes - 1) as f64 / (working_set - 1) as f64;
+    own.max(scaled)
+}
+
 /// The measured EEL, or without one (0 or not finite) L + o_s + o_r.
 fn eel_of(p: &Params) -> f64 {
     if p.eel_ns.is_finite() && p.eel_ns > 0.0 {
@@ -114,7 +189,7 @@ pub(super) fn msg<N: Network + ?Sized>(net: &N, bytes: u64) -> Result<Msg, Looku
     let p = net.at(bytes)?;
     let t_ns = one_message_on(net, bytes)?;
     let o_s_ns = send_overhead_ns(&p, bytes, t_ns);
-    let gap_ns = p.gap_ns(bytes).max(o_s_ns).max(0.0);
+    let gap_ns = gap_on(net, bytes)?.max(o_s_ns).max(0.0);
     // Receiving and sending on: at most the two messages' whole times.
     let forward_ns = line_ns(
         p.o_s_ns + p.o_r_ns,

@@ -86,8 +86,19 @@
 //! stretched by the mixed penalty pen(k)/pen(1) (pen(k) over the pair's
 //! T(s) where no exchange was measured); in the schedule simulation, other
 //! transfers are stretched by the outgoing / incoming penalties only where
-//! no copy lanes govern them. Without a record every price is unchanged
-//! (see `cost::exchange_step_k` and `sim`).
+//! no copy lanes govern them; the simulation applies them to messages of
+//! 64 KiB and more (the record is measured with large flows). Without a
+//! record every price is unchanged (see `cost::exchange_step_k` and `sim`).
+//!
+//! # Working set and copy lanes (schedule simulation)
+//!
+//! A transfer's bytes move at least at the rate the pair (or the exchange)
+//! shows at the size of the rank's buffers of the call: the sweeps reuse
+//! buffers of one message's size, which stay in the caches where a ring's
+//! blocks of a larger vector or a pipeline's segments do not. The node's
+//! copy lanes (how many transfers it moves at once, from the exchange
+//! against the pair) are one count for every size from 64 KiB: the least
+//! over those sizes (see `sim`).
 //!
 //! # Layout
 //!

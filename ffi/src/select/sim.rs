@@ -22,10 +22,18 @@
 //! copies), which bounds the time of ranks that share cores (see
 //! `view`).
 //!
+//! Every transfer's bytes move at least at the per-byte rate its network
+//! shows at the size of the rank's buffers of the call (the schedule's
+//! working set: the vector, or allgather's and alltoall's P blocks;
+//! `cost::in_working_set`): a probe's sweep reuses buffers of one
+//! message's size, which stay in the caches where a ring's blocks of a
+//! larger vector or a pipeline's segments do not.
+//!
 //! The bytes of the messages on one node move through a limited number of
 //! copy lanes ([`copy_lanes`]): where the node's all-ranks exchange was
-//! measured, it says how many transfers of a size the node moves at once,
-//! and a transfer that finds every lane busy waits for one. (A
+//! measured, it says how many transfers the node moves at once (from 64
+//! KiB one count for every size, [`node_copy_lanes`]), and a transfer that
+//! finds every lane busy waits for one. (A
 //! single-copy transfer between processes of one node, such as Open MPI's
 //! CMA `process_vm_readv`, can serialize with every other one: two pairs at
 //! once then take as long as one after the other, and a tree whose pairs
@@ -35,7 +43,8 @@
 //!
 //! The transport's contention penalties (`cost::contention`), where the
 //! segment has them, price a rank's concurrent transfers; one model
-//! governs each message, never both:
+//! governs each message, never both (the penalties only messages of at
+//! least [`PENALTY_FROM_BYTES`]):
 //!
 //! - a send of an all-ranks step whose rank has k exchanges in flight to
 //!   distinct peers (linear alltoall: P − 1) takes X(s) with its bytes'
@@ -51,7 +60,10 @@
 //!
 //! Without a record every message is priced as before.
 
-use super::cost::{bytes_part_ns, contention, copy_lanes, msg, send_overhead_ns, Msg};
+use super::cost::{
+    bytes_part_ns, contention, copy_lanes, in_working_set, msg, node_copy_lanes, send_overhead_ns,
+    Msg, NODE_LANES_FROM_BYTES,
+};
 use super::schedule::{Op, Schedule};
 use super::Network;
 use crate::ext::Scheme;
@@ -59,6 +71,14 @@ use crate::types::{LookupError, Params};
 
 /// Unconsumed messages a sender may have in flight to one receiver.
 pub const EAGER_CREDITS: usize = 8;
+
+/// The contention penalties stretch transfers of at least this many bytes.
+/// They are bandwidth sharing measured with large flows: where a message's
+/// time is its fixed part and an eager copy through the library's queues,
+/// they do not say what k of them at once cost, and the measured all-ranks
+/// step X(s) (one exchange per rank, at this size) or the pair's T(s)
+/// prices it.
+pub const PENALTY_FROM_BYTES: u64 = 64 * 1024;
 
 /// The costs of one message size, looked up once per simulation.
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +113,12 @@ struct Cost {
 struct Costs<'a, N: Network + ?Sized> {
     net: &'a N,
     p: usize,
+    /// The bytes one rank's buffers of the call span
+    /// ([`Schedule::working_set`]): every transfer's bytes move at least at
+    /// the rate measured at this size (`cost::in_working_set`).
+    ws: u64,
+    /// The node's copy lanes for large transfers, once looked up.
+    node_lanes: Option<Option<usize>>,
     cache: Vec<(u64, Cost)>,
     lanes: Lanes,
     /// Lane time reserved, over the number of lanes (ns).
@@ -113,10 +139,26 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         f
     }
 
+    /// Transfers of `bytes` the node moves at once: the node's one count
+    /// from [`NODE_LANES_FROM_BYTES`] (`cost::node_copy_lanes`), the
+    /// count measured at the size below it.
+    fn lanes(&mut self, bytes: u64) -> Result<Option<usize>, LookupError> {
+        if bytes < NODE_LANES_FROM_BYTES {
+            return copy_lanes(self.net, self.p, bytes);
+        }
+        if let Some(n) = self.node_lanes {
+            return Ok(n);
+        }
+        let n = node_copy_lanes(self.net, self.p)?;
+        self.node_lanes = Some(n);
+        Ok(n)
+    }
+
     fn get(&mut self, bytes: u64) -> Result<Cost, LookupError> {
         if let Some((_, c)) = self.cache.iter().find(|(b, _)| *b == bytes) {
             return Ok(*c);
         }
+        let ws = self.ws;
         let m: Msg = msg(self.net, bytes)?;
         let p: Params = self.net.at(bytes)?;
         let o_s = send_overhead_ns(&p, bytes, m.t_ns);
@@ -130,25 +172,42 @@ impl<N: Network + ?Sized> Costs<'_, N> {
         );
         let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
         let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;
+        // The bytes' parts at this size and, in a larger working set, at
+        // the rate measured at the working set's size.
+        let own_bytes = bytes_part_ns(self.net, bytes)?;
+        let bytes_ns = if ws > bytes {
+            in_working_set(own_bytes, bytes_part_ns(self.net, ws)?, bytes, ws)
+        } else {
+            own_bytes
+        };
+        let t_ns = m.t_ns + (bytes_ns - own_bytes);
         let x = self.net.exchange_ns(self.p, bytes);
+        let (x_ns, x_bytes_ns) = match (x, self.net.exchange_ns(self.p, 1)) {
+            (Some(x), Some(x1)) => {
+                let own = (x - x1).max(0.0);
+                let wide = match self.net.exchange_ns(self.p, ws) {
+                    Some(xw) if ws > bytes => in_working_set(own, (xw - x1).max(0.0), bytes, ws),
+                    _ => own,
+                };
+                (x + (wide - own), wide)
+            }
+            (Some(x), None) => (x, 0.0),
+            (None, _) => (t_ns, bytes_ns),
+        };
         let c = Cost {
-            t_ns: m.t_ns,
-            x_ns: x.unwrap_or(m.t_ns),
+            t_ns,
+            x_ns,
             x_measured: x.is_some(),
-            x_bytes_ns: match (x, self.net.exchange_ns(self.p, 1)) {
-                (Some(x), Some(x1)) => (x - x1).max(0.0),
-                (Some(_), None) => 0.0,
-                (None, _) => bytes_part_ns(self.net, bytes)?,
-            },
+            x_bytes_ns,
             gap_ns: m.gap_ns,
             o_s_ns: o_s,
             cpu_send_ns: o_s1 + copy,
             cpu_recv_ns: o_r1 + copy,
             // A memory copy runs at about the per-byte gap of shared memory.
             copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
-            bytes_ns: bytes_part_ns(self.net, bytes)?,
+            bytes_ns,
             eager,
-            lanes: copy_lanes(self.net, self.p, bytes)?,
+            lanes: self.lanes(bytes)?,
         };
         self.cache.push((bytes, c));
         Ok(c)
@@ -273,6 +332,8 @@ pub fn run<N: Network + ?Sized>(
     let mut costs = Costs {
         net,
         p,
+        ws: sched.working_set(p, m),
+        node_lanes: None,
         cache: Vec::new(),
         lanes: Lanes::default(),
         lane_ns: 0.0,
@@ -458,9 +519,13 @@ fn arrival<N: Network + ?Sized>(
     };
     let c = costs.get(bytes)?;
     let t = if exchange {
-        let f = costs.factor(Scheme::Mixed, m.k_out, c.x_measured);
+        let f = if bytes >= PENALTY_FROM_BYTES {
+            costs.factor(Scheme::Mixed, m.k_out, c.x_measured)
+        } else {
+            None
+        };
         c.x_ns + c.x_bytes_ns * (f.unwrap_or(1.0) - 1.0)
-    } else if c.lanes.is_none() {
+    } else if c.lanes.is_none() && bytes >= PENALTY_FROM_BYTES {
         let out = costs.factor(Scheme::Outgoing, m.k_out, true);
         let inc = costs.factor(Scheme::Incoming, m.k_in, true);
         let f = out.into_iter().chain(inc).fold(1.0, f64::max);

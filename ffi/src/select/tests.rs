@@ -1350,3 +1350,220 @@ fn a_readers_network_finds_the_penalties_only_where_the_record_is() {
     drop(w);
     let _ = std::fs::remove_file(&path);
 }
+
+/// One exchange range: g + (s−1)·G from `from` to `to`.
+fn exchange_line(from: u64, to: u64, g: f64, big_g: f64) -> Params {
+    Params {
+        range_from_bytes: from,
+        range_to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        ..Params::default()
+    }
+}
+
+#[test]
+fn a_ring_of_blocks_of_a_large_vector_moves_at_the_vectors_rate() {
+    // 4 ranks whose exchange moves its bytes at 0.2 ns/B while the four
+    // ranks' buffers stay in the caches (below 1 MiB) and at 0.6 ns/B
+    // above. The ring allreduce of 4 MiB exchanges 1 MiB blocks of 4 MiB
+    // vectors: its steps move at the rate measured at 4 MiB, not at the
+    // rate of an exchange that reuses 1 MiB buffers.
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let x = [
+        exchange_line(1, 1 << 20, 5_000.0, 0.2),
+        exchange_line((1 << 20) + 1, 8 << 20, 5_000.0, 0.6),
+    ];
+    let measured = measured_with_4(&pair, &x);
+    let m = 4u64 << 20;
+    let b = m / 4;
+    let x1 = measured.exchange_ns(4, 1).unwrap();
+    let x_block = measured.exchange_ns(4, b).unwrap();
+    let x_vec = measured.exchange_ns(4, m).unwrap();
+    let step = x1 + (x_vec - x1) * (b - 1) as f64 / (m - 1) as f64;
+    assert!(step > 1.3 * x_block, "{step} vs {x_block}");
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let sync = |s: Schedule, m: u64| {
+        let r = sim::run(&measured, s, 4, m, sim::Work::default(), one_call).unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    let ring = sync(Schedule::AllreduceRing, m);
+    assert!(
+        (ring - 6.0 * step).abs() < 1e-6 * ring,
+        "{ring} vs 6·{step}"
+    );
+    // A vector whose blocks fill it (recursive doubling exchanges the
+    // whole vector) keeps the rate measured at its size.
+    let rd = sync(Schedule::AllreduceRecursiveDoubling, m);
+    assert!((rd - 2.0 * x_vec).abs() < 1e-6 * rd, "{rd} vs 2·{x_vec}");
+    // A small vector below the cliff is priced as before.
+    let small = 64 << 10;
+    let ring_small = sync(Schedule::AllreduceRing, small);
+    let x_small = measured.exchange_ns(4, small / 4).unwrap();
+    assert!((ring_small - 6.0 * x_small).abs() < 1e-6 * ring_small);
+    // Open MPI's Rabenseifner moves as many bytes per rank as the ring in
+    // two steps fewer: the ring no longer beats it, and the library's own
+    // choice stands.
+    let opts = ViewOptions {
+        gamma_ns_per_byte: 0.0,
+        ..ViewOptions::default()
+    };
+    let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    let d = choose(
+        &measured,
+        Library::OpenMpi41,
+        Collective::Allreduce,
+        4,
+        m,
+        true,
+        &all,
+        &opts,
+        0.05,
+    )
+    .unwrap();
+    assert_eq!(d.library, Schedule::AllreduceRabenseifner);
+    assert!(d.ours.is_none(), "{d:?}");
+}
+
+#[test]
+fn the_node_has_one_copy_lane_count_for_every_large_size() {
+    // 8 ranks: the exchange moves its bytes 4× a pair's time per byte up
+    // to 1.5 MiB (8·0.08/0.32: two lanes at those sizes) and 8× above (one
+    // lane). The node moves as many single-copy transfers at once at
+    // every size: one lane, the least.
+    let pair = [net(1000.0, 200.0, 300.0, 0.08)];
+    let x = [
+        exchange_line(1, 3 << 19, 5_000.0, 0.32),
+        exchange_line((3 << 19) + 1, 8 << 20, 5_000.0, 0.64),
+    ];
+    let measured = Measured {
+        pair: &pair,
+        exchange: &x,
+        exchange_ranks: 8,
+        contention: None,
+    };
+    assert_eq!(
+        super::cost::copy_lanes(&measured, 8, 512 << 10).unwrap(),
+        Some(2)
+    );
+    assert_eq!(
+        super::cost::copy_lanes(&measured, 8, 4 << 20).unwrap(),
+        Some(1)
+    );
+    assert_eq!(super::cost::node_copy_lanes(&measured, 8).unwrap(), Some(1));
+    assert_eq!(super::cost::node_copy_lanes(&pair[..], 8).unwrap(), None);
+    // A chain of 512 KiB segments broadcasting 4 MiB over 8 ranks: 8
+    // segments over 7 hops, every one of them on the one lane.
+    let m = 4u64 << 20;
+    let seg = 512u64 << 10;
+    let r = sim::run(
+        &measured,
+        Schedule::BcastChain { seg },
+        8,
+        m,
+        sim::Work::default(),
+        sim::Issue::BackToBack {
+            calls: 1,
+            rotate: false,
+        },
+    )
+    .unwrap();
+    let bytes = super::cost::bytes_part_ns(&pair[..], seg).unwrap();
+    assert!(
+        (r.lane_ns - 56.0 * bytes).abs() < 1e-6 * r.lane_ns,
+        "{} vs 56·{bytes}",
+        r.lane_ns
+    );
+    let sync = r.finish[0].iter().cloned().fold(0.0, f64::max);
+    assert!(sync >= 56.0 * bytes, "{sync} vs 56·{bytes}");
+}
+
+#[test]
+fn the_penalties_leave_small_messages_to_the_measured_step() {
+    // Linear alltoall over 4 ranks: three exchanges in flight per rank.
+    // The record's penalties (large flows) stretch blocks of 512 KiB; a
+    // block of 2 KiB is priced by the measured exchange step alone, with
+    // the record as without it.
+    let one_call = sim::Issue::BackToBack {
+        calls: 1,
+        rotate: false,
+    };
+    let finish = |net: &dyn Network, m: u64| {
+        let r = sim::run(
+            net,
+            Schedule::AlltoallLinear,
+            4,
+            m,
+            sim::Work::default(),
+            one_call,
+        )
+        .unwrap();
+        r.finish[0].iter().cloned().fold(0.0, f64::max)
+    };
+    let (pair, x) = pair_and_exchange();
+    let rec = record(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], &[1.0, 2.1, 3.3]);
+    let bare = with_record(&pair, &x, None);
+    let pen = with_record(&pair, &x, Some(&rec));
+    let small = 2048;
+    assert_eq!(finish(&pen, small), finish(&bare, small));
+    let large = 512 << 10;
+    assert!(finish(&pen, large) > 1.5 * finish(&bare, large));
+    assert!(small < sim::PENALTY_FROM_BYTES && large >= sim::PENALTY_FROM_BYTES);
+}
+
+#[test]
+fn a_wide_ranges_gap_intercept_does_not_space_small_messages() {
+    // The 8-rank probe's pair: 44–256 B at 585 ns + 1.544 ns/B, then one
+    // range to 1.26 MB fitted at 9.236 µs + 0.0903 ns/B: its intercept is
+    // the large sizes' line, 8 µs above where the range below ends.
+    let range = |from: u64, to: u64, g: f64, big_g: f64| Params {
+        range_from_bytes: from,
+        range_to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        eel_ns: 2500.0,
+        L_ns: 2000.0,
+        o_s_ns: 300.0,
+        o_r_ns: 120.0,
+        S_bytes: u64::MAX,
+        ..Params::default()
+    };
+    let pair = [
+        range(1, 256, 585.0, 1.544),
+        range(309, 1_264_469, 9236.0, 0.0903),
+    ];
+    let net = &pair[..];
+    let end_below = pair[0].gap_ns(308);
+    let gap = |s: u64| super::cost::gap_on(net, s).unwrap();
+    assert!(
+        (gap(1024) - (end_below + 716.0 * 0.0903)).abs() < 1e-9,
+        "{}",
+        gap(1024)
+    );
+    assert!(gap(1024) < 0.2 * pair[1].gap_ns(1024));
+    // Large sizes keep their range's line where it is the lower.
+    assert_eq!(gap(100), pair[0].gap_ns(100));
+    let big = 1_000_000;
+    assert!(gap(big) <= pair[1].gap_ns(big));
+    // A root sending three 1 KiB messages no longer waits 9 µs between
+    // them: Open MPI's k-nomial broadcast over 8 ranks is not priced above
+    // twice a 7-hop chain's back to back, and the chain is not chosen.
+    let all: Vec<Algorithm> = Algorithm::ALL.to_vec();
+    let d = choose(
+        net,
+        Library::OpenMpi41,
+        Collective::Bcast,
+        8,
+        1024,
+        true,
+        &all,
+        &ViewOptions::default(),
+        0.1,
+    )
+    .unwrap();
+    assert_eq!(d.library, Schedule::BcastKnomial { radix: 4 });
+    assert!(d.ours.is_none(), "{d:?}");
+}

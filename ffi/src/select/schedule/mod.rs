@@ -168,6 +168,23 @@ impl Schedule {
         )
     }
 
+    /// The bytes one rank's buffers of a call over `p` ranks and `m` bytes
+    /// span: the vector (broadcast, reduce, allreduce), or the P blocks of
+    /// allgather and alltoall (`m` is one block there).
+    pub fn working_set(self, p: usize, m: u64) -> u64 {
+        use Schedule::*;
+        match self {
+            AllgatherRecursiveDoubling
+            | AllgatherRing
+            | AllgatherBruck
+            | AllgatherNeighbor
+            | AlltoallPairwise
+            | AlltoallLinear
+            | AlltoallBruck => m.saturating_mul(p as u64),
+            _ => m,
+        }
+    }
+
     /// A short name for logs and tables.
     pub fn name(self) -> &'static str {
         use Schedule::*;
