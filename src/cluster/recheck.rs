@@ -215,6 +215,14 @@ pub enum Disturbance {
     Spread(f64),
     /// Rounds lost and retried.
     Losses(u32),
+    /// The gap falls by more than half where one range meets the next:
+    /// larger messages cannot leave faster than smaller ones, so one side
+    /// of the boundary was held up.
+    GapDrop {
+        at_bytes: u64,
+        before_ns: f64,
+        after_ns: f64,
+    },
 }
 
 impl std::fmt::Display for Disturbance {
@@ -234,6 +242,14 @@ impl std::fmt::Display for Disturbance {
                 "single-message round trips spread {x:.1}x (median / fastest, median over sizes)"
             ),
             Disturbance::Losses(n) => write!(f, "{n} rounds lost"),
+            Disturbance::GapDrop {
+                at_bytes,
+                before_ns,
+                after_ns,
+            } => write!(
+                f,
+                "the gap falls from {before_ns:.0} ns to {after_ns:.0} ns at {at_bytes} B"
+            ),
         }
     }
 }
@@ -268,6 +284,17 @@ pub fn disturbed(r: &ProbeResult, policy: &DisturbancePolicy) -> Option<Disturba
             return Some(Disturbance::NegativeGap {
                 from_bytes: range.from_bytes,
                 g_ns: g,
+            });
+        }
+    }
+    for pair in r.fit.ranges.windows(2) {
+        let before = pair[0].gap_ns(pair[0].to_bytes);
+        let after = pair[1].gap_ns(pair[1].from_bytes);
+        if after < before / 2.0 && before - after > policy.floor_ns {
+            return Some(Disturbance::GapDrop {
+                at_bytes: pair[1].from_bytes,
+                before_ns: before,
+                after_ns: after,
             });
         }
     }

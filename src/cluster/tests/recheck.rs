@@ -160,6 +160,20 @@ fn a_quiet_sweep_is_not_disturbed_a_spread_or_lossy_one_is() {
         disturbed(&r, &policy),
         Some(Disturbance::NegativeGap { .. })
     ));
+    // The larger sizes' gap far below the smaller ones' where two ranges
+    // meet: the smaller sizes were held up (a guest's scheduler plateau).
+    let mut r = full_sweep(LINK, 1);
+    let mut upper = r.fit.ranges.last().unwrap().clone();
+    let split = upper.to_bytes / 2;
+    upper.from_bytes = split + 1;
+    let lower = r.fit.ranges.last_mut().unwrap();
+    lower.to_bytes = split;
+    lower.g_ns += 200_000.0;
+    r.fit.ranges.push(upper);
+    assert!(matches!(
+        disturbed(&r, &policy),
+        Some(Disturbance::GapDrop { at_bytes, .. }) if at_bytes == split + 1
+    ));
 }
 
 #[test]
