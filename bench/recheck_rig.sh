@@ -7,6 +7,8 @@
 # Prints re-checks, disagreements (a first re-check that disagreed) and
 # confirmed ones, full sweeps in the window, and the payload bytes per
 # re-check (the drivers' re-check bytes, both directions, over the window).
+# RUST_LOG=netgauged=info,netgauged::daemon::probe_thread::pair=debug logs
+# every re-check's comparisons.
 # Usage (root, release binaries built):
 #   flock /tmp/netns.lock flock /tmp/measure.lock bash bench/recheck_rig.sh [WANT] [MAX_SIZE]
 set -euo pipefail
@@ -41,7 +43,7 @@ round_s = $ROUND_S
 # The hosts share one clock.
 skew_s = 0.2
 CFG
-    ip netns exec "$name" env RUST_LOG=netgauged=info "$BIN/netgauged" --config "$WORK/$name.toml" \
+    ip netns exec "$name" env RUST_LOG="${RUST_LOG:-netgauged=info}" "$BIN/netgauged" --config "$WORK/$name.toml" \
         >/dev/null 2>"$WORK/$name.log" &
     PIDS+=("$!")
 done
@@ -75,3 +77,5 @@ c=$(( $(sum confirmed_disagreements) - c0 )); f=$(( $(sum full_sweeps) - f0 ))
 b=$(( $(sum recheck_bytes) - b0 ))
 echo "re-checks $r, disagreeing $d ($(awk -v d="$d" -v r="$r" 'BEGIN{printf "%.1f", 100*d/r}') %), confirmed $c, full sweeps in the window $f, payload per re-check $(( b / (r > 0 ? r : 1) )) B (full sweeps to $MAX_SIZE B, round ${ROUND_S} s)"
 grep -h 'disagrees' "$WORK"/*.log | head -5 || true
+# KEEP=DIR keeps the daemons' logs and configurations.
+[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$WORK"/*.log "$WORK"/*.toml "$KEEP"/

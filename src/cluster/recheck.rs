@@ -13,7 +13,10 @@
 //! carries it, the reference's): a noisy host widens its own tolerance
 //! instead of turning every re-check into a full sweep, while a real
 //! change (a link at half its rate, a latency doubled) stands out of all
-//! three. The widening of a gap's tolerance stops at `max_gap_rel_tol` of
+//! three. Within the spread the pair's own quiet sessions showed
+//! ([`SessionSpread`], within a factor of two) a value agrees too: a link that settles at
+//! one of two levels from one session to the next is not changed when a
+//! re-check finds the other one. The widening of a gap's tolerance stops at `max_gap_rel_tol` of
 //! the reference: the entry's interval of g is that of a parameter a
 //! bandwidth-bound size barely shows (wide, or not identified at all on a
 //! shaped link), and without the bound it would hide a link at half or a
@@ -47,6 +50,13 @@ pub struct RecheckPolicy {
     /// reference is held to this fraction (a gap at twice or half the
     /// reference never agrees).
     pub max_gap_rel_tol: f64,
+    /// Agree within this multiple of the spread the pair's own quiet
+    /// sessions showed ([`SessionSpread`]) ...
+    pub k_spread: f64,
+    /// ... but only where the larger of the two values is less than this
+    /// multiple of the smaller (a link at twice or half its latency or
+    /// rate never agrees by the spread).
+    pub max_spread_ratio: f64,
 }
 
 impl Default for RecheckPolicy {
@@ -56,6 +66,8 @@ impl Default for RecheckPolicy {
             abs_tol_ns: 500.0,
             k_hw: 3.0,
             max_gap_rel_tol: 0.5,
+            k_spread: 1.25,
+            max_spread_ratio: 2.0,
         }
     }
 }
@@ -107,6 +119,7 @@ fn range_of(e: &EntryData, size: u64) -> Option<&RangeData> {
         .or(e.ranges.first())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check(
     p: &RecheckPolicy,
     size_bytes: u64,
@@ -115,15 +128,26 @@ fn check(
     measured_hw_ns: f64,
     reference_ns: f64,
     reference_hw_ns: f64,
+    spread_ns: f64,
 ) -> Check {
     let hw = |x: f64| if x.is_finite() { x } else { 0.0 };
     let mut widened = p.k_hw * (hw(measured_hw_ns) + hw(reference_hw_ns));
     if quantity == Quantity::Gap {
         widened = widened.min(p.max_gap_rel_tol * reference_ns.abs());
     }
+    let (lo, hi) = (
+        reference_ns.abs().min(measured_ns.abs()),
+        reference_ns.abs().max(measured_ns.abs()),
+    );
+    let by_spread = if hi < p.max_spread_ratio * lo {
+        p.k_spread * hw(spread_ns)
+    } else {
+        0.0
+    };
     let tolerance_ns = (p.rel_tol * reference_ns.abs())
         .max(p.abs_tol_ns)
-        .max(widened);
+        .max(widened)
+        .max(by_spread);
     let agrees = measured_ns.is_finite()
         && reference_ns.is_finite()
         && (measured_ns - reference_ns).abs() <= tolerance_ns;
@@ -137,8 +161,15 @@ fn check(
     }
 }
 
-/// Hold a re-check's points against the entry `reference`.
-pub fn compare(points: &[SizePoint], reference: &EntryData, policy: &RecheckPolicy) -> Verdict {
+/// Hold a re-check's points against the entry `reference`, with the
+/// spread the pair's quiet sessions showed so far (`spread`; empty: none
+/// known).
+pub fn compare(
+    points: &[SizePoint],
+    reference: &EntryData,
+    policy: &RecheckPolicy,
+    spread: &SessionSpread,
+) -> Verdict {
     let mut checks = Vec::with_capacity(2 * points.len());
     for pt in points {
         if pt.size_bytes == 1 {
@@ -150,6 +181,7 @@ pub fn compare(points: &[SizePoint], reference: &EntryData, policy: &RecheckPoli
                 pt.half_rtt_hw_ns,
                 reference.eel_ns,
                 entry_hw(reference, "eel_ns"),
+                spread.spread_ns(Quantity::Eel, 1),
             ));
         }
         if let Some(r) = range_of(reference, pt.size_bytes) {
@@ -167,12 +199,114 @@ pub fn compare(points: &[SizePoint], reference: &EntryData, policy: &RecheckPoli
                 pt.gap_hw_ns,
                 r.gap_ns(pt.size_bytes),
                 ref_hw,
+                spread.spread_ns(Quantity::Gap, pt.size_bytes),
             ));
         }
     }
     Verdict {
         agrees: !checks.is_empty() && checks.iter().all(|c| c.agrees),
         checks,
+    }
+}
+
+/// How many of a pair's latest sessions [`SessionSpread`] keeps.
+pub const SPREAD_SESSIONS: usize = 8;
+
+/// The values one quantity took in a pair's latest sessions (a ring).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Ring {
+    values: [f64; SPREAD_SESSIONS],
+    len: usize,
+    next: usize,
+}
+
+impl Ring {
+    fn push(&mut self, x: f64) {
+        if !x.is_finite() {
+            return;
+        }
+        self.values[self.next] = x;
+        self.next = (self.next + 1) % SPREAD_SESSIONS;
+        self.len = (self.len + 1).min(SPREAD_SESSIONS);
+    }
+
+    /// Largest minus smallest; 0 with fewer than two values.
+    fn spread(&self) -> f64 {
+        if self.len < 2 {
+            return 0.0;
+        }
+        let v = &self.values[..self.len];
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            });
+        hi - lo
+    }
+}
+
+/// What a pair's quiet sessions read at the re-check's points, session
+/// after session: the EEL and the gap at each re-check size of every
+/// published sweep and of every re-check that agreed.
+///
+/// A quiet link need not come back to the same value in every session: on
+/// a veth pair between namespace hosts the 4 KiB gap sits at either about
+/// 5.2 µs or about 7 µs for seconds at a time, the same in re-checks and
+/// full sweeps (bench/cluster_rig.md). One session's half-widths cannot
+/// see that; the spread between sessions can. [`compare`] widens its
+/// tolerance to it, only within [`RecheckPolicy::max_spread_ratio`] of the
+/// reference, so that a link at half or twice its rate never agrees. A disagreeing re-check is
+/// not recorded (a change must not widen the tolerance that should catch
+/// it); the repair sweep it leads to is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionSpread {
+    eel: Ring,
+    gaps: Vec<(u64, Ring)>,
+}
+
+impl SessionSpread {
+    fn gap_ring(&mut self, size_bytes: u64) -> &mut Ring {
+        let i = match self.gaps.iter().position(|(s, _)| *s == size_bytes) {
+            Some(i) => i,
+            None => {
+                self.gaps.push((size_bytes, Ring::default()));
+                self.gaps.len() - 1
+            }
+        };
+        &mut self.gaps[i].1
+    }
+
+    /// Record a published entry: its EEL and its gap lines at `sizes`.
+    pub fn record_entry(&mut self, e: &EntryData, sizes: &[u64]) {
+        self.eel.push(e.eel_ns);
+        for &s in sizes {
+            if let Some(r) = range_of(e, s) {
+                self.gap_ring(s).push(r.gap_ns(s));
+            }
+        }
+    }
+
+    /// Record an agreeing re-check's points.
+    pub fn record_points(&mut self, points: &[SizePoint]) {
+        for p in points {
+            if p.size_bytes == 1 {
+                self.eel.push(p.half_rtt_ns);
+            }
+            self.gap_ring(p.size_bytes).push(p.gap_ns);
+        }
+    }
+
+    /// How far the recorded sessions spread at `quantity` and `size_bytes`
+    /// (largest minus smallest, ns; 0 with fewer than two sessions).
+    pub fn spread_ns(&self, quantity: Quantity, size_bytes: u64) -> f64 {
+        match quantity {
+            Quantity::Eel => self.eel.spread(),
+            Quantity::Gap => self
+                .gaps
+                .iter()
+                .find(|(s, _)| *s == size_bytes)
+                .map_or(0.0, |(_, r)| r.spread()),
+        }
     }
 }
 

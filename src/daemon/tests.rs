@@ -541,7 +541,13 @@ fn a_noisy_recheck_confirms_no_restored_entry() {
     use crate::model::SizeSamples;
     let agrees_with = |samples: &[SizeSamples], published: &netgauge::EntryData| {
         let points = crate::model::fit::size_points(samples);
-        compare(&points, published, &recheck_policy(published)).agrees
+        compare(
+            &points,
+            published,
+            &recheck_policy(published),
+            &Default::default(),
+        )
+        .agrees
     };
     let mut published = netgauge::EntryData {
         eel_ns: 20_000.0,

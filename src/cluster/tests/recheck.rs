@@ -1,6 +1,7 @@
 use crate::clock::VirtualClock;
 use crate::cluster::recheck::{
     compare, disturbed, recheck_disturbed, Disturbance, DisturbancePolicy, Quantity, RecheckPolicy,
+    SessionSpread,
 };
 use crate::cluster::schedule::RecheckPlan;
 use crate::model::fit::size_points;
@@ -48,7 +49,7 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
         let (s, bytes) = recheck(LINK, seed);
         assert!(bytes <= 1_000_000, "a re-check sent {bytes} B");
         max_bytes = max_bytes.max(bytes);
-        let v = compare(&size_points(&s), &entry, &policy);
+        let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
         assert_eq!(v.checks.len(), 3, "EEL and two gaps: {v:?}");
         agree += usize::from(v.agrees);
     }
@@ -66,12 +67,12 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
     ] {
         for seed in 2..12 {
             let (s, _) = recheck(changed, seed);
-            let v = compare(&size_points(&s), &entry, &policy);
+            let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
             assert!(!v.agrees, "{changed}: {v:?}");
         }
     }
     let (s, _) = recheck("L=3300,o=300,g=450,G=0.08,S=16384,jitter=0.02", 3);
-    let v = compare(&size_points(&s), &entry, &policy);
+    let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
     let eel = v
         .checks
         .iter()
@@ -82,7 +83,7 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
         "{eel:?}"
     );
     // Nothing to compare: no verdict of agreement.
-    assert!(!compare(&[], &entry, &policy).agrees);
+    assert!(!compare(&[], &entry, &policy, &SessionSpread::default()).agrees);
 }
 
 /// A bandwidth-bound link whose entry's interval of g is wide (as on a
@@ -100,9 +101,22 @@ fn a_wide_interval_of_g_does_not_hide_a_link_at_half_its_rate() {
     let mut agree = 0;
     for seed in 2..22 {
         let (same, _) = recheck(SLOW_LINK, seed);
-        agree += usize::from(compare(&size_points(&same), &entry, &policy).agrees);
+        agree += usize::from(
+            compare(
+                &size_points(&same),
+                &entry,
+                &policy,
+                &SessionSpread::default(),
+            )
+            .agrees,
+        );
         let (half, _) = recheck(HALF_RATE, seed);
-        let v = compare(&size_points(&half), &entry, &policy);
+        let v = compare(
+            &size_points(&half),
+            &entry,
+            &policy,
+            &SessionSpread::default(),
+        );
         let gap = v
             .checks
             .iter()
@@ -116,7 +130,15 @@ fn a_wide_interval_of_g_does_not_hide_a_link_at_half_its_rate() {
             max_gap_rel_tol: f64::INFINITY,
             ..policy
         };
-        assert!(compare(&size_points(&half), &entry, &unbounded).agrees);
+        assert!(
+            compare(
+                &size_points(&half),
+                &entry,
+                &unbounded,
+                &SessionSpread::default()
+            )
+            .agrees
+        );
     }
     assert!(
         agree >= 19,
@@ -215,4 +237,58 @@ fn a_quiet_recheck_is_not_disturbed_a_held_up_or_spread_one_is() {
         recheck_disturbed(&s, &size_points(&s), &policy),
         Some(Disturbance::EelSpread(_) | Disturbance::Spread(_))
     ));
+}
+
+/// A link that settles at one of two levels from session to session (the
+/// 4 KiB gap of a veth pair: about 5.2 or 7 µs): once the pair's sessions
+/// have shown both, a re-check at either level agrees with an entry
+/// measured at the other; a link at twice the latency or a third of the
+/// rate still disagrees, however wide the recorded spread.
+#[test]
+fn a_link_with_two_quiet_levels_agrees_at_either_and_a_change_still_disagrees() {
+    const LOW: &str = "L=1100,o=300,g=450,G=0.08,S=16384,jitter=0.02";
+    const HIGH: &str = "L=1500,o=400,g=600,G=0.11,S=16384,jitter=0.02";
+    let sizes = crate::cluster::schedule::RecheckPlan::default().sizes_bytes;
+    let low = crate::publish::entry_from_probe("b", "sim", &full_sweep(LOW, 1));
+    let high = crate::publish::entry_from_probe("b", "sim", &full_sweep(HIGH, 1));
+    let policy = RecheckPolicy::default();
+    // The pair's sweeps so far: one at each level; the entry is the latest.
+    let mut spread = SessionSpread::default();
+    spread.record_entry(&low, &sizes);
+    spread.record_entry(&high, &sizes);
+    let (mut plain, mut widened) = (0, 0);
+    for seed in 2..22 {
+        let (s, _) = recheck(LOW, seed);
+        let p = size_points(&s);
+        plain += usize::from(compare(&p, &high, &policy, &SessionSpread::default()).agrees);
+        widened += usize::from(compare(&p, &high, &policy, &spread).agrees);
+    }
+    println!("low-level re-checks against the high entry: {plain} of 20 agree alone, {widened} with the spread");
+    assert!(plain <= 5, "{plain} of 20 agreed without the spread");
+    assert!(widened >= 19, "{widened} of 20 agreed with the spread");
+    // However wide the recorded spread (a level three times the other),
+    // a link at twice the latency or less than half the rate disagrees.
+    let wide = crate::publish::entry_from_probe(
+        "b",
+        "sim",
+        &full_sweep("L=4500,o=900,g=1800,G=0.33,S=16384,jitter=0.02", 1),
+    );
+    spread.record_entry(&wide, &sizes);
+    for changed in [
+        "L=4000,o=400,g=600,G=0.11,S=16384,jitter=0.02",
+        "L=1500,o=400,g=600,G=0.44,S=16384,jitter=0.02",
+    ] {
+        for seed in 2..12 {
+            let (s, _) = recheck(changed, seed);
+            let v = compare(&size_points(&s), &high, &policy, &spread);
+            assert!(!v.agrees, "{changed}: {v:?}");
+        }
+    }
+    // Nothing recorded, or one session: no spread.
+    let mut one = SessionSpread::default();
+    assert_eq!(one.spread_ns(Quantity::Eel, 1), 0.0);
+    one.record_entry(&low, &sizes);
+    assert_eq!(one.spread_ns(Quantity::Gap, 4096), 0.0);
+    one.record_points(&size_points(&recheck(HIGH, 2).0));
+    assert!(one.spread_ns(Quantity::Gap, 4096) > 0.0);
 }

@@ -46,8 +46,9 @@ use super::publisher::Outcome as Publish;
 use super::sched::PeerPhase;
 use super::state::{Provenance, Stored};
 use super::status::PeerStatus;
-use super::{sys, unix_now_s, verbs, Shared};
+use super::{recheck_plan, sys, unix_now_s, verbs, Shared};
 use crate::clock::HostClock;
+use crate::cluster::recheck::SessionSpread;
 use crate::cluster::rounds::ClassId;
 use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan};
 use crate::control::{ClusterKey, ConnConfig};
@@ -101,6 +102,8 @@ struct State<'a> {
     known: HashMap<(String, Kind), EntryData>,
     /// Where each of them was measured (restored or published).
     provenance: HashMap<(String, Kind), Provenance>,
+    /// What each of them read in its latest quiet sessions.
+    spread: HashMap<(String, Kind), SessionSpread>,
     per_target: Vec<TargetState>,
     costs: Costs,
     /// A full sweep was found to outlast a round (said once).
@@ -123,6 +126,10 @@ impl State<'_> {
 
     fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance, event: Event) {
         let key = (e.peer.clone(), kind);
+        self.spread
+            .entry(key.clone())
+            .or_default()
+            .record_entry(&e, &recheck_plan().sizes_bytes);
         self.known.insert(key.clone(), e.clone());
         self.provenance.insert(key, provenance.clone());
         let _ = self
@@ -136,6 +143,7 @@ impl State<'_> {
         let key = (peer.to_string(), kind);
         self.known.remove(&key);
         self.provenance.remove(&key);
+        self.spread.remove(&key);
         let _ = self.tx.send(Publish::Dropped {
             peer: peer.to_string(),
             transport: kind.name().to_string(),
@@ -181,6 +189,7 @@ pub(super) fn probe_loop(
         targets,
         classes,
         known: HashMap::new(),
+        spread: HashMap::new(),
         provenance: HashMap::new(),
         per_target: targets
             .iter()
@@ -275,6 +284,10 @@ fn learn_restored(
                 }
             }
         }
+        st.spread
+            .entry((e.peer.clone(), kind))
+            .or_default()
+            .record_entry(e, &recheck_plan().sizes_bytes);
         st.known.insert((e.peer.clone(), kind), e.clone());
         st.provenance
             .insert((e.peer.clone(), kind), s.provenance.clone());

@@ -9,7 +9,7 @@ use netgauge::{flags, EntryData};
 
 use super::{failed, State};
 use crate::cluster::recheck::{
-    compare, disturbed, recheck_disturbed, DisturbancePolicy, RecheckPolicy,
+    compare, disturbed, recheck_disturbed, Check, DisturbancePolicy, RecheckPolicy,
 };
 use crate::cluster::schedule::{Decline, Job, Outcome, Purpose, Reference};
 use crate::control::SizePlan;
@@ -148,12 +148,12 @@ fn recheck_job(
             }
         };
         m.bytes += bytes;
-        let against = match reference {
-            Reference::Pair => st.known.get(&(name.clone(), kind)),
-            Reference::Class => st.known.get(&(class.clone(), kind)),
-            Reference::Nothing => None,
+        let key = match reference {
+            Reference::Pair => (name.clone(), kind),
+            Reference::Class => (class.clone(), kind),
+            Reference::Nothing => continue,
         };
-        let Some(entry) = against else {
+        let Some(entry) = st.known.get(&key) else {
             continue;
         };
         let points = size_points(&samples);
@@ -165,7 +165,16 @@ fn recheck_job(
             disturbed_any = true;
             continue;
         }
-        let v = compare(&points, entry, &recheck_policy(entry));
+        let spread = st.spread.entry(key).or_default();
+        let v = compare(&points, entry, &recheck_policy(entry), spread);
+        if v.agrees {
+            spread.record_points(&points);
+        }
+        tracing::debug!(
+            "{name} over {kind}: re-check {}: {}",
+            if v.agrees { "agrees" } else { "disagrees" },
+            checks_line(v.checks.iter())
+        );
         let deviation = Deviation::of(&v);
         let now_ns = crate::publish::unix_now_ns();
         let t = &mut st.per_target[i];
@@ -189,17 +198,6 @@ fn recheck_job(
             if t.phase != PeerPhase::New {
                 t.phase = PeerPhase::Suspect;
             }
-            let off: Vec<String> = v
-                .checks
-                .iter()
-                .filter(|c| !c.agrees)
-                .map(|c| {
-                    format!(
-                        "{:?} at {} B: {:.0} ns against {:.0} ± {:.0}",
-                        c.quantity, c.size_bytes, c.measured_ns, c.reference_ns, c.tolerance_ns
-                    )
-                })
-                .collect();
             tracing::info!(
                 "{name} over {kind}: re-check disagrees with the {} entry ({})",
                 if reference == Reference::Pair {
@@ -207,7 +205,7 @@ fn recheck_job(
                 } else {
                     "class's"
                 },
-                off.join("; ")
+                checks_line(v.checks.iter().filter(|c| !c.agrees))
             );
             let _ = st.tx.send(Publish::Disagreed {
                 peer: if reference == Reference::Pair {
@@ -227,6 +225,19 @@ fn recheck_job(
     } else {
         Outcome::Rechecked { agrees, bytes }
     }
+}
+
+/// A re-check's comparisons as the log states them.
+fn checks_line<'a>(checks: impl Iterator<Item = &'a Check>) -> String {
+    checks
+        .map(|c| {
+            format!(
+                "{:?} at {} B: {:.0} ns against {:.0} ± {:.0}",
+                c.quantity, c.size_bytes, c.measured_ns, c.reference_ns, c.tolerance_ns
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What changed from `old` to `new` as the drift log states it: EEL and
@@ -266,6 +277,7 @@ pub(in crate::daemon) fn recheck_policy(entry: &EntryData) -> RecheckPolicy {
     if entry.flags & flags::RESTORED != 0 {
         RecheckPolicy {
             k_hw: 0.0,
+            k_spread: 0.0,
             ..RecheckPolicy::default()
         }
     } else {
