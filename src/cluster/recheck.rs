@@ -249,11 +249,10 @@ impl Ring {
 /// after session: the EEL and the gap at each re-check size of every
 /// published sweep and of every re-check that agreed.
 ///
-/// A quiet link need not come back to the same value in every session: on
-/// a veth pair between namespace hosts the 4 KiB gap sits at either about
-/// 5.2 µs or about 7 µs for seconds at a time, the same in re-checks and
-/// full sweeps (bench/cluster_rig.md). One session's half-widths cannot
-/// see that; the spread between sessions can. [`compare`] widens its
+/// A quiet link need not come back to the same value in every session: a
+/// host can hold a link at one of several levels for a second or more, in
+/// re-checks and full sweeps alike (bench/cluster_rig.md). One session's
+/// half-widths cannot see that; the spread between sessions can. [`compare`] widens its
 /// tolerance to it, only within [`RecheckPolicy::max_spread_ratio`] of the
 /// reference, so that a link at half or twice its rate never agrees. A disagreeing re-check is
 /// not recorded (a change must not widen the tolerance that should catch

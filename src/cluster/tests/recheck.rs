@@ -239,11 +239,10 @@ fn a_quiet_recheck_is_not_disturbed_a_held_up_or_spread_one_is() {
     ));
 }
 
-/// A link that settles at one of two levels from session to session (the
-/// 4 KiB gap of a veth pair: about 5.2 or 7 µs): once the pair's sessions
-/// have shown both, a re-check at either level agrees with an entry
-/// measured at the other; a link at twice the latency or a third of the
-/// rate still disagrees, however wide the recorded spread.
+/// A link that settles at one of two levels from session to session: once
+/// the pair's sessions have shown both, a re-check at either level agrees
+/// with an entry measured at the other; a link at twice the latency or a
+/// quarter of the rate still disagrees, however wide the recorded spread.
 #[test]
 fn a_link_with_two_quiet_levels_agrees_at_either_and_a_change_still_disagrees() {
     const LOW: &str = "L=1100,o=300,g=450,G=0.08,S=16384,jitter=0.02";
