@@ -87,32 +87,52 @@ pub fn exchange_transport<'b>(
 }
 
 /// The exchange step at `bytes`: its range's line g + (s − 1)·G (see
-/// `model::exchange` of the daemon crate), lowered where the range
-/// starts more than `handshake_ns` above the range below it (that range's
-/// line, so lowered, at the threshold): crossing a protocol threshold costs
-/// a handshake, not a multiple of the step. Each range keeps its own slope.
-/// And at most the least such value at the start of any range above: an
-/// exchange of more bytes takes no less time than one of fewer, so a range
-/// lifted above the ones after it was measured disturbed. (A range is
-/// fitted on few sizes, and one step disturbed by another job can lift it
-/// several times over its neighbours.) `ranges` in increasing order of
-/// their first size.
+/// `model::exchange` of the daemon crate), lowered where the range starts
+/// more than a rendezvous above the range below it (that range's line, so
+/// lowered, at the threshold), each range keeping its own slope. And at
+/// most the least such value at the start of any range above: an exchange
+/// of more bytes takes no less time than one of fewer, so a range lifted
+/// above the ones after it was measured disturbed. (A range is fitted on
+/// few sizes, and one step disturbed by another job can lift it several
+/// times over its neighbours.) `ranges` in increasing order of their first
+/// size.
+///
+/// A rendezvous at a threshold costs at most the step below twice plus a
+/// handshake: the first fragment goes as an eager message of the size
+/// below, the rest after a round trip (an eager limit of 4 KiB that a
+/// 4096-byte payload and its header no longer fit doubles the measured
+/// step there, bench/mpi.md). The handshake is a round trip between two
+/// ranks while every rank does the same: the larger of
+/// `pair_handshake_ns` (twice the pair's EEL) and twice the exchange's own
+/// step at its smallest size, which carries the sharing of the cores and
+/// the link that the pair's EEL does not.
 fn exchange_envelope<'a>(
     ranges: impl Iterator<Item = &'a Params>,
     bytes: u64,
-    handshake_ns: f64,
+    pair_handshake_ns: f64,
 ) -> Option<f64> {
     let at = bytes.max(1);
     // The previous range and how far its line is lowered.
     let mut prev: Option<(&Params, f64)> = None;
+    let mut handshake_ns = pair_handshake_ns.max(0.0);
     let mut here: Option<f64> = None;
     let mut above = f64::INFINITY;
     for p in ranges {
         let start = p.range_from_bytes;
-        let drop = prev.map_or(0.0, |(q, q_drop)| {
-            let cap = q.gap_ns(start) - q_drop + handshake_ns.max(0.0);
-            (p.gap_ns(start) - cap).max(0.0)
-        });
+        let drop = match prev {
+            None => {
+                let smallest = p.gap_ns(start.max(1));
+                if smallest.is_finite() {
+                    handshake_ns = handshake_ns.max(2.0 * smallest);
+                }
+                0.0
+            }
+            Some((q, q_drop)) => {
+                let below = q.gap_ns(start) - q_drop;
+                let cap = 2.0 * below.max(0.0) + handshake_ns;
+                (p.gap_ns(start) - cap).max(0.0)
+            }
+        };
         if start <= at {
             here = Some((p.gap_ns(at) - drop).max(0.0));
         } else {

@@ -187,13 +187,22 @@ fn measured_exchange_prices_the_all_ranks_steps() {
         p.gap_ns(s)
     };
     assert_eq!(measured.exchange_ns(4, 4096), Some(line(4096)));
-    // A rendezvous line starting more than a handshake (2·EEL = 2800 ns)
-    // above the eager one is lowered by the excess, slope kept.
+    // A rendezvous at the threshold may cost the eager step below twice
+    // plus a handshake: the larger of 2·EEL (2800 ns) and twice the
+    // exchange's smallest step (2·3000 ns). A line starting 1.55 times the
+    // step below stands.
+    let below = 3000.0 + 4095.0;
+    let mut doubled = x.clone();
+    doubled[1].g_ns = 10_000.0;
+    let doubled = measured_with_4(&pair, &doubled);
+    assert_eq!(doubled.exchange_ns(4, 4096), Some(10_000.0 + 1023.75));
+    // One starting higher is lowered by the excess, slope kept.
     let mut high = x.clone();
-    high[1].g_ns = 10_000.0;
-    let excess = (10_000.0 + 1023.75) - (3000.0 + 4095.0 + 2800.0);
+    high[1].g_ns = 30_000.0;
+    let cap = 2.0 * below + 6000.0;
+    let excess = (30_000.0 + 1023.75) - cap;
     let lowered = measured_with_4(&pair, &high);
-    assert_eq!(lowered.exchange_ns(4, 4096), Some(3000.0 + 4095.0 + 2800.0));
+    assert_eq!(lowered.exchange_ns(4, 4096), Some(cap));
     let mb = 1u64 << 20;
     assert_eq!(
         lowered.exchange_ns(4, mb),
@@ -241,9 +250,11 @@ fn a_disturbed_top_exchange_range_is_bounded_by_the_range_below() {
     let measured = measured_with_4(&pair, &x);
     let m = 2u64 << 20;
     let mid = x[1].gap_ns(m);
-    assert_eq!(measured.exchange_ns(4, m), Some(mid + 2800.0));
+    // At most the step below twice plus the handshake (2·X(1) = 6000 ns).
+    let cap = 2.0 * mid + 6000.0;
+    assert_eq!(measured.exchange_ns(4, m), Some(cap));
     // Above the threshold the top range keeps its own slope.
-    let top = x[2].gap_ns(4 << 20) - (x[2].gap_ns(m) - mid - 2800.0);
+    let top = x[2].gap_ns(4 << 20) - (x[2].gap_ns(m) - cap);
     let got = measured.exchange_ns(4, 4 << 20).unwrap();
     assert!((got - top).abs() < 1e-6, "{got} vs {top}");
     // A top range below the extension of the one below stands.
