@@ -14,15 +14,14 @@
 //! instead of turning every re-check into a full sweep, while a real
 //! change (a link at half its rate, a latency doubled) stands out of all
 //! three. Within the spread the pair's own quiet sessions showed
-//! ([`SessionSpread`], within a factor of two) a value agrees too: a link
-//! that settles at one of two levels from one session to the next is not
-//! changed when a re-check finds the other one. The widening of a gap's
-//! tolerance stops at `max_gap_rel_tol` of the reference: the entry's
-//! interval of g is that of a parameter a bandwidth-bound size barely
-//! shows (wide, or not identified at all on a shaped link), and without
-//! the bound it would hide a link at half or a quarter of its rate behind
-//! it. The schedule confirms a disagreement with a second re-check before
-//! it pays a repair sweep.
+//! ([`SessionSpread`], within a factor of two) a value agrees too: a link that settles at
+//! one of two levels from one session to the next is not changed when a
+//! re-check finds the other one. The widening of a gap's tolerance stops at `max_gap_rel_tol` of
+//! the reference: the entry's interval of g is that of a parameter a
+//! bandwidth-bound size barely shows (wide, or not identified at all on a
+//! shaped link), and without the bound it would hide a link at half or a
+//! quarter of its rate behind it. The schedule confirms a disagreement with a second re-check
+//! before it pays a repair sweep.
 //!
 //! [`disturbed`] judges a full sweep before it is published: a sweep whose
 //! single-message round trips spread far beyond a quiet path's (the host
@@ -253,12 +252,11 @@ impl Ring {
 /// A quiet link need not come back to the same value in every session: a
 /// host can hold a link at one of several levels for a second or more, in
 /// re-checks and full sweeps alike (bench/cluster_rig.md). One session's
-/// half-widths cannot see that; the spread between sessions can.
-/// [`compare`] widens its tolerance to it, only within
-/// [`RecheckPolicy::max_spread_ratio`] of the reference, so that a link at
-/// half or twice its rate never agrees. A disagreeing re-check is not
-/// recorded (a change must not widen the tolerance that should catch it);
-/// the repair sweep it leads to is.
+/// half-widths cannot see that; the spread between sessions can. [`compare`] widens its
+/// tolerance to it, only within [`RecheckPolicy::max_spread_ratio`] of the
+/// reference, so that a link at half or twice its rate never agrees. A disagreeing re-check is
+/// not recorded (a change must not widen the tolerance that should catch
+/// it); the repair sweep it leads to is.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionSpread {
     eel: Ring,

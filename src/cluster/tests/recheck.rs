@@ -1,22 +1,16 @@
 use crate::clock::VirtualClock;
 use crate::cluster::recheck::{
     compare, disturbed, recheck_disturbed, Disturbance, DisturbancePolicy, Quantity, RecheckPolicy,
-    SessionSpread, Verdict,
+    SessionSpread,
 };
 use crate::cluster::schedule::RecheckPlan;
 use crate::model::fit::size_points;
-use crate::model::{SizePoint, SizeSamples};
+use crate::model::SizeSamples;
 use crate::probe::{self, ProbeOptions};
 use crate::sweep;
 use crate::transport::sim::{SimParams, SimTransport};
-use netgauge::EntryData;
 
 const LINK: &str = "L=1100,o=300,g=450,G=0.08,S=16384,jitter=0.02";
-
-/// [`compare`] with no quiet sessions recorded for the pair.
-fn alone(points: &[SizePoint], reference: &EntryData, policy: &RecheckPolicy) -> Verdict {
-    compare(points, reference, policy, &SessionSpread::default())
-}
 
 fn full_sweep(params: &str, seed: u64) -> probe::ProbeResult {
     let p = SimParams {
@@ -55,7 +49,7 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
         let (s, bytes) = recheck(LINK, seed);
         assert!(bytes <= 1_000_000, "a re-check sent {bytes} B");
         max_bytes = max_bytes.max(bytes);
-        let v = alone(&size_points(&s), &entry, &policy);
+        let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
         assert_eq!(v.checks.len(), 3, "EEL and two gaps: {v:?}");
         agree += usize::from(v.agrees);
     }
@@ -73,12 +67,12 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
     ] {
         for seed in 2..12 {
             let (s, _) = recheck(changed, seed);
-            let v = alone(&size_points(&s), &entry, &policy);
+            let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
             assert!(!v.agrees, "{changed}: {v:?}");
         }
     }
     let (s, _) = recheck("L=3300,o=300,g=450,G=0.08,S=16384,jitter=0.02", 3);
-    let v = alone(&size_points(&s), &entry, &policy);
+    let v = compare(&size_points(&s), &entry, &policy, &SessionSpread::default());
     let eel = v
         .checks
         .iter()
@@ -89,7 +83,7 @@ fn rechecks_of_an_unchanged_link_agree_and_a_changed_one_does_not() {
         "{eel:?}"
     );
     // Nothing to compare: no verdict of agreement.
-    assert!(!alone(&[], &entry, &policy).agrees);
+    assert!(!compare(&[], &entry, &policy, &SessionSpread::default()).agrees);
 }
 
 /// A bandwidth-bound link whose entry's interval of g is wide (as on a
@@ -107,9 +101,22 @@ fn a_wide_interval_of_g_does_not_hide_a_link_at_half_its_rate() {
     let mut agree = 0;
     for seed in 2..22 {
         let (same, _) = recheck(SLOW_LINK, seed);
-        agree += usize::from(alone(&size_points(&same), &entry, &policy).agrees);
+        agree += usize::from(
+            compare(
+                &size_points(&same),
+                &entry,
+                &policy,
+                &SessionSpread::default(),
+            )
+            .agrees,
+        );
         let (half, _) = recheck(HALF_RATE, seed);
-        let v = alone(&size_points(&half), &entry, &policy);
+        let v = compare(
+            &size_points(&half),
+            &entry,
+            &policy,
+            &SessionSpread::default(),
+        );
         let gap = v
             .checks
             .iter()
@@ -123,7 +130,15 @@ fn a_wide_interval_of_g_does_not_hide_a_link_at_half_its_rate() {
             max_gap_rel_tol: f64::INFINITY,
             ..policy
         };
-        assert!(alone(&size_points(&half), &entry, &unbounded).agrees);
+        assert!(
+            compare(
+                &size_points(&half),
+                &entry,
+                &unbounded,
+                &SessionSpread::default()
+            )
+            .agrees
+        );
     }
     assert!(
         agree >= 19,
@@ -244,7 +259,7 @@ fn a_link_with_two_quiet_levels_agrees_at_either_and_a_change_still_disagrees() 
     for seed in 2..22 {
         let (s, _) = recheck(LOW, seed);
         let p = size_points(&s);
-        plain += usize::from(alone(&p, &high, &policy).agrees);
+        plain += usize::from(compare(&p, &high, &policy, &SessionSpread::default()).agrees);
         widened += usize::from(compare(&p, &high, &policy, &spread).agrees);
     }
     println!("low-level re-checks against the high entry: {plain} of 20 agree alone, {widened} with the spread");

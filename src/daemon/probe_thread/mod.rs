@@ -124,21 +124,14 @@ impl State<'_> {
             .collect()
     }
 
-    /// Take `e` as the entry of its peer over `kind`: what re-checks are
-    /// held against, where it was measured, and one more session of the
-    /// pair's spread.
-    fn learn(&mut self, e: &EntryData, kind: Kind, provenance: &Provenance) {
+    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance, event: Event) {
         let key = (e.peer.clone(), kind);
         self.spread
             .entry(key.clone())
             .or_default()
-            .record_entry(e, &recheck_plan().sizes_bytes);
+            .record_entry(&e, &recheck_plan().sizes_bytes);
         self.known.insert(key.clone(), e.clone());
         self.provenance.insert(key, provenance.clone());
-    }
-
-    fn publish(&mut self, e: EntryData, kind: Kind, provenance: Provenance, event: Event) {
-        self.learn(&e, kind, &provenance);
         let _ = self
             .tx
             .send(Publish::Publish(Box::new(e), provenance, event));
@@ -291,7 +284,13 @@ fn learn_restored(
                 }
             }
         }
-        st.learn(e, kind, &s.provenance);
+        st.spread
+            .entry((e.peer.clone(), kind))
+            .or_default()
+            .record_entry(e, &recheck_plan().sizes_bytes);
+        st.known.insert((e.peer.clone(), kind), e.clone());
+        st.provenance
+            .insert((e.peer.clone(), kind), s.provenance.clone());
     }
     // A pair counts as swept only when every transport this node probes it
     // over was restored: a transport added since gets the pair's full sweep
