@@ -9,10 +9,12 @@
 #
 # Needs root. Usage: bench/shaper_matrix.sh OUT_DIR [ROUNDS] [CELL…]
 #   CELL: name=qdisc-args, e.g. tbf100m16k="tbf rate 100mbit burst 16kb
-#   latency 400ms"; without cells, the default matrix (below).
+#   latency 400ms"; none: no qdisc; loopback: udp over 127.0.0.1 within one
+#   namespace. Without cells, the default matrix (below).
 #   TRANSPORTS="udp raw" (default both); NGCTL=path overrides the binary;
 #   TABLE_ONLY=1 prints the table of OUT_DIR without measuring.
-#   NS_PREFIX (default h7m) names the namespaces.
+#   NS_PREFIX (default h7m) names the namespaces. Each sweep's whole
+#   `--json` output is kept as OUT_DIR/<cell>/<transport>-<run>.json.
 # Run each chunk under `flock /tmp/netns.lock flock /tmp/measure.lock` (that
 # order, as the other rigs take them) so others measure between chunks.
 set -euo pipefail
@@ -31,7 +33,12 @@ if [ ${#CELLS[@]} = 0 ]; then
             CELLS+=("tbf${r}m${b}k=tbf rate ${r}mbit burst ${b}kb latency 400ms")
         done
     done
-    CELLS+=("htb300m=htb rate 300mbit" "htb1000m=htb rate 1000mbit")
+    # htb with a 32 KiB burst: tc's default here (1375 B at 1 Gbit/s,
+    # 1537 B at 300 Mbit/s, `tc -d class show`) is below one 9014 B frame,
+    # and such a class is paced by the host's timer latency, not its rate
+    # (bench/shaper.md).
+    CELLS+=("htb300m32k=htb rate 300mbit burst 32k cburst 32k"
+        "htb1000m32k=htb rate 1000mbit burst 32k cburst 32k")
 fi
 
 A=${P}a B=${P}b
@@ -70,31 +77,40 @@ measure_cell() { # name qdisc-args
         ip -n $n addr add 10.207.0.$i/24 dev eth0
         ip -n $n link set eth0 mtu 9000 up
         # shellcheck disable=SC2086
-        [ "$q" = none ] || shape $n $q
+        [ "$q" = none ] || [ "$q" = loopback ] || shape $n $q
         i=$((i + 1))
     done
     local mac
     mac=$(ip -n $B link show eth0 | awk '/link\/ether/ {print $2}')
+    # "loopback": udp over 127.0.0.1 inside one namespace, no veth.
+    local probe_ns=$A udp_at=10.207.0.2:7471 transports=$TRANSPORTS
+    if [ "$q" = loopback ]; then
+        probe_ns=$B udp_at=127.0.0.1:7471 transports=udp
+    fi
     SERVERS=""
-    ip netns exec $B "$NGCTL" serve --transport udp --listen 10.207.0.2:7471 2>/dev/null &
+    ip netns exec $B "$NGCTL" serve --transport udp --listen $udp_at 2>/dev/null &
     SERVERS="$SERVERS $!"
     ip netns exec $B "$NGCTL" serve --transport raw --interface eth0 2>/dev/null &
     SERVERS="$SERVERS $!"
     sleep 0.5
     local k t args
     for k in $(seq 1 "$ROUNDS"); do
-        for t in $TRANSPORTS; do
+        for t in $transports; do
             case $t in
-            udp) args=(--transport udp --peer 10.207.0.2:7471) ;;
+            udp) args=(--transport udp --peer $udp_at) ;;
             raw) args=(--transport raw --interface eth0 --peer-mac "$mac") ;;
             esac
             local t0 t1 j
             t0=$(date +%s.%N)
-            j=$(ip netns exec $A timeout 120 "$NGCTL" probe "${args[@]}" --json 2>/dev/null |
+            j=$(ip netns exec $probe_ns timeout 120 "$NGCTL" probe "${args[@]}" --json --raw 2>/dev/null |
                 tr -d '\n') || j=""
             t1=$(date +%s.%N)
+            # The whole probe with its raw samples (points and long-burst
+            # rounds), for `ngctl fit`.
+            mkdir -p "$OUT/$name"
+            printf '%s\n' "$j" >"$OUT/$name/$t-$k.json"
             python3 -c 'import json,sys
-j=sys.argv[4]
+j=open(sys.argv[4]).read().strip()
 try: d=json.loads(j) if j else None
 except ValueError: d=None
 b=(d or {}).get("bandwidth") or {}
@@ -102,7 +118,7 @@ print(json.dumps({"cell":sys.argv[1],"transport":sys.argv[2],"run":int(sys.argv[
  "wall_s":float(sys.argv[6])-float(sys.argv[5]),"ok":d is not None,"bandwidth":b,
  "probe_bytes":(d or {}).get("probe_bytes"),"elapsed_ns":(d or {}).get("elapsed_ns"),
  "first_range_G":(d or {}).get("G_ns_per_byte"),"stability":(d or {}).get("stability")}))' \
-                "$name" "$t" "$k" "$j" "$t0" "$t1" >>"$OUT/$name.jsonl"
+                "$name" "$t" "$k" "$OUT/$name/$t-$k.json" "$t0" "$t1" >>"$OUT/$name.jsonl"
         done
     done
     cleanup

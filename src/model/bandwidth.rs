@@ -16,27 +16,49 @@
 //! sweep doubles n until the last two such increments agree ("settled": the
 //! first burst beyond the allowance is paced through and through).
 //!
-//! Each burst length is represented by the *least* round time of its
-//! repetitions. On a host shared with other work a round is only ever made
-//! longer (a descheduled driver or responder, a delayed soft interrupt) and
-//! on a busy two-core machine most rounds of a few milliseconds are: their
-//! medians read the scheduler, their minima the link (bench/shaper.md). Clean rounds still jitter by
-//! some microseconds (the shaper's own timer). The least round time of a
-//! length is taken to be known within the distance to its second least
-//! (a single clean round, its next one lifted by a millisecond, is not
-//! known at all), and the 95 % interval of m is ±[`JITTER_Z`] times the
-//! two lengths' such distances combined. A bootstrap of the minima was
+//! Each burst length is represented by the least round time of its
+//! repetitions that a second round confirms ([`confirmed_least`]). On a
+//! host shared with other work a round is mostly made longer (a
+//! descheduled driver or responder, a delayed soft interrupt) and on a
+//! busy two-core machine most rounds of a few milliseconds are: their
+//! medians read the scheduler, their minima the link (bench/shaper.md).
+//! Behind a large token bucket a round is also made shorter, once in a
+//! while, by a pause before it that let the bucket fill further than
+//! before the others: a lone least round is such a one, not the path's
+//! time, and two rounds that agree are. Clean rounds still jitter by some
+//! microseconds (the shaper's own timer). The confirmed time of a length
+//! is taken to be known within the distance to the round confirming it
+//! (with no two rounds agreeing, the least round within the distance to
+//! its second least: a single clean round, its next one lifted by a
+//! millisecond, is not known at all), and the 95 % interval of m is
+//! ±[`JITTER_Z`] times the two lengths' such distances combined. A
+//! bootstrap of the minima was
 //! tried first: it reads far too wide when only two of twelve rounds were
 //! clean (a resample misses both one time in nine) and too narrow when
 //! many were (the least of many is tighter than the jitter).
+//!
+//! Clean rounds that repeat to a few microseconds still do not fix m that
+//! closely: what the bucket holds when a burst starts and what the host's
+//! other work takes from a burst move a whole length's time, every round
+//! alike. The increment before m estimates the same sustained time from
+//! other lengths, so their difference is added to the interval (in
+//! quadrature with the jitter): a rate that two increments agree on to
+//! 0.2 % is known to 0.2 %, one they put 3 % apart is known to about 3 %.
 //!
 //! ## G from m
 //! A stream paced by the path spends s·G per message; its per-message
 //! costs (system calls, headers) overlap the transfer. A stream that the
 //! hosts limit (no shaper: the copies are the bottleneck) spends
-//! g + (s − 1)·G, the line of the sweep's largest range. So G = m / s when
-//! a burst regime was recognised, else (m − g)/(s − 1) with g the largest
-//! range's (clamped at 0; its interval widens G's).
+//! g + (s − 1)·G, the line of the sweep's largest range. So
+//! G = (m − g)/(s − 1) with g the largest range's (clamped at 0; its interval widens G's)
+//! when that range's line at s is the long bursts' time (within
+//! [`HOST_LINE_TOLERANCE`]): the stream goes as fast as the sweep's own
+//! messages did. Otherwise the stream is paced by the path, and G = m / s:
+//! when a burst regime was recognised, and when the largest range's line
+//! misses m (a shaper whose bucket the sweep's own traffic kept empty
+//! shows no burst regime, and the line it fitted across the bucket's edge
+//! has an intercept of a hundred microseconds that is no per-message
+//! cost).
 //!
 //! ## A burst regime
 //! Recognised when a size's short bursts (the sweep's PRTT(n, 0, s), n of
@@ -66,6 +88,10 @@ pub const IDENTIFIED_REL_HALFWIDTH: f64 = 0.05;
 /// Multiple of the least rounds' jitter the interval of m spans at least
 /// on each side.
 pub const JITTER_Z: f64 = 3.0;
+/// The largest range's line g + (s − 1)·G at the long bursts' size is the
+/// sustained time per message (the hosts limit the stream) when it is
+/// within this fraction of it.
+pub const HOST_LINE_TOLERANCE: f64 = 0.1;
 
 /// Where the sustained G comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,17 +163,35 @@ impl Sustained {
     }
 }
 
-/// The least round time of each burst length with samples, by increasing n.
-fn minima(b: &BurstSamples) -> Vec<(u32, f64)> {
-    let mut v: Vec<(u32, f64)> = b
-        .lengths
-        .iter()
-        .filter(|l| l.n >= 1 && !l.prtt_ns.is_empty())
-        .map(|l| (l.n, l.prtt_ns.iter().copied().fold(f64::INFINITY, f64::min)))
-        .collect();
-    v.sort_by_key(|x| x.0);
-    v.dedup_by_key(|x| x.0);
-    v
+/// Two round times within this fraction (or [`CONFIRM_NS`]) of each other
+/// confirm the lesser.
+pub const CONFIRM_REL: f64 = 0.005;
+pub const CONFIRM_NS: f64 = 5e3;
+
+/// The least round time of `xs` that another round confirms (one within
+/// [`CONFIRM_REL`] or [`CONFIRM_NS`] above it), with the distance to that
+/// confirming round; None when no two rounds agree. A single round below
+/// every confirmed one is passed over: a burst that found the bucket fuller
+/// than the others did (after a longer pause) is a time the path does not
+/// repeat. No allocation: it runs between a sweep's rounds.
+pub fn confirmed_least(xs: &[f64]) -> Option<(f64, f64)> {
+    let mut best: Option<(f64, f64)> = None;
+    for (i, &x) in xs.iter().enumerate() {
+        if best.is_some_and(|(b, _)| b <= x) {
+            continue;
+        }
+        let tol = (CONFIRM_REL * x).max(CONFIRM_NS);
+        let partner = xs
+            .iter()
+            .enumerate()
+            .filter(|&(j, &y)| j != i && y >= x && y - x <= tol)
+            .map(|(_, &y)| y - x)
+            .fold(f64::INFINITY, f64::min);
+        if partner.is_finite() {
+            best = Some((x, partner));
+        }
+    }
+    best
 }
 
 /// The two least of `xs` (∞ for what is missing).
@@ -163,10 +207,26 @@ pub fn two_least(xs: &[f64]) -> (f64, f64) {
     (a, b)
 }
 
-/// The distance between the two least of `xs` (∞ with fewer than two).
-fn spread(xs: &[f64]) -> f64 {
-    let (a, b) = two_least(xs);
-    b - a
+/// The time of each burst length with samples, by increasing n, with how
+/// closely it is known: its confirmed least round and the distance to the
+/// round confirming it, or else its least round and the distance to its
+/// second least (∞ with one round).
+fn minima(b: &BurstSamples) -> Vec<(u32, f64, f64)> {
+    let mut v: Vec<(u32, f64, f64)> = b
+        .lengths
+        .iter()
+        .filter(|l| l.n >= 1 && !l.prtt_ns.is_empty())
+        .map(|l| {
+            let (t, spread) = confirmed_least(&l.prtt_ns).unwrap_or_else(|| {
+                let (a, b) = two_least(&l.prtt_ns);
+                (a, b - a)
+            });
+            (l.n, t, spread)
+        })
+        .collect();
+    v.sort_by_key(|x| x.0);
+    v.dedup_by_key(|x| x.0);
+    v
 }
 
 /// The sustained time per message between the two longest bursts, and
@@ -178,25 +238,25 @@ pub fn sustained(b: &BurstSamples, resamples: usize) -> Option<Sustained> {
     if k < 2 {
         return None;
     }
-    let (na, ta) = mins[k - 2];
-    let (nb, tb) = mins[k - 1];
+    let (na, ta, spread_a) = mins[k - 2];
+    let (nb, tb, spread_b) = mins[k - 1];
     let m = (tb - ta) / f64::from(nb - na);
     let previous_ns = if k >= 3 {
-        let (np, tp) = mins[k - 3];
+        let (np, tp, _) = mins[k - 3];
         (ta - tp) / f64::from(na - np)
     } else {
         f64::NAN
     };
     let settled = previous_ns.is_finite() && (m - previous_ns).abs() <= SETTLE_TOLERANCE * m.abs();
     let ci95 = if resamples > 0 {
-        let of = |n: u32| {
-            b.lengths
-                .iter()
-                .find(|l| l.n == n)
-                .map_or(&[][..], |l| &l.prtt_ns[..])
+        let jitter = spread_a.hypot(spread_b) / f64::from(nb - na);
+        let hw = JITTER_Z * jitter;
+        let hw = if previous_ns.is_finite() {
+            hw.hypot(m - previous_ns)
+        } else {
+            hw
         };
-        let jitter = (spread(of(na)).powi(2) + spread(of(nb)).powi(2)).sqrt() / f64::from(nb - na);
-        (m - JITTER_Z * jitter, m + JITTER_Z * jitter)
+        (m - hw, m + hw)
     } else {
         (f64::NAN, f64::NAN)
     };
@@ -369,16 +429,23 @@ pub fn fit_bandwidth(
             b.status = Status::of_nonnegative(b.G_ns_per_byte, b.ci95.0, b.ci95.1);
             b
         });
-    // The per-message constant of a host-limited stream (none when paced).
-    let (g0, g0_ci) = match (burst, last) {
-        (None, Some(k)) => {
+    // The per-message constant of a host-limited stream (none when paced):
+    // the largest range's line at s is the sustained time.
+    let host_line = last.filter(|&k| {
+        let r = &fit.ranges[k];
+        let line = r.g_ns + (s - 1.0) * r.G_ns_per_byte;
+        burst.is_none()
+            && (line - est.per_message_ns).abs() <= HOST_LINE_TOLERANCE * est.per_message_ns
+    });
+    let (g0, g0_ci) = match host_line {
+        Some(k) => {
             let g = fit.ranges[k].g_ns.max(0.0);
             let (lo, hi) = ci_of(ci95, &format!("ranges[{k}].g_ns"));
             (g, (lo.max(0.0), hi.max(0.0)))
         }
-        _ => (0.0, (0.0, 0.0)),
+        None => (0.0, (0.0, 0.0)),
     };
-    let den = if burst.is_some() { s } else { s - 1.0 };
+    let den = if host_line.is_some() { s - 1.0 } else { s };
     let g_value = (est.per_message_ns - g0) / den;
     let ci = if est.ci95.0.is_finite() && g0_ci.0.is_finite() && g0_ci.1.is_finite() {
         ((est.ci95.0 - g0_ci.1) / den, (est.ci95.1 - g0_ci.0) / den)

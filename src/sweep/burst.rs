@@ -8,19 +8,23 @@
 //! up. Here PRTT(n, 0, s) is measured for n = 2, 4, 8, … at one size s (the
 //! largest, at most a quarter of [`MAX_BURST_BYTES`]).
 //!
-//! Each length is repeated until its least round time is *confirmed*: a
-//! second repetition within [`CONFIRM_REL`] (or [`CONFIRM_NS`]) of it. A
-//! round on a host shared with other work is only ever made longer, by
-//! amounts that scatter (a descheduled responder, a delayed soft
-//! interrupt), while clean rounds repeat to a fraction of a percent; two
-//! that agree are the path's time, a single low one may still be lifted.
+//! Each length is repeated until its time is *confirmed*: two repetitions
+//! within 0.5 % (or 5 µs) of each other, the lesser of the least such pair
+//! being the length's time ([`confirmed_least`]). A round on a host shared
+//! with other work is mostly made longer, by amounts that scatter (a
+//! descheduled responder, a delayed soft interrupt), and behind a large
+//! bucket now and then shorter (a longer pause before it filled the bucket
+//! further), while clean rounds repeat to a fraction of a percent; two that
+//! agree are the path's time, a single one may be either.
 //! Lengths double until the increment of the last doubling agrees with the
 //! one before ("settled") and lasts at least [`MIN_INCREMENT_NS`] (the noise
 //! of a clean round is far below that), or the next burst would exceed
 //! [`MAX_BURST_BYTES`]. Then the two longest lengths (and the one before,
-//! while the last two increments disagree) are repeated in turn until the
-//! increments agree and the sustained time per message is known within
-//! [`TARGET_REL_HALFWIDTH`], or each has [`MAX_REPS`] repetitions.
+//! while the last two increments disagree by more than
+//! [`TARGET_REL_HALFWIDTH`]) are repeated in turn until the sustained time
+//! per message is known within [`TARGET_REL_HALFWIDTH`] (an interval that
+//! holds the increments' disagreement, `model::bandwidth`), or each has
+//! [`MAX_REPS`] repetitions.
 //!
 //! Losses end the stage, not the sweep: what it measured until then is
 //! kept with the reason it stopped, and the fit says whether that is
@@ -29,7 +33,7 @@
 use super::loss::{round, LossGuard};
 use super::{SweepConfig, SweepError};
 use crate::clock::Clock;
-use crate::model::bandwidth::{sustained, two_least};
+use crate::model::bandwidth::{confirmed_least, sustained};
 use crate::model::{BurstLength, BurstSamples};
 use crate::transport::{PeerId, Transport};
 
@@ -45,10 +49,6 @@ pub const MIN_INCREMENT_NS: f64 = 2e6;
 pub const DISCOVERY_REPS: u32 = 2;
 /// ... and the most, when no two of them agree.
 pub const DISCOVERY_MAX_REPS: u32 = 8;
-/// Two round times within this fraction (or [`CONFIRM_NS`]) of each other
-/// confirm the lesser.
-pub const CONFIRM_REL: f64 = 0.005;
-pub const CONFIRM_NS: f64 = 5e3;
 /// The first burst length.
 pub const FIRST_LENGTH: u32 = 2;
 /// Most repetitions of the two lengths the rate is taken between.
@@ -57,11 +57,10 @@ pub const MAX_REPS: u32 = 12;
 /// this fraction (half the ±5 % an identified G may have).
 pub const TARGET_REL_HALFWIDTH: f64 = 0.02;
 
-/// Is the least of `xs` matched by another within [`CONFIRM_REL`] or
-/// [`CONFIRM_NS`]?
+/// Do two of `xs` agree closely enough to give the length a time
+/// ([`confirmed_least`])?
 pub fn confirmed(xs: &[f64]) -> bool {
-    let (a, b) = two_least(xs);
-    b.is_finite() && b - a <= (CONFIRM_REL * a).max(CONFIRM_NS)
+    confirmed_least(xs).is_some()
 }
 
 /// The size the stage runs at: the largest of the sweep, at most a quarter
@@ -142,7 +141,7 @@ pub(super) fn long_bursts<T: Transport, C: Clock>(
     // Repeat the two longest in turn until the rate is known; while the
     // last two increments disagree, the third longest too (on a busy host
     // its least round may be the one still lifted, and the increments only
-    // settle once all three are clean).
+    // agree once all three are clean).
     let k = out.lengths.len();
     if k < 2 {
         return Ok(out);
@@ -153,7 +152,13 @@ pub(super) fn long_bursts<T: Transport, C: Clock>(
         if settled && est.is_some_and(|e| e.rel_halfwidth() <= TARGET_REL_HALFWIDTH) {
             break;
         }
-        let from = if settled { k - 2 } else { k - 3 };
+        // The increments' disagreement is part of the interval: while it
+        // alone is beyond the target, the third longest is repeated too.
+        let agree = k < 3
+            || est.is_some_and(|e| {
+                (e.per_message_ns - e.previous_ns).abs() <= TARGET_REL_HALFWIDTH * e.per_message_ns
+            });
+        let from = if agree { k - 2 } else { k - 3 };
         for i in from..k {
             if !rep(&mut out, i, guard)? {
                 return Ok(out);

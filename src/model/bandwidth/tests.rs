@@ -53,6 +53,28 @@ fn the_sustained_rate_is_read_from_the_confirmed_minima() {
     assert!(sustained(&bursts(4096, 8.0, 0.0, &[(2, lifted)]), 1).is_none());
 }
 
+#[test]
+fn the_interval_holds_the_disagreement_of_the_last_two_increments() {
+    // Clean rounds repeat to 2 µs, but every round of the shortest length
+    // is 40 µs short (what the bucket held at its start moved the whole
+    // length): the increment 2 → 4 reads 20 µs per message above 4 → 8.
+    let clean: &[f64] = &[0.0, 2e3];
+    let short: &[f64] = &[-40e3, -38e3];
+    let b = bursts(131072, 8.0, 0.0, &[(2, short), (4, clean), (8, clean)]);
+    let e = sustained(&b, 1).expect("estimate");
+    let m = 8.0 * 131072.0;
+    assert!((e.per_message_ns - m).abs() < 1e-6, "{e:?}");
+    assert!((e.previous_ns - (m + 20e3)).abs() < 1e-6, "{e:?}");
+    assert!(e.settled, "{e:?}");
+    let jitter_hw = 3.0 * (8e6f64).sqrt() / 4.0;
+    let hw = (e.ci95.1 - e.ci95.0) / 2.0;
+    assert!((hw - jitter_hw.hypot(20e3)).abs() < 1e-6, "{hw}");
+    // A rate between the two increments is inside; the jitter alone
+    // (±2.1 µs) would have excluded it.
+    assert!(e.ci95.0 < m + 15e3 && m + 15e3 < e.ci95.1, "{e:?}");
+    assert!(jitter_hw < 15e3);
+}
+
 fn point(s: u64, gap_ns: f64, n: u32) -> SizePoint {
     SizePoint {
         size_bytes: s,
@@ -166,4 +188,59 @@ fn without_long_bursts_the_largest_range_stands_in() {
     // Nothing at all.
     let none = fit_bandwidth(&LogGpFit::default(), &ci, None, &LinkTraits::default(), 100);
     assert_eq!(none.status, Status::NotIdentified(Reason::NotMeasured));
+}
+
+#[test]
+fn a_lone_fast_round_is_not_a_length_time() {
+    // Behind a 256 KiB bucket at 4 ns/B, one round of 8 found the bucket
+    // full (0.5 ms faster) and was never repeated; the others agree.
+    let rounds = [3717e3, 4202e3, 4212e3, 4218e3, 6798e3];
+    assert_eq!(confirmed_least(&rounds), Some((4202e3, 10e3)));
+    assert_eq!(confirmed_least(&[3717e3, 4202e3]), None);
+    assert_eq!(confirmed_least(&[1e6]), None);
+    // Within 5 µs counts at any size.
+    assert_eq!(confirmed_least(&[200e3, 204e3]), Some((200e3, 4e3)));
+    // The sustained time is taken between confirmed times: 4 ns/B at 128
+    // KiB whichever length had the lone fast round.
+    let s = 131072u64;
+    let ok: &[f64] = &[0.0, 3e3];
+    let fast: &[f64] = &[-500e3, 0.0, 3e3];
+    let b = bursts(s, 4.0, 0.0, &[(4, ok), (8, fast), (16, ok)]);
+    let e = sustained(&b, 1).expect("estimate");
+    assert!((e.per_message_ns - 4.0 * s as f64).abs() < 1e-6, "{e:?}");
+    assert!(e.settled, "{e:?}");
+    // With no two rounds agreeing, the least stands, known to its second.
+    let lone: &[f64] = &[0.0, 400e3];
+    let b = bursts(s, 4.0, 0.0, &[(4, ok), (8, ok), (16, lone)]);
+    let e = sustained(&b, 1).expect("estimate");
+    assert!((e.per_message_ns - 4.0 * s as f64).abs() < 1e-6, "{e:?}");
+    assert!(e.rel_halfwidth() > 0.2, "{e:?}");
+}
+
+#[test]
+fn a_paced_link_without_a_visible_bucket_is_not_charged_a_range_intercept() {
+    // The sweep's own traffic kept the bucket empty: every size ran at the
+    // shaper's 80 ns/B, but the largest range, fitted across where the
+    // bucket ran out, has a line of 130 µs + 94 ns/B that is 15 % above the
+    // long bursts' time at 128 KiB. The stream is paced: G = m/s.
+    let mut pts: Vec<SizePoint> = (0..=13u32)
+        .map(|k| point(1 << k, 3e3 + 80.0 * f64::from(1u32 << k), 8))
+        .collect();
+    for &s in &[17232u64, 32768, 65536, 131072] {
+        pts.push(point(s, 130e3 + 94.0 * s as f64, 8));
+    }
+    let fit = fit_with(pts);
+    let k = fit.ranges.len() - 1;
+    let r = &fit.ranges[k];
+    let s = 131072u64;
+    let line = r.g_ns + (s as f64 - 1.0) * r.G_ns_per_byte;
+    assert!(line > 1.1 * 80.0 * s as f64, "the fixture's line: {r:?}");
+    let clean: &[f64] = &[0.0, 2e3];
+    let b = bursts(s, 80.0, 0.0, &[(2, clean), (4, clean), (8, clean)]);
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
+    assert!(bw.burst.is_none(), "no burst seen: {bw:?}");
+    assert!(
+        (bw.sustained_G_ns_per_byte - 80.0).abs() < 1e-9,
+        "paced: m/s, no range intercept taken off: {bw:?}"
+    );
 }
