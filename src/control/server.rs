@@ -54,7 +54,7 @@ use super::frame::{check_prefix_max, MAX_HANDSHAKE_BYTES, NONCE_BYTES, PREFIX_BY
 use super::{
     ClusterKey, ConnConfig, Connection, ControlError, Msg, RejectCounters, RejectKind, Timeouts,
 };
-use crate::transport::sys::socket::{poll_fds, server_pollfds};
+use crate::transport::sys::socket::{poll_fds, server_pollfds, walk_polled};
 
 /// How a [`ControlServer`] runs.
 #[derive(Debug, Clone)]
@@ -440,42 +440,31 @@ impl Preauth {
             }
             // Pending connections first (the table's order is the fds'),
             // then new ones, so an accepted burst does not delay them.
-            let mut i = 0;
-            let mut k = 2;
-            while i < table.len() {
-                let ready = fds.get(k).is_some_and(|f| f.revents != 0);
-                k += 1;
-                let step = if ready {
-                    table[i].step(&hs, &self.counters)
-                } else {
-                    Step::Wait
-                };
-                let now = Instant::now();
-                let p = &table[i];
-                let limit = if matches!(p.stage, Stage::Hello) && p.have == 0 {
-                    t_first
-                } else {
-                    t_all
-                };
-                match step {
-                    Step::Wait if now < p.accepted + limit => i += 1,
-                    Step::Wait => {
-                        self.counters.record(RejectKind::Timeout);
-                        abort_stream(table.swap_remove(i).stream);
-                        // The last one moves to `i`, its pollfd to `k - 1`:
-                        // it is looked at next, with its own events.
-                        fds.swap_remove(k - 1);
-                        k -= 1;
+            walk_polled(
+                &mut table,
+                &mut fds,
+                |p, ready| {
+                    let step = if ready {
+                        p.step(&hs, &self.counters)
+                    } else {
+                        Step::Wait
+                    };
+                    let limit = if matches!(p.stage, Stage::Hello) && p.have == 0 {
+                        t_first
+                    } else {
+                        t_all
+                    };
+                    match step {
+                        Step::Wait if Instant::now() < p.accepted + limit => None,
+                        Step::Wait => {
+                            self.counters.record(RejectKind::Timeout);
+                            Some(Step::Drop)
+                        }
+                        done_or_drop => Some(done_or_drop),
                     }
-                    Step::Drop => {
-                        abort_stream(table.swap_remove(i).stream);
-                        fds.swap_remove(k - 1);
-                        k -= 1;
-                    }
+                },
+                |p, step| match step {
                     Step::Done(conn) => {
-                        let p = table.swap_remove(i);
-                        fds.swap_remove(k - 1);
-                        k -= 1;
                         // `conn` holds its own descriptor of the socket.
                         drop(p.stream);
                         match self.to_workers.try_send((p.addr, *conn)) {
@@ -487,8 +476,9 @@ impl Preauth {
                             }
                         }
                     }
-                }
-            }
+                    Step::Wait | Step::Drop => abort_stream(p.stream),
+                },
+            );
             if fds[1].revents != 0 {
                 self.accept_some(&mut table, cap, per_source);
             }
