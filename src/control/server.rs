@@ -41,7 +41,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -194,12 +194,28 @@ impl WakePipe {
         unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
     }
 
-    /// The read end, for poll(2).
-    pub(crate) fn read_fd(&self) -> std::os::fd::RawFd {
-        self.read.as_raw_fd()
+    /// One poll of a server loop: the set [`server_pollfds`] fills, with
+    /// this pipe first, `listener` second and then `conns`; drains the pipe
+    /// when it woke the poll. False when the poll failed or was
+    /// interrupted (the loop looks at its stop flag and polls again).
+    pub(crate) fn poll_server(
+        &self,
+        fds: &mut Vec<libc::pollfd>,
+        listener: RawFd,
+        conns: impl Iterator<Item = (RawFd, bool)>,
+        timeout_ms: i32,
+    ) -> bool {
+        server_pollfds(fds, self.read.as_raw_fd(), listener, conns);
+        if !poll_fds(fds, timeout_ms) {
+            return false;
+        }
+        if fds[0].revents != 0 {
+            self.drain();
+        }
+        true
     }
 
-    pub(crate) fn drain(&self) {
+    fn drain(&self) {
         let mut b = [0u8; 64];
         // SAFETY: reads into a valid buffer of its length from our own
         // non-blocking pipe.
@@ -422,21 +438,17 @@ impl Preauth {
                 .min()
                 .map_or(cfg.beat, |d| d.saturating_duration_since(now));
             let timeout_ms = next.min(cfg.beat).as_millis().clamp(0, i32::MAX as u128) as i32;
-            server_pollfds(
+            let polled = self.wake.poll_server(
                 &mut fds,
-                self.wake.read.as_raw_fd(),
                 self.listener.as_raw_fd(),
                 table
                     .iter()
                     .map(|p| (p.stream.as_raw_fd(), p.wants_write())),
+                timeout_ms,
             );
-            let polled = poll_fds(&mut fds, timeout_ms);
             self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
             if !polled {
                 continue;
-            }
-            if fds[0].revents != 0 {
-                self.wake.drain();
             }
             // Pending connections first (the table's order is the fds'),
             // then new ones, so an accepted burst does not delay them.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::server::{accept_nonblocking, WakePipe};
 use crate::control::Connection;
-use crate::transport::sys::socket::{poll_fds, server_pollfds, walk_polled};
+use crate::transport::sys::socket::walk_polled;
 
 /// The server's bounds.
 #[derive(Clone, Debug)]
@@ -204,17 +204,13 @@ impl Run {
                     let left = d.saturating_duration_since(now);
                     (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
                 });
-            server_pollfds(
+            if !self.wake.poll_server(
                 &mut fds,
-                self.wake.read_fd(),
                 self.listener.as_raw_fd(),
                 table.iter().map(|c| (c.stream.as_raw_fd(), c.writing)),
-            );
-            if !poll_fds(&mut fds, timeout_ms) {
+                timeout_ms,
+            ) {
                 continue;
-            }
-            if fds[0].revents != 0 {
-                self.wake.drain();
             }
             // Open connections first, newest accepts after.
             walk_polled(
