@@ -16,13 +16,8 @@ RANKS=${RANKS:-4}
 IDLE_PCT=${IDLE_PCT:-85}
 ATTEMPTS=${ATTEMPTS:-3}
 
-idle_pct() { # whole-machine idle share over 2 s
-    local a b c d e f g h busy1 idle1
-    read -r _ a b c d e f g h _ < /proc/stat; busy1=$((a+b+c+f+g+h)); idle1=$((d+e))
-    sleep 2
-    read -r _ a b c d e f g h _ < /proc/stat
-    echo $(( 100 * (d+e-idle1) / (d+e-idle1 + a+b+c+f+g+h-busy1 + 1) ))
-}
+# idle_pct: the whole machine's idle share over 2 s.
+source bench/idle.sh
 # Another job that starts during the run (a build, say) falsifies it: the
 # machine must be idle again right after it, else the run is repeated
 # (at most 3 attempts; a disturbed last attempt is kept and says so).

@@ -39,13 +39,8 @@ alt_before=$(update-alternatives --query mpi | grep '^Value:')
 mpicc.openmpi -O2 bench/ngcoll_bench.c -o "$OUT/bench_openmpi" -ldl -lm
 mpicc.mpich -O2 bench/ngcoll_bench.c -o "$OUT/bench_mpich" -ldl -lm
 
-idle_pct() { # whole-machine idle share over 2 s
-    local a b c d e f g h busy1 idle1
-    read -r _ a b c d e f g h _ < /proc/stat; busy1=$((a+b+c+f+g+h)); idle1=$((d+e))
-    sleep 2
-    read -r _ a b c d e f g h _ < /proc/stat
-    echo $(( 100 * (d+e-idle1) / (d+e-idle1 + a+b+c+f+g+h-busy1 + 1) ))
-}
+# idle_pct: the whole machine's idle share over 2 s.
+source bench/idle.sh
 wait_idle() {
     local t0=$SECONDS
     until [ "$(idle_pct)" -ge "$IDLE_PCT" ]; do

@@ -41,7 +41,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,7 +54,7 @@ use super::frame::{check_prefix_max, MAX_HANDSHAKE_BYTES, NONCE_BYTES, PREFIX_BY
 use super::{
     ClusterKey, ConnConfig, Connection, ControlError, Msg, RejectCounters, RejectKind, Timeouts,
 };
-use crate::transport::sys::socket::{poll_fds, server_pollfds};
+use crate::transport::sys::socket::{poll_fds, server_pollfds, walk_polled};
 
 /// How a [`ControlServer`] runs.
 #[derive(Debug, Clone)]
@@ -194,12 +194,28 @@ impl WakePipe {
         unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
     }
 
-    /// The read end, for poll(2).
-    pub(crate) fn read_fd(&self) -> std::os::fd::RawFd {
-        self.read.as_raw_fd()
+    /// One poll of a server loop: the set [`server_pollfds`] fills, with
+    /// this pipe first, `listener` second and then `conns`; drains the pipe
+    /// when it woke the poll. False when the poll failed or was
+    /// interrupted (the loop looks at its stop flag and polls again).
+    pub(crate) fn poll_server(
+        &self,
+        fds: &mut Vec<libc::pollfd>,
+        listener: RawFd,
+        conns: impl Iterator<Item = (RawFd, bool)>,
+        timeout_ms: i32,
+    ) -> bool {
+        server_pollfds(fds, self.read.as_raw_fd(), listener, conns);
+        if !poll_fds(fds, timeout_ms) {
+            return false;
+        }
+        if fds[0].revents != 0 {
+            self.drain();
+        }
+        true
     }
 
-    pub(crate) fn drain(&self) {
+    fn drain(&self) {
         let mut b = [0u8; 64];
         // SAFETY: reads into a valid buffer of its length from our own
         // non-blocking pipe.
@@ -422,60 +438,45 @@ impl Preauth {
                 .min()
                 .map_or(cfg.beat, |d| d.saturating_duration_since(now));
             let timeout_ms = next.min(cfg.beat).as_millis().clamp(0, i32::MAX as u128) as i32;
-            server_pollfds(
+            let polled = self.wake.poll_server(
                 &mut fds,
-                self.wake.read.as_raw_fd(),
                 self.listener.as_raw_fd(),
                 table
                     .iter()
                     .map(|p| (p.stream.as_raw_fd(), p.wants_write())),
+                timeout_ms,
             );
-            let polled = poll_fds(&mut fds, timeout_ms);
             self.alive_ms.store(ms_since(self.base), Ordering::Relaxed);
             if !polled {
                 continue;
             }
-            if fds[0].revents != 0 {
-                self.wake.drain();
-            }
             // Pending connections first (the table's order is the fds'),
             // then new ones, so an accepted burst does not delay them.
-            let mut i = 0;
-            let mut k = 2;
-            while i < table.len() {
-                let ready = fds.get(k).is_some_and(|f| f.revents != 0);
-                k += 1;
-                let step = if ready {
-                    table[i].step(&hs, &self.counters)
-                } else {
-                    Step::Wait
-                };
-                let now = Instant::now();
-                let p = &table[i];
-                let limit = if matches!(p.stage, Stage::Hello) && p.have == 0 {
-                    t_first
-                } else {
-                    t_all
-                };
-                match step {
-                    Step::Wait if now < p.accepted + limit => i += 1,
-                    Step::Wait => {
-                        self.counters.record(RejectKind::Timeout);
-                        abort_stream(table.swap_remove(i).stream);
-                        // The last one moves to `i`, its pollfd to `k - 1`:
-                        // it is looked at next, with its own events.
-                        fds.swap_remove(k - 1);
-                        k -= 1;
+            walk_polled(
+                &mut table,
+                &mut fds,
+                |p, ready| {
+                    let step = if ready {
+                        p.step(&hs, &self.counters)
+                    } else {
+                        Step::Wait
+                    };
+                    let limit = if matches!(p.stage, Stage::Hello) && p.have == 0 {
+                        t_first
+                    } else {
+                        t_all
+                    };
+                    match step {
+                        Step::Wait if Instant::now() < p.accepted + limit => None,
+                        Step::Wait => {
+                            self.counters.record(RejectKind::Timeout);
+                            Some(Step::Drop)
+                        }
+                        done_or_drop => Some(done_or_drop),
                     }
-                    Step::Drop => {
-                        abort_stream(table.swap_remove(i).stream);
-                        fds.swap_remove(k - 1);
-                        k -= 1;
-                    }
+                },
+                |p, step| match step {
                     Step::Done(conn) => {
-                        let p = table.swap_remove(i);
-                        fds.swap_remove(k - 1);
-                        k -= 1;
                         // `conn` holds its own descriptor of the socket.
                         drop(p.stream);
                         match self.to_workers.try_send((p.addr, *conn)) {
@@ -487,8 +488,9 @@ impl Preauth {
                             }
                         }
                     }
-                }
-            }
+                    Step::Wait | Step::Drop => abort_stream(p.stream),
+                },
+            );
             if fds[1].revents != 0 {
                 self.accept_some(&mut table, cap, per_source);
             }

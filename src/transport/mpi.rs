@@ -522,40 +522,24 @@ impl MpiTransport {
         reqs: &mut [ffi::MPI_Request],
         deadline: Instant,
     ) -> Result<(), TransportError> {
-        let mut spins = 0u32;
-        loop {
-            let mut done: c_int = 0;
+        let test = |reqs: &mut [ffi::MPI_Request], done: &mut c_int| {
             // SAFETY: `reqs` are requests of ours (active or null).
-            check(
-                unsafe {
-                    ffi::MPI_Testall(
-                        reqs.len() as c_int,
-                        reqs.as_mut_ptr(),
-                        &mut done,
-                        ffi::RSMPI_STATUSES_IGNORE,
-                    )
-                },
-                "MPI_Testall",
-            )?;
-            if done != 0 {
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) && Instant::now() >= deadline {
-                for r in reqs.iter_mut() {
-                    // SAFETY: a null request is skipped; freeing an active
-                    // one lets it complete in the background.
-                    unsafe {
-                        if *r != ffi::RSMPI_REQUEST_NULL {
-                            ffi::MPI_Request_free(r);
-                        }
-                    }
-                }
-                self.abandoned = true;
-                return Err(TransportError::Timeout(
-                    deadline.saturating_duration_since(Instant::now()),
-                ));
-            }
+            let rc = unsafe {
+                ffi::MPI_Testall(
+                    reqs.len() as c_int,
+                    reqs.as_mut_ptr(),
+                    done,
+                    ffi::RSMPI_STATUSES_IGNORE,
+                )
+            };
+            check(rc, "MPI_Testall")
+        };
+        if self.poll_until(reqs, deadline, test)? {
+            Ok(())
+        } else {
+            Err(TransportError::Timeout(
+                deadline.saturating_duration_since(Instant::now()),
+            ))
         }
     }
 
@@ -606,31 +590,57 @@ impl MpiTransport {
         Ok(out)
     }
 
-    /// Poll `req` with MPI_Test until it completes or `deadline` passes.
+    /// Poll `req` with MPI_Test until it completes or `deadline` passes
+    /// (then it is freed and the buffers abandoned).
     fn wait_request(
         &mut self,
         req: &mut ffi::MPI_Request,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<(), TransportError> {
+        let test = |reqs: &mut [ffi::MPI_Request], done: &mut c_int| {
+            // SAFETY: `reqs` is the one active request of ours; status is
+            // ignored.
+            let rc = unsafe { ffi::MPI_Test(&mut reqs[0], done, ffi::RSMPI_STATUS_IGNORE) };
+            check(rc, "MPI_Test")
+        };
+        if self.poll_until(std::slice::from_mut(req), deadline, test)? {
+            Ok(())
+        } else {
+            Err(TransportError::Timeout(timeout))
+        }
+    }
+
+    /// Calls `test` on `reqs` until it reports them all complete (`true`)
+    /// or, looked at every 64 polls, `deadline` has passed (`false`): then
+    /// the requests still active are freed and the buffers abandoned.
+    fn poll_until(
+        &mut self,
+        reqs: &mut [ffi::MPI_Request],
+        deadline: Instant,
+        mut test: impl FnMut(&mut [ffi::MPI_Request], &mut c_int) -> Result<(), TransportError>,
+    ) -> Result<bool, TransportError> {
         let mut spins = 0u32;
         loop {
             let mut done: c_int = 0;
-            // SAFETY: `req` is an active request of ours; status is ignored.
-            check(
-                unsafe { ffi::MPI_Test(req, &mut done, ffi::RSMPI_STATUS_IGNORE) },
-                "MPI_Test",
-            )?;
+            test(reqs, &mut done)?;
             if done != 0 {
-                return Ok(());
+                return Ok(true);
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(64) && Instant::now() >= deadline {
-                // SAFETY: freeing an active request is allowed; it completes
-                // in the background. Its buffer is never freed (abandoned).
-                unsafe { ffi::MPI_Request_free(req) };
+                for r in reqs.iter_mut() {
+                    // SAFETY: a null request is skipped; freeing an active
+                    // one lets it complete in the background. Its buffer is
+                    // never freed (abandoned).
+                    unsafe {
+                        if *r != ffi::RSMPI_REQUEST_NULL {
+                            ffi::MPI_Request_free(r);
+                        }
+                    }
+                }
                 self.abandoned = true;
-                return Err(TransportError::Timeout(timeout));
+                return Ok(false);
             }
         }
     }

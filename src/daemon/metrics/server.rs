@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::server::{accept_nonblocking, WakePipe};
 use crate::control::Connection;
-use crate::transport::sys::socket::{poll_fds, server_pollfds};
+use crate::transport::sys::socket::walk_polled;
 
 /// The server's bounds.
 #[derive(Clone, Debug)]
@@ -204,51 +204,37 @@ impl Run {
                     let left = d.saturating_duration_since(now);
                     (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
                 });
-            server_pollfds(
+            if !self.wake.poll_server(
                 &mut fds,
-                self.wake.read_fd(),
                 self.listener.as_raw_fd(),
                 table.iter().map(|c| (c.stream.as_raw_fd(), c.writing)),
-            );
-            if !poll_fds(&mut fds, timeout_ms) {
+                timeout_ms,
+            ) {
                 continue;
             }
-            if fds[0].revents != 0 {
-                self.wake.drain();
-            }
             // Open connections first, newest accepts after.
-            let mut i = 0;
-            let mut k = 2;
-            while i < table.len() {
-                let ready = fds.get(k).is_some_and(|f| f.revents != 0);
-                k += 1;
-                let step = if ready {
-                    self.step(&mut table[i])
-                } else {
-                    Step::Wait
-                };
-                let step = match step {
-                    Step::Wait if Instant::now() >= self.deadline(&table[i]) => {
-                        self.counters.timeout.fetch_add(1, Ordering::Relaxed);
-                        Step::Reset
-                    }
-                    s => s,
-                };
-                match step {
-                    Step::Wait => i += 1,
-                    Step::Close | Step::Reset => {
-                        let c = table.swap_remove(i);
-                        // The last one moved to `i`, its pollfd to `k - 1`.
-                        fds.swap_remove(k - 1);
-                        k -= 1;
-                        if matches!(step, Step::Reset) {
-                            Connection::abort_stream(c.stream);
-                        } else {
-                            let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            walk_polled(
+                &mut table,
+                &mut fds,
+                |c, ready| {
+                    let step = if ready { self.step(c) } else { Step::Wait };
+                    match step {
+                        Step::Wait if Instant::now() >= self.deadline(c) => {
+                            self.counters.timeout.fetch_add(1, Ordering::Relaxed);
+                            Some(Step::Reset)
                         }
+                        Step::Wait => None,
+                        close_or_reset => Some(close_or_reset),
                     }
-                }
-            }
+                },
+                |c, step| {
+                    if matches!(step, Step::Reset) {
+                        Connection::abort_stream(c.stream);
+                    } else {
+                        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                    }
+                },
+            );
             if fds[1].revents != 0 {
                 self.accept_some(&mut table, cap);
             }

@@ -244,6 +244,36 @@ pub fn server_pollfds(
     fds.extend(conns.map(|(fd, writing)| pollfd(fd, writing)));
 }
 
+/// After a poll of the set [`server_pollfds`] built: walks the connections
+/// of `table` (whose pollfds are `fds[2..]`, in the same order) and calls
+/// `step` with each and whether its descriptor reported an event. `None`
+/// keeps the connection; `Some(outcome)` removes it (and its pollfd) from
+/// the set and hands it to `gone` with that outcome.
+pub fn walk_polled<T, R>(
+    table: &mut Vec<T>,
+    fds: &mut Vec<libc::pollfd>,
+    mut step: impl FnMut(&mut T, bool) -> Option<R>,
+    mut gone: impl FnMut(T, R),
+) {
+    let mut i = 0;
+    let mut k = 2;
+    while i < table.len() {
+        let ready = fds.get(k).is_some_and(|f| f.revents != 0);
+        k += 1;
+        match step(&mut table[i], ready) {
+            None => i += 1,
+            Some(outcome) => {
+                let c = table.swap_remove(i);
+                // The last one moves to `i`, its pollfd to `k - 1`: it is
+                // looked at next, with its own events.
+                fds.swap_remove(k - 1);
+                k -= 1;
+                gone(c, outcome);
+            }
+        }
+    }
+}
+
 /// The result of a system call that returns 0 or −1 (and sets errno).
 pub fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
