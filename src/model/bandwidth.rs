@@ -63,7 +63,8 @@
 //! ## A burst regime
 //! Recognised when a size's short bursts (the sweep's PRTT(n, 0, s), n of
 //! 4–64) passed at less than 1/[`REGIME_RATIO`] of the sustained time per
-//! byte, beyond their own interval: such bursts ran at a rate the path
+//! byte, beyond their own interval and the sustained time's (the lower
+//! bound of its interval): such bursts ran at a rate the path
 //! cannot sustain. Unshaped links show no such size (their gap per byte
 //! falls towards the sustained G as s grows), so no regime is invented
 //! there. The burst G is that fastest per-byte gap, the burst bytes the
@@ -380,7 +381,13 @@ pub fn fit_bandwidth(
     };
     let s = est.size_bytes as f64;
     // Short bursts that ran faster than the path sustains.
-    let per_byte = est.per_message_ns / s;
+    // ... beyond their own interval and the sustained time's: a noisy
+    // estimate of the sustained time invents no regime.
+    let per_byte = if est.ci95.0.is_finite() {
+        est.ci95.0.min(est.per_message_ns) / s
+    } else {
+        est.per_message_ns / s
+    };
     let burst = fit
         .points
         .iter()

@@ -244,3 +244,24 @@ fn a_paced_link_without_a_visible_bucket_is_not_charged_a_range_intercept() {
         "paced: m/s, no range intercept taken off: {bw:?}"
     );
 }
+
+#[test]
+fn a_noisy_sustained_time_invents_no_burst_regime() {
+    // An unshaped link whose sweep ran at 0.55 ns/B, and long bursts that
+    // read 0.95 ns/B but with no two rounds agreeing (60 µs apart): the
+    // short bursts are 1.7× faster than m/s, not beyond m's interval.
+    let pts: Vec<SizePoint> = (0..=17u32)
+        .map(|k| point(1 << k, 2e3 + 0.55 * f64::from(1u32 << k), 8))
+        .collect();
+    let fit = fit_with(pts);
+    let noisy: &[f64] = &[0.0, 60e3];
+    let b = bursts(131072, 0.95, 0.0, &[(2, noisy), (4, noisy), (8, noisy)]);
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
+    assert!(bw.burst.is_none(), "no invented regime: {bw:?}");
+    assert_ne!(bw.status, Status::Identified, "{bw:?}");
+    // The same bursts known to 2 µs: the short bursts' rate is a regime.
+    let clean: &[f64] = &[0.0, 2e3];
+    let b = bursts(131072, 0.95, 0.0, &[(2, clean), (4, clean), (8, clean)]);
+    let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
+    assert!(bw.burst.is_some(), "{bw:?}");
+}
