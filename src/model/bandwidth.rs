@@ -50,8 +50,8 @@
 //! costs (system calls, headers) overlap the transfer. A stream that the
 //! hosts limit (no shaper: the copies are the bottleneck) spends
 //! g + (s − 1)·G, the line of the sweep's largest range. So
-//! G = (m − g)/(s − 1) with g the largest range's (clamped at 0; its interval widens G's)
-//! when that range's line at s is the long bursts' time (within
+//! G = (m − g)/(s − 1) with g the largest range's (clamped at 0; its
+//! interval widens G's) when that range's line at s is the long bursts' time (within
 //! [`HOST_LINE_TOLERANCE`]): the stream goes as fast as the sweep's own
 //! messages did. Otherwise the stream is paced by the path, and G = m / s:
 //! when a burst regime was recognised, and when the largest range's line
@@ -64,7 +64,10 @@
 //! Recognised when a size's short bursts (the sweep's PRTT(n, 0, s), n of
 //! 4–64) passed at less than 1/[`REGIME_RATIO`] of the sustained time per
 //! byte, beyond their own interval and the sustained time's (the lower
-//! bound of its interval): such bursts ran at a rate the path
+//! bound of its interval), and only once the sustained time settled (a
+//! host whose other work slows the long bursts' copies looks like a
+//! shaper whose allowance is still running out): such bursts ran at a
+//! rate the path
 //! cannot sustain. Unshaped links show no such size (their gap per byte
 //! falls towards the sustained G as s grows), so no regime is invented
 //! there. The burst G is that fastest per-byte gap, the burst bytes the
@@ -381,8 +384,8 @@ pub fn fit_bandwidth(
     };
     let s = est.size_bytes as f64;
     // Short bursts that ran faster than the path sustains.
-    // ... beyond their own interval and the sustained time's: a noisy
-    // estimate of the sustained time invents no regime.
+    // ... beyond their own interval and the sustained time's, once it
+    // settled: a noisy or still growing estimate invents no regime.
     let per_byte = if est.ci95.0.is_finite() {
         est.ci95.0.min(est.per_message_ns) / s
     } else {
@@ -391,6 +394,7 @@ pub fn fit_bandwidth(
     let burst = fit
         .points
         .iter()
+        .filter(|_| est.settled)
         .filter(|p| p.size_bytes > 0 && p.gap_ns > 0.0)
         .filter(|p| {
             let hw = if p.gap_hw_ns.is_finite() {

@@ -259,8 +259,21 @@ fn a_noisy_sustained_time_invents_no_burst_regime() {
     let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
     assert!(bw.burst.is_none(), "no invented regime: {bw:?}");
     assert_ne!(bw.status, Status::Identified, "{bw:?}");
-    // The same bursts known to 2 µs: the short bursts' rate is a regime.
+    // Known to 2 µs but still slowing down between the longest bursts
+    // (a host whose other work slowed them, or an allowance not yet
+    // used up): no regime until the sustained time settles.
     let clean: &[f64] = &[0.0, 2e3];
+    let growing = bursts(131072, 0.95, 600e3, &[(2, clean), (4, clean), (8, clean)]);
+    let bw = fit_bandwidth(
+        &fit,
+        &BTreeMap::new(),
+        Some(&growing),
+        &LinkTraits::default(),
+        1,
+    );
+    assert!(bw.burst.is_none(), "{bw:?}");
+    assert_eq!(bw.status, Status::NotIdentified(Reason::Shaper), "{bw:?}");
+    // The same bursts known to 2 µs: the short bursts' rate is a regime.
     let b = bursts(131072, 0.95, 0.0, &[(2, clean), (4, clean), (8, clean)]);
     let bw = fit_bandwidth(&fit, &BTreeMap::new(), Some(&b), &LinkTraits::default(), 1);
     assert!(bw.burst.is_some(), "{bw:?}");
