@@ -443,8 +443,7 @@ pub fn fit_bandwidth(
     // The per-message constant of a host-limited stream (none when paced):
     // the largest range's line at s is the sustained time.
     let host_line = last.filter(|&k| {
-        let r = &fit.ranges[k];
-        let line = r.g_ns + (s - 1.0) * r.G_ns_per_byte;
+        let line = fit.ranges[k].gap_ns(est.size_bytes);
         burst.is_none()
             && (line - est.per_message_ns).abs() <= HOST_LINE_TOLERANCE * est.per_message_ns
     });
