@@ -474,27 +474,52 @@ fn configured(node: &str, peer: &str, tx: &str) -> bool {
 fn daemons_measure_each_other_over_rdma_and_msg() {
     let dir = results();
     let log = |n: &str| read(&dir, &format!("daemon_{n}.log"));
-    let tails = || {
+    // A phase's own part of each daemon's log: phase 1's as inside.sh
+    // copied it when the phase ended, phase 2's what was appended since.
+    // Every line above debug, then the last debug lines (the schedule's
+    // rounds), so a phase that did not converge shows why.
+    let phase_logs = |phase: &str| {
         ["vma", "vmb", "vmc", "vmd"]
             .iter()
             .map(|n| {
-                let l = std::fs::read_to_string(dir.join(format!("daemon_{n}.log")))
+                let whole = std::fs::read_to_string(dir.join(format!("daemon_{n}.log")))
                     .unwrap_or_default();
-                let t: Vec<&str> = l.lines().rev().take(15).collect();
+                let first = std::fs::read_to_string(dir.join(format!("daemon1_{n}.log")))
+                    .unwrap_or_default();
+                let own = if phase == "daemon1" {
+                    first.as_str()
+                } else {
+                    whole.strip_prefix(first.as_str()).unwrap_or(&whole)
+                };
+                let lines: Vec<&str> = own.lines().collect();
+                let above: Vec<&str> = lines
+                    .iter()
+                    .copied()
+                    .filter(|l| !l.contains(" DEBUG "))
+                    .collect();
+                let recent = &lines[lines.len().saturating_sub(30)..];
                 format!(
-                    "--- {n}:\n{}",
-                    t.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    "--- {n} ({phase}), every line above debug:\n{}\n--- {n} ({phase}), the last 30 lines:\n{}",
+                    above.join("\n"),
+                    recent.join("\n")
                 )
             })
             .collect::<Vec<_>>()
             .join("\n")
+            + &["ps_daemon0.txt", "ps_daemon1.txt"]
+                .iter()
+                .map(|f| {
+                    let ps = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+                    format!("\n--- the guest's busiest processes ({f}):\n{ps}")
+                })
+                .collect::<String>()
     };
     for phase in ["daemon1", "daemon2"] {
         assert_eq!(
             rc(&dir, &format!("{phase}.rc")),
             0,
             "{phase}: the daemons did not publish everything in time:\n{}",
-            tails()
+            phase_logs(phase)
         );
         eprintln!(
             "{phase}: converged in {} s",
@@ -617,11 +642,13 @@ fn daemons_measure_each_other_over_rdma_and_msg() {
         assert!(c.iter().all(|&(_, o, rtt)| o > 0.0 && rtt > o), "{c:?}");
     }
     // vmd has no such device: exactly one line says so and names what it
-    // skips; no other line mentions verbs; udp was measured (above); and it
-    // refuses vma's rdma sessions cleanly.
+    // skips; no other line an operator sees (above debug: the schedule's
+    // debug lines name transports) mentions verbs; udp was measured
+    // (above); and it refuses vma's rdma sessions cleanly.
     let d_log = log("vmd");
     let lines: Vec<&str> = d_log
         .lines()
+        .filter(|l| !l.contains(" DEBUG "))
         .filter(|l| l.contains("verbs") || l.contains("rdma") || l.contains("nosuch"))
         .collect();
     eprintln!("vmd: {lines:?}");

@@ -10,7 +10,8 @@
 //!   quiet node does nothing (and [`NodeSchedule::admit`] declines for it);
 //!   a node whose partner is backing off after a failed contact, or whose
 //!   pair was measured less than `pair_recheck_s` ago, skips the round
-//!   (coverage rounds and suspect pairs are always due). The job:
+//!   (coverage rounds and suspect pairs are always due, and a pair whose
+//!   only measurement is a re-check against nothing stays due). The job:
 //!   - a repair (full sweep) when the pair's disagreement with its
 //!     reference was confirmed;
 //!   - a class sweep (full sweep) when this node has no full sweep of the
@@ -382,8 +383,12 @@ impl NodeSchedule {
             self.stats.partner_down += 1;
             return Plan::Idle(Idle::PartnerDown);
         }
+        // Points of a re-check against nothing (the class not swept yet,
+        // its sweep deferred for the budget or the round's time) validate
+        // nothing: such a pair stays due, so its next meeting tries the
+        // sweep again instead of waiting out `pair_recheck_s`.
         if !p.coverage
-            && pair.entry != Entry::None
+            && pair.entry >= Entry::Validated
             && !pair.suspect
             && self.age_s(pair.measured, now_s) < self.cfg.pair_recheck_s
         {

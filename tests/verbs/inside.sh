@@ -214,6 +214,10 @@ fi
 # on the guest calibrate the TSC too far apart to accept it (bench/verbs.md).
 PHASE_S=${PHASE_S:-600}
 if part daemon && [ -n "$NETGAUGED" ]; then
+# What else runs on the guest's two CPUs as the daemons start, and when
+# phase 1 ends: a process left over from an earlier part that polls would
+# disturb every sweep of the phase.
+ps -eo pid,ppid,stat,pcpu,time,args --sort=-pcpu | head -25 >"$OUT/ps_daemon0.txt" 2>&1
 D=$(mktemp -d /tmp/ngvd.XXXXXX)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >$D/key
 chmod 600 $D/key
@@ -253,7 +257,11 @@ daemon_cfg vmd 7486 nosuch 256 'vma:7480:"udp", "rdma", "msg"' 'vmb:7482:"udp"' 
 cp $D/*.toml "$OUT/"
 declare -A PID
 start() { # name config log
-    RUST_LOG=netgauged=info "$NETGAUGED" --config $D/$2.toml 2>>"$OUT/daemon_$3.log" &
+    # The daemons' schedule at debug (a line or two per round: who drives,
+    # what, why a round idles or a partner declines), so a phase that does
+    # not converge shows why.
+    RUST_LOG=netgauged=info,netgauged::daemon=debug "$NETGAUGED" --config $D/$2.toml \
+        2>>"$OUT/daemon_$3.log" &
     PID[$1]=$!
 }
 # until WANT (python dict literal: node -> [(peer, transport)] published,
@@ -294,6 +302,15 @@ wait_for $PHASE_S '{"vma": [("vmb", "rdma"), ("vmb", "msg")], "vmb": [("vma", "r
 echo $? >"$OUT/daemon1.rc"
 echo $(( $(date +%s) - t0 )) >"$OUT/daemon1.seconds"
 cp "$OUT/daemon_vma.json" "$OUT/daemon1_vma.json"; cp "$OUT/daemon_vmb.json" "$OUT/daemon1_vmb.json"
+ps -eo pid,ppid,stat,pcpu,time,args --sort=-pcpu | head -25 >"$OUT/ps_daemon1.txt" 2>&1
+# Phase 1's logs as they stand: phase 2 appends to the same files.
+for n in vma vmb vmc vmd; do cp "$OUT/daemon_$n.log" "$OUT/daemon1_$n.log" 2>/dev/null || : >"$OUT/daemon1_$n.log"; done
+if [ "$(cat "$OUT/daemon1.rc")" != 0 ]; then
+    # Phase 2 builds on phase 1's entries: the run has failed already,
+    # another PHASE_S would only delay the report.
+    kill -TERM ${PID[vma]} ${PID[vmb]}; wait ${PID[vma]} ${PID[vmb]}
+    echo 1 >"$OUT/daemon2.rc"
+else
 kill -TERM ${PID[vma]}; wait ${PID[vma]}
 t1=$(date +%s)
 start vma vma vma; start vmc vmc vmc; start vmd vmd vmd
@@ -303,6 +320,7 @@ echo $(( $(date +%s) - t1 )) >"$OUT/daemon2.seconds"
 for n in vma vmb vmc vmd; do "$NGCTL" status --json --shm $D/seg_$n >"$OUT/daemon_$n.status.json" 2>&1; done
 kill -TERM ${PID[vma]} ${PID[vmb]} ${PID[vmc]} ${PID[vmd]}
 wait ${PID[vma]} ${PID[vmb]} ${PID[vmc]} ${PID[vmd]}
+fi
 # Every session over and every daemon gone: no RC queue pair may be left.
 rdma resource show qp >"$OUT/daemon_qps.txt" 2>&1
 echo $(( $(date +%s) - t0 )) >"$OUT/daemon.seconds"

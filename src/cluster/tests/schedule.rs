@@ -183,6 +183,32 @@ fn a_measured_pair_is_not_due_before_its_interval() {
 }
 
 #[test]
+fn a_pair_rechecked_against_nothing_stays_due_for_its_sweep() {
+    // A node's first meeting, before its bucket can pay the class sweep
+    // and the two full sweeps it must leave: a cheap re-check instead,
+    // with nothing to compare against.
+    let mut c = Cluster::new(4, thrifty());
+    let (s, p) = c.drive(0, 1, 0);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Nothing));
+    c.record(
+        0,
+        &s,
+        Outcome::Rechecked {
+            agrees: true,
+            bytes: MB,
+        },
+        s.start_s + 0.3,
+    );
+    // Its points validate nothing: the pair's next meeting once the bucket
+    // has filled (well within `pair_recheck_s`) sweeps it for the class,
+    // rather than finding it not due for an hour.
+    let (s2, p) = c.drive(0, 1, 100);
+    assert!(s2.start_s - s.start_s < c.cfg.pair_recheck_s);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Class));
+    assert_eq!(c.nodes[0].stats().not_due, 0);
+}
+
+#[test]
 fn a_budget_that_allows_it_sweeps_every_pair() {
     let (mut c, s) = first_class_sweep(roomy());
     c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);

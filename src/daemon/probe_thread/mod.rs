@@ -50,7 +50,7 @@ use super::{recheck_plan, sys, unix_now_s, verbs, Shared};
 use crate::clock::HostClock;
 use crate::cluster::recheck::SessionSpread;
 use crate::cluster::rounds::ClassId;
-use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan};
+use crate::cluster::schedule::{Cost, Decline, Job, JobKind, Outcome, Plan, Purpose};
 use crate::control::{ClusterKey, ConnConfig};
 use crate::link::Kind;
 use crate::transport::kind::PeerEndpoint;
@@ -92,6 +92,12 @@ struct TargetState {
     failures: u32,
     last_probe_unix_ns: Option<u64>,
     last_error: Option<String>,
+    /// This transport's part of a full sweep for this purpose was
+    /// published while another part of the pair's sweep was not (disturbed,
+    /// or the session ended): the pair's next sweep for the same purpose
+    /// leaves it out, until a sweep of the pair completes or the part is
+    /// older than the sweeps' maximum age.
+    held: Option<(Purpose, Instant)>,
 }
 
 /// Everything the thread keeps between rounds.
@@ -108,6 +114,9 @@ struct State<'a> {
     costs: Costs,
     /// A full sweep was found to outlast a round (said once).
     warned_long: bool,
+    /// The job just run swept part of the pair's transports only: its
+    /// cost is not a full sweep's.
+    partial_job: bool,
     /// When the next conflict probe is due (unix s): it rides on the
     /// node's next fan-out round from then on.
     next_contention_s: f64,
@@ -198,10 +207,12 @@ pub(super) fn probe_loop(
                 failures: 0,
                 last_probe_unix_ns: None,
                 last_error: None,
+                held: None,
             })
             .collect(),
         costs: Costs::new(cfg, max_kinds),
         warned_long: false,
+        partial_job: false,
         // The first after one interval: pair sweeps and fan-outs first.
         next_contention_s: unix_now_s() + cfg.contention.interval_s,
         tx,
@@ -367,7 +378,8 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
                 run_job(ctx, st, &mut m, job)
             }
         };
-        if !matches!(outcome, Outcome::Declined(_)) {
+        let partial = std::mem::take(&mut st.partial_job);
+        if !partial && !matches!(outcome, Outcome::Declined(_)) {
             let cost = Cost {
                 bytes: m.bytes - before,
                 seconds: started.elapsed().as_secs_f64(),

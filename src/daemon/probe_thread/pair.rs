@@ -35,8 +35,26 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
     let peer = m.peer;
     let name = ctx.shared.peers[peer].name.clone();
     let class = st.classes[peer].clone();
-    let (mut swept, mut disturbed_any) = (0, false);
+    let (mut swept, mut kept, mut disturbed_any) = (0, 0, false);
+    let max_age_s = ctx.cfg.schedule.full_sweep_max_age_s;
     for (i, kind) in st.kinds_of(peer) {
+        // A part this sweep already published at an earlier meeting (and
+        // still published) is not measured again: each transport's entry
+        // stands alone, and needing every transport undisturbed in one
+        // meeting re-sweeps the clean ones while a noisy one holds the
+        // pair back.
+        let held = st.per_target[i]
+            .held
+            .map(|(p, at)| (p, at.elapsed().as_secs_f64()));
+        let published = st.known.contains_key(&(name.clone(), kind));
+        if let Some(age_s) = part_kept(held, purpose, published, max_age_s) {
+            tracing::debug!(
+                "{name} over {kind}: swept {age_s:.0} s ago by this unfinished {}; left out",
+                Job::FullSweep(purpose).name()
+            );
+            kept += 1;
+            continue;
+        }
         let started = Instant::now();
         let r = m.session(ctx, kind, SizePlan::Full, |l| {
             full_sweep(l, ctx.cfg, kind, ctx.clock)
@@ -96,6 +114,7 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
                 t.failures = 0;
                 t.last_probe_unix_ns = Some(now_ns);
                 t.last_error = None;
+                t.held = Some((purpose, Instant::now()));
                 swept += 1;
             }
             Err(e) if e.refused_transport() => {
@@ -111,11 +130,30 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
             }
         }
     }
-    if disturbed_any || swept == 0 {
+    st.partial_job = kept > 0;
+    if disturbed_any || swept + kept == 0 {
         Outcome::Disturbed { bytes: m.bytes }
     } else {
+        for (i, _) in st.kinds_of(peer) {
+            st.per_target[i].held = None;
+        }
         Outcome::Swept { bytes: m.bytes }
     }
+}
+
+/// Whether a transport's part of a pair's full sweep for `purpose` stands
+/// from an earlier meeting (its age, s): `held` is the purpose and age of
+/// the part it published while the rest of that sweep was not, if any;
+/// `published`, whether its entry still is (a dropped entry is measured
+/// again).
+fn part_kept(
+    held: Option<(Purpose, f64)>,
+    purpose: Purpose,
+    published: bool,
+    max_age_s: f64,
+) -> Option<f64> {
+    held.filter(|&(p, age_s)| p == purpose && published && age_s < max_age_s)
+        .map(|(_, age_s)| age_s)
 }
 
 fn recheck_job(
@@ -297,4 +335,42 @@ fn job_failed(
     tracing::warn!("{name} over {kind}: probe failed: {e}");
     failed(st, name, m.peer, &format!("{kind}: {e}"));
     Outcome::Failed { bytes: m.bytes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_published_part_of_an_unfinished_sweep_is_kept_for_that_purpose_only() {
+        let day = 86_400.0;
+        // Published 30 s ago by this purpose's sweep, entry still there.
+        assert_eq!(
+            part_kept(Some((Purpose::Pair, 30.0)), Purpose::Pair, true, day),
+            Some(30.0)
+        );
+        // Nothing held: measured.
+        assert_eq!(part_kept(None, Purpose::Pair, true, day), None);
+        // Held for another purpose (a class sweep's part does not stand for
+        // a repair, which re-measures the whole pair).
+        assert_eq!(
+            part_kept(Some((Purpose::Class, 30.0)), Purpose::Repair, true, day),
+            None
+        );
+        // The entry was dropped since (the peer moved): measured again.
+        assert_eq!(
+            part_kept(Some((Purpose::Pair, 30.0)), Purpose::Pair, false, day),
+            None
+        );
+        // Older than a sweep may be: measured again.
+        assert_eq!(
+            part_kept(Some((Purpose::Pair, day + 1.0)), Purpose::Pair, true, day),
+            None
+        );
+        // A maximum age that is not a number keeps nothing.
+        assert_eq!(
+            part_kept(Some((Purpose::Pair, 1.0)), Purpose::Pair, true, f64::NAN),
+            None
+        );
+    }
 }
