@@ -214,16 +214,16 @@ macro_rules! need_root {
     };
 }
 
-/// `[schedule]` of the two-host tests' daemons: a partner found
-/// unreachable is tried again after 2 s, doubling to 8 s, not after the
-/// default 60 s to 15 min. The daemons of a test start within milliseconds
-/// of each other, so a first contact may find its partner not yet
-/// listening; a killed peer that returns is met again seconds later.
-/// Rounds of 4 s (the default 10 s): the schedule's steps come 2.5 times
-/// as often. A sweep longer than a round still runs: a pair
-/// never swept, or one whose disagreement was confirmed, gets its sweep
-/// with half a round left (`cluster::schedule`), its meeting outlasting
-/// the round.
+/// `[schedule]` of every test's daemons: a partner found unreachable is
+/// tried again after 2 s, doubling to 8 s, not after the default 60 s to
+/// 15 min. The daemons of a test start within milliseconds of each other,
+/// so a first contact may find its partner not yet listening; a killed
+/// peer that returns is met again seconds later.
+const BACKOFF: &str = "[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
+
+/// [`BACKOFF`] with rounds of 4 s (the default 10 s), for the tests whose
+/// sweeps (to 16 KiB at most) and fan-outs take well under a round: the
+/// schedule's steps come 2.5 times as often.
 const SHORT_ROUNDS: &str = "[schedule]\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0\nround_s = 4.0";
 
 /// tbf at 400 Mbit/s (16 KiB bucket): 1/R = 20 ns per byte on the wire;
@@ -246,12 +246,10 @@ root_test! {
         // Each host's busy-polling threads on a core of its own, as on two
         // machines: unpinned, a driver and its responder may share one core,
         // where each spins out its yield threshold before the other runs
-        // (bench/daemon.md). Rounds of 4 s: each sweep outlasts its round
-        // either way; the second starts a round or two after the first
-        // ends, not up to two rounds of 10 s.
+        // (bench/daemon.md).
         let mut d: Vec<Daemon> = (0..2)
             .map(|i| {
-                let cfg = format!("{extra}\n{}\n{SHORT_ROUNDS}", own_core(i));
+                let cfg = format!("{extra}\n{}\n{BACKOFF}", own_core(i));
                 net.start(i, &net.config(i, 2, &cfg))
             })
             .collect();
@@ -609,12 +607,11 @@ root_test! {
             "recheck_interval_s = {recheck_s}\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 131072\nmax_reps = 8\nfanout_interval_s = 0"
         );
         let started = Instant::now();
-        // Rounds of 4 s: a repair longer than the rest of its round runs
-        // at once where half the round is left and sweeps outlast a round,
-        // else at the start of the pair's next meeting.
+        // Rounds of the default 10 s: a repair sweep runs only where it fits
+        // in the rest of a round.
         let _d: Vec<Daemon> = (0..2)
             .map(|i| {
-                let cfg = format!("{extra}\n{}\n{SHORT_ROUNDS}", own_core(i));
+                let cfg = format!("{extra}\n{}\n{BACKOFF}", own_core(i));
                 net.start(i, &net.config(i, 2, &cfg))
             })
             .collect();
