@@ -10,8 +10,9 @@
 //!   quiet node does nothing (and [`NodeSchedule::admit`] declines for it);
 //!   a node whose partner is backing off after a failed contact, or whose
 //!   pair was measured less than `pair_recheck_s` ago, skips the round
-//!   (coverage rounds and suspect pairs are always due, and a pair whose
-//!   only measurement is a re-check against nothing stays due). The job:
+//!   (coverage rounds and suspect pairs are always due, and so is a pair
+//!   without a sweep of its own: a re-check in place of its deferred
+//!   sweep does not put the sweep off). The job:
 //!   - a repair (full sweep) when the pair's disagreement with its
 //!     reference was confirmed;
 //!   - a class sweep (full sweep) when this node has no full sweep of the
@@ -383,12 +384,16 @@ impl NodeSchedule {
             self.stats.partner_down += 1;
             return Plan::Idle(Idle::PartnerDown);
         }
-        // Points of a re-check against nothing (the class not swept yet,
-        // its sweep deferred for the budget or the round's time) validate
-        // nothing: such a pair stays due, so its next meeting tries the
-        // sweep again instead of waiting out `pair_recheck_s`.
+        // Only a pair's own sweep makes it not due. A re-check in place of
+        // a deferred sweep (for the budget or the round's time) leaves the
+        // pair due: against nothing its points validate nothing, and
+        // against the class it vouches for the class entry, not for the
+        // pair's own parameters. Its next meeting tries the sweep again
+        // instead of waiting out `pair_recheck_s` (at scale a pair meets
+        // less often than that anyway; in a small cluster this is what
+        // gets the mesh swept).
         if !p.coverage
-            && pair.entry >= Entry::Validated
+            && pair.entry == Entry::Swept
             && !pair.suspect
             && self.age_s(pair.measured, now_s) < self.cfg.pair_recheck_s
         {

@@ -209,6 +209,32 @@ fn a_pair_rechecked_against_nothing_stays_due_for_its_sweep() {
 }
 
 #[test]
+fn a_pair_only_validated_against_its_class_stays_due_for_its_own_sweep() {
+    // The class is swept; another pair of it gets a re-check against the
+    // class instead of its own sweep (the bucket cannot spare one yet).
+    let (mut c, s) = first_class_sweep(thrifty());
+    c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
+    let (s2, p) = c.drive(0, 2, 100);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Class));
+    c.record(
+        0,
+        &s2,
+        Outcome::Rechecked {
+            agrees: true,
+            bytes: MB,
+        },
+        s2.start_s + 0.3,
+    );
+    // It agreed, but the pair has no sweep of its own: its next meeting
+    // once the bucket can pay (within `pair_recheck_s`) sweeps it, rather
+    // than finding it not due until the interval has passed.
+    let (s3, p) = c.drive(0, 2, s2.round + 200);
+    assert!(s3.start_s - s2.start_s < c.cfg.pair_recheck_s);
+    assert_eq!(job_of(p), Job::FullSweep(Purpose::Pair));
+    assert_eq!(c.nodes[0].stats().not_due, 0);
+}
+
+#[test]
 fn a_budget_that_allows_it_sweeps_every_pair() {
     let (mut c, s) = first_class_sweep(roomy());
     c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
