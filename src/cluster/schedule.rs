@@ -41,7 +41,9 @@
 //!   session: a disagreeing re-check is confirmed by a second one; a
 //!   confirmed disagreement measured the pair (its points) and marks it
 //!   suspect, and its repair runs at once if the budget and the round's
-//!   remaining time allow, else first thing at the pair's next meeting.
+//!   remaining time allow (where sweeps outlast every round: half the
+//!   round left, as for a sweep at a round's start), else first thing at
+//!   the pair's next meeting.
 //! - A partner that cannot be reached (or fails mid-job) backs off
 //!   exponentially, `backoff_min_s` … `backoff_max_s`. A partner that
 //!   declines (quiet, over its budget) is simply met again at its next
@@ -149,6 +151,21 @@ pub struct NodeSchedule {
 /// How far back the schedule can date what it learns (restored entries):
 /// its origin lies this long before its start.
 const HISTORY_S: f64 = 30.0 * 86_400.0;
+
+/// Whether a job of `cost_s` may start with `remaining_s` of a round of
+/// `round_s` left: where it fits; or, for an `overdue` sweep (of a pair
+/// never swept, or the repair of a confirmed disagreement) where sweeps
+/// outlast every round, with at least half the round left (the meeting
+/// then outlasts its round, and the partner declines its next ones as
+/// busy). Re-checks alone would leave such a pair unmeasured, or
+/// re-check, disagree and confirm at every meeting, for good. A repair
+/// confirmed with half its round left starts at once: put off, it would
+/// wait for the pair's next meeting in this direction (two cycles), and
+/// it overruns this round by at most half a round more than it would
+/// overrun a round it starts.
+fn may_start(cost_s: f64, remaining_s: f64, round_s: f64, overdue: bool) -> bool {
+    cost_s <= remaining_s || (overdue && cost_s > round_s && remaining_s >= 0.5 * round_s)
+}
 
 impl NodeSchedule {
     /// The schedule of member `me_name`, starting at `now_s` with one full
@@ -396,17 +413,13 @@ impl NodeSchedule {
             });
             let cost = view.costs.get(session.intra, JobKind::Full);
             let reserve = self.reserve(view.costs, p.coverage, job);
-            // A pair never swept, or one whose disagreement was
-            // confirmed, gets its sweep at the start of a round even where
-            // sweeps outlast every round (the meeting then outlasts it too,
-            // and the partner declines its next ones as busy): re-checks
-            // alone would leave it unmeasured, or re-check, disagree and
-            // confirm at every meeting, for good.
-            let round_s = slot.end_s - slot.start_s;
-            let fits = cost.seconds <= remaining_s
-                || ((self.time_of(pair.swept).is_none() || pair.suspect)
-                    && cost.seconds > round_s
-                    && remaining_s >= 0.5 * round_s);
+            let overdue = self.time_of(pair.swept).is_none() || pair.suspect;
+            let fits = may_start(
+                cost.seconds,
+                remaining_s,
+                slot.end_s - slot.start_s,
+                overdue,
+            );
             if fits && self.bucket.try_take(cost.bytes, reserve, now_s) {
                 session.job = Some(job);
                 session.charged = cost.bytes;
@@ -755,7 +768,15 @@ impl NodeSchedule {
     ) -> Option<(Job, u64)> {
         let cost = view.costs.get(s.intra, job.kind());
         let reserve = self.reserve(view.costs, s.coverage, job);
-        if cost.seconds > s.until_s - now_s {
+        // The repair of a disagreement just confirmed is overdue as a
+        // round's first sweep would be.
+        let overdue = job == Job::FullSweep(Purpose::Repair);
+        if !may_start(
+            cost.seconds,
+            s.until_s - now_s,
+            view.rounds.round_s(),
+            overdue,
+        ) {
             return None;
         }
         if !self.bucket.try_take(cost.bytes, reserve, now_s) {

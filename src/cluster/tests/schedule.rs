@@ -463,14 +463,57 @@ fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
         agrees: false,
         bytes: MB,
     };
-    let t = s.start_s + 0.3;
+    // Confirmed with less than half the round left: the repair waits.
+    let t = s.start_s + 0.6 * round_s;
     assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Pair)));
-    // Confirmed; the repair does not fit the rest of this round.
     assert_eq!(c.record(0, &s, d, t + 0.3), None);
     assert_eq!(c.nodes[0].stats().confirmed_disagreements, 1);
     // At the pair's next meeting with a bucket that pays it: the repair.
     let (_, p) = c.drive(0, 1, s.round + 5000);
     assert_eq!(job_of(p), Job::FullSweep(Purpose::Repair));
+}
+
+/// Where a full sweep outlasts every round, a disagreement confirmed with
+/// half the round left is repaired in the same meeting, as a repair at a
+/// round's start would be, not two cycles later at the pair's next
+/// meeting in this direction.
+#[test]
+fn a_disagreement_confirmed_early_in_a_round_is_repaired_at_once_when_sweeps_outlast_a_round() {
+    let (mut c, s) = first_class_sweep(ScheduleConfig {
+        pair_recheck_s: 0.0,
+        ..thrifty()
+    });
+    c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
+    let round_s = s.end_s - s.start_s;
+    c.costs.intra.full.seconds = 30.0 * round_s;
+    c.costs.inter.full.seconds = 30.0 * round_s;
+    let (s, p) = c.drive(0, 1, s.round + 1);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
+    let d = Outcome::Rechecked {
+        agrees: false,
+        bytes: MB,
+    };
+    let t = s.start_s + 0.3;
+    assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Pair)));
+    assert_eq!(
+        c.record(0, &s, d, t + 0.3),
+        Some(Job::FullSweep(Purpose::Repair))
+    );
+    assert_eq!(c.nodes[0].stats().confirmed_disagreements, 1);
+    // The repair measured the pair: its next meeting re-checks again.
+    c.record(
+        0,
+        &s,
+        Outcome::Swept { bytes: MB },
+        t + 0.3 + 30.0 * round_s,
+    );
+    assert_eq!(c.nodes[0].suspect_pairs(), 0);
+    // A confirming re-check does not get the allowance: it fits or waits.
+    let (s, p) = c.drive(0, 1, s.round + 5000);
+    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
+    c.costs.intra.recheck.seconds = 2.0 * round_s;
+    c.costs.inter.recheck.seconds = 2.0 * round_s;
+    assert_eq!(c.record(0, &s, d, s.start_s + 0.3), None);
 }
 
 #[test]
