@@ -444,11 +444,10 @@ fn a_pair_never_swept_is_swept_even_when_sweeps_outlast_a_round() {
     });
 }
 
-/// Where a full sweep outlasts every round, a pair whose disagreement was
-/// confirmed still gets its repair at the start of its next meeting:
-/// otherwise every meeting would re-check, disagree and confirm for good.
-#[test]
-fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
+/// A swept pair whose full sweeps now take 30 rounds, met again for a
+/// re-check against its sweep: the cluster, that meeting's slot, and a
+/// disagreeing re-check's outcome.
+fn swept_pair_rechecked_where_sweeps_outlast_a_round() -> (Cluster, Slot, Outcome) {
     let (mut c, s) = first_class_sweep(ScheduleConfig {
         pair_recheck_s: 0.0,
         ..thrifty()
@@ -463,6 +462,16 @@ fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
         agrees: false,
         bytes: MB,
     };
+    (c, s, d)
+}
+
+/// Where a full sweep outlasts every round, a pair whose disagreement was
+/// confirmed still gets its repair at the start of its next meeting:
+/// otherwise every meeting would re-check, disagree and confirm for good.
+#[test]
+fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
+    let (mut c, s, d) = swept_pair_rechecked_where_sweeps_outlast_a_round();
+    let round_s = s.end_s - s.start_s;
     // Confirmed with less than half the round left: the repair waits.
     let t = s.start_s + 0.6 * round_s;
     assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Pair)));
@@ -479,20 +488,8 @@ fn a_confirmed_disagreement_is_repaired_even_when_sweeps_outlast_a_round() {
 /// meeting in this direction.
 #[test]
 fn a_disagreement_confirmed_early_in_a_round_is_repaired_at_once_when_sweeps_outlast_a_round() {
-    let (mut c, s) = first_class_sweep(ScheduleConfig {
-        pair_recheck_s: 0.0,
-        ..thrifty()
-    });
-    c.record(0, &s, Outcome::Swept { bytes: MB }, s.start_s + 1.0);
+    let (mut c, s, d) = swept_pair_rechecked_where_sweeps_outlast_a_round();
     let round_s = s.end_s - s.start_s;
-    c.costs.intra.full.seconds = 30.0 * round_s;
-    c.costs.inter.full.seconds = 30.0 * round_s;
-    let (s, p) = c.drive(0, 1, s.round + 1);
-    assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
-    let d = Outcome::Rechecked {
-        agrees: false,
-        bytes: MB,
-    };
     let t = s.start_s + 0.3;
     assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Pair)));
     assert_eq!(
