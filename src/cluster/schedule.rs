@@ -66,10 +66,9 @@ use super::rounds::{ClassId, CyclePlan, Membership, RoundKind, Rounds, Slot};
 enum Entry {
     #[default]
     None,
-    /// A re-check without reference: points only.
+    /// Re-checked only (against nothing or the class): points, no
+    /// parameters of its own.
     Points,
-    /// A re-check agreed with the class.
-    Validated,
     /// Its own full sweep.
     Swept,
 }
@@ -715,12 +714,7 @@ impl NodeSchedule {
                 if agrees || reference == Reference::Nothing {
                     p.measured = now;
                     p.suspect = false;
-                    let got = if reference == Reference::Nothing {
-                        Entry::Points
-                    } else {
-                        Entry::Validated
-                    };
-                    p.entry = p.entry.max(got);
+                    p.entry = p.entry.max(Entry::Points);
                 } else if let Job::Recheck(r) = job {
                     self.stats.disagreements += 1;
                     next = self.charge_next(view, &s, Job::Confirm(r), now_s);

@@ -114,9 +114,6 @@ struct State<'a> {
     costs: Costs,
     /// A full sweep was found to outlast a round (said once).
     warned_long: bool,
-    /// The job just run swept part of the pair's transports only: its
-    /// cost is not a full sweep's.
-    partial_job: bool,
     /// When the next conflict probe is due (unix s): it rides on the
     /// node's next fan-out round from then on.
     next_contention_s: f64,
@@ -212,7 +209,6 @@ pub(super) fn probe_loop(
             .collect(),
         costs: Costs::new(cfg, max_kinds),
         warned_long: false,
-        partial_job: false,
         // The first after one interval: pair sweeps and fan-outs first.
         next_contention_s: unix_now_s() + cfg.contention.interval_s,
         tx,
@@ -361,7 +357,7 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
     loop {
         let started = Instant::now();
         let before = m.bytes;
-        let outcome = match m.ask(&shared.node, round, job) {
+        let (outcome, whole) = match m.ask(&shared.node, round, job) {
             Err(e) => {
                 unreachable(ctx, st, peer, &e);
                 break;
@@ -371,15 +367,15 @@ fn drive(ctx: &JobCtx<'_>, st: &mut State<'_>, round: u64, partner: u32, first: 
                     "round {round}: {name} declined the {}: {reason:?}",
                     job.name()
                 );
-                Outcome::Declined(decline_of(&reason))
+                (Outcome::Declined(decline_of(&reason)), false)
             }
             Ok(None) => {
                 tracing::debug!("round {round}: driving the {} with {name}", job.name());
-                run_job(ctx, st, &mut m, job)
+                let ran = run_job(ctx, st, &mut m, job);
+                (ran.outcome, ran.whole)
             }
         };
-        let partial = std::mem::take(&mut st.partial_job);
-        if !partial && !matches!(outcome, Outcome::Declined(_)) {
+        if whole && !matches!(outcome, Outcome::Declined(_)) {
             let cost = Cost {
                 bytes: m.bytes - before,
                 seconds: started.elapsed().as_secs_f64(),

@@ -22,16 +22,28 @@ use crate::link::Kind;
 use crate::model::fit::size_points;
 use crate::transport::kind::PeerEndpoint;
 
+/// What a job did: its outcome, and whether it ran over every transport
+/// of the pair (a sweep that left out parts published at an earlier
+/// meeting did not: its cost is not a full sweep's).
+pub(super) struct Ran {
+    pub outcome: Outcome,
+    pub whole: bool,
+}
+
 /// Run one admitted job of a pair over each of its transports.
-pub(super) fn run_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, job: Job) -> Outcome {
+pub(super) fn run_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, job: Job) -> Ran {
+    let whole = |outcome| Ran {
+        outcome,
+        whole: true,
+    };
     match job {
         Job::FullSweep(purpose) => sweep_job(ctx, st, m, purpose),
-        Job::Recheck(r) | Job::Confirm(r) => recheck_job(ctx, st, m, r),
-        Job::Fanout => Outcome::Declined(Decline::NotExpected),
+        Job::Recheck(r) | Job::Confirm(r) => whole(recheck_job(ctx, st, m, r)),
+        Job::Fanout => whole(Outcome::Declined(Decline::NotExpected)),
     }
 }
 
-fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Purpose) -> Outcome {
+fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Purpose) -> Ran {
     let peer = m.peer;
     let name = ctx.shared.peers[peer].name.clone();
     let class = st.classes[peer].clone();
@@ -122,22 +134,31 @@ fn sweep_job(ctx: &JobCtx<'_>, st: &mut State<'_>, m: &mut Meeting, purpose: Pur
                 st.per_target[i].last_error = Some(e.to_string());
             }
             Err(e) => {
-                if let Some(d) = e.declined() {
-                    tracing::debug!("{name}: {kind} session declined: {e}");
-                    return Outcome::Declined(d);
-                }
-                return job_failed(ctx, st, m, kind, &e);
+                let outcome = match e.declined() {
+                    Some(d) => {
+                        tracing::debug!("{name}: {kind} session declined: {e}");
+                        Outcome::Declined(d)
+                    }
+                    None => job_failed(ctx, st, m, kind, &e),
+                };
+                return Ran {
+                    outcome,
+                    whole: kept == 0,
+                };
             }
         }
     }
-    st.partial_job = kept > 0;
-    if disturbed_any || swept + kept == 0 {
+    let outcome = if disturbed_any || swept + kept == 0 {
         Outcome::Disturbed { bytes: m.bytes }
     } else {
         for (i, _) in st.kinds_of(peer) {
             st.per_target[i].held = None;
         }
         Outcome::Swept { bytes: m.bytes }
+    };
+    Ran {
+        outcome,
+        whole: kept == 0,
     }
 }
 
