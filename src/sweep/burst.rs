@@ -19,7 +19,8 @@
 //! Lengths double until the increment of the last doubling agrees with the
 //! one before ("settled") and lasts at least [`MIN_INCREMENT_NS`] (the noise
 //! of a clean round is far below that), or the next burst would exceed
-//! [`MAX_BURST_BYTES`]. Then the two longest lengths (and the one before,
+//! [`MAX_BURST_BYTES`], or, once [`MIN_LENGTHS`] lengths are measured, would
+//! last longer than [`MAX_BURST_NS`] ([`may_double`]). Then the two longest lengths (and the one before,
 //! while the last two increments disagree by more than
 //! [`TARGET_REL_HALFWIDTH`]) are repeated in turn until the sustained time
 //! per message is known within [`TARGET_REL_HALFWIDTH`] (an interval that
@@ -42,6 +43,18 @@ use crate::transport::{PeerId, Transport};
 /// few milliseconds loses nothing, and below where an unshaped host's own
 /// copies slow down (bench/shaper.md).
 pub const MAX_BURST_BYTES: u64 = 2 << 20;
+/// Longest a burst may last once [`MIN_LENGTHS`] lengths are measured, ns.
+/// The byte cap alone lets a stage of small messages on a slow or noisy
+/// host grow to tens of thousands of messages a burst (on a loaded emulated
+/// guest, 64 B bursts doubled to 32768 messages, 0.7 s each, 750 000
+/// messages in the stage: bench/verbs.md); the sustained rate behind a
+/// token bucket shows long before on any path that fills its bucket within
+/// a tenth of a second (a tbf bucket of up to 2 MiB at 168 Mbit/s; buckets
+/// are a few milliseconds of their rate).
+pub const MAX_BURST_NS: f64 = 100e6;
+/// Lengths measured before [`MAX_BURST_NS`] applies: two increments to
+/// judge "settled" by, as with the byte cap at the largest sizes.
+pub const MIN_LENGTHS: usize = 3;
 /// The last doubling must add at least this much transfer time before the
 /// rate counts as known (unless the burst cap comes first).
 pub const MIN_INCREMENT_NS: f64 = 2e6;
@@ -69,6 +82,15 @@ pub fn burst_size(cfg: &SweepConfig, transport_max_bytes: usize) -> u64 {
     cfg.max_size_bytes
         .min(transport_max_bytes as u64)
         .clamp(1, MAX_BURST_BYTES / 4)
+}
+
+/// May the stage double its longest length `n` (of `measured` lengths), at
+/// `s` bytes a message, whose burst took `burst_ns` (its least round)?
+/// Within the byte cap, and within the time cap once [`MIN_LENGTHS`] lengths
+/// are measured. The sweep and its cost estimate both grow by this rule.
+pub fn may_double(n: u32, s: u64, measured: usize, burst_ns: f64) -> bool {
+    u64::from(n) * 2 * s <= MAX_BURST_BYTES
+        && (measured < MIN_LENGTHS || 2.0 * burst_ns <= MAX_BURST_NS)
 }
 
 /// Measure the long bursts at the sweep's largest size. Only a transport
@@ -133,7 +155,12 @@ pub(super) fn long_bursts<T: Transport, C: Clock>(
                 break;
             }
         }
-        if u64::from(n) * 2 * s > MAX_BURST_BYTES {
+        let least = out.lengths[i]
+            .prtt_ns
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        if !may_double(n, s, out.lengths.len(), least) {
             break;
         }
         n *= 2;

@@ -16,7 +16,7 @@
 //! allows, and a sweep usually stops earlier.
 
 use super::burst::{
-    burst_size, DISCOVERY_MAX_REPS, FIRST_LENGTH, MAX_BURST_BYTES, MAX_REPS as BURST_REPS,
+    burst_size, may_double, DISCOVERY_MAX_REPS, FIRST_LENGTH, MAX_REPS as BURST_REPS,
 };
 use super::{
     rep_limits, settle_for, warmup_for, SweepConfig, BISECT_REL, SESSION_WARMUP_TOP_ROUNDS,
@@ -170,10 +170,12 @@ pub fn plan(cfg: &SweepConfig, link: &LinkEstimate) -> SweepCost {
         let s = burst_size(cfg, link.max_msg_bytes);
         let mut n = FIRST_LENGTH;
         let mut last = (1u32, 1u32);
+        let mut measured = 0;
         loop {
             parts.push(rounds(link, f64::from(DISCOVERY_MAX_REPS), n, s));
             last = (last.1, n);
-            if u64::from(n) * 2 * s > MAX_BURST_BYTES {
+            measured += 1;
+            if !may_double(n, s, measured, rounds(link, 1.0, n, s).1 * 1e9) {
                 break;
             }
             n *= 2;

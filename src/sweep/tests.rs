@@ -232,3 +232,101 @@ fn a_mode_switch_splits_eel_from_2_b_one_after_the_other_but_not_in_turn() {
     // The repeat at the end measured the same sizes together again.
     assert_eq!(inter.repeat.as_ref().map(|r| r.size_bytes), Some(1));
 }
+
+/// A one-peer link on virtual time whose bursts never settle: a message
+/// costs 20 µs or 27 µs on the wire by the burst's length (by the parity of
+/// its power of two), so the increments of successive doublings alternate
+/// between 13 and 34 µs a message (a host whose noise never lets two
+/// doublings agree).
+struct UnsettledLink {
+    clock: VirtualClock,
+    in_burst: u32,
+    pending_ns: Option<f64>,
+    counters: Counters,
+}
+
+impl Transport for UnsettledLink {
+    fn caps(&self) -> Caps {
+        Caps::single(Kind::Sim, 1 << 20)
+    }
+    fn send(&mut self, _peer: PeerId, bytes: usize, meta: Meta) -> Result<(), TransportError> {
+        self.in_burst += 1;
+        self.counters.sent(bytes);
+        if meta.answer {
+            let n = self.in_burst;
+            let per_message = if n.trailing_zeros() % 2 == 1 {
+                27e3
+            } else {
+                20e3
+            };
+            self.pending_ns = Some(self.clock.now_ns() + f64::from(n) * per_message + 10e3);
+            self.in_burst = 0;
+        }
+        Ok(())
+    }
+    fn recv(
+        &mut self,
+        _from: Option<PeerId>,
+        timeout: Duration,
+    ) -> Result<Received, TransportError> {
+        let Some(at) = self.pending_ns.take() else {
+            let until = self.clock.now_ns() + timeout.as_nanos() as f64;
+            self.clock.advance_to_ns(until);
+            return Err(TransportError::Timeout(timeout));
+        };
+        self.clock.advance_to_ns(at);
+        self.counters.received(64);
+        Ok(Received {
+            peer: 0,
+            bytes: 64,
+            meta: Meta::default(),
+            overhead_ns: 0.0,
+        })
+    }
+    fn counters(&self) -> Counters {
+        self.counters
+    }
+}
+
+#[test]
+fn bursts_that_never_settle_stop_growing_at_the_time_cap() {
+    let mut link = UnsettledLink {
+        clock: VirtualClock::new(),
+        in_burst: 0,
+        pending_ns: None,
+        counters: Counters::default(),
+    };
+    let clock = link.clock.clone();
+    let cfg = SweepConfig {
+        max_size_bytes: 64,
+        ..SweepConfig::default()
+    };
+    let mut guard = LossGuard::new(cfg.max_consecutive_losses);
+    let b = burst::long_bursts(&mut link, &clock, 0, &cfg, &mut guard).unwrap();
+    assert_eq!(b.size_bytes, 64);
+    assert!(b.stopped.is_none());
+    let longest = b.lengths.last().unwrap();
+    let least = longest
+        .prtt_ns
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    // The byte cap alone would double to 32768 messages (2 MiB of 64 B),
+    // 0.7–0.9 s a burst; the stage stops at the length whose double would
+    // outlast 100 ms (2048 × 27 µs = 55 ms).
+    assert_eq!(
+        longest.n,
+        2048,
+        "{:?}",
+        b.lengths.iter().map(|l| l.n).collect::<Vec<_>>()
+    );
+    assert!(
+        least <= burst::MAX_BURST_NS && 2.0 * least > burst::MAX_BURST_NS,
+        "{least}"
+    );
+    // Every length was measured, and the two longest repeated to the most.
+    assert_eq!(b.lengths.len(), 11);
+    assert_eq!(longest.prtt_ns.len(), burst::MAX_REPS as usize);
+    // The stage's virtual time: seconds, not the tens of seconds of 32768.
+    assert!(clock.now_ns() < 5e9, "{} s", clock.now_ns() * 1e-9);
+}
