@@ -279,6 +279,11 @@ int ngc_allreduce_min_int(int in, int *out, uintptr_t comm)
     return PMPI_Allreduce(&in, out, 1, MPI_INT, MPI_MIN, COMM(comm));
 }
 
+int ngc_allreduce_sum_double2(const double *in, double *out, uintptr_t comm)
+{
+    return PMPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_SUM, COMM(comm));
+}
+
 int ngc_bcast_bytes(void *buf, int n, int root, uintptr_t comm)
 {
     return PMPI_Bcast(buf, n, MPI_BYTE, root, COMM(comm));

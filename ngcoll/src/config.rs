@@ -8,6 +8,7 @@
 //! | `NETGAUGE_COLL_STALE_S` | the segment is stale when its heartbeat is older (0: never, e.g. a one-shot `ngctl probe --publish`) | 5 |
 //! | `NETGAUGE_COLL_MARGIN` | how much faster (geometric mean of the four views; no view slower by more than half of it) one of ours must be predicted to replace the library's own choice | 0.1 |
 //! | `NETGAUGE_COLL_YIELD` | `1`/`0`: our waits poll and give the core away between polls, or call PMPI_Waitall | MPICH (whose waits spin) on a node with more ranks than cores |
+//! | `NETGAUGE_COLL_TRIAL` | where the plan chose one of ours: how many of a class's first calls run ours and the library's own each, timed, before the faster is kept (`ngcoll::trial`; 0: the plan's choice stands untried; at most 8) | 4 |
 //! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
@@ -53,6 +54,8 @@ pub struct Config {
     pub stale_after_ns: Option<u64>,
     pub margin: f64,
     pub polite: Option<bool>,
+    /// Timed calls per side of a class's trial (0: none).
+    pub trial: usize,
     pub force: Force,
 }
 
@@ -65,6 +68,7 @@ impl Default for Config {
             stale_after_ns: None,
             margin: 0.1,
             polite: None,
+            trial: 4,
             force: Force::None,
         }
     }
@@ -127,6 +131,12 @@ impl Config {
                 "1" | "on" | "yes" => Some(true),
                 "0" | "off" | "no" => Some(false),
                 _ => return Err(bad("NETGAUGE_COLL_YIELD", &v, "expected 0 or 1")),
+            };
+        }
+        if let Some(v) = get("NETGAUGE_COLL_TRIAL") {
+            c.trial = match v.trim().parse::<usize>() {
+                Ok(n) if n <= crate::trial::MAX_CALLS => n,
+                _ => return Err(bad("NETGAUGE_COLL_TRIAL", &v, "expected 0 to 8 calls")),
             };
         }
         if let Some(v) = get("NETGAUGE_COLL_FORCE").filter(|s| !s.trim().is_empty()) {

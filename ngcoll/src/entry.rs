@@ -17,6 +17,10 @@
 //! The choice costs no system call and no allocation: an attribute lookup
 //! on the communicator, the datatype's size and layout, and one table
 //! lookup (`tests/ngcoll/decide.c` times it and proves it makes no system call).
+//! Where the plan chose one of ours, a class's first calls are its trial
+//! against the library's own ([`crate::trial`]): every interposed
+//! collective runs inside [`trial::timed`], which times the calls the trial
+//! asks for.
 
 use std::ffi::{c_int, c_void};
 
@@ -26,6 +30,7 @@ use crate::algo::{self, Cx, Elems, Operands};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
 use crate::runtime::{state, type_info, CommState};
+use crate::trial::{self, Side};
 
 /// A call's outcome as an MPI return code.
 fn code(r: Result<(), MpiError>) -> c_int {
@@ -56,6 +61,26 @@ fn plan_of<M: Mpi + ?Sized>(
     let slot = st.pick(coll, bytes);
     slot.algorithm()?;
     Some((st, slot))
+}
+
+/// [`plan_of`] for a call that runs: counts it in its class's trial, which
+/// may give it to the library's own (None) and time it.
+#[inline]
+fn plan_call<M: Mpi + ?Sized>(
+    m: &M,
+    comm: Raw,
+    coll: Collective,
+    bytes: u64,
+) -> Option<(&'static CommState, Slot)> {
+    let (st, slot) = plan_of(m, comm, coll, bytes)?;
+    let Some(t) = st.trial(coll, bytes) else {
+        return Some((st, slot));
+    };
+    let side = t.next();
+    if matches!(side, Side::Ours(Some(_)) | Side::Library(Some(_))) {
+        trial::start(st.shadow, t, side);
+    }
+    side.ours().then_some((st, slot))
 }
 
 fn cx<'a, M: Mpi + ?Sized>(m: &'a M, st: &CommState) -> Cx<'a, M> {
@@ -125,6 +150,25 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
+    // SAFETY: the caller's arguments.
+    trial::timed(m, || unsafe {
+        bcast_call(m, buf, count, datatype, root, comm, lib)
+    })
+}
+
+/// [`bcast`], within its trial's timing.
+///
+/// # Safety
+/// As for [`bcast`].
+unsafe fn bcast_call<M: Mpi + ?Sized>(
+    m: &M,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Raw,
+    root: c_int,
+    comm: Raw,
+    lib: impl FnOnce() -> c_int,
+) -> c_int {
     let Ok(ti) = type_info(m, datatype) else {
         return lib();
     };
@@ -132,7 +176,7 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
         return lib();
     }
     let bytes = count as u64 * ti.size as u64;
-    let Some((st, slot)) = plan_of(m, comm, Collective::Bcast, bytes) else {
+    let Some((st, slot)) = plan_call(m, comm, Collective::Bcast, bytes) else {
         return lib();
     };
     let root = root as usize;
@@ -182,7 +226,7 @@ fn reduction<M: Mpi + ?Sized>(
         return None;
     }
     let bytes = count as u64 * ti.size as u64;
-    let (st, slot) = plan_of(m, comm, coll, bytes)?;
+    let (st, slot) = plan_call(m, comm, coll, bytes)?;
     Some((ti, st, slot))
 }
 
@@ -227,6 +271,19 @@ pub struct ReduceCall {
 /// # Safety
 /// The arguments of a valid MPI_Reduce or MPI_Allreduce call.
 pub unsafe fn reduction_call<M: Mpi + ?Sized>(
+    m: &M,
+    a: ReduceCall,
+    lib: impl FnOnce() -> c_int,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    trial::timed(m, || unsafe { reduction_run(m, a, lib) })
+}
+
+/// [`reduction_call`], within its trial's timing.
+///
+/// # Safety
+/// As for [`reduction_call`].
+unsafe fn reduction_run<M: Mpi + ?Sized>(
     m: &M,
     a: ReduceCall,
     lib: impl FnOnce() -> c_int,
@@ -391,7 +448,7 @@ fn blocks<M: Mpi + ?Sized>(m: &M, a: &BlockCall, coll: Collective) -> Option<Blo
             _ => return None,
         }
     };
-    let (st, slot) = plan_of(m, a.comm, coll, c as u64)?;
+    let (st, slot) = plan_call(m, a.comm, coll, c as u64)?;
     let total = c.checked_mul(st.size).filter(|&t| t as u64 <= MAX_BYTES)?;
     Some(Blocks {
         st,
@@ -413,16 +470,18 @@ pub unsafe fn block_collective<M: Mpi + ?Sized>(
     a: BlockCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some(b) = blocks(m, &a, coll) else {
-        return lib();
-    };
-    // SAFETY: the caller's arguments, checked by `blocks`.
-    code(unsafe {
-        if coll == Collective::Alltoall {
-            alltoall(m, &a, &b)
-        } else {
-            allgather(m, &a, &b)
-        }
+    trial::timed(m, || {
+        let Some(b) = blocks(m, &a, coll) else {
+            return lib();
+        };
+        // SAFETY: the caller's arguments, checked by `blocks`.
+        code(unsafe {
+            if coll == Collective::Alltoall {
+                alltoall(m, &a, &b)
+            } else {
+                allgather(m, &a, &b)
+            }
+        })
     })
 }
 
@@ -514,12 +573,14 @@ unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<
 
 /// MPI_Barrier.
 pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce() -> c_int) -> c_int {
-    let Some((st, slot)) = plan_of(m, comm, Collective::Barrier, 0) else {
-        return lib();
-    };
-    let cx = cx(m, st);
-    code(match slot.algorithm() {
-        Some(Algorithm::BarrierTree) => algo::barrier::tree(&cx),
-        _ => algo::barrier::dissemination(&cx),
+    trial::timed(m, || {
+        let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
+            return lib();
+        };
+        let cx = cx(m, st);
+        code(match slot.algorithm() {
+            Some(Algorithm::BarrierTree) => algo::barrier::tree(&cx),
+            _ => algo::barrier::dissemination(&cx),
+        })
     })
 }

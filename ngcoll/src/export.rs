@@ -231,6 +231,7 @@ macro_rules! export_mpi {
                 comm: usize,
             ) -> c_int;
             fn ngc_allreduce_min_int(v: c_int, out: *mut c_int, comm: usize) -> c_int;
+            fn ngc_allreduce_sum_double2(v: *const f64, out: *mut f64, comm: usize) -> c_int;
             fn ngc_bcast_bytes(buf: *mut c_void, n: c_int, root: c_int, comm: usize) -> c_int;
 
             fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int;
@@ -443,6 +444,12 @@ macro_rules! export_mpi {
                 let mut out = 0;
                 // SAFETY: out is a valid out-pointer.
                 check(unsafe { ngc_allreduce_min_int(v, &mut out, comm) })?;
+                Ok(out)
+            }
+            fn allreduce_sum_f64x2(&self, v: [f64; 2], comm: Raw) -> Result<[f64; 2], MpiError> {
+                let mut out = [0.0; 2];
+                // SAFETY: both point at two doubles.
+                check(unsafe { ngc_allreduce_sum_double2(v.as_ptr(), out.as_mut_ptr(), comm) })?;
                 Ok(out)
             }
             fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError> {

@@ -291,6 +291,37 @@ impl Mpi for Fake {
     fn allreduce_min(&self, v: i32, _: Raw) -> Result<i32, MpiError> {
         Ok(v)
     }
+    fn allreduce_sum_f64x2(&self, v: [f64; 2], comm: Raw) -> Result<[f64; 2], MpiError> {
+        // Every rank sends its pair to every other (a tag of its own).
+        const TAG: i32 = -7;
+        let mine: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let mut theirs = vec![[0u8; 16]; self.size];
+        let mut slots = vec![0; 2 * self.size];
+        for r in (0..self.size).filter(|&r| r != self.rank) {
+            // SAFETY: `mine` and `theirs[r]` hold 16 bytes each and live
+            // until the waitall below.
+            unsafe {
+                self.isend(mine.as_ptr(), 16, BYTE, r, TAG, comm, &mut slots[2 * r])?;
+                self.irecv(
+                    theirs[r].as_mut_ptr(),
+                    16,
+                    BYTE,
+                    r,
+                    TAG,
+                    comm,
+                    &mut slots[2 * r + 1],
+                )?;
+            }
+        }
+        self.waitall(&mut slots, false)?;
+        let mut sum = v;
+        for (_, b) in theirs.iter().enumerate().filter(|&(r, _)| r != self.rank) {
+            for (i, s) in sum.iter_mut().enumerate() {
+                *s += f64::from_ne_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+            }
+        }
+        Ok(sum)
+    }
     fn bcast_bytes(&self, _: &mut [u8], _: usize, _: Raw) -> Result<(), MpiError> {
         unimplemented!("not used by the algorithms")
     }

@@ -18,6 +18,8 @@
 //!   once for every ABI;
 //! - [`algo`]: the algorithms; [`plan`]: the per-communicator decisions;
 //! - [`runtime`]: the state set at MPI_Init and per communicator;
+//! - [`trial`]: where the plan chose ours, each class's first calls time
+//!   ours against the library's own, and the faster is kept;
 //! - [`entry`]: the interposed collectives; [`export_mpi!`]: what an ABI
 //!   crate (`ngcoll/openmpi` → `libngcoll_ompi.so`, `ngcoll/mpich` →
 //!   `libngcoll_mpich.so`) expands to, over the C shim
@@ -33,6 +35,7 @@ mod log;
 pub mod mpi;
 pub mod plan;
 pub mod runtime;
+pub mod trial;
 
 #[cfg(test)]
 mod fake;

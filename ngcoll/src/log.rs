@@ -64,9 +64,28 @@ pub fn lines(st: &CommState, lib: Library) -> String {
                 Some(a) => format!("ours {}", a.name()),
                 None => format!("{} {libname}", lib.name()),
             };
+            // Where ours was chosen: what its trial against the library's
+            // own measured, and which it kept.
+            let trial = match (s.algorithm(), st.trial_of(coll, c)) {
+                (None, _) | (_, None) => String::new(),
+                (Some(_), Some(t)) => match t.outcome() {
+                    None => "; trial not finished".into(),
+                    Some(o) => format!(
+                        "; trial (the ranks' median times, summed) ours {} vs {} {}: {}",
+                        fmt_ns(o.ours_ns as f32),
+                        lib.name(),
+                        fmt_ns(o.library_ns as f32),
+                        if o.kept_ours {
+                            "kept ours"
+                        } else {
+                            "the library's own from then on"
+                        }
+                    ),
+                },
+            };
             let _ = writeln!(
                 out,
-                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} call{}",
+                "ngcoll: comm {} ({} ranks, {} node{}) {}{}: {} — predicted back to back ours {} {} vs {} {} {}, synchronized {} vs {}; {} call{}{}",
                 st.id,
                 st.size,
                 st.nodes,
@@ -82,7 +101,8 @@ pub fn lines(st: &CommState, lib: Library) -> String {
                 fmt_ns(s.ours_sync_ns),
                 fmt_ns(s.lib_sync_ns),
                 n,
-                if n == 1 { "" } else { "s" }
+                if n == 1 { "" } else { "s" },
+                trial
             );
         }
     }

@@ -166,6 +166,8 @@ pub trait Mpi {
     /// first collective, never per call).
     fn allgather_bytes(&self, send: &[u8], recv: &mut [u8], comm: Raw) -> Result<(), MpiError>;
     fn allreduce_min(&self, v: i32, comm: Raw) -> Result<i32, MpiError>;
+    /// The element-wise sum of `v` over the ranks of `comm` (a trial's verdict).
+    fn allreduce_sum_f64x2(&self, v: [f64; 2], comm: Raw) -> Result<[f64; 2], MpiError>;
     fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError>;
 
     /// MPI_Get_library_version.

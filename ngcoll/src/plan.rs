@@ -170,6 +170,12 @@ impl Plan {
         &self.slots[coll as usize][class]
     }
 
+    /// Sets one decision (tests of what depends on a plan).
+    #[cfg(test)]
+    pub(crate) fn set(&mut self, coll: Collective, class: usize, slot: Slot) {
+        self.slots[coll as usize][class] = slot;
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0u8; PLAN_BYTES];
         for (i, s) in self.slots.iter().flatten().enumerate() {

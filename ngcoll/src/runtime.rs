@@ -32,6 +32,7 @@ use crate::config::{Config, Force, Mode};
 use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
 use crate::mpi::{Mpi, Raw, TypeInfo};
 use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
+use crate::trial::{Trial, Trials};
 
 /// Host names are compared on this many bytes.
 const HOST_BYTES: usize = 64;
@@ -107,6 +108,10 @@ pub struct CommState {
     pub source: String,
     scratch: Mutex<Vec<u8>>,
     pub(crate) calls: Vec<AtomicU64>,
+    /// Per collective and class: the trial of the plan's choice of ours
+    /// against the library's own (empty: no trials, `NETGAUGE_COLL_TRIAL=0`
+    /// or a forced choice).
+    trials: Trials,
     cycle: AtomicU64,
     log: bool,
     force: Force,
@@ -142,6 +147,7 @@ impl CommState {
             source: String::new(),
             scratch: Mutex::new(Vec::new()),
             calls: Vec::new(),
+            trials: Trials::none(),
             cycle: AtomicU64::new(0),
             log: false,
             force: Force::None,
@@ -167,6 +173,17 @@ impl CommState {
                 own: vec![0; bytes],
             },
         }
+    }
+
+    /// The trial of `coll` at `bytes`' class, if trials are on.
+    #[inline]
+    pub fn trial(&self, coll: Collective, bytes: u64) -> Option<&Trial> {
+        self.trials.get(coll, plan::class_of(bytes))
+    }
+
+    /// The trial of `coll` in class `class` (the log).
+    pub(crate) fn trial_of(&self, coll: Collective, class: usize) -> Option<&Trial> {
+        self.trials.get(coll, class)
     }
 
     /// The decision for one call of `coll` with `bytes`.
@@ -515,6 +532,11 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             Ok(()) => Plan::decode(&buf).unwrap_or_else(Plan::library),
             Err(_) => Plan::library(),
         };
+        let trials = if rt.cfg.force == Force::None {
+            Trials::new(&plan, rt.cfg.trial)
+        } else {
+            Trials::none()
+        };
         CommState {
             id,
             size,
@@ -534,6 +556,7 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             } else {
                 Vec::new()
             },
+            trials,
             cycle: AtomicU64::new(0),
             log: rt.cfg.mode == Mode::Log,
             force: rt.cfg.force.clone(),

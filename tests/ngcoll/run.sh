@@ -9,6 +9,7 @@
 #     (tests/ngcoll/decide.c: timing reported, the seccomp proof asserted);
 #   - a missing or stale segment: one warning, everything passes through;
 #   - NETGAUGE_COLL=log prints the choices at MPI_Finalize;
+#   - where ours is chosen, the class's trial finishes on every rank alike;
 #   - the project's MPI program (ngctl probe --transport mpi) runs with the
 #     library preloaded;
 #   - the mpi / mpirun alternatives are left as they were.
@@ -53,9 +54,9 @@ run() { # mpi ranks command...
     local mpi=$1 np=$2; shift 2
     local lib="$T/libngcoll_ompi.so"
     if [ "$mpi" = openmpi ]; then
-        LD_PRELOAD="$lib" mpirun.openmpi --oversubscribe -np "$np" "$@"
+        timeout 900 env LD_PRELOAD="$lib" mpirun.openmpi --oversubscribe -np "$np" "$@"
     else
-        LD_PRELOAD="$T/libngcoll_mpich.so" mpirun.mpich -np "$np" "$@"
+        timeout 900 env LD_PRELOAD="$T/libngcoll_mpich.so" mpirun.mpich -np "$np" "$@"
     fi
 }
 
@@ -91,6 +92,25 @@ log=$(NETGAUGE_COLL=log run openmpi 4 "$W/check_openmpi" 100 3 2>&1 >/dev/null)
 grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks, 1 node\) (bcast|reduce|allreduce|allgather|alltoall) .*: .* — predicted .*; [0-9]+ calls?$' <<<"$log" \
     || { echo "no log line for the 4-rank communicator: $log" >&2; exit 1; }
 grep -c '^ngcoll: comm' <<<"$log" | sed 's/^/log lines: /'
+
+echo "== trials: where ours is chosen, a class's first calls time ours against the library's own"
+# A program that calls each collective and size many times (the bench):
+# every class where the plan chose ours finishes its trial, every rank
+# takes the same verdict (a rank that did not would hang the run, which
+# the timeout turns into a failure), and the log reports each verdict.
+# MPICH's harness calls take milliseconds when ranks outnumber cores: its
+# classes see fewer calls, so one timed call of each side there.
+for mpi in openmpi mpich; do
+    "mpicc.$mpi" -O2 -Wall bench/ngcoll_bench.c -o "$W/bench_$mpi" -ldl -lm
+    calls=4; [ "$mpi" = mpich ] && calls=1
+    log=$(NETGAUGE_COLL=log NETGAUGE_COLL_TRIAL=$calls run "$mpi" 4 "$W/bench_$mpi" --modes sync,b2b --reps 2 \
+        --target-ms 2 --sync-calls 11 --min 4 --max 1048576 --step 4 2>&1 >/dev/null)
+    kept=$(grep -c '; trial (the ranks. median times, summed) .*: kept ours$' <<<"$log" || true)
+    gave=$(grep -c '; trial (the ranks. median times, summed) .*: the library.s own from then on$' <<<"$log" || true)
+    open=$(grep -c '; trial not finished$' <<<"$log" || true)
+    [ $((kept + gave)) -ge 1 ] || { echo "$mpi: no finished trial in the log: $log" >&2; exit 1; }
+    echo "$mpi: trials ($calls timed calls a side): $kept kept ours, $gave gave the class to the library's own, $open not finished"
+done
 
 echo "== a missing segment: one warning, every collective passes through"
 for mpi in openmpi mpich; do
