@@ -150,60 +150,43 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's arguments.
-    trial::timed(m, || unsafe {
-        bcast_call(m, buf, count, datatype, root, comm, lib)
+    trial::timed(m, || {
+        let Ok(ti) = type_info(m, datatype) else {
+            return lib();
+        };
+        if count < 0 || root < 0 {
+            return lib();
+        }
+        let bytes = count as u64 * ti.size as u64;
+        let Some((st, slot)) = plan_call(m, comm, Collective::Bcast, bytes) else {
+            return lib();
+        };
+        let root = root as usize;
+        if root >= st.size {
+            return lib();
+        }
+        let cx = cx(m, st);
+        let n = bytes as usize;
+        if ti.contiguous {
+            // SAFETY: a contiguous datatype: the buffer is n bytes.
+            return code(unsafe { bcast_bytes(&cx, buf as *mut u8, n, root, &slot) });
+        }
+        let mut sc = st.scratch(n);
+        let tmp = sc.ptr();
+        code((|| {
+            if st.rank == root {
+                // SAFETY: the caller's buffer holds count elements; tmp n bytes.
+                unsafe { m.pack(buf as *const u8, count as usize, datatype, tmp, n, cx.comm)? };
+            }
+            // SAFETY: tmp holds n bytes.
+            unsafe { bcast_bytes(&cx, tmp, n, root, &slot)? };
+            if st.rank != root {
+                // SAFETY: as for the pack.
+                unsafe { m.unpack(tmp, n, buf as *mut u8, count as usize, datatype, cx.comm)? };
+            }
+            Ok(())
+        })())
     })
-}
-
-/// [`bcast`], within its trial's timing.
-///
-/// # Safety
-/// As for [`bcast`].
-unsafe fn bcast_call<M: Mpi + ?Sized>(
-    m: &M,
-    buf: *mut c_void,
-    count: c_int,
-    datatype: Raw,
-    root: c_int,
-    comm: Raw,
-    lib: impl FnOnce() -> c_int,
-) -> c_int {
-    let Ok(ti) = type_info(m, datatype) else {
-        return lib();
-    };
-    if count < 0 || root < 0 {
-        return lib();
-    }
-    let bytes = count as u64 * ti.size as u64;
-    let Some((st, slot)) = plan_call(m, comm, Collective::Bcast, bytes) else {
-        return lib();
-    };
-    let root = root as usize;
-    if root >= st.size {
-        return lib();
-    }
-    let cx = cx(m, st);
-    let n = bytes as usize;
-    if ti.contiguous {
-        // SAFETY: a contiguous datatype: the buffer is n bytes.
-        return code(unsafe { bcast_bytes(&cx, buf as *mut u8, n, root, &slot) });
-    }
-    let mut sc = st.scratch(n);
-    let tmp = sc.ptr();
-    code((|| {
-        if st.rank == root {
-            // SAFETY: the caller's buffer holds count elements; tmp n bytes.
-            unsafe { m.pack(buf as *const u8, count as usize, datatype, tmp, n, cx.comm)? };
-        }
-        // SAFETY: tmp holds n bytes.
-        unsafe { bcast_bytes(&cx, tmp, n, root, &slot)? };
-        if st.rank != root {
-            // SAFETY: as for the pack.
-            unsafe { m.unpack(tmp, n, buf as *mut u8, count as usize, datatype, cx.comm)? };
-        }
-        Ok(())
-    })())
 }
 
 /// A reduction libngcoll runs: a predefined datatype with a non-zero
@@ -275,36 +258,25 @@ pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    // SAFETY: the caller's arguments.
-    trial::timed(m, || unsafe { reduction_run(m, a, lib) })
-}
-
-/// [`reduction_call`], within its trial's timing.
-///
-/// # Safety
-/// As for [`reduction_call`].
-unsafe fn reduction_run<M: Mpi + ?Sized>(
-    m: &M,
-    a: ReduceCall,
-    lib: impl FnOnce() -> c_int,
-) -> c_int {
-    let coll = match a.root {
-        Some(_) => Collective::Reduce,
-        None => Collective::Allreduce,
-    };
-    let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
-        return lib();
-    };
-    let Some(root) = a.root else {
-        // SAFETY: the caller's arguments, checked by `reduction`.
-        return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
-    };
-    let in_place = a.sbuf as usize == m.in_place();
-    if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
-        return lib();
-    }
-    // SAFETY: as above; the root is a rank of the communicator.
-    code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+    trial::timed(m, || {
+        let coll = match a.root {
+            Some(_) => Collective::Reduce,
+            None => Collective::Allreduce,
+        };
+        let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
+            return lib();
+        };
+        let Some(root) = a.root else {
+            // SAFETY: the caller's arguments, checked by `reduction`.
+            return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
+        };
+        let in_place = a.sbuf as usize == m.in_place();
+        if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
+            return lib();
+        }
+        // SAFETY: as above; the root is a rank of the communicator.
+        code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+    })
 }
 
 /// The reduce of a checked call.

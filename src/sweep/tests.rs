@@ -68,6 +68,21 @@ fn latency_sizes_are_small_grid_sizes_spread_over_the_grid() {
     assert!(latency_sizes(&off).is_empty());
 }
 
+/// A virtual link's receive: the clock advances to the pending answer's
+/// time, or by the whole timeout when none is pending (a lost round).
+fn answer_at(
+    clock: &VirtualClock,
+    at: Option<f64>,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let Some(at) = at else {
+        clock.advance_to_ns(clock.now_ns() + timeout.as_nanos() as f64);
+        return Err(TransportError::Timeout(timeout));
+    };
+    clock.advance_to_ns(at);
+    Ok(())
+}
+
 /// A one-peer link on virtual time whose round trip doubles once it has
 /// answered `switch_at` rounds (a host that falls into a slow mode), and
 /// that logs the size of every answered round.
@@ -123,12 +138,7 @@ impl Transport for ModeLink {
         _from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        let Some(at) = self.pending_ns.take() else {
-            let until = self.clock.now_ns() + timeout.as_nanos() as f64;
-            self.clock.advance_to_ns(until);
-            return Err(TransportError::Timeout(timeout));
-        };
-        self.clock.advance_to_ns(at);
+        answer_at(&self.clock, self.pending_ns.take(), timeout)?;
         let bytes = *self.answered.last().unwrap_or(&0);
         self.counters.received(bytes);
         Ok(Received {
@@ -269,12 +279,7 @@ impl Transport for UnsettledLink {
         _from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        let Some(at) = self.pending_ns.take() else {
-            let until = self.clock.now_ns() + timeout.as_nanos() as f64;
-            self.clock.advance_to_ns(until);
-            return Err(TransportError::Timeout(timeout));
-        };
-        self.clock.advance_to_ns(at);
+        answer_at(&self.clock, self.pending_ns.take(), timeout)?;
         self.counters.received(64);
         Ok(Received {
             peer: 0,
