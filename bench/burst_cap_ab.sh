@@ -3,6 +3,7 @@
 # tbf shaper, the builds alternated ROUNDS times (bench/verbs.md, session 12).
 # Usage (root): bench/burst_cap_ab.sh OLD_NGCTL NEW_NGCTL OUT_DIR RATE BURST MAX_SIZE [ROUNDS]
 #   RATE none: no shaper; LOAD=1 adds two busy loops (a loaded host).
+set -euo pipefail
 OLD=$1 NEW=$2 OUT=$3 RATE=$4 BURST=$5 MAX=$6 ROUNDS=${7:-3}
 mkdir -p $OUT
 A=ngbc$$a B=ngbc$$b
