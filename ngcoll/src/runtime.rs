@@ -177,7 +177,7 @@ impl CommState {
 
     /// The trial of `coll` at `bytes`' class, if trials are on.
     #[inline]
-    pub fn trial(&self, coll: Collective, bytes: u64) -> Option<&Trial> {
+    pub fn trial(&'static self, coll: Collective, bytes: u64) -> Option<&'static Trial> {
         self.trials.get(coll, plan::class_of(bytes))
     }
 

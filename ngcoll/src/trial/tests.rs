@@ -150,3 +150,12 @@ fn only_the_classes_where_ours_was_chosen_have_a_trial() {
     let off = Trials::new(&plan, 0);
     assert!(off.get(Collective::Allreduce, 7).is_none());
 }
+
+#[test]
+fn a_tie_keeps_the_library_own() {
+    let r = trial_on(2, 2, |_, _, _| 70e3);
+    for (got, next) in &r {
+        assert_eq!(*got, Some(outcome(false, 140_000, 140_000)));
+        assert_eq!(*next, Side::Library(None));
+    }
+}
