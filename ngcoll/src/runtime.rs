@@ -532,11 +532,18 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             Ok(()) => Plan::decode(&buf).unwrap_or_else(Plan::library),
             Err(_) => Plan::library(),
         };
-        let trials = if rt.cfg.force == Force::None {
-            Trials::new(&plan, rt.cfg.trial)
+        // Every rank must count a class's trial alike: the least of the
+        // ranks' trial lengths (none under a forced choice), agreed by every
+        // rank in one allreduce at set-up; a failure: no trials.
+        let mine = if rt.cfg.force == Force::None {
+            rt.cfg.trial as i32
         } else {
-            Trials::none()
+            0
         };
+        let calls = m
+            .allreduce_min(mine, shadow)
+            .map_or(0, |c| c.max(0) as usize);
+        let trials = Trials::new(&plan, calls);
         CommState {
             id,
             size,
