@@ -30,7 +30,7 @@ use crate::algo::{self, Cx, Elems, Operands};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
 use crate::runtime::{state, type_info, CommState};
-use crate::trial::{self, Side};
+use crate::trial;
 
 /// A call's outcome as an MPI return code.
 fn code(r: Result<(), MpiError>) -> c_int {
@@ -77,7 +77,7 @@ fn plan_call<M: Mpi + ?Sized>(
         return Some((st, slot));
     };
     let side = t.next();
-    if matches!(side, Side::Ours(Some(_)) | Side::Library(Some(_))) {
+    if side.is_timed() {
         trial::start(st.shadow, t, side);
     }
     side.ours().then_some((st, slot))

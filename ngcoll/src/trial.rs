@@ -76,6 +76,11 @@ impl Side {
     pub fn ours(self) -> bool {
         matches!(self, Side::Ours(_))
     }
+
+    /// Whether the call is one of the trial's timed calls.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Side::Ours(Some(_)) | Side::Library(Some(_)))
+    }
 }
 
 /// The order of the timed calls: call j (from 0) runs ours when j mod 4 is

@@ -34,7 +34,7 @@
 use super::loss::{round, LossGuard};
 use super::{SweepConfig, SweepError};
 use crate::clock::Clock;
-use crate::model::bandwidth::{confirmed_least, sustained};
+use crate::model::bandwidth::{confirmed_least, sustained, two_least};
 use crate::model::{BurstLength, BurstSamples};
 use crate::transport::{PeerId, Transport};
 
@@ -155,11 +155,7 @@ pub(super) fn long_bursts<T: Transport, C: Clock>(
                 break;
             }
         }
-        let least = out.lengths[i]
-            .prtt_ns
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
+        let (least, _) = two_least(&out.lengths[i].prtt_ns);
         if !may_double(n, s, out.lengths.len(), least) {
             break;
         }
