@@ -19,6 +19,17 @@ fn main() {
     println!("cargo:rerun-if-changed=../shim/ngcoll_shim.c");
     println!("cargo:rerun-if-changed=../build_shim.rs");
     let mpicc = std::env::var(&env_var).unwrap_or_else(|_| ABI_MPICC.to_string());
+    // The compiler's file, found as the shell finds it: installing the MPI
+    // after an empty build (or updating it) builds the library again. While
+    // it is missing, cargo reruns this script on every build, which is quick.
+    let dirs = std::env::var_os("PATH").unwrap_or_default();
+    let found = if mpicc.contains('/') {
+        Some(PathBuf::from(&mpicc))
+    } else {
+        std::env::split_paths(&dirs).map(|d| d.join(&mpicc)).find(|p| p.exists())
+    };
+    let watched = found.unwrap_or_else(|| PathBuf::from("/usr/bin").join(&mpicc));
+    println!("cargo:rerun-if-changed={}", watched.display());
     let link = run(Command::new(&mpicc).arg("-showme:link")).or_else(|| run(Command::new(&mpicc).arg("-link_info")));
     let Some(link) = link else {
         println!("cargo:warning={mpicc} not found: lib{} is built empty (install the MPI, see scripts/install-deps.sh)", ABI_LIB);

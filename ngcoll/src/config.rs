@@ -12,6 +12,10 @@
 //! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
+//! A value that one rank rejects turns libngcoll off on every rank, with one
+//! warning from the lowest such rank: the rank still takes part in MPI_Init's
+//! set-up and votes. `NETGAUGE_COLL=off` on some ranks only is the one
+//! difference that cannot be noticed: an off rank makes no call of its own.
 
 use std::path::PathBuf;
 

@@ -318,15 +318,13 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     if RUNTIME.get().is_some() {
         return;
     }
-    let cfg = match Config::from_env() {
-        Ok(c) => c,
-        Err(e) => {
-            warn(&format!("{e}; collectives pass through"));
-            Config {
-                mode: Mode::Off,
-                ..Config::default()
-            }
-        }
+    // A rejected setting does not turn this rank off on its own: the other
+    // ranks, whose settings may be good, are about to wait for it in the
+    // set-up's collectives below, and would then run our algorithms against
+    // its library calls. It takes part and votes every rank off.
+    let (cfg, bad_setting) = match Config::from_env() {
+        Ok(c) => (c, None),
+        Err(e) => (Config::default(), Some(e.to_string())),
     };
     let lib = if m.abi_name() == "mpich" {
         Library::Mpich40
@@ -363,7 +361,9 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         "mpich" => version.contains("MPICH"),
         _ => false,
     };
-    let local = if !abi_ok {
+    let local = if let Some(why) = &bad_setting {
+        Err(why.clone())
+    } else if !abi_ok {
         Err(format!(
             "built for {} but running on {:?}",
             m.abi_name(),
@@ -384,9 +384,18 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     mine[..hb.len().min(HOST_BYTES)].copy_from_slice(&hb[..hb.len().min(HOST_BYTES)]);
     let mut all = vec![0u8; HOST_BYTES * p];
     let gathered = m.allgather_bytes(&mine, &mut all, world).is_ok();
-    let agree = m
-        .allreduce_min(i32::from(local.is_ok() && gathered), world)
-        .unwrap_or(0);
+    // One vote per rank, the least wins: a rejected setting votes its rank
+    // number (the lowest such rank reports it), any other failure `p`,
+    // ready `p + 1`. A failed vote counts as a failure.
+    let p_i32 = i32::try_from(p).unwrap_or(i32::MAX - 1);
+    let vote = match (&bad_setting, local.is_ok() && gathered) {
+        (Some(_), _) => i32::try_from(me).unwrap_or(0),
+        (None, false) => p_i32,
+        (None, true) => p_i32 + 1,
+    };
+    let least = m.allreduce_min(vote, world).unwrap_or(p_i32);
+    let agree = i32::from(least == p_i32 + 1);
+    let bad_setting_somewhere = least < p_i32;
     if gathered {
         for r in 0..p {
             let raw = &all[r * HOST_BYTES..(r + 1) * HOST_BYTES];
@@ -405,9 +414,13 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         rt.ranks_here = rt.world_node.iter().filter(|&&n| n == rt.my_node).count();
     }
     let first_here = rt.world_node.iter().position(|&n| n == rt.my_node) == Some(me);
-    match (&local, agree) {
-        (Err(why), _) if first_here => warn(&format!("{why}; collectives pass through")),
-        (Ok(_), 0) if me == 0 => {
+    match (&bad_setting, &local, agree) {
+        (Some(why), _, _) if usize::try_from(least) == Ok(me) => warn(&format!(
+            "rank {me}: {why}; collectives pass through on every rank"
+        )),
+        _ if bad_setting_somewhere => {}
+        (_, Err(why), _) if first_here => warn(&format!("{why}; collectives pass through")),
+        (_, Ok(_), 0) if me == 0 => {
             warn("another node cannot use its segment; collectives pass through")
         }
         _ => {}
