@@ -29,7 +29,7 @@ use netgauge::select::{Algorithm, Collective};
 use crate::algo::{self, Cx, Elems, Operands};
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
-use crate::runtime::{state, type_info, CommState};
+use crate::runtime::{enabled, state, type_info, CommState};
 use crate::trial;
 
 /// A call's outcome as an MPI return code.
@@ -150,6 +150,9 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
+    if !enabled() {
+        return lib();
+    }
     trial::timed(m, || {
         let Ok(ti) = type_info(m, datatype) else {
             return lib();
@@ -258,6 +261,9 @@ pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
+    if !enabled() {
+        return lib();
+    }
     trial::timed(m, || {
         let coll = match a.root {
             Some(_) => Collective::Reduce,
@@ -442,6 +448,9 @@ pub unsafe fn block_collective<M: Mpi + ?Sized>(
     a: BlockCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
+    if !enabled() {
+        return lib();
+    }
     trial::timed(m, || {
         let Some(b) = blocks(m, &a, coll) else {
             return lib();
@@ -545,6 +554,9 @@ unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<
 
 /// MPI_Barrier.
 pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce() -> c_int) -> c_int {
+    if !enabled() {
+        return lib();
+    }
     trial::timed(m, || {
         let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
             return lib();

@@ -64,21 +64,22 @@ pub fn lines(st: &CommState, lib: Library) -> String {
                 Some(a) => format!("ours {}", a.name()),
                 None => format!("{} {libname}", lib.name()),
             };
-            // Where ours was chosen: what its trial against the library's
-            // own measured, and which it kept.
+            // Where ours was chosen: what its last trial against the
+            // library's own measured, and which it kept.
             let trial = match (s.algorithm(), st.trial_of(coll, c)) {
                 (None, _) | (_, None) => String::new(),
                 (Some(_), Some(t)) => match t.outcome() {
                     None => "; trial not finished".into(),
                     Some(o) => format!(
-                        "; trial (the ranks' median times, summed) ours {} vs {} {}: {}",
+                        "; trial (the ranks' median times, summed) ours {} vs {} {}, the last of {}: {}",
                         fmt_ns(o.ours_ns as f32),
                         lib.name(),
                         fmt_ns(o.library_ns as f32),
+                        o.rounds,
                         if o.kept_ours {
                             "kept ours"
                         } else {
-                            "the library's own from then on"
+                            "kept the library's own"
                         }
                     ),
                 },

@@ -20,6 +20,7 @@
 //! communicator as an MPI attribute, released when the communicator is
 //! freed.
 
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,6 +69,17 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
+/// Whether libngcoll is on: [`RUNTIME`]'s `enabled`, published once at
+/// MPI_Init. The first check of every interposed call, a word apart from
+/// the runtime: with libngcoll off, a call touches nothing else of it.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether libngcoll is on (one load).
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Acquire)
+}
+
 /// The runtime if MPI_Init went through libngcoll and it is on.
 #[inline]
 pub fn runtime() -> Option<&'static Runtime> {
@@ -89,21 +101,28 @@ struct PlanKey {
 }
 
 /// One communicator's state.
+#[repr(C, align(64))]
 pub struct CommState {
-    pub id: u64,
-    pub size: usize,
-    pub rank: usize,
-    /// The shadow communicator (None: this communicator always passes
-    /// through: an inter-communicator, or a single rank).
-    pub shadow: Option<Raw>,
-    /// The shadow has been freed.
-    closed: AtomicBool,
+    // What every call reads, first (`repr(C)` keeps the order, the
+    // alignment starts it on a cache line of its own after the Arc's
+    // counts): one line for a call the plan gives to the library's own.
     /// The communicator has been freed (its attribute released): a cached
     /// pointer to this state must not be used for its handle any more.
     freed: AtomicBool,
+    log: bool,
+    /// The shadow communicator (None: this communicator always passes
+    /// through: an inter-communicator, or a single rank).
+    pub shadow: Option<Raw>,
+    pub plan: Arc<Plan>,
+    force: Force,
+    // The rest.
+    pub id: u64,
+    pub size: usize,
+    pub rank: usize,
+    /// The shadow has been freed.
+    closed: AtomicBool,
     pub polite: bool,
     pub nodes: usize,
-    pub plan: Arc<Plan>,
     /// Where the plan's parameters came from (for the log).
     pub source: String,
     scratch: Mutex<Vec<u8>>,
@@ -113,8 +132,6 @@ pub struct CommState {
     /// or a forced choice).
     trials: Trials,
     cycle: AtomicU64,
-    log: bool,
-    force: Force,
 }
 
 /// Scratch memory of a call, borrowed from its communicator.
@@ -241,23 +258,41 @@ const NO_TYPE: (Raw, TypeInfo) = (
     },
 );
 
-thread_local! {
+/// What an interposed call looks up on its thread, in one thread-local
+/// (one lookup of the thread's storage: cold, as every call of a rank that
+/// shares its core is, each costs cache misses).
+struct Hot {
     /// Predefined datatypes seen lately: their handles never change, so
     /// their layout is asked of MPI once (4 PMPI calls saved per call).
-    static TYPES: std::cell::RefCell<[(Raw, TypeInfo); 8]> = const { std::cell::RefCell::new([NO_TYPE; 8]) };
+    types: [Cell<(Raw, TypeInfo)>; 8],
+    /// The communicator this thread called a collective on last, and its
+    /// state: a program calls most collectives on one communicator, and
+    /// this saves the attribute lookup. Holding the Arc keeps the state
+    /// alive; its `freed` flag says whether the handle still names it (a
+    /// freed communicator's handle may be reused by a new one).
+    last: RefCell<Option<(Raw, Arc<CommState>)>>,
+}
+
+thread_local! {
+    static HOT: Hot = const {
+        Hot {
+            types: [const { Cell::new(NO_TYPE) }; 8],
+            last: RefCell::new(None),
+        }
+    };
 }
 
 /// A datatype's layout, from the cache for predefined ones.
 #[inline]
 pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, crate::mpi::MpiError> {
     let slot = (datatype ^ (datatype >> 7) ^ (datatype >> 13)) & 7;
-    let cached = TYPES.with(|t| t.borrow()[slot]);
+    let cached = HOT.with(|h| h.types[slot].get());
     if cached.0 == datatype && cached.1.predefined {
         return Ok(cached.1);
     }
     let ti = m.type_info(datatype)?;
     if ti.predefined {
-        TYPES.with(|t| t.borrow_mut()[slot] = (datatype, ti));
+        HOT.with(|h| h.types[slot].set((datatype, ti)));
     }
     Ok(ti)
 }
@@ -453,16 +488,10 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     if lib.spins() {
         rt.spin_slice_ns = sched_slice_ns();
     }
-    let _ = RUNTIME.set(rt);
-}
-
-thread_local! {
-    /// The communicator this thread called a collective on last, and its
-    /// state: a program calls most collectives on one communicator, and
-    /// this saves the attribute lookup. Holding the Arc keeps the state
-    /// alive; its `freed` flag says whether the handle still names it (a
-    /// freed communicator's handle may be reused by a new one).
-    static LAST: std::cell::RefCell<Option<(Raw, Arc<CommState>)>> = const { std::cell::RefCell::new(None) };
+    let on = rt.enabled;
+    if RUNTIME.set(rt).is_ok() {
+        ENABLED.store(on, Ordering::Release);
+    }
 }
 
 /// This communicator's state, set up at its first collective. None: pass
@@ -472,11 +501,12 @@ thread_local! {
 /// calls it in the same collective.
 #[inline]
 pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
-    let rt = runtime()?;
-    let hit = LAST.with(|l| {
-        l.borrow().as_ref().and_then(|(c, st)| {
-            // The pointer stays valid while LAST holds the Arc: until this
-            // thread's next collective on another communicator.
+    // A state in the cache was set up with libngcoll on (it never goes off
+    // again): the runtime is read only on a miss.
+    let hit = HOT.with(|h| {
+        h.last.borrow().as_ref().and_then(|(c, st)| {
+            // The pointer stays valid while `last` holds the Arc: until
+            // this thread's next collective on another communicator.
             (*c == comm && !st.freed.load(Ordering::Acquire)).then_some(Arc::as_ptr(st))
         })
     });
@@ -485,6 +515,7 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
         // call.
         return Some(unsafe { &*p });
     }
+    let rt = runtime()?;
     let st = match m.attr_get(comm, rt.keyval) {
         Ok(Some(p)) => {
             let p = p as *const CommState;
@@ -501,8 +532,8 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
         Err(_) => return None,
     };
     let p = Arc::as_ptr(&st);
-    LAST.with(|l| *l.borrow_mut() = Some((comm, st)));
-    // SAFETY: LAST now holds the Arc (see above).
+    HOT.with(|h| *h.last.borrow_mut() = Some((comm, st)));
+    // SAFETY: `last` now holds the Arc (see above).
     Some(unsafe { &*p })
 }
 

@@ -15,6 +15,14 @@
 //! rank, [`crate::entry`]), so every rank runs the same side in the same
 //! call and enters the allreduce in the same call.
 //!
+//! A verdict is not for ever: a program's calls of a class change their
+//! pattern (synchronized calls, then back to back), and four calls of each
+//! side near a ratio of 1 are a small sample. After each verdict the class
+//! is tried again, after [`RECHECK_FIRST`] of its calls, then after four
+//! times as many each time (64, 256, 1024, … with the default): a program
+//! spends at most one trial's calls on the slower side per quadrupling of
+//! its calls. A re-trial has no untimed calls (both sides have run).
+//!
 //! A call's time is read with `Instant` (`clock_gettime`, which the vDSO
 //! answers without a system call on a TSC clock source), only during a
 //! class's trial; afterwards a call of such a class costs one more lookup
@@ -33,8 +41,15 @@ use crate::plan::{Plan, CLASSES, COLLECTIVES};
 /// Most timed calls per side (`NETGAUGE_COLL_TRIAL` above it is rejected).
 pub const MAX_CALLS: usize = 8;
 
-/// Untimed calls before the timed ones: one of each side.
+/// Untimed calls before the first trial's timed ones: one of each side.
 const WARM: u32 = 2;
+
+/// Calls of the class after its first verdict before it is tried again;
+/// each later interval is four times the one before.
+pub const RECHECK_FIRST: u32 = 64;
+
+/// The interval stops growing after this many verdicts (64 · 4^12 calls).
+const MAX_RECHECK_SHIFT: u32 = 12;
 
 /// A class's verdict.
 const OPEN: u8 = 0;
@@ -45,9 +60,12 @@ const LIBRARY: u8 = 2;
 pub struct Trial {
     /// Timed calls per side (0: no trials, the plan's choice stands).
     calls: u32,
-    /// Calls of the class so far (saturates once decided).
+    /// Calls of the class in the open trial, or since its last verdict.
     seen: AtomicU32,
     verdict: AtomicU8,
+    /// Verdicts so far, and the last one (kept while a re-trial is open).
+    rounds: AtomicU32,
+    last: AtomicU8,
     /// This rank's timed calls, ns: ours, then the library's.
     ns: [[AtomicU32; MAX_CALLS]; 2],
     /// The ranks' sums of medians, ns (ours, the library's), once decided.
@@ -61,6 +79,8 @@ pub struct Outcome {
     pub kept_ours: bool,
     pub ours_ns: u32,
     pub library_ns: u32,
+    /// Trials finished so far (this outcome is the last one's).
+    pub rounds: u32,
 }
 
 /// Which side a call of a class runs, and whether it is timed.
@@ -113,6 +133,8 @@ impl Trial {
             calls: calls.min(MAX_CALLS) as u32,
             seen: AtomicU32::new(0),
             verdict: AtomicU8::new(OPEN),
+            rounds: AtomicU32::new(0),
+            last: AtomicU8::new(OPEN),
             ns: Default::default(),
             sums: Default::default(),
         }
@@ -123,17 +145,37 @@ impl Trial {
         if self.calls == 0 {
             return Side::Ours(None);
         }
-        match self.verdict.load(Ordering::Acquire) {
-            OURS => return Side::Ours(None),
-            LIBRARY => return Side::Library(None),
-            _ => {}
+        let verdict = self.verdict.load(Ordering::Acquire);
+        if verdict != OPEN {
+            let since = self.seen.fetch_add(1, Ordering::Relaxed);
+            if since < self.recheck_after() {
+                return if verdict == OURS {
+                    Side::Ours(None)
+                } else {
+                    Side::Library(None)
+                };
+            }
+            // Tried again from this call on.
+            self.seen.store(0, Ordering::Relaxed);
+            self.verdict.store(OPEN, Ordering::Release);
         }
         let i = self.seen.fetch_add(1, Ordering::Relaxed);
+        let warm = if self.rounds.load(Ordering::Relaxed) == 0 {
+            WARM
+        } else {
+            0
+        };
         match i {
+            _ if i >= warm => timed_side(i - warm),
             0 => Side::Ours(None),
-            1 => Side::Library(None),
-            _ => timed_side(i - WARM),
+            _ => Side::Library(None),
         }
+    }
+
+    /// Calls of the class after the last verdict before the next trial.
+    fn recheck_after(&self) -> u32 {
+        let done = self.rounds.load(Ordering::Relaxed).max(1);
+        RECHECK_FIRST << (2 * (done - 1).min(MAX_RECHECK_SHIFT))
     }
 
     /// Records a timed call; after the last one, agrees with every rank on
@@ -177,16 +219,21 @@ impl Trial {
             }
             _ => LIBRARY,
         };
+        self.seen.store(0, Ordering::Relaxed);
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+        self.last.store(verdict, Ordering::Relaxed);
         self.verdict.store(verdict, Ordering::Release);
     }
 
-    /// The verdict (for the log), None while open or without trials.
+    /// The last verdict (for the log), None before the first or without
+    /// trials.
     pub fn outcome(&self) -> Option<Outcome> {
-        let v = self.verdict.load(Ordering::Acquire);
+        let v = self.last.load(Ordering::Relaxed);
         (v != OPEN).then(|| Outcome {
             kept_ours: v == OURS,
             ours_ns: self.sums[0].load(Ordering::Relaxed),
             library_ns: self.sums[1].load(Ordering::Relaxed),
+            rounds: self.rounds.load(Ordering::Relaxed),
         })
     }
 }
@@ -255,9 +302,16 @@ thread_local! {
     static PENDING: Cell<Option<Pending>> = const { Cell::new(None) };
 }
 
+/// Timings started and not yet recorded, on every thread. Between a
+/// program's calls it is 0, and [`timed`] then reaches for no thread-local
+/// state: the library's own calls, most of a program's, would otherwise pay
+/// for it in cache misses (cold, a few hundred ns a call; bench/ngcoll.md).
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
 /// Starts timing this thread's current call (the plan lookup of the call
 /// found the class in its trial, `side` timed).
 pub fn start(shadow: Option<Raw>, trial: &'static Trial, side: Side) {
+    STARTED.fetch_add(1, Ordering::Relaxed);
     PENDING.with(|p| {
         p.set(Some(Pending {
             shadow,
@@ -271,16 +325,32 @@ pub fn start(shadow: Option<Raw>, trial: &'static Trial, side: Side) {
 /// Runs one interposed collective, `call`, and records its time if its plan
 /// lookup started a trial's timed call.
 pub fn timed<M: Mpi + ?Sized, R>(m: &M, call: impl FnOnce() -> R) -> R {
+    // None started anywhere: this thread has no outer call's timing to keep
+    // aside, and unless `call` starts one, nothing to record.
+    if STARTED.load(Ordering::Relaxed) == 0 {
+        let r = call();
+        if STARTED.load(Ordering::Relaxed) != 0 {
+            record_pending(m, None);
+        }
+        return r;
+    }
     // An interposed collective inside `call` (an error handler, an MPI
     // whose PMPI_ calls an MPI_ symbol) has its own timing: the outer
     // call's is kept aside and restored.
     let outer = PENDING.with(|p| p.take());
     let r = call();
+    record_pending(m, outer);
+    r
+}
+
+/// Records this thread's pending timing, if `call` started one (another
+/// thread's may be what made [`STARTED`] non-zero), and puts `outer` back.
+fn record_pending<M: Mpi + ?Sized>(m: &M, outer: Option<Pending>) {
     if let Some(p) = PENDING.with(|p| p.replace(outer)) {
+        STARTED.fetch_sub(1, Ordering::Relaxed);
         p.trial
             .record(m, p.shadow, p.side, p.start.elapsed().as_nanos() as f64);
     }
-    r
 }
 
 #[cfg(test)]

@@ -64,6 +64,7 @@ fn outcome(kept_ours: bool, ours_ns: u32, library_ns: u32) -> Outcome {
         kept_ours,
         ours_ns,
         library_ns,
+        rounds: 1,
     }
 }
 
@@ -157,5 +158,77 @@ fn a_tie_keeps_the_library_own() {
     for (got, next) in &r {
         assert_eq!(*got, Some(outcome(false, 140_000, 140_000)));
         assert_eq!(*next, Side::Library(None));
+    }
+}
+
+/// Runs the timed calls of one trial on a single rank (its calls' times by
+/// side), returning the sides of the calls it ran.
+fn one_trial(m: &fake::Fake, t: &Trial, calls: usize, ours_ns: f64, lib_ns: f64) -> Vec<Side> {
+    (0..2 * calls)
+        .map(|_| {
+            let side = t.next();
+            let ns = if side.ours() { ours_ns } else { lib_ns };
+            t.record(m, Some(1), side, ns);
+            side
+        })
+        .collect()
+}
+
+#[test]
+fn a_verdict_is_tried_again_after_growing_intervals() {
+    let m = fake::Fake::new(Default::default(), 0, 1);
+    let t = Trial::new(2);
+    t.next();
+    t.next();
+    one_trial(&m, &t, 2, 50e3, 80e3);
+    assert_eq!(
+        t.outcome().map(|o| (o.kept_ours, o.rounds)),
+        Some((true, 1))
+    );
+    // The verdict holds for RECHECK_FIRST calls, untimed.
+    for _ in 0..RECHECK_FIRST {
+        assert_eq!(t.next(), Side::Ours(None));
+    }
+    // Then a re-trial, without untimed calls, which the library wins now:
+    // the class goes to it, and the last outcome is kept meanwhile.
+    let sides = one_trial(&m, &t, 2, 90e3, 80e3);
+    assert!(sides.iter().all(|s| s.is_timed()), "{sides:?}");
+    assert_eq!(
+        t.outcome().map(|o| (o.kept_ours, o.rounds)),
+        Some((false, 2))
+    );
+    // The next interval is four times longer.
+    for _ in 0..4 * RECHECK_FIRST {
+        assert_eq!(t.next(), Side::Library(None));
+    }
+    assert!(t.next().is_timed());
+    assert_eq!(t.outcome().map(|o| o.rounds), Some(2));
+}
+
+#[test]
+fn every_rank_tries_again_in_the_same_call() {
+    // Ours faster on every rank at first, slower in the re-trial: every
+    // rank reopens in the same call and takes the same second verdict.
+    let r = fake::run(3, |m| {
+        let t = Trial::new(1);
+        t.next();
+        t.next();
+        one_trial(m, &t, 1, 10e3, 20e3);
+        let mut untimed = 0;
+        while !t.next().is_timed() {
+            untimed += 1;
+        }
+        // That timed call was ours' (A first): record it, then the library's.
+        t.record(m, Some(1), Side::Ours(Some(0)), 30e3);
+        let lib = t.next();
+        t.record(m, Some(1), lib, 20e3);
+        (
+            untimed,
+            t.outcome().map(|o| (o.kept_ours, o.rounds)),
+            t.next(),
+        )
+    });
+    for got in &r {
+        assert_eq!(*got, (RECHECK_FIRST, Some((false, 2)), Side::Library(None)));
     }
 }
