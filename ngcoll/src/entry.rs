@@ -27,9 +27,10 @@ use std::ffi::{c_int, c_void};
 use netgauge::select::{Algorithm, Collective};
 
 use crate::algo::{self, Cx, Elems, Operands};
+use crate::hot::type_info;
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
-use crate::runtime::{enabled, state, type_info, CommState};
+use crate::runtime::{enabled, state, CommState};
 use crate::trial;
 
 /// A call's outcome as an MPI return code.

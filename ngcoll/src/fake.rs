@@ -48,6 +48,8 @@ pub struct Fake {
     pub rank: usize,
     pub size: usize,
     pending: Mutex<Vec<Option<Pending>>>,
+    /// Datatype layouts asked of this "MPI" (the cache's tests).
+    pub type_lookups: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the raw pointers in `pending` belong to the rank's own thread
@@ -61,6 +63,7 @@ impl Fake {
             rank,
             size,
             pending: Mutex::new(Vec::new()),
+            type_lookups: Default::default(),
         }
     }
 }
@@ -112,6 +115,8 @@ impl Mpi for Fake {
         Ok(())
     }
     fn type_info(&self, t: Raw) -> Result<TypeInfo, MpiError> {
+        self.type_lookups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let s = size_of(t);
         Ok(TypeInfo {
             size: s,

@@ -31,6 +31,7 @@ pub mod config;
 pub mod entry;
 pub mod export;
 mod host;
+pub mod hot;
 mod log;
 pub mod mpi;
 pub mod plan;

@@ -20,7 +20,6 @@
 //! communicator as an MPI attribute, released when the communicator is
 //! freed.
 
-use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,7 +30,7 @@ use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Mode};
 use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
-use crate::mpi::{Mpi, Raw, TypeInfo};
+use crate::mpi::{Mpi, Raw};
 use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
 use crate::trial::{Trial, Trials};
 
@@ -150,6 +149,12 @@ impl Scratch<'_> {
 }
 
 impl CommState {
+    /// The communicator has been freed: its handle may name another now.
+    #[inline]
+    pub(crate) fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+
     fn passthrough(id: u64, size: usize, rank: usize) -> CommState {
         CommState {
             id,
@@ -245,56 +250,6 @@ impl CommState {
         }
         s
     }
-}
-
-/// An empty slot of the datatype cache.
-const NO_TYPE: (Raw, TypeInfo) = (
-    0,
-    TypeInfo {
-        size: 0,
-        extent: 0,
-        contiguous: false,
-        predefined: false,
-    },
-);
-
-/// What an interposed call looks up on its thread, in one thread-local
-/// (one lookup of the thread's storage: cold, as every call of a rank that
-/// shares its core is, each costs cache misses).
-struct Hot {
-    /// Predefined datatypes seen lately: their handles never change, so
-    /// their layout is asked of MPI once (4 PMPI calls saved per call).
-    types: [Cell<(Raw, TypeInfo)>; 8],
-    /// The communicator this thread called a collective on last, and its
-    /// state: a program calls most collectives on one communicator, and
-    /// this saves the attribute lookup. Holding the Arc keeps the state
-    /// alive; its `freed` flag says whether the handle still names it (a
-    /// freed communicator's handle may be reused by a new one).
-    last: RefCell<Option<(Raw, Arc<CommState>)>>,
-}
-
-thread_local! {
-    static HOT: Hot = const {
-        Hot {
-            types: [const { Cell::new(NO_TYPE) }; 8],
-            last: RefCell::new(None),
-        }
-    };
-}
-
-/// A datatype's layout, from the cache for predefined ones.
-#[inline]
-pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, crate::mpi::MpiError> {
-    let slot = (datatype ^ (datatype >> 7) ^ (datatype >> 13)) & 7;
-    let cached = HOT.with(|h| h.types[slot].get());
-    if cached.0 == datatype && cached.1.predefined {
-        return Ok(cached.1);
-    }
-    let ti = m.type_info(datatype)?;
-    if ti.predefined {
-        HOT.with(|h| h.types[slot].set((datatype, ti)));
-    }
-    Ok(ti)
 }
 
 /// A heap-held state behind an MPI attribute: released by the attribute's
@@ -503,14 +458,7 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
 pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
     // A state in the cache was set up with libngcoll on (it never goes off
     // again): the runtime is read only on a miss.
-    let hit = HOT.with(|h| {
-        h.last.borrow().as_ref().and_then(|(c, st)| {
-            // The pointer stays valid while `last` holds the Arc: until
-            // this thread's next collective on another communicator.
-            (*c == comm && !st.freed.load(Ordering::Acquire)).then_some(Arc::as_ptr(st))
-        })
-    });
-    if let Some(p) = hit {
+    if let Some(p) = crate::hot::last_state(comm) {
         // SAFETY: see above; the 'static lifetime is never used beyond the
         // call.
         return Some(unsafe { &*p });
@@ -532,8 +480,8 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
         Err(_) => return None,
     };
     let p = Arc::as_ptr(&st);
-    HOT.with(|h| *h.last.borrow_mut() = Some((comm, st)));
-    // SAFETY: `last` now holds the Arc (see above).
+    crate::hot::set_last(comm, st);
+    // SAFETY: the thread's cache now holds the Arc (see `hot::last_state`).
     Some(unsafe { &*p })
 }
 
