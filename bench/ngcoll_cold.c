@@ -9,7 +9,7 @@
  * (PMPI_X), alternately. On one rank every call passes through: the time
  * above PMPI_X's is libngcoll's path to that decision, cold.
  *
- * Usage (bench/ngcoll.md, "The cost of the interposed call, cold"):
+ * Usage (bench/ngcoll.md, "The cost of passing through"):
  *   mpicc.openmpi -O2 bench/ngcoll_cold.c -o cold
  *   LD_PRELOAD=target/release/libngcoll_ompi.so mpirun.openmpi -np 1 ./cold
  * Output: the median time of each (ns). Calls are timed with the TSC (a

@@ -84,6 +84,21 @@ fn plan_call<M: Mpi + ?Sized>(
     side.ours().then_some((st, slot))
 }
 
+/// One interposed call: straight to the library's own (`lib`) while
+/// libngcoll is off, touching nothing else of it; otherwise `body`, given
+/// `lib`, inside [`trial::timed`].
+#[inline]
+fn interposed<M: Mpi + ?Sized, L: FnOnce() -> c_int>(
+    m: &M,
+    lib: L,
+    body: impl FnOnce(L) -> c_int,
+) -> c_int {
+    if !enabled() {
+        return lib();
+    }
+    trial::timed(m, || body(lib))
+}
+
 fn cx<'a, M: Mpi + ?Sized>(m: &'a M, st: &CommState) -> Cx<'a, M> {
     Cx {
         m,
@@ -151,10 +166,7 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !enabled() {
-        return lib();
-    }
-    trial::timed(m, || {
+    interposed(m, lib, |lib| {
         let Ok(ti) = type_info(m, datatype) else {
             return lib();
         };
@@ -262,10 +274,7 @@ pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !enabled() {
-        return lib();
-    }
-    trial::timed(m, || {
+    interposed(m, lib, |lib| {
         let coll = match a.root {
             Some(_) => Collective::Reduce,
             None => Collective::Allreduce,
@@ -449,10 +458,7 @@ pub unsafe fn block_collective<M: Mpi + ?Sized>(
     a: BlockCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !enabled() {
-        return lib();
-    }
-    trial::timed(m, || {
+    interposed(m, lib, |lib| {
         let Some(b) = blocks(m, &a, coll) else {
             return lib();
         };
@@ -555,10 +561,7 @@ unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<
 
 /// MPI_Barrier.
 pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce() -> c_int) -> c_int {
-    if !enabled() {
-        return lib();
-    }
-    trial::timed(m, || {
+    interposed(m, lib, |lib| {
         let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
             return lib();
         };

@@ -24,9 +24,9 @@ struct Hot {
     /// Predefined datatypes seen lately: their handles never change, so
     /// their layout is asked of MPI once (4 PMPI calls saved per call).
     /// Every slot is compared (handles are addresses or encodings whose
-    /// low bits repeat between types: a slot chosen by a hash of them
-    /// made two types of one program evict each other on every call), and
-    /// a new type takes the slots in turn. Handles (0: empty) in one cache
+    /// low bits repeat between types: a slot chosen from them would let two
+    /// types of one program evict each other on every call), and a new
+    /// type takes the slots in turn. Handles (0: empty) in one cache
     /// line, layouts beside them.
     type_handles: [Cell<Raw>; TYPE_SLOTS],
     type_infos: [Cell<TypeInfo>; TYPE_SLOTS],

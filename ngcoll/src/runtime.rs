@@ -82,7 +82,7 @@ pub fn enabled() -> bool {
 /// The runtime if MPI_Init went through libngcoll and it is on.
 #[inline]
 pub fn runtime() -> Option<&'static Runtime> {
-    RUNTIME.get().filter(|r| r.enabled)
+    RUNTIME.get().filter(|_| enabled())
 }
 
 /// The runtime whatever its state (finalize, diagnostics).

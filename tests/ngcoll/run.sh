@@ -127,9 +127,9 @@ grep -q "stale" <<<"$err" || { echo "no stale warning: $err" >&2; exit 1; }
 echo "$err"
 
 echo "== a setting one rank rejects: that rank still takes part, every rank passes through"
-# Rank 3 alone sees a trial length above the limit. Before it voted, it
-# turned itself off and the other ranks waited for it in MPI_Init's
-# set-up: a hang, which the timeout turns into a failure.
+# Rank 3 alone sees a trial length above the limit. A rank that turned
+# itself off would leave the others waiting for it in MPI_Init's set-up:
+# a hang, which the timeout turns into a failure.
 for mpi in openmpi mpich; do
     err=$(RUN_TIMEOUT=300 run "$mpi" 3 "$W/check_$mpi" 200 11 : -np 1 env NETGAUGE_COLL_TRIAL=9 "$W/check_$mpi" 200 11 \
         2>&1 >/dev/null) || { echo "$mpi: $err" >&2; exit 1; }

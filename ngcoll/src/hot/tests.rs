@@ -12,8 +12,8 @@ fn lookups(m: &Fake) -> usize {
 #[test]
 fn types_whose_handles_share_low_bits_do_not_evict_each_other() {
     // Open MPI's handles are the addresses of its predefined types, 512 B
-    // apart: MPI_CHAR and MPI_FLOAT of one run were 0x…060 and 0x…c60,
-    // one slot under the old hash, and every call asked MPI again.
+    // apart, so their low bits repeat (e.g. 0x…060 and 0x…c60): each type
+    // is still asked of MPI once, however the program alternates them.
     let m = Fake::new(Default::default(), 0, 1);
     let types: Vec<Raw> = (0..TYPE_SLOTS)
         .map(|k| 0x5600_0000_0060 + 0xc00 * k)
