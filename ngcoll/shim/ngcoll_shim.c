@@ -41,6 +41,16 @@ uintptr_t ngc_type_int(void) { return BITS(MPI_INT); }
 uintptr_t ngc_in_place(void) { return BITS(MPI_IN_PLACE); }
 uintptr_t ngc_op_min(void) { return BITS(MPI_MIN); }
 
+/* 1 if more than one thread may call MPI at a time (the thread level
+ * provided is MPI_THREAD_MULTIPLE, or cannot be asked). */
+int ngc_thread_multiple(void)
+{
+    int provided = MPI_THREAD_MULTIPLE;
+    if (PMPI_Query_thread(&provided) != MPI_SUCCESS)
+        return 1;
+    return provided == MPI_THREAD_MULTIPLE;
+}
+
 int ngc_library_version(char *out, int cap)
 {
     char v[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -14,9 +14,12 @@
 //! depends only on the byte count, which the type signatures make equal on
 //! every rank).
 //!
-//! The choice costs no system call and no allocation: an attribute lookup
-//! on the communicator, the datatype's size and layout, and one table
-//! lookup (`tests/ngcoll/decide.c` times it and proves it makes no system call).
+//! The choice costs no system call and no allocation. A call that the
+//! [`gate`] sends to the library's own reads its two lines and goes; any
+//! other takes the full path: the communicator's state (its attribute,
+//! cached per thread), the datatype's size and layout, and one table
+//! lookup (`tests/ngcoll/decide.c` times it and proves it makes no system
+//! call), which opens the gate for the communicator.
 //! Where the plan chose one of ours, a class's first calls are its trial
 //! against the library's own ([`crate::trial`]): every interposed
 //! collective runs inside [`trial::timed`], which times the calls the trial
@@ -27,11 +30,21 @@ use std::ffi::{c_int, c_void};
 use netgauge::select::{Algorithm, Collective};
 
 use crate::algo::{self, Cx, Elems, Operands};
-use crate::hot::type_info;
+use crate::gate;
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
-use crate::runtime::{enabled, state, CommState};
+use crate::runtime::{state, CommState};
 use crate::trial;
+
+/// A datatype's layout (the thread's cache), remembered by the gate when
+/// predefined.
+fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, MpiError> {
+    let ti = crate::hot::type_info(m, datatype)?;
+    if ti.predefined {
+        gate::remember_type(datatype, ti.size);
+    }
+    Ok(ti)
+}
 
 /// A call's outcome as an MPI return code.
 fn code(r: Result<(), MpiError>) -> c_int {
@@ -84,18 +97,30 @@ fn plan_call<M: Mpi + ?Sized>(
     side.ours().then_some((st, slot))
 }
 
-/// One interposed call: straight to the library's own (`lib`) while
-/// libngcoll is off, touching nothing else of it; otherwise `body`, given
-/// `lib`, inside [`trial::timed`].
-#[inline]
+/// One interposed call: straight to the library's own (`lib`) where the
+/// gate `passes` it (libngcoll off, or the gate's decision), touching
+/// nothing else of libngcoll; otherwise `body`, given `lib`, inside
+/// [`trial::timed`] (out of line: the entry point keeps the gate's few
+/// instructions and the call).
+#[inline(always)]
 fn interposed<M: Mpi + ?Sized, L: FnOnce() -> c_int>(
+    m: &M,
+    passes: bool,
+    lib: L,
+    body: impl FnOnce(L) -> c_int,
+) -> c_int {
+    if passes {
+        return lib();
+    }
+    full_path(m, lib, body)
+}
+
+#[inline(never)]
+fn full_path<M: Mpi + ?Sized, L: FnOnce() -> c_int>(
     m: &M,
     lib: L,
     body: impl FnOnce(L) -> c_int,
 ) -> c_int {
-    if !enabled() {
-        return lib();
-    }
     trial::timed(m, || body(lib))
 }
 
@@ -124,6 +149,9 @@ pub fn decide<M: Mpi + ?Sized>(
         return -1;
     };
     let bytes = count.max(0) as u64 * ti.size as u64;
+    if gate::holds(coll, comm, bytes) {
+        return -1;
+    }
     match plan_of(m, comm, coll, bytes) {
         Some((_, s)) => i64::from(s.alg),
         None => -1,
@@ -157,6 +185,7 @@ unsafe fn bcast_bytes<M: Mpi + ?Sized>(
 ///
 /// # Safety
 /// The arguments of a valid MPI_Bcast call.
+#[inline(always)]
 pub unsafe fn bcast<M: Mpi + ?Sized>(
     m: &M,
     buf: *mut c_void,
@@ -166,7 +195,8 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    interposed(m, lib, |lib| {
+    let passes = gate::passes(Collective::Bcast, comm, datatype, count);
+    interposed(m, passes, lib, |lib| {
         let Ok(ti) = type_info(m, datatype) else {
             return lib();
         };
@@ -269,16 +299,18 @@ pub struct ReduceCall {
 ///
 /// # Safety
 /// The arguments of a valid MPI_Reduce or MPI_Allreduce call.
+#[inline(always)]
 pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     m: &M,
     a: ReduceCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    interposed(m, lib, |lib| {
-        let coll = match a.root {
-            Some(_) => Collective::Reduce,
-            None => Collective::Allreduce,
-        };
+    let coll = match a.root {
+        Some(_) => Collective::Reduce,
+        None => Collective::Allreduce,
+    };
+    let passes = gate::passes(coll, a.comm, a.datatype, a.count);
+    interposed(m, passes, lib, |lib| {
         let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
             return lib();
         };
@@ -452,13 +484,15 @@ fn blocks<M: Mpi + ?Sized>(m: &M, a: &BlockCall, coll: Collective) -> Option<Blo
 ///
 /// # Safety
 /// The arguments of a valid MPI_Allgather or MPI_Alltoall call.
+#[inline(always)]
 pub unsafe fn block_collective<M: Mpi + ?Sized>(
     m: &M,
     coll: Collective,
     a: BlockCall,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    interposed(m, lib, |lib| {
+    let passes = gate::passes(coll, a.comm, a.rtype, a.rcount);
+    interposed(m, passes, lib, |lib| {
         let Some(b) = blocks(m, &a, coll) else {
             return lib();
         };
@@ -560,8 +594,9 @@ unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<
 }
 
 /// MPI_Barrier.
+#[inline(always)]
 pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce() -> c_int) -> c_int {
-    interposed(m, lib, |lib| {
+    interposed(m, gate::passes_barrier(comm), lib, |lib| {
         let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
             return lib();
         };

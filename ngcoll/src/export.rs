@@ -159,6 +159,7 @@ macro_rules! export_mpi {
             fn ngc_type_byte() -> usize;
             fn ngc_in_place() -> usize;
             fn ngc_library_version(out: *mut c_char, cap: c_int) -> c_int;
+            fn ngc_thread_multiple() -> c_int;
             fn ngc_comm_size(comm: usize, size: *mut c_int) -> c_int;
             fn ngc_comm_rank(comm: usize, rank: *mut c_int) -> c_int;
             fn ngc_comm_test_inter(comm: usize, flag: *mut c_int) -> c_int;
@@ -471,6 +472,10 @@ macro_rules! export_mpi {
             }
             fn abi_name(&self) -> &'static str {
                 $abi
+            }
+            fn thread_multiple(&self) -> bool {
+                // SAFETY: no arguments.
+                unsafe { ngc_thread_multiple() != 0 }
             }
         }
 

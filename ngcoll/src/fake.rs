@@ -336,6 +336,10 @@ impl Mpi for Fake {
     fn abi_name(&self) -> &'static str {
         "fake"
     }
+    fn thread_multiple(&self) -> bool {
+        // One thread per rank, in one process.
+        true
+    }
 }
 
 /// Runs `f(rank's MPI, rank)` on `p` threads and returns their results.

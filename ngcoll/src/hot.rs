@@ -90,6 +90,15 @@ pub(crate) fn last_state(comm: Raw) -> Option<*const CommState> {
     })
 }
 
+/// Calls `f` with the state this thread called a collective on last.
+pub(crate) fn with_last(f: impl FnOnce(&Arc<CommState>)) {
+    HOT.with(|h| {
+        if let Some((_, st)) = h.last.borrow().as_ref() {
+            f(st)
+        }
+    })
+}
+
 /// Makes `st`, the state of `comm`, this thread's last.
 pub(crate) fn set_last(comm: Raw, st: Arc<CommState>) {
     HOT.with(|h| *h.last.borrow_mut() = Some((comm, st)));

@@ -18,6 +18,7 @@
 //!   once for every ABI;
 //! - [`algo`]: the algorithms; [`plan`]: the per-communicator decisions;
 //! - [`runtime`]: the state set at MPI_Init and per communicator;
+//! - [`gate`]: the two cache lines a call that passes through reads;
 //! - [`trial`]: where the plan chose ours, each class's first calls time
 //!   ours against the library's own, and the faster is kept;
 //! - [`entry`]: the interposed collectives; [`export_mpi!`]: what an ABI
@@ -30,6 +31,7 @@ pub mod algo;
 pub mod config;
 pub mod entry;
 pub mod export;
+pub mod gate;
 mod host;
 pub mod hot;
 mod log;

@@ -172,6 +172,9 @@ pub trait Mpi {
 
     /// MPI_Get_library_version.
     fn library_version(&self) -> String;
+    /// Whether several threads may call MPI at a time (the thread level
+    /// provided is MPI_THREAD_MULTIPLE, or MPI could not say).
+    fn thread_multiple(&self) -> bool;
     /// The MPI ABI this build was compiled for: "openmpi" or "mpich".
     fn abi_name(&self) -> &'static str;
 }

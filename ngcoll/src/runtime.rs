@@ -29,6 +29,7 @@ use netgauge::select::{Algorithm, Collective, Library, Measured, ViewOptions};
 use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Mode};
+use crate::gate;
 use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
 use crate::mpi::{Mpi, Raw};
 use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
@@ -68,21 +69,11 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
-/// Whether libngcoll is on: [`RUNTIME`]'s `enabled`, published once at
-/// MPI_Init. The first check of every interposed call, a word apart from
-/// the runtime: with libngcoll off, a call touches nothing else of it.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
-/// Whether libngcoll is on (one load).
-#[inline]
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Acquire)
-}
-
-/// The runtime if MPI_Init went through libngcoll and it is on.
+/// The runtime if MPI_Init went through libngcoll and it is on (whether
+/// it is on is published once at MPI_Init, in [`gate`]).
 #[inline]
 pub fn runtime() -> Option<&'static Runtime> {
-    RUNTIME.get().filter(|_| enabled())
+    RUNTIME.get().filter(|_| gate::on())
 }
 
 /// The runtime whatever its state (finalize, diagnostics).
@@ -126,6 +117,9 @@ pub struct CommState {
     pub source: String,
     scratch: Mutex<Vec<u8>>,
     pub(crate) calls: Vec<AtomicU64>,
+    /// Per collective: bit c set where class c goes to the library's own
+    /// without a trial (the pass-through gate's bits, [`library_masks`]).
+    library: [u64; COLLECTIVES],
     /// Per collective and class: the trial of the plan's choice of ours
     /// against the library's own (empty: no trials, `NETGAUGE_COLL_TRIAL=0`
     /// or a forced choice).
@@ -166,6 +160,7 @@ impl CommState {
             polite: false,
             nodes: 1,
             plan: Arc::new(Plan::library()),
+            library: [!0; COLLECTIVES],
             source: String::new(),
             scratch: Mutex::new(Vec::new()),
             calls: Vec::new(),
@@ -173,6 +168,42 @@ impl CommState {
             cycle: AtomicU64::new(0),
             log: false,
             force: Force::None,
+        }
+    }
+
+    /// A state with the gate's bits `library` and, with `log`, the log's
+    /// counters (the gate's tests).
+    #[cfg(test)]
+    pub(crate) fn for_gate(library: [u64; COLLECTIVES], log: bool) -> CommState {
+        let mut st = CommState::passthrough(0, 2, 0);
+        st.library = library;
+        if log {
+            st.calls = (0..COLLECTIVES * CLASSES)
+                .map(|_| AtomicU64::new(0))
+                .collect();
+        }
+        st
+    }
+
+    /// The log's count of `coll` calls in `class` (the gate's tests).
+    #[cfg(test)]
+    pub(crate) fn count(&self, coll: Collective, class: usize) -> u64 {
+        self.calls[coll as usize * CLASSES + class].load(Ordering::Relaxed)
+    }
+
+    /// Per collective: the classes that go to the library's own without a
+    /// trial, as bits.
+    pub(crate) fn library_masks(&self) -> [u64; COLLECTIVES] {
+        self.library
+    }
+
+    /// The log's per-class call counters (`COLLECTIVES * CLASSES` of them,
+    /// collective-major), or null when not logging.
+    pub(crate) fn counts_ptr(&self) -> *mut AtomicU64 {
+        if self.calls.len() == COLLECTIVES * CLASSES {
+            self.calls.as_ptr() as *mut AtomicU64
+        } else {
+            std::ptr::null_mut()
         }
     }
 
@@ -252,6 +283,36 @@ impl CommState {
     }
 }
 
+/// Per collective, bit c set where [`CommState::pick`] gives class c to the
+/// library's own under `plan` and `force` (so no trial either: trials are
+/// only where the plan chose ours). Classes beyond an MPI `int` of bytes
+/// and a choice per call (`cycle`) are left clear: the full path decides.
+pub(crate) fn library_masks(plan: &Plan, force: &Force) -> [u64; COLLECTIVES] {
+    let mut masks = [0u64; COLLECTIVES];
+    if *force == Force::Cycle {
+        return masks;
+    }
+    for (coll, mask) in Collective::ALL.into_iter().zip(masks.iter_mut()) {
+        for class in 0..CLASSES {
+            if plan::class_bounds(class).1 > i32::MAX as u64 {
+                break;
+            }
+            let forced = match force {
+                Force::Fixed(list) => list.iter().find(|(c, _, _)| *c == coll),
+                _ => None,
+            };
+            let library = match forced {
+                Some((_, alg, _)) => alg.is_none(),
+                None => plan.slot(coll, class).algorithm().is_none(),
+            };
+            if library {
+                *mask |= 1 << class;
+            }
+        }
+    }
+    masks
+}
+
 /// A heap-held state behind an MPI attribute: released by the attribute's
 /// delete callback.
 extern "C" fn release_state(p: *mut c_void) {
@@ -261,6 +322,7 @@ extern "C" fn release_state(p: *mut c_void) {
     // SAFETY: every attribute value of ngcoll's keyval is an
     // `Arc::into_raw` of a CommState, released exactly once, here.
     let st = unsafe { Arc::from_raw(p as *const CommState) };
+    gate::forget(Arc::as_ptr(&st));
     st.closed.store(true, Ordering::Relaxed);
     st.freed.store(true, Ordering::Release);
     // The shadow is freed by `finalize` or by the free of the user
@@ -444,8 +506,9 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         rt.spin_slice_ns = sched_slice_ns();
     }
     let on = rt.enabled;
+    let gated = !m.thread_multiple() && rt.cfg.force != Force::Cycle;
     if RUNTIME.set(rt).is_ok() {
-        ENABLED.store(on, Ordering::Release);
+        gate::set(on, gated);
     }
 }
 
@@ -459,6 +522,9 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
     // A state in the cache was set up with libngcoll on (it never goes off
     // again): the runtime is read only on a miss.
     if let Some(p) = crate::hot::last_state(comm) {
+        if gate::wants(comm) {
+            crate::hot::with_last(|st| gate::open(comm, st));
+        }
         // SAFETY: see above; the 'static lifetime is never used beyond the
         // call.
         return Some(unsafe { &*p });
@@ -480,6 +546,7 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
         Err(_) => return None,
     };
     let p = Arc::as_ptr(&st);
+    gate::open(comm, &st);
     crate::hot::set_last(comm, st);
     // SAFETY: the thread's cache now holds the Arc (see `hot::last_state`).
     Some(unsafe { &*p })
@@ -545,6 +612,7 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             freed: AtomicBool::new(false),
             polite: rt.polite,
             nodes: n_nodes,
+            library: library_masks(&plan, &rt.cfg.force),
             plan: Arc::new(plan),
             source,
             scratch: Mutex::new(Vec::new()),
@@ -699,6 +767,7 @@ fn build_plan(
 /// communicator freed.
 pub fn finalize<M: Mpi + ?Sized>(m: &M) {
     let Some(rt) = runtime() else { return };
+    gate::close();
     let list: Vec<Arc<CommState>> = match rt.comms.lock() {
         Ok(mut l) => std::mem::take(&mut *l),
         Err(_) => return,
@@ -736,6 +805,7 @@ pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
         // SAFETY: see `state`: the attribute still holds the Arc.
         let st = unsafe { &*(p as *const CommState) };
         st.freed.store(true, Ordering::Release);
+        gate::forget(st);
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
                 let _ = m.comm_free(sh);
