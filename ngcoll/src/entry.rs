@@ -33,7 +33,7 @@ use crate::algo::{self, Cx, Elems, Operands};
 use crate::gate;
 use crate::mpi::{Mpi, MpiError, Raw, TypeInfo, MPI_SUCCESS};
 use crate::plan::Slot;
-use crate::runtime::{state, CommState};
+use crate::runtime::{existing_state, state, CommState};
 use crate::trial;
 
 /// A datatype's layout (the thread's cache), remembered by the gate when
@@ -195,7 +195,13 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     comm: Raw,
     lib: impl FnOnce() -> c_int,
 ) -> c_int {
-    let passes = gate::passes(Collective::Bcast, comm, datatype, count);
+    // A negative root (erroneous on an intra-communicator) goes the full path.
+    let passes = gate::passes(
+        Collective::Bcast,
+        comm,
+        datatype,
+        if root < 0 { -1 } else { count },
+    );
     interposed(m, passes, lib, |lib| {
         let Ok(ti) = type_info(m, datatype) else {
             return lib();
@@ -247,7 +253,7 @@ fn reduction<M: Mpi + ?Sized>(
     comm: Raw,
     coll: Collective,
 ) -> Option<(TypeInfo, &'static CommState, Slot)> {
-    if count <= 0 || m.op_kind(op) == 0 {
+    if count <= 0 {
         return None;
     }
     let ti = type_info(m, datatype).ok()?;
@@ -255,6 +261,14 @@ fn reduction<M: Mpi + ?Sized>(
         return None;
     }
     let bytes = count as u64 * ti.size as u64;
+    if m.op_kind(op) == 0 {
+        // Outside the model, yet counted in its class where the
+        // communicator is set up, as the gate counts it.
+        if let Some(st) = existing_state(m, comm).filter(|_| bytes <= MAX_BYTES) {
+            st.count(coll, bytes);
+        }
+        return None;
+    }
     let (st, slot) = plan_call(m, comm, coll, bytes)?;
     Some((ti, st, slot))
 }

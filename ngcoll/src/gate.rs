@@ -27,7 +27,13 @@
 //! without a trial (the plan's choice is the library's); classes beyond
 //! an MPI `int` of bytes are left to the full path. With
 //! `NETGAUGE_COLL=log` the gate counts the call in its class, as the full
-//! path does.
+//! path does (a reduction with an operation of the program's own is
+//! counted by both; arguments MPI forbids, such as an allgather whose send
+//! and receive blocks differ, may be counted by the gate alone).
+//!
+//! A program that calls MPI from several threads at once at a thread level
+//! below MPI_THREAD_MULTIPLE breaks the standard, and here could see one
+//! communicator with another's bits.
 
 use std::ffi::c_int;
 use std::ptr;
@@ -141,13 +147,14 @@ fn decided(coll: Collective, comm: Raw, bytes: u64) -> bool {
 
 /// Whether a call of `coll` with `count` × `datatype` on `comm` goes
 /// straight to the library's own: libngcoll is off, or the gate decides
-/// so. False: the full path decides.
+/// so. False: the full path decides (always for a count below 1 or the
+/// handle 0, which the full path checks and counts by its own rules).
 #[inline(always)]
 pub fn passes(coll: Collective, comm: Raw, datatype: Raw, count: c_int) -> bool {
     match LINE.flags.load(Relaxed) {
         0 => true,
-        f if f == ON | USABLE => match type_size(datatype) {
-            Some(size) => decided(coll, comm, count.max(0) as u64 * size),
+        f if f == ON | USABLE && count > 0 && datatype != 0 => match type_size(datatype) {
+            Some(size) => decided(coll, comm, count as u64 * size),
             None => false,
         },
         _ => false,
@@ -185,9 +192,7 @@ pub(crate) fn open(comm: Raw, st: &Arc<CommState>) {
     if !wants(comm) {
         return;
     }
-    let Ok(mut owner) = OWNER.lock() else {
-        return;
-    };
+    let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
     LINE.comm.store(0, Relaxed);
     for (bits, m) in LINE.library.iter().zip(st.library_masks()) {
         bits.store(m, Relaxed);
@@ -200,9 +205,7 @@ pub(crate) fn open(comm: Raw, st: &Arc<CommState>) {
 /// Shuts the gate if it is open for the state at `st` (its communicator
 /// is being freed: the handle may name another one next).
 pub(crate) fn forget(st: *const CommState) {
-    let Ok(mut owner) = OWNER.lock() else {
-        return;
-    };
+    let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
     if owner.as_ref().is_some_and(|o| ptr::eq(Arc::as_ptr(o), st)) {
         shut(&mut owner);
     }
@@ -211,9 +214,7 @@ pub(crate) fn forget(st: *const CommState) {
 /// Shuts the gate for good (MPI_Finalize).
 pub(crate) fn close() {
     LINE.flags.fetch_and(!USABLE, Relaxed);
-    if let Ok(mut owner) = OWNER.lock() {
-        shut(&mut owner);
-    }
+    shut(&mut OWNER.lock().unwrap_or_else(|e| e.into_inner()));
 }
 
 fn shut(owner: &mut Option<Arc<CommState>>) {

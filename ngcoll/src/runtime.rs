@@ -185,9 +185,19 @@ impl CommState {
         st
     }
 
+    /// A state deciding by `plan` and `force` (the gate's tests).
+    #[cfg(test)]
+    pub(crate) fn for_plan(plan: Plan, force: Force) -> CommState {
+        let mut st = CommState::passthrough(0, 2, 0);
+        st.library = library_masks(&plan, &force);
+        st.plan = Arc::new(plan);
+        st.force = force;
+        st
+    }
+
     /// The log's count of `coll` calls in `class` (the gate's tests).
     #[cfg(test)]
-    pub(crate) fn count(&self, coll: Collective, class: usize) -> u64 {
+    pub(crate) fn counted(&self, coll: Collective, class: usize) -> u64 {
         self.calls[coll as usize * CLASSES + class].load(Ordering::Relaxed)
     }
 
@@ -239,15 +249,23 @@ impl CommState {
         self.trials.get(coll, class)
     }
 
-    /// The decision for one call of `coll` with `bytes`.
+    /// Counts a call of `coll` with `bytes` in its class (log mode).
     #[inline]
-    pub fn pick(&self, coll: Collective, bytes: u64) -> Slot {
-        let class = plan::class_of(bytes);
+    pub fn count(&self, coll: Collective, bytes: u64) {
         if self.log {
-            if let Some(c) = self.calls.get(coll as usize * CLASSES + class) {
+            if let Some(c) = self
+                .calls
+                .get(coll as usize * CLASSES + plan::class_of(bytes))
+            {
                 c.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The decision for one call of `coll` with `bytes`.
+    #[inline]
+    pub fn pick(&self, coll: Collective, bytes: u64) -> Slot {
+        self.count(coll, bytes);
         match &self.force {
             Force::None => *self.plan.get(coll, bytes),
             Force::Cycle => self.cycled(coll, bytes),
@@ -519,6 +537,17 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
 /// calls it in the same collective.
 #[inline]
 pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
+    find(m, comm, true)
+}
+
+/// This communicator's state if a collective has set it up (never sets it
+/// up: a call that is not collective on every rank may ask).
+pub fn existing_state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
+    find(m, comm, false)
+}
+
+#[inline]
+fn find<M: Mpi + ?Sized>(m: &M, comm: Raw, set_up: bool) -> Option<&'static CommState> {
     // A state in the cache was set up with libngcoll on (it never goes off
     // again): the runtime is read only on a miss.
     if let Some(p) = crate::hot::last_state(comm) {
@@ -542,8 +571,8 @@ pub fn state<M: Mpi + ?Sized>(m: &M, comm: Raw) -> Option<&'static CommState> {
                 Arc::from_raw(p)
             }
         }
-        Ok(None) => setup(m, rt, comm)?,
-        Err(_) => return None,
+        Ok(None) if set_up => setup(m, rt, comm)?,
+        Ok(None) | Err(_) => return None,
     };
     let p = Arc::as_ptr(&st);
     gate::open(comm, &st);

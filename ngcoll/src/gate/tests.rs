@@ -38,6 +38,41 @@ fn masks_set_exactly_the_library_classes_within_an_int() {
     assert_eq!(m[Collective::Allreduce as usize], INT_CLASSES & !1);
 }
 
+#[test]
+fn every_bit_agrees_with_the_full_paths_pick() {
+    let mut plan = Plan::library();
+    for (i, alg) in Algorithm::ALL.into_iter().enumerate() {
+        for class in [i, 2 * i + 7, 40 + i] {
+            plan.set(alg.collective(), class, ours(alg));
+        }
+    }
+    let forces = [
+        Force::None,
+        Force::Fixed(vec![
+            (Collective::Allreduce, None, 0),
+            (Collective::Bcast, Some(Algorithm::BcastChain), 4096),
+        ]),
+    ];
+    for force in forces {
+        let st = CommState::for_plan(plan.clone(), force.clone());
+        let masks = st.library_masks();
+        for coll in Collective::ALL {
+            for class in 0..CLASSES {
+                let (lo, hi) = crate::plan::class_bounds(class);
+                let bit = masks[coll as usize] >> class & 1 == 1;
+                if hi > i32::MAX as u64 {
+                    assert!(!bit, "{coll:?} class {class}: beyond an int, the full path's");
+                    continue;
+                }
+                for bytes in [lo, hi] {
+                    let library = st.pick(coll, bytes).algorithm().is_none();
+                    assert_eq!(bit, library, "{force:?} {coll:?} {bytes} B");
+                }
+            }
+        }
+    }
+}
+
 /// The gate is one per process: one test walks it through its states.
 #[test]
 fn the_gate_passes_only_what_its_communicator_gives_to_the_library() {
@@ -66,7 +101,14 @@ fn the_gate_passes_only_what_its_communicator_gives_to_the_library() {
     assert!(!passes(Collective::Bcast, A, FLOAT, 10), "datatype unknown");
     remember_type(FLOAT, 4);
     assert!(passes(Collective::Bcast, A, FLOAT, 10));
-    assert!(passes(Collective::Bcast, A, FLOAT, 0));
+    assert!(
+        !passes(Collective::Bcast, A, FLOAT, 0),
+        "a count of 0: the full path"
+    );
+    assert!(
+        !passes(Collective::Bcast, A, 0, 10),
+        "the handle 0 never matches an empty slot"
+    );
     assert!(!passes(Collective::Bcast, A, FLOAT, 1000), "ours there");
     assert!(
         !passes(Collective::Bcast, B, FLOAT, 10),
@@ -76,10 +118,10 @@ fn the_gate_passes_only_what_its_communicator_gives_to_the_library() {
     assert!(passes(Collective::Alltoall, A, FLOAT, 1 << 20));
     // Counted in their class, as the full path's pick does; `holds` does not count.
     assert!(holds(Collective::Bcast, A, 40));
-    assert_eq!(st.count(Collective::Bcast, class_of(40)), 1);
-    assert_eq!(st.count(Collective::Bcast, 0), 1);
-    assert_eq!(st.count(Collective::Bcast, class_of(4000)), 0);
-    assert_eq!(st.count(Collective::Alltoall, class_of(4 << 20)), 1);
+    assert_eq!(st.counted(Collective::Bcast, class_of(40)), 1);
+    assert_eq!(st.counted(Collective::Bcast, 0), 0);
+    assert_eq!(st.counted(Collective::Bcast, class_of(4000)), 0);
+    assert_eq!(st.counted(Collective::Alltoall, class_of(4 << 20)), 1);
 
     // A fifth datatype takes the oldest slot.
     for (i, t) in [0x41, 0x42, 0x43, 0x44].into_iter().enumerate() {
@@ -87,11 +129,9 @@ fn the_gate_passes_only_what_its_communicator_gives_to_the_library() {
     }
     assert!(!passes(Collective::Bcast, A, FLOAT, 10));
     assert!(passes(Collective::Bcast, A, 0x44, 10));
-    remember_type(FLOAT, usize::MAX);
-    assert!(
-        !passes(Collective::Bcast, A, FLOAT, 10),
-        "a size beyond u32 is not held"
-    );
+    remember_type(0x45, usize::MAX);
+    assert_eq!(type_size(0x45), None, "a size beyond u32 is not held");
+    assert_eq!(type_size(0x41), Some(1));
 
     // Another state's communicator freed: still open; this one's: shut.
     let other = CommState::for_gate(bits, false);
