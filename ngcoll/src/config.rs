@@ -14,8 +14,9 @@
 //! Every rank must see the same values (mpirun passes the environment on).
 //! A value that one rank rejects turns libngcoll off on every rank, with one
 //! warning from the lowest such rank: the rank still takes part in MPI_Init's
-//! set-up and votes. `NETGAUGE_COLL=off` on some ranks only is the one
-//! difference that cannot be noticed: an off rank makes no call of its own.
+//! set-up and votes. `NETGAUGE_COLL=off` on some ranks only turns it off on
+//! every rank (one warning from rank 0 if it is on): an off rank takes part
+//! in the set-up's two collectives at MPI_Init and votes.
 
 use std::path::PathBuf;
 

@@ -1,6 +1,12 @@
 //! What an interposed call looks up on its thread, in one thread-local:
 //! the layouts of the predefined datatypes it has seen, and the state of
 //! the communicator it called a collective on last.
+//!
+//! The thread-local holds an Arc, so it has a destructor, which the C
+//! library runs at thread or process exit before `atexit` handlers and
+//! static destructors; a program may call collectives from those (a final
+//! reduction, then MPI_Finalize). Every access therefore uses `try_with`:
+//! after the destructor a call goes without the caches.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -54,19 +60,22 @@ thread_local! {
 #[inline]
 pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, MpiError> {
     if datatype != 0 {
-        let hit = HOT.with(|h| {
-            h.type_handles
-                .iter()
-                .position(|c| c.get() == datatype)
-                .map(|i| h.type_infos[i].get())
-        });
+        let hit = HOT
+            .try_with(|h| {
+                h.type_handles
+                    .iter()
+                    .position(|c| c.get() == datatype)
+                    .map(|i| h.type_infos[i].get())
+            })
+            .ok()
+            .flatten();
         if let Some(ti) = hit {
             return Ok(ti);
         }
     }
     let ti = m.type_info(datatype)?;
     if ti.predefined && datatype != 0 {
-        HOT.with(|h| {
+        let _ = HOT.try_with(|h| {
             let i = h.type_next.get() % TYPE_SLOTS;
             h.type_handles[i].set(datatype);
             h.type_infos[i].set(ti);
@@ -82,26 +91,30 @@ pub fn type_info<M: Mpi + ?Sized>(m: &M, datatype: Raw) -> Result<TypeInfo, MpiE
 /// collective on another communicator.
 #[inline]
 pub(crate) fn last_state(comm: Raw) -> Option<*const CommState> {
-    HOT.with(|h| {
+    HOT.try_with(|h| {
         h.last
             .borrow()
             .as_ref()
             .and_then(|(c, st)| (*c == comm && !st.is_freed()).then_some(Arc::as_ptr(st)))
     })
+    .ok()
+    .flatten()
 }
 
 /// Calls `f` with the state this thread called a collective on last.
 pub(crate) fn with_last(f: impl FnOnce(&Arc<CommState>)) {
-    HOT.with(|h| {
+    let _ = HOT.try_with(|h| {
         if let Some((_, st)) = h.last.borrow().as_ref() {
             f(st)
         }
-    })
+    });
 }
 
-/// Makes `st`, the state of `comm`, this thread's last.
+/// Makes `st`, the state of `comm`, this thread's last (after the
+/// thread-local's destructor, `st` is dropped: the communicator's
+/// attribute still holds the state).
 pub(crate) fn set_last(comm: Raw, st: Arc<CommState>) {
-    HOT.with(|h| *h.last.borrow_mut() = Some((comm, st)));
+    let _ = HOT.try_with(|h| *h.last.borrow_mut() = Some((comm, st)));
 }
 
 #[cfg(test)]

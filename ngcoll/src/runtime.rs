@@ -420,12 +420,16 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         comms: Mutex::new(Vec::new()),
         next_comm: AtomicU64::new(0),
     };
-    if rt.cfg.mode == Mode::Off {
-        let _ = RUNTIME.set(rt);
-        return;
-    }
+    // An off rank takes part in the set-up's collectives too (the others,
+    // if on, wait for it there) and votes every rank off, silently; a call
+    // of its own then touches nothing but the on/off flag.
+    let off = rt.cfg.mode == Mode::Off && bad_setting.is_none();
     // Which MPI this build was made for, against the one running.
-    let version = m.library_version();
+    let version = if off {
+        String::new()
+    } else {
+        m.library_version()
+    };
     let abi_ok = match m.abi_name() {
         "openmpi" => version.contains("Open MPI"),
         "mpich" => version.contains("MPICH"),
@@ -433,6 +437,8 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     };
     let local = if let Some(why) = &bad_setting {
         Err(why.clone())
+    } else if off {
+        Err(String::new())
     } else if !abi_ok {
         Err(format!(
             "built for {} but running on {:?}",
@@ -455,17 +461,20 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     let mut all = vec![0u8; HOST_BYTES * p];
     let gathered = m.allgather_bytes(&mine, &mut all, world).is_ok();
     // One vote per rank, the least wins: a rejected setting votes its rank
-    // number (the lowest such rank reports it), any other failure `p`,
-    // ready `p + 1`. A failed vote counts as a failure.
-    let p_i32 = i32::try_from(p).unwrap_or(i32::MAX - 1);
+    // number (the lowest such rank reports it), NETGAUGE_COLL=off `p`, any
+    // other failure `p + 1`, ready `p + 2`. A failed vote counts as a
+    // failure.
+    let p_i32 = i32::try_from(p).unwrap_or(i32::MAX - 2);
+    let (vote_off, vote_failed, vote_ready) = (p_i32, p_i32 + 1, p_i32 + 2);
     let vote = match (&bad_setting, local.is_ok() && gathered) {
         (Some(_), _) => i32::try_from(me).unwrap_or(0),
-        (None, false) => p_i32,
-        (None, true) => p_i32 + 1,
+        (None, _) if off => vote_off,
+        (None, false) => vote_failed,
+        (None, true) => vote_ready,
     };
-    let least = m.allreduce_min(vote, world).unwrap_or(p_i32);
-    let agree = i32::from(least == p_i32 + 1);
-    let bad_setting_somewhere = least < p_i32;
+    let least = m.allreduce_min(vote, world).unwrap_or(vote_failed);
+    let agree = i32::from(least == vote_ready);
+    let bad_setting_somewhere = least < vote_off;
     if gathered {
         for r in 0..p {
             let raw = &all[r * HOST_BYTES..(r + 1) * HOST_BYTES];
@@ -488,7 +497,11 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         (Some(why), _, _) if usize::try_from(least) == Ok(me) => warn(&format!(
             "rank {me}: {why}; collectives pass through on every rank"
         )),
-        _ if bad_setting_somewhere => {}
+        _ if bad_setting_somewhere || off => {}
+        _ if least == vote_off && me == 0 => {
+            warn("NETGAUGE_COLL=off on some ranks; collectives pass through on every rank")
+        }
+        _ if least == vote_off => {}
         (_, Err(why), _) if first_here => warn(&format!("{why}; collectives pass through")),
         (_, Ok(_), 0) if me == 0 => {
             warn("another node cannot use its segment; collectives pass through")
@@ -577,7 +590,10 @@ fn find<M: Mpi + ?Sized>(m: &M, comm: Raw, set_up: bool) -> Option<&'static Comm
     let p = Arc::as_ptr(&st);
     gate::open(comm, &st);
     crate::hot::set_last(comm, st);
-    // SAFETY: the thread's cache now holds the Arc (see `hot::last_state`).
+    // SAFETY: the communicator's attribute holds an Arc of the state until
+    // the communicator is freed, which cannot happen during this
+    // collective on it (the thread's cache holds another, unless its
+    // thread-local is gone: `hot`).
     Some(unsafe { &*p })
 }
 

@@ -8,6 +8,8 @@
 #   - the choice alone costs ≤ 100 ns and makes no system call
 #     (tests/ngcoll/decide.c: timing reported, the seccomp proof asserted);
 #   - a missing or stale segment: one warning, everything passes through;
+#   - a rejected setting or NETGAUGE_COLL=off on one rank: no hang, every
+#     rank passes through; collectives from an atexit handler;
 #   - NETGAUGE_COLL=log prints the choices at MPI_Finalize;
 #   - where ours is chosen, the class's trial finishes on every rank alike;
 #   - the project's MPI program (ngctl probe --transport mpi) runs with the
@@ -42,6 +44,7 @@ echo "== both ABI builds export the interposed entry points"
 for mpi in openmpi mpich; do
     "mpicc.$mpi" -O2 -Wall -Werror tests/ngcoll/check.c -o "$W/check_$mpi" -lm
     "mpicc.$mpi" -O2 -Wall -Werror tests/ngcoll/decide.c -o "$W/decide_$mpi" -ldl
+    "mpicc.$mpi" -O2 -Wall -Werror tests/ngcoll/atexit.c -o "$W/atexit_$mpi"
 done
 
 echo "== a segment: the MPI probe, 4 ranks oversubscribed"
@@ -139,7 +142,24 @@ for mpi in openmpi mpich; do
     echo "$mpi: $err"
 done
 
-echo "== NETGAUGE_COLL=off: nothing of libngcoll's (no warning, no setup)"
+echo "== NETGAUGE_COLL=off on one rank: it takes part in the set-up, every rank passes through"
+for mpi in openmpi mpich; do
+    err=$(RUN_TIMEOUT=300 run "$mpi" 3 "$W/check_$mpi" 200 13 : -np 1 env NETGAUGE_COLL=off "$W/check_$mpi" 200 13 \
+        2>&1 >/dev/null) || { echo "$mpi: $err" >&2; exit 1; }
+    n=$(grep -c '^ngcoll: ' <<<"$err" || true)
+    [ "$n" = 1 ] && grep -q '^ngcoll: NETGAUGE_COLL=off on some ranks' <<<"$err" \
+        || { echo "$mpi: expected one warning from rank 0, got $n: $err" >&2; exit 1; }
+    echo "$mpi: $err"
+done
+
+echo "== collectives from an atexit handler (after the thread-local destructors)"
+for mpi in openmpi mpich; do
+    out=$(RUN_TIMEOUT=300 run "$mpi" 2 "$W/atexit_$mpi" 2>&1) || { echo "$mpi: $out" >&2; exit 1; }
+    grep -q '^atexit: .*: ok$' <<<"$out" || { echo "$mpi: $out" >&2; exit 1; }
+    echo "$mpi: $(grep '^atexit' <<<"$out")"
+done
+
+echo "== NETGAUGE_COLL=off: nothing of libngcoll's per call (no warning)"
 err=$(NETGAUGE_COLL=off NETGAUGE_SHM="$W/none" run openmpi 4 "$W/check_openmpi" 100 9 2>&1 >/dev/null) \
     || { echo "$err" >&2; exit 1; }
 ! grep -q '^ngcoll:' <<<"$err" || { echo "off printed: $err" >&2; exit 1; }

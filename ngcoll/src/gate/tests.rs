@@ -61,7 +61,10 @@ fn every_bit_agrees_with_the_full_paths_pick() {
                 let (lo, hi) = crate::plan::class_bounds(class);
                 let bit = masks[coll as usize] >> class & 1 == 1;
                 if hi > i32::MAX as u64 {
-                    assert!(!bit, "{coll:?} class {class}: beyond an int, the full path's");
+                    assert!(
+                        !bit,
+                        "{coll:?} class {class}: beyond an int, the full path's"
+                    );
                     continue;
                 }
                 for bytes in [lo, hi] {
