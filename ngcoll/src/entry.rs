@@ -21,9 +21,9 @@
 //! lookup (`tests/ngcoll/decide.c` times it and proves it makes no system
 //! call), which opens the gate for the communicator.
 //! Where the plan chose one of ours, a class's first calls are its trial
-//! against the library's own ([`crate::trial`]): every interposed
-//! collective runs inside [`trial::timed`], which times the calls the trial
-//! asks for.
+//! against the library's own ([`crate::trial`]): every call of the full
+//! path runs inside [`trial::timed`], which times the calls the trial asks
+//! for (the gate never passes a class that has a trial).
 
 use std::ffi::{c_int, c_void};
 

@@ -4,11 +4,10 @@
 //! Most of a program's calls pass through (the plan keeps the library's
 //! choice wherever ours is not predicted clearly faster). On a node whose
 //! ranks share cores every call follows another process's time slice and
-//! runs cold, and the full path to that decision (the trial's timing
-//! wrapper, the thread's caches, the communicator's state, the plan's
-//! slot: several functions, lines and pages) measured a 2–3 % tax on every
-//! such call, where a wrapper that only calls PMPI_ costs 0.3 %
-//! (bench/ngcoll.md, "the pass-through gate"). The gate holds the
+//! runs cold: the full path to that decision (the trial's timing wrapper,
+//! the thread's caches, the communicator's state, the plan's slot) is
+//! several functions, lines and pages, each fetched again on every call
+//! (what that costs: bench/ngcoll.md, "the pass-through gate"). The gate holds the
 //! communicator the full path served last and, per collective, one bit per
 //! size class that its plan gives to the library's own, beside the sizes
 //! of the datatypes seen last: a call that finds its communicator,

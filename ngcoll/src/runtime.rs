@@ -311,14 +311,14 @@ pub(crate) fn library_masks(plan: &Plan, force: &Force) -> [u64; COLLECTIVES] {
         return masks;
     }
     for (coll, mask) in Collective::ALL.into_iter().zip(masks.iter_mut()) {
+        let forced = match force {
+            Force::Fixed(list) => list.iter().find(|(c, _, _)| *c == coll),
+            _ => None,
+        };
         for class in 0..CLASSES {
             if plan::class_bounds(class).1 > i32::MAX as u64 {
                 break;
             }
-            let forced = match force {
-                Force::Fixed(list) => list.iter().find(|(c, _, _)| *c == coll),
-                _ => None,
-            };
             let library = match forced {
                 Some((_, alg, _)) => alg.is_none(),
                 None => plan.slot(coll, class).algorithm().is_none(),
@@ -352,6 +352,25 @@ extern "C" fn release_state(p: *mut c_void) {
 
 fn warn(msg: &str) {
     eprintln!("ngcoll: {msg}");
+}
+
+/// Whether the MPI running is the one this build was made for; the reason
+/// if not.
+fn same_abi<M: Mpi + ?Sized>(m: &M) -> Result<(), String> {
+    let version = m.library_version();
+    let ok = match m.abi_name() {
+        "openmpi" => version.contains("Open MPI"),
+        "mpich" => version.contains("MPICH"),
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "built for {} but running on {:?}",
+        m.abi_name(),
+        version.lines().next().unwrap_or("")
+    ))
 }
 
 /// Opens the segment and checks it is fresh; the reason if not.
@@ -424,29 +443,12 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     // if on, wait for it there) and votes every rank off, silently; a call
     // of its own then touches nothing but the on/off flag.
     let off = rt.cfg.mode == Mode::Off && bad_setting.is_none();
-    // Which MPI this build was made for, against the one running.
-    let version = if off {
-        String::new()
-    } else {
-        m.library_version()
-    };
-    let abi_ok = match m.abi_name() {
-        "openmpi" => version.contains("Open MPI"),
-        "mpich" => version.contains("MPICH"),
-        _ => false,
-    };
     let local = if let Some(why) = &bad_setting {
         Err(why.clone())
     } else if off {
         Err(String::new())
-    } else if !abi_ok {
-        Err(format!(
-            "built for {} but running on {:?}",
-            m.abi_name(),
-            version.lines().next().unwrap_or("")
-        ))
     } else {
-        open_segment(&rt.cfg)
+        same_abi(m).and_then(|()| open_segment(&rt.cfg))
     };
     // Host names of every world rank (collective: every rank takes part).
     let world = m.comm_world();
