@@ -18,7 +18,7 @@ use std::process::Command;
 
 use netgauge::{EntryData, RangeData};
 use netgauged::export::loggopsim::{self, Unit};
-use netgauged::export::{self, model, ExportArgs, Format};
+use netgauged::export::{self, model, smpi, ExportArgs, Format};
 
 /// A LogGPS link as the sim transport's probe fits it (L=1100, o=300,
 /// g=450, G=0.08, S=16384: above S the send overhead and the gap hold the
@@ -69,6 +69,36 @@ fn fast_entry() -> EntryData {
         eel_ns: 590.0,
         L_ns: 150.0,
         S_bytes: None,
+        ..EntryData::default()
+    }
+}
+
+/// A link whose largest sizes cost more per byte than the sizes below them
+/// (G 0.1124 ns/B above 2 MiB after 0.045 ns/B), as an oversubscribed MPI
+/// probe can fit: that piece's line has a negative constant.
+fn convex_entry() -> EntryData {
+    let r = |from, to, g, big_g| RangeData {
+        from_bytes: from,
+        to_bytes: to,
+        g_ns: g,
+        G_ns_per_byte: big_g,
+        o_s_ns: 700.0,
+        o_r_ns: 600.0,
+        O_s_ns_per_byte: 0.0,
+        O_r_ns_per_byte: 0.0,
+    };
+    EntryData {
+        peer: "vm".into(),
+        transport: "mpi".into(),
+        ranges: vec![
+            r(1, 3496, 900.0, 0.9),
+            r(3497, 65_536, 5000.0, 0.3),
+            r(65_537, 2 << 20, 8000.0, 0.045),
+            r((2 << 20) + 1, 4 << 20, 9000.0, 0.1124),
+        ],
+        eel_ns: 2040.0,
+        L_ns: 1620.0,
+        S_bytes: Some(3496),
         ..EntryData::default()
     }
 }
@@ -652,15 +682,34 @@ fn smpi_reproduces_the_model_and_the_measured_sharing() {
     let mut a = args(Format::Smpi);
     a.hosts = Some(5);
     // One message: half a simulated ping-pong against T(s), on both sides
-    // of every piece's boundaries (S among them).
+    // of every piece's boundaries (S among them), and of every boundary of
+    // the pieces SMPI gets (more where a line has a negative constant).
     let mut worst = 0.0f64;
-    for e in [sim_entry(), fast_entry()] {
+    for e in [sim_entry(), fast_entry(), convex_entry()] {
         let xml = export::render(&a, &e, &[], None).unwrap();
         let pieces = model::pieces(&e);
+        let written = smpi::smpi_pieces(&e).unwrap();
+        assert_eq!(
+            written.len() > pieces.len(),
+            e.peer == "vm",
+            "{} pieces for {}",
+            written.len(),
+            pieces.len()
+        );
         let mut sizes: Vec<u64> = pieces
             .iter()
             .flat_map(|p| [p.from_bytes, (p.from_bytes + p.to_bytes) / 2, p.to_bytes])
+            .chain(
+                written
+                    .iter()
+                    .flat_map(|p| [p.from_bytes.saturating_sub(1).max(1), p.from_bytes]),
+            )
+            // Beyond the last range, where its line (its last chord) holds;
+            // without S, sizes above the export's eager bound are not
+            // detached in SMPI (--eager-up-to).
+            .chain(e.S_bytes.map_or(vec![], |_| vec![8 << 20, 64 << 20]))
             .collect();
+        sizes.sort_unstable();
         sizes.dedup();
         let args: Vec<String> = sizes.iter().map(|s| s.to_string()).collect();
         let got = smpirun(&dir, &xml, 2, &pingpong, &args);

@@ -460,3 +460,45 @@ fn smpi_platform_from_a_segment_with_its_contention_record() {
     w.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A range whose line has a negative constant (its G steeper than the sizes
+/// below it averaged) is written as pieces of latency 0 that keep SMPI's
+/// time within the chord tolerance of T(s) (SMPI itself runs it in
+/// tests/export_consumers.rs); one SMPI cannot carry closely enough is an
+/// error that names the sizes.
+#[test]
+fn smpi_splits_a_line_with_a_negative_constant_and_refuses_one_it_cannot_hold() {
+    use netgauged::export::{model, smpi};
+    let mut e = entry();
+    let big = RangeData {
+        from_bytes: (4 << 20) + 1,
+        to_bytes: 8 << 20,
+        g_ns: 9000.0,
+        G_ns_per_byte: 0.2,
+        ..e.ranges[1].clone()
+    };
+    e.ranges.push(big.clone());
+    let pieces = model::pieces(&e);
+    let last = pieces.last().unwrap();
+    assert!(last.message_ns(1) - last.G_ns_per_byte < 0.0, "{last:?}");
+    let written = smpi::smpi_pieces(&e).unwrap();
+    assert!(written.len() > pieces.len() + 10, "{}", written.len());
+    let mut worst = 0.0f64;
+    for s in (1..=160u64).map(|i| i * (1 << 17)).chain([1, 4096, 4097]) {
+        let err = smpi::smpi_message_s(&written, s) * 1e9 / model::message_ns(&pieces, s) - 1.0;
+        worst = worst.max(err.abs());
+    }
+    assert!(worst <= smpi::CHORD_TOLERANCE + 1e-9, "{worst}");
+    assert!(worst >= smpi::CHORD_TOLERANCE * 0.5, "{worst}");
+    let xml = export::render(&args(Format::Smpi), &e, &[], None).unwrap();
+    assert!(xml.contains("a line with a negative constant"), "{xml}");
+    // A G a thousand times the one below: hundreds of pieces would not do.
+    e.ranges[2].G_ns_per_byte = 55.0;
+    let err = export::render(&args(Format::Smpi), &e, &[], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sizes from 4194305 B") && err.contains("256 pieces"),
+        "{err}"
+    );
+}

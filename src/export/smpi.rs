@@ -21,7 +21,10 @@
 //! together they exceed half of G, so the network keeps a per-byte time),
 //! the network takes the rest; above S (rendezvous, the handshake already
 //! in T) the network takes all of T. A simulated one-way message then takes
-//! T(s) and a ping-pong 2·T(s).
+//! T(s) and a ping-pong 2·T(s). Where a piece's line has a negative
+//! constant (T grows faster there than below it), SMPI's latency cannot
+//! carry it: that piece is written as several of latency 0 whose per-byte
+//! times stay within [`CHORD_TOLERANCE`] of T(s).
 //!
 //! Contention, where the transport's record has it (`ngctl contention`):
 //! k flows out of or into one host share its link, each at k·β of its time
@@ -73,38 +76,43 @@ pub struct SmpiSharing {
     pub note: String,
 }
 
-/// The pieces of `e`'s T(s) as SMPI's terms.
+/// The pieces of `e`'s T(s) as SMPI's terms (a piece whose line SMPI's
+/// latency cannot carry becomes several: see [`network_terms`]).
 pub fn smpi_pieces(e: &EntryData) -> Result<Vec<SmpiPiece>> {
     let ps = pieces(e);
     if ps.is_empty() {
         return Err(bad("the entry has no protocol ranges".into()));
     }
-    ps.iter().map(smpi_piece).collect()
+    let mut out = Vec::new();
+    for (i, p) in ps.iter().enumerate() {
+        out.extend(smpi_piece(p, i + 1 == ps.len())?);
+    }
+    Ok(out)
 }
 
-fn smpi_piece(p: &Piece) -> Result<SmpiPiece> {
+/// One piece of T(s) (`last`: its line holds beyond its range) as SMPI's
+/// terms.
+fn smpi_piece(p: &Piece, last: bool) -> Result<Vec<SmpiPiece>> {
     let ns = 1e-9;
     let g = p.G_ns_per_byte;
     // T(s) = at1 + (s − 1)·G = (at1 − G) + s·G.
     let at0 = p.message_ns(1) - g;
-    let env = SMPI_ENVELOPE_BYTES as f64;
+    let to = (!last).then_some(p.to_bytes);
+    let piece = |(from_bytes, lat, net): (u64, f64, f64), os, or| SmpiPiece {
+        from_bytes,
+        rendezvous: p.rendezvous,
+        latency_s: lat * ns,
+        net_s_per_byte: net * ns,
+        os,
+        or,
+    };
     if p.rendezvous {
-        let net_g = g.max(f64::MIN_POSITIVE);
-        let lat = at0 - env * g;
-        if lat < 0.0 {
-            return Err(bad(format!(
-                "sizes {}..{} B: T(s) = {:.1} ns + s·{:.4} ns/B is below SMPI's 16-byte envelope at that G",
-                p.from_bytes, p.to_bytes, at0, g
-            )));
-        }
-        return Ok(SmpiPiece {
-            from_bytes: p.from_bytes,
-            rendezvous: true,
-            latency_s: lat * ns,
-            net_s_per_byte: net_g * ns,
-            os: (0.0, 0.0),
-            or: (0.0, 0.0),
-        });
+        // The network takes all of T.
+        let terms = network_terms(p.from_bytes, to, at0, g.max(f64::MIN_POSITIVE))?;
+        return Ok(terms
+            .into_iter()
+            .map(|t| piece(t, (0.0, 0.0), (0.0, 0.0)))
+            .collect());
     }
     let r = &p.range;
     let (big_os, big_or) = (r.O_s_ns_per_byte.max(0.0), r.O_r_ns_per_byte.max(0.0));
@@ -122,9 +130,10 @@ fn smpi_piece(p: &Piece) -> Result<SmpiPiece> {
     // Sleeps that give o_s and o_r at s = 1.
     let (mut a_s, mut a_r) = ((r.o_s_ns - b_s).max(0.0), (r.o_r_ns - b_r).max(0.0));
     // The network's constant: what T leaves after the sleeps and the envelope.
-    let mut lat = at0 - a_s - a_r - env * net_g;
+    let lat = at0 - a_s - a_r - SMPI_ENVELOPE_BYTES as f64 * net_g;
     if lat < 0.0 {
-        // T(1) below o_s + o_r (a negative L): the sleeps give way.
+        // T(1) below o_s + o_r (a negative L): the sleeps give way first,
+        // which keeps T exact.
         let cut = (-lat).min(a_s + a_r);
         let share = if a_s + a_r > 0.0 {
             a_s / (a_s + a_r)
@@ -133,25 +142,83 @@ fn smpi_piece(p: &Piece) -> Result<SmpiPiece> {
         };
         a_s -= cut * share;
         a_r -= cut * (1.0 - share);
-        lat = at0 - a_s - a_r - env * net_g;
-        if lat < -1e-9 {
+    }
+    let terms = network_terms(p.from_bytes, to, at0 - a_s - a_r, net_g)?;
+    Ok(terms
+        .into_iter()
+        .map(|t| piece(t, (a_s * ns, b_s * ns), (a_r * ns, b_r * ns)))
+        .collect())
+}
+
+/// Largest relative difference between SMPI's time and the network's part
+/// of T(s) that splitting a piece into chords may leave, either way.
+pub const CHORD_TOLERANCE: f64 = 0.004;
+
+/// Most SMPI pieces one piece of T(s) may become.
+const MAX_CHORDS: usize = 256;
+
+/// The network's part of one piece, N(s) = c0 + slope·s (ns) on sizes
+/// `from` to `to` (None: without end), as SMPI's terms (first size,
+/// latency, per byte; ns), which give latency + (s + 16)·per byte.
+///
+/// One term when c0 covers the envelope. Otherwise (a fitted line whose
+/// constant is negative: T(s) grows faster than it did below, as a steeper
+/// G on a range of large sizes gives) no latency SMPI accepts carries the
+/// line, so the sizes are split into chords of latency 0, each with the
+/// per-byte time that keeps N(s) / (s + 16) within [`CHORD_TOLERANCE`] of
+/// it. That ratio rises with s towards the slope, so the chords are found
+/// in closed form, from the first size up.
+fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<(u64, f64, f64)>> {
+    let env = SMPI_ENVELOPE_BYTES as f64;
+    let lat = c0 - env * slope;
+    if lat >= 0.0 {
+        return Ok(vec![(from, lat, slope)]);
+    }
+    let range = || match to {
+        Some(to) => format!("sizes {from}..{to} B"),
+        None => format!("sizes from {from} B"),
+    };
+    let first = c0 + slope * from as f64;
+    if first <= 0.0 {
+        return Err(bad(format!(
+            "{}: the model's T(s) = {:.1} ns + s·{:.4} ns/B leaves the network no time at {} B",
+            range(),
+            c0,
+            slope,
+            from
+        )));
+    }
+    // N(s) / (s + 16) = slope + lat / (s + 16).
+    let ratio = |s: u64| slope + lat / (s as f64 + env);
+    let eps = CHORD_TOLERANCE;
+    let q = (1.0 + eps) / (1.0 - eps);
+    let mut out = Vec::new();
+    let mut s1 = from;
+    loop {
+        if out.len() == MAX_CHORDS {
             return Err(bad(format!(
-                "sizes {}..{} B: T(s) at 1 B ({:.1} ns) is below SMPI's envelope time",
-                p.from_bytes,
-                p.to_bytes,
-                p.message_ns(1)
+                "{}: T(s) = {:.1} ns + s·{:.4} ns/B has a negative constant SMPI's latency cannot carry, \
+                 and {MAX_CHORDS} pieces do not hold it within {:.1} %",
+                range(),
+                c0,
+                slope,
+                eps * 100.0
             )));
         }
-        lat = lat.max(0.0);
+        let r1 = ratio(s1);
+        // r1·(1 + ε) is within ε of every ratio from r1 to r1·q.
+        out.push((s1, 0.0, r1 * (1.0 + eps)));
+        if q * r1 >= slope {
+            break; // every larger size's ratio is below r1·q
+        }
+        // The last size whose ratio is at most r1·q.
+        let s2 = (lat / (q * r1 - slope) - env).floor() as u64;
+        match to {
+            Some(to) if s2 >= to => break,
+            _ => s1 = s2.max(s1) + 1,
+        }
     }
-    Ok(SmpiPiece {
-        from_bytes: p.from_bytes,
-        rendezvous: false,
-        latency_s: lat * ns,
-        net_s_per_byte: net_g * ns,
-        os: (a_s * ns, b_s * ns),
-        or: (a_r * ns, b_r * ns),
-    })
+    Ok(out)
 }
 
 /// T(s) in seconds as SMPI computes it from the pieces (for the tests and
@@ -238,6 +305,7 @@ pub fn smpi_platform(
         return Err(bad("--hosts must be at least 2".into()));
     }
     let ps = smpi_pieces(e)?;
+    let model = pieces(e);
     let Some(last) = ps.last() else {
         return Err(bad("the entry has no protocol ranges".into()));
     };
@@ -302,7 +370,8 @@ pub fn smpi_platform(
         "<!-- netgauged: the fitted model of {} over {}; one message, T at each piece's first size: {} -->",
         xml_text(&e.peer),
         xml_text(&e.transport),
-        ps.iter()
+        model
+            .iter()
             .map(|p| format!(
                 "{} from {} B: {:.1} ns",
                 if p.rendezvous { "rendezvous" } else { "eager" },
@@ -312,6 +381,15 @@ pub fn smpi_platform(
             .collect::<Vec<_>>()
             .join("; ")
     );
+    if ps.len() > model.len() {
+        let _ = writeln!(
+            x,
+            "<!-- {} pieces for the model's {}: a line with a negative constant is written as pieces of latency 0, within {:.1} % of T(s) -->",
+            ps.len(),
+            model.len(),
+            CHORD_TOLERANCE * 100.0
+        );
+    }
     match sharing {
         Some(s) => {
             let _ = writeln!(x, "<!-- contention: {} -->", xml_text(&s.note));
