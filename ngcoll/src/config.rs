@@ -16,7 +16,10 @@
 //! warning from the lowest such rank: the rank still takes part in MPI_Init's
 //! set-up and votes. `NETGAUGE_COLL=off` on some ranks only turns it off on
 //! every rank (one warning from rank 0 if it is on): an off rank takes part
-//! in the set-up's two collectives at MPI_Init and votes.
+//! in the set-up's two collectives at MPI_Init and votes. A
+//! `NETGAUGE_COLL_FORCE` unlike another rank's (the one setting that decides
+//! on each rank which algorithm a call runs) turns it off on every rank too,
+//! with one warning from rank 0: the allgather carries a digest of it.
 
 use std::path::PathBuf;
 

@@ -2,10 +2,11 @@
 //!
 //! [`init`] runs inside MPI_Init / MPI_Init_thread, once: it reads the
 //! settings, opens the segment, learns which world ranks share a node (one
-//! allgather of host names) and agrees with every other rank whether the
-//! library is on (one allreduce: a rank without a usable segment turns it
-//! off everywhere, since every rank must take the same path in every
-//! collective). The result is set once into a process-wide `OnceLock`, and
+//! allgather of host names and forced-choice digests) and agrees with
+//! every other rank whether the library is on (one allreduce: a rank
+//! without a usable segment or attribute keyval, or whose
+//! NETGAUGE_COLL_FORCE differs from another's, turns it off everywhere,
+//! since every rank must take the same path in every collective). The result is set once into a process-wide `OnceLock`, and
 //! never changes after; an interposed MPI_Bcast has no other way to reach
 //! it. The only mutable parts are the plan cache and the list of
 //! communicators for the finalize log, behind mutexes that are taken when a
@@ -16,7 +17,9 @@
 //! A communicator is set up at its first intercepted collective, which
 //! every one of its ranks enters ([`state`]): its shadow (a duplicate, so
 //! ngcoll's messages never match the program's), its placement, and its
-//! plan, built by its rank 0 and broadcast. The state hangs on the
+//! plan, built by its rank 0 and broadcast (a rank that does not receive it
+//! intact turns every rank to the library's own, in the allreduce that
+//! agrees the trials' length). The state hangs on the
 //! communicator as an MPI attribute, released when the communicator is
 //! freed.
 
@@ -37,6 +40,18 @@ use crate::trial::{Trial, Trials};
 
 /// Host names are compared on this many bytes.
 const HOST_BYTES: usize = 64;
+/// What each rank gives MPI_Init's allgather: its host name and the digest
+/// of its NETGAUGE_COLL_FORCE.
+const GATHER_BYTES: usize = HOST_BYTES + 8;
+
+/// A digest of a forced choice, alike on every rank of one program (one
+/// build of this library, std's hasher with its fixed keys).
+fn force_digest(f: &Force) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    format!("{f:?}").hash(&mut h);
+    h.finish()
+}
 
 /// Largest message size a plan decides (larger ones keep its decision):
 /// beyond it the simulation of a plan costs more than it is worth.
@@ -443,12 +458,21 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     // if on, wait for it there) and votes every rank off, silently; a call
     // of its own then touches nothing but the on/off flag.
     let off = rt.cfg.mode == Mode::Off && bad_setting.is_none();
+    // The keyval is created here, before the vote (it is local): a rank
+    // that cannot create it votes failure instead of staying off alone.
     let local = if let Some(why) = &bad_setting {
         Err(why.clone())
     } else if off {
         Err(String::new())
     } else {
-        same_abi(m).and_then(|()| open_segment(&rt.cfg))
+        same_abi(m)
+            .and_then(|()| open_segment(&rt.cfg))
+            .and_then(|r| {
+                let k = m
+                    .keyval_create(release_state)
+                    .map_err(|e| format!("cannot create the attribute keyval ({e})"))?;
+                Ok((r, k))
+            })
     };
     // Host names of every world rank (collective: every rank takes part).
     let world = m.comm_world();
@@ -456,30 +480,38 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         let _ = RUNTIME.set(rt);
         return;
     };
-    let mut mine = [0u8; HOST_BYTES];
+    // Each rank's host name, then a digest of the setting that decides on
+    // its own which algorithm a call runs (NETGAUGE_COLL_FORCE): ranks that
+    // differ there would run different algorithms in one call.
+    let mut mine = [0u8; GATHER_BYTES];
     let host = hostname();
     let hb = host.as_bytes();
     mine[..hb.len().min(HOST_BYTES)].copy_from_slice(&hb[..hb.len().min(HOST_BYTES)]);
-    let mut all = vec![0u8; HOST_BYTES * p];
+    mine[HOST_BYTES..].copy_from_slice(&force_digest(&rt.cfg.force).to_le_bytes());
+    let mut all = vec![0u8; GATHER_BYTES * p];
     let gathered = m.allgather_bytes(&mine, &mut all, world).is_ok();
+    let same_force = all
+        .chunks_exact(GATHER_BYTES)
+        .all(|c| c[HOST_BYTES..] == mine[HOST_BYTES..]);
     // One vote per rank, the least wins: a rejected setting votes its rank
-    // number (the lowest such rank reports it), NETGAUGE_COLL=off `p`, any
-    // other failure `p + 1`, ready `p + 2`. A failed vote counts as a
-    // failure.
-    let p_i32 = i32::try_from(p).unwrap_or(i32::MAX - 2);
-    let (vote_off, vote_failed, vote_ready) = (p_i32, p_i32 + 1, p_i32 + 2);
+    // number (the lowest such rank reports it), NETGAUGE_COLL=off `p`,
+    // NETGAUGE_COLL_FORCE unlike another rank's `p + 1`, any other failure
+    // `p + 2`, ready `p + 3`. A failed vote counts as a failure.
+    let p_i32 = i32::try_from(p).unwrap_or(i32::MAX - 3);
+    let (vote_off, vote_unlike, vote_failed, vote_ready) = (p_i32, p_i32 + 1, p_i32 + 2, p_i32 + 3);
     let vote = match (&bad_setting, local.is_ok() && gathered) {
         (Some(_), _) => i32::try_from(me).unwrap_or(0),
         (None, _) if off => vote_off,
         (None, false) => vote_failed,
+        (None, true) if !same_force => vote_unlike,
         (None, true) => vote_ready,
     };
     let least = m.allreduce_min(vote, world).unwrap_or(vote_failed);
-    let agree = i32::from(least == vote_ready);
+    let agree = least == vote_ready;
     let bad_setting_somewhere = least < vote_off;
     if gathered {
         for r in 0..p {
-            let raw = &all[r * HOST_BYTES..(r + 1) * HOST_BYTES];
+            let raw = &all[r * GATHER_BYTES..r * GATHER_BYTES + HOST_BYTES];
             let n = raw.iter().position(|&b| b == 0).unwrap_or(HOST_BYTES);
             let name = String::from_utf8_lossy(&raw[..n]).into_owned();
             let idx = match rt.hosts.iter().position(|h| *h == name) {
@@ -504,28 +536,21 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
             warn("NETGAUGE_COLL=off on some ranks; collectives pass through on every rank")
         }
         _ if least == vote_off => {}
+        _ if least == vote_unlike && me == 0 => warn(
+            "NETGAUGE_COLL_FORCE differs between ranks; collectives pass through on every rank",
+        ),
+        _ if least == vote_unlike => {}
         (_, Err(why), _) if first_here => warn(&format!("{why}; collectives pass through")),
-        (_, Ok(_), 0) if me == 0 => {
-            warn("another node cannot use its segment; collectives pass through")
+        (_, Ok(_), false) if me == 0 => {
+            warn("another rank cannot use its segment; collectives pass through")
         }
         _ => {}
     }
-    if agree == 1 {
-        match m.keyval_create(release_state) {
-            Ok(k) => {
-                rt.keyval = k;
-                rt.enabled = true;
-            }
-            Err(e) => {
-                if me == 0 {
-                    warn(&format!(
-                        "cannot create the attribute keyval ({e}); collectives pass through"
-                    ));
-                }
-            }
-        }
+    if let Ok((reader, keyval)) = local {
+        rt.reader = Some(reader);
+        rt.keyval = keyval;
+        rt.enabled = agree;
     }
-    rt.reader = local.ok();
     // Open MPI's own waits give the core away when it runs oversubscribed
     // (mpirun sets mpi_yield_when_idle), so PMPI_Waitall does; MPICH's
     // spin, and a spinning rank keeps the one it waits for off the core.
@@ -634,21 +659,26 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             buf = p.encode();
             source = s;
         }
-        let plan = match m.bcast_bytes(&mut buf, 0, shadow) {
-            Ok(()) => Plan::decode(&buf).unwrap_or_else(Plan::library),
-            Err(_) => Plan::library(),
+        let received = match m.bcast_bytes(&mut buf, 0, shadow) {
+            Ok(()) => Plan::decode(&buf),
+            Err(_) => None,
         };
         // Every rank must count a class's trial alike: the least of the
         // ranks' trial lengths (none under a forced choice), agreed by every
-        // rank in one allreduce at set-up; a failure: no trials.
-        let mine = if rt.cfg.force == Force::None {
-            rt.cfg.trial as i32
-        } else {
-            0
+        // rank in one allreduce at set-up; a failure: no trials. The same
+        // allreduce carries whether every rank has rank 0's plan (-1: one
+        // has not): if not, every rank takes the library's.
+        let mine = match (&received, &rt.cfg.force) {
+            (None, _) => -1,
+            (Some(_), Force::None) => rt.cfg.trial as i32,
+            (Some(_), _) => 0,
         };
-        let calls = m
-            .allreduce_min(mine, shadow)
-            .map_or(0, |c| c.max(0) as usize);
+        let agreed = m.allreduce_min(mine, shadow).ok();
+        let plan = match (received, agreed) {
+            (Some(p), Some(c)) if c >= 0 => p,
+            _ => Plan::library(),
+        };
+        let calls = agreed.map_or(0, |c| c.max(0) as usize);
         let trials = Trials::new(&plan, calls);
         CommState {
             id,

@@ -206,6 +206,10 @@ impl Trial {
             }
             *out = median(&mut xs[..n]);
         }
+        // Every rank reaches the same verdict from its own copy of the sums:
+        // each median is a whole or half count of ns below 2^32, so their
+        // sum over fewer than 2^20 ranks is exact in f64, whatever order the
+        // library adds them in.
         let verdict = match shadow.map(|c| m.allreduce_sum_f64x2(med, c)) {
             Some(Ok(sum)) => {
                 for (a, v) in self.sums.iter().zip(sum) {

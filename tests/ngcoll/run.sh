@@ -152,6 +152,9 @@ rank3_differs 11 NETGAUGE_COLL_TRIAL=9 '^ngcoll: rank 3: NETGAUGE_COLL_TRIAL="9"
 echo "== NETGAUGE_COLL=off on one rank: it takes part in the set-up, every rank passes through"
 rank3_differs 13 NETGAUGE_COLL=off '^ngcoll: NETGAUGE_COLL=off on some ranks'
 
+echo "== NETGAUGE_COLL_FORCE on one rank only: ranks would run different algorithms, every rank passes through"
+rank3_differs 17 NETGAUGE_COLL_FORCE=cycle '^ngcoll: NETGAUGE_COLL_FORCE differs between ranks'
+
 echo "== collectives from an atexit handler (after the thread-local destructors)"
 for mpi in openmpi mpich; do
     out=$(RUN_TIMEOUT=300 run "$mpi" 2 "$W/atexit_$mpi" 2>&1) || { echo "$mpi: $out" >&2; exit 1; }
