@@ -6,7 +6,7 @@
 //!   which the ABI crate's build script compiles with that MPI's `mpicc`),
 //! - `Shim`, the [`Mpi`](crate::mpi::Mpi) implementation over them,
 //! - the interposed entry points `MPI_Init`, `MPI_Init_thread`,
-//!   `MPI_Finalize`, `MPI_Comm_free`, `MPI_Bcast`, `MPI_Reduce`,
+//!   `MPI_Finalize`, `MPI_Comm_free`, `MPI_Comm_disconnect`, `MPI_Bcast`, `MPI_Reduce`,
 //!   `MPI_Allreduce`, `MPI_Allgather`, `MPI_Alltoall` and `MPI_Barrier`,
 //!   with the ABI's handle type, each calling its `PMPI_` twin for the
 //!   library's own collective,
@@ -244,6 +244,7 @@ macro_rules! export_mpi {
             ) -> c_int;
             fn PMPI_Finalize() -> c_int;
             fn PMPI_Comm_free(comm: *mut $h) -> c_int;
+            fn PMPI_Comm_disconnect(comm: *mut $h) -> c_int;
             fn PMPI_Bcast(
                 buf: *mut c_void,
                 count: c_int,
@@ -535,6 +536,21 @@ macro_rules! export_mpi {
             }
             // SAFETY: the caller's argument, unchanged.
             unsafe { PMPI_Comm_free(comm) }
+        }
+
+        /// MPI_Comm_disconnect frees the communicator as MPI_Comm_free does
+        /// (its attributes' delete callbacks run inside): the shadow first.
+        ///
+        /// # Safety
+        /// As MPI_Comm_disconnect.
+        #[no_mangle]
+        pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut $h) -> c_int {
+            if !comm.is_null() {
+                // SAFETY: a valid pointer to the caller's handle.
+                $crate::runtime::comm_free(&Shim, unsafe { *comm }.bits());
+            }
+            // SAFETY: the caller's argument, unchanged.
+            unsafe { PMPI_Comm_disconnect(comm) }
         }
 
         /// # Safety

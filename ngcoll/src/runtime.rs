@@ -360,8 +360,9 @@ extern "C" fn release_state(p: *mut c_void) {
     st.freed.store(true, Ordering::Release);
     // The shadow is freed by `finalize` or by the free of the user
     // communicator that triggered this callback; MPI frees an attribute's
-    // communicator only through MPI_Comm_free or MPI_Finalize, and at
-    // finalize `finalize` has freed the shadows already.
+    // communicator only through MPI_Comm_free, MPI_Comm_disconnect (both
+    // interposed: `comm_free`) or MPI_Finalize, and at finalize `finalize`
+    // has freed the shadows already.
     let _ = st;
 }
 
@@ -875,7 +876,8 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
 }
 
 /// Frees a communicator's shadow when the program frees the communicator
-/// (called by the interposed MPI_Comm_free before the library's).
+/// (called by the interposed MPI_Comm_free and MPI_Comm_disconnect before
+/// the library's).
 pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
     let Some(rt) = runtime() else { return };
     if let Ok(Some(p)) = m.attr_get(comm, rt.keyval) {
