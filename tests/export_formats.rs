@@ -491,7 +491,7 @@ fn smpi_splits_a_line_with_a_negative_constant_and_refuses_one_it_cannot_hold() 
     assert!(worst <= smpi::CHORD_TOLERANCE + 1e-9, "{worst}");
     assert!(worst >= smpi::CHORD_TOLERANCE * 0.5, "{worst}");
     let xml = export::render(&args(Format::Smpi), &e, &[], None).unwrap();
-    assert!(xml.contains("a line with a negative constant"), "{xml}");
+    assert!(xml.contains("constant is below the envelope time"), "{xml}");
     // A G a thousand times the one below: hundreds of pieces would not do.
     e.ranges[2].G_ns_per_byte = 55.0;
     let err = export::render(&args(Format::Smpi), &e, &[], None)
@@ -501,4 +501,51 @@ fn smpi_splits_a_line_with_a_negative_constant_and_refuses_one_it_cannot_hold() 
         err.contains("sizes from 4194305 B") && err.contains("256 pieces"),
         "{err}"
     );
+}
+
+/// Eager pieces whose T(1) is below o_s + o_r (the sleeps give way until
+/// the envelope is exactly covered) stay one piece each and exact, also
+/// where G is 0.
+#[test]
+fn smpi_keeps_pieces_whose_sleeps_give_way_exact() {
+    use netgauged::export::{model, smpi};
+    let r = |from, to, big_g, o_s| RangeData {
+        from_bytes: from,
+        to_bytes: to,
+        g_ns: 2000.0,
+        G_ns_per_byte: big_g,
+        o_s_ns: o_s,
+        o_r_ns: 110.0,
+        O_s_ns_per_byte: 0.0,
+        O_r_ns_per_byte: 0.02,
+    };
+    // Many o_s: the envelope's residue after the cut rounds either way.
+    for (g, k) in [0.055, 0.0].into_iter().flat_map(|g| (0..40).map(move |k| (g, k))) {
+        let o_s = 900.0 + 0.37 * f64::from(k);
+        let e = EntryData {
+            ranges: vec![
+                r(1, 4096, 0.073, 330.0),
+                r(4097, 262_144, g, o_s),
+                r(262_145, 4 << 20, g, o_s + 50.0),
+            ],
+            eel_ns: 590.0,
+            L_ns: 150.0,
+            S_bytes: None,
+            ..entry()
+        };
+        let pieces = model::pieces(&e);
+        // The sleeps do give way: T(1) on the second piece's line is below
+        // its o_s + o_r.
+        assert!(pieces[1].message_ns(1) < 1010.0, "{:?}", pieces[1]);
+        let written = smpi::smpi_pieces(&e).unwrap();
+        assert_eq!(written.len(), pieces.len(), "G {g}: {written:?}");
+        for s in [1, 4096, 4097, 100_000, 262_144, 262_145, 4 << 20] {
+            let want = model::message_ns(&pieces, s);
+            let got = smpi::smpi_message_s(&written, s) * 1e9;
+            assert!((got / want - 1.0).abs() < 1e-9, "G {g}, {s} B: {got} vs {want}");
+        }
+        for p in &written {
+            assert!(p.os.0 >= 0.0 && p.or.0 >= 0.0 && p.latency_s >= 0.0, "{p:?}");
+        }
+    }
 }

@@ -21,10 +21,11 @@
 //! together they exceed half of G, so the network keeps a per-byte time),
 //! the network takes the rest; above S (rendezvous, the handshake already
 //! in T) the network takes all of T. A simulated one-way message then takes
-//! T(s) and a ping-pong 2·T(s). Where a piece's line has a negative
-//! constant (T grows faster there than below it), SMPI's latency cannot
-//! carry it: that piece is written as several of latency 0 whose per-byte
-//! times stay within [`CHORD_TOLERANCE`] of T(s).
+//! T(s) and a ping-pong 2·T(s). Where a piece's line has a constant
+//! below the 16-byte envelope's time (T grows faster there than
+//! below it), SMPI's latency cannot carry it: that piece is written as
+//! several of latency 0 whose per-byte times stay within
+//! [`CHORD_TOLERANCE`] of T(s).
 //!
 //! Contention, where the transport's record has it (`ngctl contention`):
 //! k flows out of or into one host share its link, each at k·β of its time
@@ -140,8 +141,8 @@ fn smpi_piece(p: &Piece, last: bool) -> Result<Vec<SmpiPiece>> {
         } else {
             0.5
         };
-        a_s -= cut * share;
-        a_r -= cut * (1.0 - share);
+        a_s = (a_s - cut * share).max(0.0);
+        a_r = (a_r - cut * (1.0 - share)).max(0.0);
     }
     let terms = network_terms(p.from_bytes, to, at0 - a_s - a_r, net_g)?;
     Ok(terms
@@ -161,27 +162,36 @@ const MAX_CHORDS: usize = 256;
 /// `from` to `to` (None: without end), as SMPI's terms (first size,
 /// latency, per byte; ns), which give latency + (s + 16)·per byte.
 ///
-/// One term when c0 covers the envelope. Otherwise (a fitted line whose
-/// constant is negative: T(s) grows faster than it did below, as a steeper
-/// G on a range of large sizes gives) no latency SMPI accepts carries the
-/// line, so the sizes are split into chords of latency 0, each with the
+/// One term when c0 covers the envelope (to rounding: sleeps cut to the
+/// envelope leave it exactly covered). Otherwise (a fitted line whose
+/// constant is below the envelope's time, as a steeper G on a range of
+/// large sizes gives: T(s) grows faster there than below) no latency SMPI
+/// accepts carries the line, so the sizes are split into chords of latency 0, each with the
 /// per-byte time that keeps N(s) / (s + 16) within [`CHORD_TOLERANCE`] of
 /// it. That ratio rises with s towards the slope, so the chords are found
 /// in closed form, from the first size up.
 fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<(u64, f64, f64)>> {
     let env = SMPI_ENVELOPE_BYTES as f64;
-    let lat = c0 - env * slope;
-    if lat >= 0.0 {
-        return Ok(vec![(from, lat, slope)]);
-    }
     let range = || match to {
         Some(to) => format!("sizes {from}..{to} B"),
         None => format!("sizes from {from} B"),
     };
+    if !(c0.is_finite() && slope.is_finite()) {
+        return Err(bad(format!(
+            "{}: the model's T(s) is not finite ({c0} ns + s·{slope} ns/B for the network)",
+            range()
+        )));
+    }
+    let lat = c0 - env * slope;
+    // Rounding's share of c0 and 16·slope, not a constant below the envelope.
+    let rounding = 1e-9 * c0.abs().max(env * slope.abs()).max(1.0);
+    if lat >= -rounding {
+        return Ok(vec![(from, lat.max(0.0), slope)]);
+    }
     let first = c0 + slope * from as f64;
     if first <= 0.0 {
         return Err(bad(format!(
-            "{}: the model's T(s) = {:.1} ns + s·{:.4} ns/B leaves the network no time at {} B",
+            "{}: the network's part of T(s), {:.1} ns + s·{:.4} ns/B, is no time at all at {} B",
             range(),
             c0,
             slope,
@@ -197,8 +207,8 @@ fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<
     loop {
         if out.len() == MAX_CHORDS {
             return Err(bad(format!(
-                "{}: T(s) = {:.1} ns + s·{:.4} ns/B has a negative constant SMPI's latency cannot carry, \
-                 and {MAX_CHORDS} pieces do not hold it within {:.1} %",
+                "{}: the network's part of T(s), {:.1} ns + s·{:.4} ns/B, is below SMPI's envelope time at \
+                 s = 0, which its latency cannot carry, and {MAX_CHORDS} pieces do not hold it within {:.1} %",
                 range(),
                 c0,
                 slope,
@@ -211,8 +221,13 @@ fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<
         if q * r1 >= slope {
             break; // every larger size's ratio is below r1·q
         }
-        // The last size whose ratio is at most r1·q.
-        let s2 = (lat / (q * r1 - slope) - env).floor() as u64;
+        // The last size whose ratio is at most r1·q (beyond 2^53 B: every
+        // size a message has).
+        let s2 = (lat / (q * r1 - slope) - env).floor();
+        if !(s2 < 9.007_199_254_740_992e15) {
+            break;
+        }
+        let s2 = s2 as u64;
         match to {
             Some(to) if s2 >= to => break,
             _ => s1 = s2.max(s1) + 1,
@@ -384,7 +399,7 @@ pub fn smpi_platform(
     if ps.len() > model.len() {
         let _ = writeln!(
             x,
-            "<!-- {} pieces for the model's {}: a line with a negative constant is written as pieces of latency 0, within {:.1} % of T(s) -->",
+            "<!-- {} pieces for the model's {}: a line whose constant is below the envelope time is written as pieces of latency 0, within {:.1} % of T(s) -->",
             ps.len(),
             model.len(),
             CHORD_TOLERANCE * 100.0
