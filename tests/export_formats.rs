@@ -520,7 +520,10 @@ fn smpi_keeps_pieces_whose_sleeps_give_way_exact() {
         O_r_ns_per_byte: 0.02,
     };
     // Many o_s: the envelope's residue after the cut rounds either way.
-    for (g, k) in [0.055, 0.0].into_iter().flat_map(|g| (0..40).map(move |k| (g, k))) {
+    for (g, k) in [0.055, 0.0]
+        .into_iter()
+        .flat_map(|g| (0..40).map(move |k| (g, k)))
+    {
         let o_s = 900.0 + 0.37 * f64::from(k);
         let e = EntryData {
             ranges: vec![
@@ -542,10 +545,16 @@ fn smpi_keeps_pieces_whose_sleeps_give_way_exact() {
         for s in [1, 4096, 4097, 100_000, 262_144, 262_145, 4 << 20] {
             let want = model::message_ns(&pieces, s);
             let got = smpi::smpi_message_s(&written, s) * 1e9;
-            assert!((got / want - 1.0).abs() < 1e-9, "G {g}, {s} B: {got} vs {want}");
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "G {g}, {s} B: {got} vs {want}"
+            );
         }
         for p in &written {
-            assert!(p.os.0 >= 0.0 && p.or.0 >= 0.0 && p.latency_s >= 0.0, "{p:?}");
+            assert!(
+                p.os.0 >= 0.0 && p.or.0 >= 0.0 && p.latency_s >= 0.0,
+                "{p:?}"
+            );
         }
     }
 }

@@ -92,6 +92,12 @@ int ngc_comm_free(uintptr_t comm)
     return PMPI_Comm_free(&c);
 }
 
+int ngc_comm_disconnect(uintptr_t comm)
+{
+    MPI_Comm c = COMM(comm);
+    return PMPI_Comm_disconnect(&c);
+}
+
 /* World ranks of ranks 0..n-1 of `comm` into out[0..n). */
 int ngc_world_ranks(uintptr_t comm, int n, int *out)
 {

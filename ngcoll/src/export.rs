@@ -165,6 +165,7 @@ macro_rules! export_mpi {
             fn ngc_comm_test_inter(comm: usize, flag: *mut c_int) -> c_int;
             fn ngc_comm_dup(comm: usize, out: *mut usize) -> c_int;
             fn ngc_comm_free(comm: usize) -> c_int;
+            fn ngc_comm_disconnect(comm: usize) -> c_int;
             fn ngc_world_ranks(comm: usize, n: c_int, out: *mut c_int) -> c_int;
             fn ngc_keyval_create(free: extern "C" fn(*mut c_void), keyval: *mut c_int) -> c_int;
             fn ngc_attr_get(
@@ -302,6 +303,10 @@ macro_rules! export_mpi {
             fn comm_free(&self, comm: Raw) -> Result<(), MpiError> {
                 // SAFETY: a communicator handle of ours.
                 check(unsafe { ngc_comm_free(comm) })
+            }
+            fn comm_disconnect(&self, comm: Raw) -> Result<(), MpiError> {
+                // SAFETY: a communicator handle of ours.
+                check(unsafe { ngc_comm_disconnect(comm) })
             }
             fn world_ranks(&self, comm: Raw, out: &mut [i32]) -> Result<(), MpiError> {
                 let n = count_i32(out.len())?;
@@ -539,7 +544,8 @@ macro_rules! export_mpi {
         }
 
         /// MPI_Comm_disconnect frees the communicator as MPI_Comm_free does
-        /// (its attributes' delete callbacks run inside): the shadow first.
+        /// (its attributes' delete callbacks run inside): the shadow first,
+        /// disconnected too.
         ///
         /// # Safety
         /// As MPI_Comm_disconnect.
@@ -547,7 +553,7 @@ macro_rules! export_mpi {
         pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut $h) -> c_int {
             if !comm.is_null() {
                 // SAFETY: a valid pointer to the caller's handle.
-                $crate::runtime::comm_free(&Shim, unsafe { *comm }.bits());
+                $crate::runtime::comm_disconnect(&Shim, unsafe { *comm }.bits());
             }
             // SAFETY: the caller's argument, unchanged.
             unsafe { PMPI_Comm_disconnect(comm) }

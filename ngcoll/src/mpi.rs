@@ -74,6 +74,11 @@ pub trait Mpi {
     fn comm_is_inter(&self, comm: Raw) -> Result<bool, MpiError>;
     fn comm_dup(&self, comm: Raw) -> Result<Raw, MpiError>;
     fn comm_free(&self, comm: Raw) -> Result<(), MpiError>;
+    /// MPI_Comm_disconnect (a shadow of a communicator the program
+    /// disconnects: its processes must come apart as the program's do).
+    fn comm_disconnect(&self, comm: Raw) -> Result<(), MpiError> {
+        self.comm_free(comm)
+    }
     /// World ranks of the ranks 0..out.len() of `comm`.
     fn world_ranks(&self, comm: Raw, out: &mut [i32]) -> Result<(), MpiError>;
 

@@ -361,8 +361,8 @@ extern "C" fn release_state(p: *mut c_void) {
     // The shadow is freed by `finalize` or by the free of the user
     // communicator that triggered this callback; MPI frees an attribute's
     // communicator only through MPI_Comm_free, MPI_Comm_disconnect (both
-    // interposed: `comm_free`) or MPI_Finalize, and at finalize `finalize`
-    // has freed the shadows already.
+    // interposed: `comm_free`, `comm_disconnect`) or MPI_Finalize, and at
+    // finalize `finalize` has freed the shadows already.
     let _ = st;
 }
 
@@ -677,7 +677,12 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
         let agreed = m.allreduce_min(mine, shadow).ok();
         let plan = match (received, agreed) {
             (Some(p), Some(c)) if c >= 0 => p,
-            _ => Plan::library(),
+            _ => {
+                if !source.is_empty() {
+                    source = "none: a rank did not receive the plan (the library's own)".into();
+                }
+                Plan::library()
+            }
         };
         let calls = agreed.map_or(0, |c| c.max(0) as usize);
         let trials = Trials::new(&plan, calls);
@@ -876,9 +881,19 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
 }
 
 /// Frees a communicator's shadow when the program frees the communicator
-/// (called by the interposed MPI_Comm_free and MPI_Comm_disconnect before
-/// the library's).
+/// (called by the interposed MPI_Comm_free before the library's).
 pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
+    release_shadow(m, comm, false);
+}
+
+/// Disconnects a communicator's shadow when the program disconnects the
+/// communicator (called by the interposed MPI_Comm_disconnect before the
+/// library's): a shadow only freed would keep the processes connected.
+pub fn comm_disconnect<M: Mpi + ?Sized>(m: &M, comm: Raw) {
+    release_shadow(m, comm, true);
+}
+
+fn release_shadow<M: Mpi + ?Sized>(m: &M, comm: Raw, disconnect: bool) {
     let Some(rt) = runtime() else { return };
     if let Ok(Some(p)) = m.attr_get(comm, rt.keyval) {
         // SAFETY: see `state`: the attribute still holds the Arc.
@@ -887,7 +902,11 @@ pub fn comm_free<M: Mpi + ?Sized>(m: &M, comm: Raw) {
         gate::forget(st);
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
-                let _ = m.comm_free(sh);
+                let _ = if disconnect {
+                    m.comm_disconnect(sh)
+                } else {
+                    m.comm_free(sh)
+                };
             }
         }
     }
