@@ -224,7 +224,7 @@ fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<
         // The last size whose ratio is at most r1·q (beyond 2^53 B: every
         // size a message has).
         let s2 = (lat / (q * r1 - slope) - env).floor();
-        if !(s2 < 9.007_199_254_740_992e15) {
+        if s2.is_nan() || s2 >= 9.007_199_254_740_992e15 {
             break;
         }
         let s2 = s2 as u64;
