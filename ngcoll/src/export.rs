@@ -6,8 +6,9 @@
 //!   which the ABI crate's build script compiles with that MPI's `mpicc`),
 //! - `Shim`, the [`Mpi`](crate::mpi::Mpi) implementation over them,
 //! - the interposed entry points `MPI_Init`, `MPI_Init_thread`,
-//!   `MPI_Finalize`, `MPI_Comm_free`, `MPI_Comm_disconnect`, `MPI_Bcast`, `MPI_Reduce`,
-//!   `MPI_Allreduce`, `MPI_Allgather`, `MPI_Alltoall` and `MPI_Barrier`,
+//!   `MPI_Finalize`, `MPI_Comm_free`, `MPI_Comm_disconnect`, `MPI_Bcast`,
+//!   `MPI_Reduce`, `MPI_Allreduce`, `MPI_Allgather`, `MPI_Alltoall` and
+//!   `MPI_Barrier`,
 //!   with the ABI's handle type, each calling its `PMPI_` twin for the
 //!   library's own collective,
 //! - `ngcoll_decide`, the per-call selection alone (the overhead bench and

@@ -6,22 +6,22 @@
 //! every other rank whether the library is on (one allreduce: a rank
 //! without a usable segment or attribute keyval, or whose
 //! NETGAUGE_COLL_FORCE differs from another's, turns it off everywhere,
-//! since every rank must take the same path in every collective). The result is set once into a process-wide `OnceLock`, and
-//! never changes after; an interposed MPI_Bcast has no other way to reach
-//! it. The only mutable parts are the plan cache and the list of
-//! communicators for the finalize log, behind mutexes that are taken when a
-//! communicator is set up or at MPI_Finalize, never per call, and two
-//! per-thread caches read per call (the last communicator's state, the
-//! layouts of predefined datatypes).
+//! since every rank must take the same path in every collective). The
+//! result is set once into a process-wide `OnceLock`, and never changes
+//! after; an interposed MPI_Bcast has no other way to reach it. The only
+//! mutable parts are the plan cache and the list of communicators for the
+//! finalize log, behind mutexes that are taken when a communicator is set
+//! up or at MPI_Finalize, never per call, and two per-thread caches read
+//! per call (the last communicator's state, the layouts of predefined
+//! datatypes).
 //!
 //! A communicator is set up at its first intercepted collective, which
 //! every one of its ranks enters ([`state`]): its shadow (a duplicate, so
 //! ngcoll's messages never match the program's), its placement, and its
 //! plan, built by its rank 0 and broadcast (a rank that does not receive it
 //! intact turns every rank to the library's own, in the allreduce that
-//! agrees the trials' length). The state hangs on the
-//! communicator as an MPI attribute, released when the communicator is
-//! freed.
+//! agrees the trials' length). The state hangs on the communicator as an
+//! MPI attribute, released when the communicator is freed.
 
 use std::ffi::c_void;
 use std::fmt::Write as _;

@@ -166,10 +166,10 @@ const MAX_CHORDS: usize = 256;
 /// envelope leave it exactly covered). Otherwise (a fitted line whose
 /// constant is below the envelope's time, as a steeper G on a range of
 /// large sizes gives: T(s) grows faster there than below) no latency SMPI
-/// accepts carries the line, so the sizes are split into chords of latency 0, each with the
-/// per-byte time that keeps N(s) / (s + 16) within [`CHORD_TOLERANCE`] of
-/// it. That ratio rises with s towards the slope, so the chords are found
-/// in closed form, from the first size up.
+/// accepts carries the line, so the sizes are split into chords of
+/// latency 0, each with the per-byte time that keeps N(s) / (s + 16)
+/// within [`CHORD_TOLERANCE`] of it. That ratio rises with s towards the
+/// slope, so the chords are found in closed form, from the first size up.
 fn network_terms(from: u64, to: Option<u64>, c0: f64, slope: f64) -> Result<Vec<(u64, f64, f64)>> {
     let env = SMPI_ENVELOPE_BYTES as f64;
     let range = || match to {
