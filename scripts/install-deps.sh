@@ -8,6 +8,8 @@ need_pkgs=()
 # runs bindgen against the system rdma-core headers).
 # MPI (the `mpi` feature, tests/mpi/run.sh): libopenmpi-dev openmpi-bin
 # MPICH beside it (libngcoll's second ABI, tests/ngcoll/run.sh): mpich libmpich-dev
+# gfortran: tests/ngcoll/fcheck.F90, libngcoll under Fortran programs (both
+# MPI dev packages pull it in; named so the test's need is written down).
 # SimGrid's SMPI (smpicc, smpirun: the SMPI export's consumer,
 # tests/export_consumers.rs): libsimgrid-dev
 # prometheus (server and promtool): tests/prometheus_netns.rs scrapes two
@@ -17,7 +19,7 @@ need_pkgs=()
 # sans-serif font for the labels.
 # jq: scripts/cluster_rig.sh (run by tests/cluster_rig.rs) reads the
 # daemons' JSON with it.
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev libsimgrid-dev python3 prometheus librsvg2-bin fonts-dejavu-core jq; do
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev gfortran libsimgrid-dev python3 prometheus librsvg2-bin fonts-dejavu-core jq; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 # Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)

@@ -40,6 +40,20 @@ uintptr_t ngc_type_byte(void) { return BITS(MPI_BYTE); }
 uintptr_t ngc_type_int(void) { return BITS(MPI_INT); }
 uintptr_t ngc_in_place(void) { return BITS(MPI_IN_PLACE); }
 uintptr_t ngc_op_min(void) { return BITS(MPI_MIN); }
+uintptr_t ngc_bottom(void) { return BITS(MPI_BOTTOM); }
+int ngc_err_intern(void) { return MPI_ERR_INTERN; }
+
+/* Fortran handles (INTEGER) to C ones, as the library's Fortran bindings
+ * convert them (ngcoll::fortran). */
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int");
+#if defined(OPEN_MPI)
+#define F2C(kind, f) PMPI_##kind##_f2c(f)
+#else
+#define F2C(kind, f) MPI_##kind##_f2c(f)
+#endif
+uintptr_t ngc_f_comm(int f) { return BITS(F2C(Comm, (MPI_Fint)f)); }
+uintptr_t ngc_f_type(int f) { return BITS(F2C(Type, (MPI_Fint)f)); }
+uintptr_t ngc_f_op(int f) { return BITS(F2C(Op, (MPI_Fint)f)); }
 
 /* 1 if more than one thread may call MPI at a time (the thread level
  * provided is MPI_THREAD_MULTIPLE, or cannot be asked). */

@@ -20,6 +20,9 @@
 /// An MPI handle type of one ABI, as bits.
 pub trait Handle: Copy {
     fn bits(self) -> usize;
+    /// The handle of these bits (a value [`bits`](Handle::bits) or the
+    /// shim returned).
+    fn from_bits(bits: usize) -> Self;
 }
 
 impl Handle for *mut std::ffi::c_void {
@@ -27,12 +30,20 @@ impl Handle for *mut std::ffi::c_void {
     fn bits(self) -> usize {
         self as usize
     }
+    #[inline]
+    fn from_bits(bits: usize) -> Self {
+        bits as Self
+    }
 }
 
 impl Handle for std::ffi::c_int {
     #[inline]
     fn bits(self) -> usize {
         self as u32 as usize
+    }
+    #[inline]
+    fn from_bits(bits: usize) -> Self {
+        bits as u32 as Self
     }
 }
 
@@ -159,6 +170,11 @@ macro_rules! export_mpi {
             fn ngc_comm_world() -> usize;
             fn ngc_type_byte() -> usize;
             fn ngc_in_place() -> usize;
+            fn ngc_bottom() -> usize;
+            fn ngc_err_intern() -> c_int;
+            fn ngc_f_comm(f: c_int) -> usize;
+            fn ngc_f_type(f: c_int) -> usize;
+            fn ngc_f_op(f: c_int) -> usize;
             fn ngc_library_version(out: *mut c_char, cap: c_int) -> c_int;
             fn ngc_thread_multiple() -> c_int;
             fn ngc_comm_size(comm: usize, size: *mut c_int) -> c_int;
@@ -495,6 +511,7 @@ macro_rules! export_mpi {
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init(argc, argv) };
             if rc == 0 {
+                $crate::fortran::at_init();
                 $crate::runtime::init(&Shim);
             }
             rc
@@ -514,6 +531,7 @@ macro_rules! export_mpi {
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init_thread(argc, argv, required, provided) };
             if rc == 0 {
+                $crate::fortran::at_init();
                 $crate::runtime::init(&Shim);
             }
             rc

@@ -25,12 +25,15 @@
 //!   crate (`ngcoll/openmpi` → `libngcoll_ompi.so`, `ngcoll/mpich` →
 //!   `libngcoll_mpich.so`) expands to, over the C shim
 //!   `shim/ngcoll_shim.c` compiled with that MPI's `mpicc`;
+//! - [`fortran`]: the Fortran entry points where an MPI's Fortran
+//!   bindings would bypass the C ones ([`fortran_entry!`]);
 //! - [`config`]: the environment variables (`NETGAUGE_COLL=off|on|log`, …).
 
 pub mod algo;
 pub mod config;
 pub mod entry;
 pub mod export;
+pub mod fortran;
 pub mod gate;
 mod host;
 pub mod hot;
