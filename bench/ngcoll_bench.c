@@ -22,9 +22,11 @@
  *   point <coll> <mode> <bytes> <t_mpi_us> <t_pmpi_us|nan> <n>
  * Usage: ngcoll_bench [--modes sync,b2b,rot] [--colls bcast,reduce,...]
  *                     [--min 4] [--max 4194304] [--block-max 1048576]
- *                     [--reps 7] [--target-ms 10] [--sync-calls 201] [--step 2]
- *                     [--no-pmpi]
- * (--sync-calls: at most this many synchronized calls per repetition;
+ *                     [--reps 7] [--target-ms 10] [--min-calls 1] [--sync-calls 201]
+ *                     [--step 2] [--no-pmpi]
+ * (--min-calls: at least this many calls per repetition however long they
+ * take, so a program's call count does not shrink on a loaded machine;
+ * --sync-calls: at most this many synchronized calls per repetition;
  * under MPICH every harness barrier spins, so its runs use fewer; --step:
  * the factor between sizes, 2 = every power of two.) */
 #define _GNU_SOURCE
@@ -143,6 +145,7 @@ int main(int argc, char **argv)
     size_t min = 4, max = 4u << 20, block_max = 1u << 20;
     int reps = 7, no_pmpi = 0, sync_calls = 201, step = 2;
     double target_ms = 10;
+    int min_calls = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--modes") && i + 1 < argc)
             modes = argv[++i];
@@ -158,6 +161,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--target-ms") && i + 1 < argc)
             target_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--min-calls") && i + 1 < argc)
+            min_calls = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--sync-calls") && i + 1 < argc)
             sync_calls = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--step") && i + 1 < argc)
@@ -215,8 +220,8 @@ int main(int argc, char **argv)
             double t1 = sync_once(c, 1, bytes, 0), tmax;
             PMPI_Allreduce(&t1, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             int n = (int)(target_ms * 1e3 / (tmax > 0.5 ? tmax : 0.5));
-            if (n < 1)
-                n = 1;
+            if (n < min_calls)
+                n = min_calls;
             if (n > 2000)
                 n = 2000;
             for (int mode = 0; mode < 3; mode++) {

@@ -64,5 +64,8 @@ fn main() {
     // Every symbol resolved at build time (a missing PMPI_ is a build
     // error, not a failure at the user's MPI_Init).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,defs");
+    // A program linked against libngcoll (rather than preloading it)
+    // records this name and loads this library.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,lib{ABI_LIB}.so");
     println!("cargo:rustc-cfg=ngcoll_mpi");
 }

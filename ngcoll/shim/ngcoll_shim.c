@@ -221,13 +221,39 @@ int ngc_reduce_local(const void *in, void *inout, int count, uintptr_t type, uin
     return PMPI_Reduce_local(in, inout, count, TYPE(type), OP(op));
 }
 
+/* A buffer at MPI_BOTTOM (a datatype of absolute addresses) is copied by a
+ * message to this rank on ngcoll's shadow communicator (no other message
+ * there carries this tag), received as or sent from MPI_PACKED: MPICH's
+ * PMPI_Pack and PMPI_Unpack refuse a null buffer, which the standard
+ * allows; a message with any datatype may be received as MPI_PACKED and
+ * is then the bytes PMPI_Unpack reads. */
+enum { NGC_TAG_SELF = 7107 };
+
+static int self_copy(const void *in, int in_count, MPI_Datatype in_type, void *out, int out_count,
+                     MPI_Datatype out_type, MPI_Comm comm, int *received)
+{
+    int me, rc = PMPI_Comm_rank(comm, &me);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    MPI_Status st;
+    rc = PMPI_Sendrecv(in, in_count, in_type, me, NGC_TAG_SELF, out, out_count, out_type, me,
+                       NGC_TAG_SELF, comm, &st);
+    if (rc == MPI_SUCCESS && received != NULL)
+        rc = PMPI_Get_count(&st, out_type, received);
+    return rc;
+}
+
 int ngc_pack(const void *in, int count, uintptr_t type, void *out, int64_t out_bytes,
              int64_t *position, uintptr_t comm)
 {
     int pos = 0;
     if (out_bytes > INT32_MAX)
         return MPI_ERR_COUNT;
-    int rc = PMPI_Pack(in, count, TYPE(type), out, (int)out_bytes, &pos, COMM(comm));
+    int rc;
+    if (in == MPI_BOTTOM && count > 0)
+        rc = self_copy(in, count, TYPE(type), out, (int)out_bytes, MPI_PACKED, COMM(comm), &pos);
+    else
+        rc = PMPI_Pack(in, count, TYPE(type), out, (int)out_bytes, &pos, COMM(comm));
     *position = pos;
     return rc;
 }
@@ -238,6 +264,8 @@ int ngc_unpack(const void *in, int64_t in_bytes, void *out, int count, uintptr_t
     int pos = 0;
     if (in_bytes > INT32_MAX)
         return MPI_ERR_COUNT;
+    if (out == MPI_BOTTOM && count > 0)
+        return self_copy(in, (int)in_bytes, MPI_PACKED, out, count, TYPE(type), COMM(comm), NULL);
     return PMPI_Unpack(in, (int)in_bytes, &pos, out, count, TYPE(type), COMM(comm));
 }
 

@@ -356,15 +356,22 @@ extern "C" fn release_state(p: *mut c_void) {
     // `Arc::into_raw` of a CommState, released exactly once, here.
     let st = unsafe { Arc::from_raw(p as *const CommState) };
     gate::forget(Arc::as_ptr(&st));
-    st.closed.store(true, Ordering::Relaxed);
     st.freed.store(true, Ordering::Release);
-    // The shadow is freed by `finalize` or by the free of the user
-    // communicator that triggered this callback; MPI frees an attribute's
-    // communicator only through MPI_Comm_free, MPI_Comm_disconnect (both
-    // interposed: `comm_free`, `comm_disconnect`) or MPI_Finalize, and at
-    // finalize `finalize` has freed the shadows already.
-    let _ = st;
+    // The shadow is freed by the free of the user communicator that
+    // triggered this callback (`comm_free`, `comm_disconnect`, interposed
+    // in C and in Fortran) or by `finalize`, before MPI_Finalize frees the
+    // attributes. A shadow still open here belongs to a communicator freed
+    // past libngcoll (a binding it does not interpose): `finalize` frees it
+    // (the list holds it) and the log counts it.
+    if st.shadow.is_some() && !st.closed.load(Ordering::Relaxed) {
+        SHADOWS_LEFT.fetch_add(1, Ordering::Relaxed);
+    }
 }
+
+/// Shadows freed with their communicators, and shadows whose communicators
+/// were freed past libngcoll (the log's last line).
+static SHADOWS_RELEASED: AtomicU64 = AtomicU64::new(0);
+static SHADOWS_LEFT: AtomicU64 = AtomicU64::new(0);
 
 fn warn(msg: &str) {
     eprintln!("ngcoll: {msg}");
@@ -846,8 +853,8 @@ fn build_plan(
     Ok((plan, format!("{peer}/{}{what}", entry.transport)))
 }
 
-/// MPI_Finalize's part (before PMPI_Finalize): the log, then every shadow
-/// communicator freed.
+/// MPI_Finalize's part (before PMPI_Finalize): every shadow communicator
+/// still open freed, then the log.
 pub fn finalize<M: Mpi + ?Sized>(m: &M) {
     let Some(rt) = runtime() else { return };
     gate::close();
@@ -855,6 +862,15 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
         Ok(mut l) => std::mem::take(&mut *l),
         Err(_) => return,
     };
+    let mut at_finalize = 0u64;
+    for st in &list {
+        if let Some(sh) = st.shadow {
+            if !st.closed.swap(true, Ordering::Relaxed) {
+                let _ = m.comm_free(sh);
+                at_finalize += 1;
+            }
+        }
+    }
     if rt.cfg.mode == Mode::Log {
         let mut text = String::new();
         for st in list.iter().filter(|s| s.rank == 0 && s.log) {
@@ -870,12 +886,16 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
         if !text.is_empty() {
             eprint!("{text}");
         }
-    }
-    for st in &list {
-        if let Some(sh) = st.shadow {
-            if !st.closed.swap(true, Ordering::Relaxed) {
-                let _ = m.comm_free(sh);
-            }
+        // A line of its own, written at once: a reader of the merged
+        // output of every rank finds it whole.
+        if m.comm_rank(m.comm_world()).ok() == Some(0) {
+            eprintln!(
+                "ngcoll: world rank 0: shadow communicators: {} released with their communicators, \
+                 {at_finalize} at MPI_Finalize, {} of which after their communicators were freed \
+                 past libngcoll",
+                SHADOWS_RELEASED.load(Ordering::Relaxed),
+                SHADOWS_LEFT.load(Ordering::Relaxed),
+            );
         }
     }
 }
@@ -902,6 +922,7 @@ fn release_shadow<M: Mpi + ?Sized>(m: &M, comm: Raw, disconnect: bool) {
         gate::forget(st);
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
+                SHADOWS_RELEASED.fetch_add(1, Ordering::Relaxed);
                 let _ = if disconnect {
                     m.comm_disconnect(sh)
                 } else {

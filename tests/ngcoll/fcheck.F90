@@ -2,7 +2,9 @@
 !
 ! Random cases (the same on every rank: one seed) of MPI_Bcast, MPI_Reduce,
 ! MPI_Allreduce, MPI_Allgather, MPI_Alltoall and MPI_Barrier called from
-! Fortran, each result checked against the value it must have, computed
+! Fortran (and MPI_Bcast of MPI_BOTTOM with a datatype of absolute
+! addresses; `use mpi_f08`: MPI_Bcast and MPI_Barrier without ierror),
+! each result checked against the value it must have, computed
 ! locally: the data are exact small integers (INTEGER, and DOUBLE
 ! PRECISION holding integers, whose sums are exact in any order), so every
 ! comparison is exact. Cases draw the collective, the communicator (world,
@@ -10,9 +12,11 @@
 ! log-uniform from 0 to 256 Ki elements, the root, the datatype, the
 ! operation (sum, max, min; band on INTEGER) and MPI_IN_PLACE where the
 ! standard allows it. Then LOOPS times a duplicate of MPI_COMM_WORLD is
-! made, used and freed, and LOOPS times made, used and disconnected:
-! under an MPI whose communicators are few, a shadow left behind by
-! either release runs them out.
+! made, used and freed, and LOOPS times made, used and disconnected (each
+! must come back as MPI_COMM_NULL): under an MPI whose communicators are
+! few, a shadow left behind by either release runs them out. Every call's
+! ierror is checked (set to -1 before it), and MPI_Init_thread's provided
+! against MPI_Query_thread.
 !
 ! Build: mpif90 -O2 fcheck.F90 (use mpi), mpif90 -O2 -DF08 fcheck.F90
 ! (use mpi_f08). Usage: fcheck CASES SEED LOOPS (an odd SEED starts MPI
@@ -27,11 +31,11 @@ program fcheck
     implicit none
 #ifdef F08
     type(MPI_Comm) :: comms(4), comm, tmp
-    type(MPI_Datatype) :: dt
+    type(MPI_Datatype) :: dt, bt
     type(MPI_Op) :: op
     character(len=*), parameter :: flavour = 'use mpi_f08'
 #else
-    integer :: comms(4), comm, tmp, dt, op
+    integer :: comms(4), comm, tmp, dt, op, bt
     character(len=*), parameter :: flavour = 'use mpi'
 #endif
     integer, parameter :: maxe = 262144
@@ -39,13 +43,14 @@ program fcheck
     double precision, allocatable :: da(:), db(:)
     integer :: ierr, wrank, wsize, rank, n, ncases, seed, nloops
     integer :: c, coll, count, root, opk, j, r, bad, allbad, blk, vlen
-    integer :: in_place_cases, ip_int, k, provided
+    integer :: in_place_cases, ip_int, k, provided, query, blens(1)
+    integer(kind=MPI_ADDRESS_KIND) :: addr(1)
     logical :: ip, dbl, mpich
     integer(8) :: state
     character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: ver
     character(len=32) :: arg
-    character(len=9), parameter :: cname(0:5) = &
-        [character(len=9) :: 'bcast', 'reduce', 'allreduce', 'allgather', 'alltoall', 'barrier']
+    character(len=9), parameter :: cname(0:6) = &
+        [character(len=9) :: 'bcast', 'reduce', 'allreduce', 'allgather', 'alltoall', 'barrier', 'bottom']
 
     call get_command_argument(1, arg)
     read (arg, *) ncases
@@ -57,6 +62,12 @@ program fcheck
         call MPI_Init(ierr)
     else
         call MPI_Init_thread(MPI_THREAD_FUNNELED, provided, ierr)
+        ! The level the library provided reaches the caller.
+        call MPI_Query_thread(query, ierr)
+        if (provided /= query) then
+            print '(a,i0,a,i0)', 'fcheck: MPI_Init_thread provided ', provided, ', MPI_Query_thread says ', query
+            call MPI_Abort(MPI_COMM_WORLD, 1, ierr)
+        end if
     end if
     call MPI_Comm_rank(MPI_COMM_WORLD, wrank, ierr)
     call MPI_Comm_size(MPI_COMM_WORLD, wsize, ierr)
@@ -77,7 +88,7 @@ program fcheck
     bad = 0
     in_place_cases = 0
     do c = 1, ncases
-        coll = rnd(6)
+        coll = rnd(7)
         comm = comms(1 + rnd(4))
         call MPI_Comm_rank(comm, rank, ierr)
         call MPI_Comm_size(comm, n, ierr)
@@ -106,14 +117,26 @@ program fcheck
         ib = -7
         da = -7
         db = -7
+        ! Every call must store its error code (use mpi_f08: where given).
+        ierr = -1
         select case (coll)
         case (0) ! bcast
             if (rank == root) call fill(ia, da, rank, 0, count)
+#ifdef F08
+            ! ierror left out: the binding gets a null pointer for it.
+            if (dbl) then
+                call MPI_Bcast(da, count, dt, root, comm)
+            else
+                call MPI_Bcast(ia, count, dt, root, comm)
+            end if
+            ierr = MPI_SUCCESS
+#else
             if (dbl) then
                 call MPI_Bcast(da, count, dt, root, comm, ierr)
             else
                 call MPI_Bcast(ia, count, dt, root, comm, ierr)
             end if
+#endif
             call expect_from(ia, da, root, 0, count, 0)
         case (1) ! reduce
             if (ip .and. mpich) root = 0
@@ -197,8 +220,27 @@ program fcheck
             do r = 0, n - 1
                 call expect_at(ib, db, r, rank * blk, blk, r * blk)
             end do
-        case default
+        case (5)
+#ifdef F08
+            call MPI_Barrier(comm)
+            ierr = MPI_SUCCESS
+#else
             call MPI_Barrier(comm, ierr)
+#endif
+        case default ! bcast at MPI_BOTTOM: a datatype of the buffer's absolute address
+            count = max(count, 1)
+            if (rank == root) call fill(ia, da, rank, 0, count)
+            call MPI_Get_address(ia, addr(1), ierr)
+            blens(1) = count
+            call MPI_Type_create_hindexed(1, blens, addr, MPI_INTEGER, bt, ierr)
+            call MPI_Type_commit(bt, ierr)
+            ierr = -1
+            call MPI_Bcast(MPI_BOTTOM, 1, bt, root, comm, ierr)
+            k = ierr
+            call MPI_Type_free(bt, ierr)
+            ierr = k
+            dbl = .false.
+            call expect_from(ia, da, root, 0, count, 0)
         end select
         if (ierr /= MPI_SUCCESS) then
             bad = bad + 1
@@ -211,12 +253,14 @@ program fcheck
         j = wrank
         call MPI_Allreduce(MPI_IN_PLACE, j, 1, MPI_INTEGER, MPI_SUM, tmp, ierr)
         if (j /= wsize * (wsize - 1) / 2) bad = bad + 1
+        ierr = -1
         if (k <= nloops) then
             call MPI_Comm_free(tmp, ierr)
         else
             call MPI_Comm_disconnect(tmp, ierr)
         end if
-        if (ierr /= MPI_SUCCESS) bad = bad + 1
+        ! The handle comes back as MPI_COMM_NULL.
+        if (ierr /= MPI_SUCCESS .or. tmp /= MPI_COMM_NULL) bad = bad + 1
     end do
 
     call MPI_Allreduce(bad, allbad, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)

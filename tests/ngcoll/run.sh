@@ -124,12 +124,14 @@ echo "== trials: where ours is chosen, a class's first calls time ours against t
 # takes the same verdict (a rank that did not would hang the run, which
 # the timeout turns into a failure), and the log reports each verdict.
 # MPICH's harness calls take milliseconds when ranks outnumber cores: its
-# classes see fewer calls, so one timed call of each side there.
+# classes see fewer calls, so one timed call of each side there. At least
+# 10 calls per repetition (--min-calls), however slow: a loaded machine
+# must not leave a class too few calls to finish its trial.
 for mpi in openmpi mpich; do
     "mpicc.$mpi" -O2 -Wall bench/ngcoll_bench.c -o "$W/bench_$mpi" -ldl -lm
     calls=4; [ "$mpi" = mpich ] && calls=1
     log=$(NETGAUGE_COLL=log NETGAUGE_COLL_TRIAL=$calls run "$mpi" 4 "$W/bench_$mpi" --modes sync,b2b --reps 2 \
-        --target-ms 2 --sync-calls 11 --min 4 --max 1048576 --step 4 2>&1 >/dev/null)
+        --target-ms 2 --min-calls 10 --sync-calls 11 --min 4 --max 1048576 --step 4 2>&1 >/dev/null)
     kept=$(grep -c '; trial (the ranks. median times, summed) .*, the last of [0-9]*: kept ours$' <<<"$log" || true)
     gave=$(grep -c '; trial (the ranks. median times, summed) .*, the last of [0-9]*: kept the library.s own$' <<<"$log" || true)
     again=$(grep -Ec ', the last of ([2-9]|[1-9][0-9]+): kept' <<<"$log" || true)
@@ -199,26 +201,64 @@ done
 # Open MPI's Fortran bindings call PMPI_ throughout and MPICH's `use
 # mpi_f08` calls PMPI_Init, PMPI_Finalize, PMPI_Comm_free,
 # PMPI_Comm_disconnect and PMPI_Barrier: without libngcoll's Fortran entry
-# points such a program is not set up at all (the log has no set-up), or,
-# set up, leaves a shadow behind at each release, which MPICH's 2048
-# communicator contexts do not survive for 2 × 2100 duplicates. Every
-# algorithm in turn; results checked exactly (tests/ngcoll/fcheck.F90).
+# points such a program is not set up at all, or its collectives pass by
+# libngcoll, or its releases leave the shadows open. So the log must show
+# every collective served, at least 2 × LOOPS shadows released with their
+# communicators, and none whose communicator was freed past libngcoll
+# (MPICH's 2048 communicator contexts would not survive 2 × 2100 of
+# those either). Every algorithm in turn; results checked exactly
+# (tests/ngcoll/fcheck.F90).
 echo "== Fortran callers (use mpi, use mpi_f08): set up, every algorithm in turn, exact results"
 fortran() { # mpi ranks cases seed loops
-    local mpi=$1 np=$2 cases=$3 seed=$4 loops=$5 flavour out n
+    local mpi=$1 np=$2 cases=$3 seed=$4 loops=$5 flavour out log c shadows released
     for flavour in fcheck fcheck08; do
+        # The program's summary (stdout) apart from the ranks' logs
+        # (stderr): mpirun forwards each stream in chunks, which may split
+        # another rank's line.
         out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=cycle RUN_TIMEOUT=300 run "$mpi" "$np" "$W/${flavour}_$mpi" \
-            "$cases" "$seed" "$loops" 2>&1) || { echo "$mpi $flavour: $out" >&2; exit 1; }
-        grep -q '^fcheck: .* 0 mismatches;' <<<"$out" || { echo "$mpi $flavour: $out" >&2; exit 1; }
-        n=$(grep -cE "^ngcoll: comm [0-9]+ \($np ranks\): parameters" <<<"$out" || true)
-        [ "$n" -ge $((2 * loops)) ] || { echo "$mpi $flavour: libngcoll set up $n communicators, not $((2 * loops))" >&2; exit 1; }
-        echo "$mpi: $(grep '^fcheck' <<<"$out") (libngcoll set up $n)"
+            "$cases" "$seed" "$loops" 2>"$W/log") || { echo "$mpi $flavour: $out $(cat "$W/log")" >&2; exit 1; }
+        log=$(cat "$W/log")
+        grep -q '^fcheck: .* 0 mismatches;' <<<"$out" || { echo "$mpi $flavour: $out $log" >&2; exit 1; }
+        for c in bcast reduce allreduce allgather alltoall barrier; do
+            grep -qE "ngcoll: comm [0-9]+ \([0-9]+ ranks?, [0-9]+ nodes?\) $c[ :]" <<<"$log" \
+                || { echo "$mpi $flavour: no $c call reached libngcoll" >&2; exit 1; }
+        done
+        shadows=$(grep -o 'ngcoll: world rank 0: shadow communicators: .* past libngcoll' <<<"$log") \
+            || { echo "$mpi $flavour: no shadow count in the log" >&2; exit 1; }
+        released=$(sed -E 's/.*: ([0-9]+) released .*/\1/' <<<"$shadows")
+        [ "$released" -ge $((2 * loops)) ] && grep -q ', 0 of which after' <<<"$shadows" \
+            || { echo "$mpi $flavour: $shadows (expected ≥ $((2 * loops)) released, 0 freed past libngcoll)" >&2; exit 1; }
+        echo "$mpi: $(grep '^fcheck' <<<"$out") (${shadows#ngcoll: world rank 0: })"
     done
 }
 fortran openmpi 4 1000 18 200 # seeds: even MPI_Init, odd MPI_Init_thread
 fortran openmpi 3 500 23 20
 fortran mpich 4 200 28 10
 fortran mpich 2 400 31 2100
+
+# Linking libngcoll before the MPI library instead of preloading it: the
+# program must record libngcoll's own soname (not that of libnetgauge,
+# which Cargo used to pass on to it) and run it, C and Fortran alike.
+echo "== linked rather than preloaded"
+for mpi in openmpi mpich; do
+    lib=ngcoll_ompi; [ "$mpi" = mpich ] && lib=ngcoll_mpich
+    link=(-Wl,--no-as-needed -L"$T" -l"$lib" -Wl,-rpath,"$T")
+    "mpicc.$mpi" -O2 tests/ngcoll/check.c -o "$W/check_linked_$mpi" "${link[@]}" -lm
+    "mpif90.$mpi" -O2 -DF08 tests/ngcoll/fcheck.F90 -o "$W/fcheck08_linked_$mpi" "${link[@]}"
+    for prog in check_linked fcheck08_linked; do
+        readelf -d "$W/${prog}_$mpi" | grep -q "NEEDED.*\[lib$lib\.so\]" \
+            || { echo "$prog ($mpi) does not record lib$lib.so: $(readelf -d "$W/${prog}_$mpi" | grep NEEDED)" >&2; exit 1; }
+        args=(100 37); [ "$prog" = fcheck08_linked ] && args=(100 37 5)
+        if [ "$mpi" = openmpi ]; then
+            out=$(NETGAUGE_COLL=log timeout 300 mpirun.openmpi --oversubscribe -np 3 "$W/${prog}_$mpi" "${args[@]}" 2>"$W/log")
+        else
+            out=$(NETGAUGE_COLL=log timeout 300 mpirun.mpich -np 3 "$W/${prog}_$mpi" "${args[@]}" 2>"$W/log")
+        fi || { echo "$mpi $prog: $out $(cat "$W/log")" >&2; exit 1; }
+        n=$(grep -cE 'ngcoll: comm [0-9]+ \(3 ranks\): parameters' "$W/log" || true)
+        [ "$n" -ge 1 ] || { echo "$mpi $prog: libngcoll did not run: $out $(cat "$W/log")" >&2; exit 1; }
+        echo "$mpi: $(grep -E '^(f?check):' <<<"$out") (linked; libngcoll set up $n)"
+    done
+done
 
 echo "== NETGAUGE_COLL=off: nothing of libngcoll's per call (no warning)"
 err=$(NETGAUGE_COLL=off NETGAUGE_SHM="$W/none" run openmpi 4 "$W/check_openmpi" 100 9 2>&1 >/dev/null) \

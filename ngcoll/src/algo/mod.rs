@@ -30,6 +30,7 @@ pub const TAG_ALLREDUCE: i32 = 7103;
 pub const TAG_ALLGATHER: i32 = 7104;
 pub const TAG_ALLTOALL: i32 = 7105;
 pub const TAG_BARRIER: i32 = 7106;
+// 7107: the shim's copy of a buffer at MPI_BOTTOM (ngcoll_shim.c).
 
 /// One rank's view of a call: the library, the shadow communicator, this
 /// rank and the size, and how to wait.
