@@ -69,7 +69,7 @@ fn plan_of<M: Mpi + ?Sized>(
 ) -> Option<(&'static CommState, Slot)> {
     let st = state(m, comm)?;
     st.shadow?;
-    if bytes > MAX_BYTES {
+    if bytes > MAX_BYTES || st.is_closed() {
         return None;
     }
     let slot = st.pick(coll, bytes);
@@ -550,7 +550,8 @@ unsafe fn allgather<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result
                 )?;
             }
             None if !direct => {
-                let src = (a.rbuf as *const u8).add(r * a.rcount as usize * b.rti.extent);
+                // Wrapping: the receive buffer may be MPI_BOTTOM (null).
+                let src = (a.rbuf as *const u8).wrapping_add(r * a.rcount as usize * b.rti.extent);
                 m.pack(src, a.rcount as usize, a.rtype, own, c, cx.comm)?;
             }
             None => {}

@@ -164,6 +164,14 @@ impl CommState {
         self.freed.load(Ordering::Acquire)
     }
 
+    /// The shadow has been freed (with the communicator, or at
+    /// MPI_Finalize, before which a collective may still come from a
+    /// delete callback): a call takes the library's own.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
     fn passthrough(id: u64, size: usize, rank: usize) -> CommState {
         CommState {
             id,
@@ -721,7 +729,11 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
     };
     let st = Arc::new(st);
     if let Ok(mut list) = rt.comms.lock() {
-        list.retain(|s| !s.freed.load(Ordering::Relaxed) || s.log);
+        // Kept: states still logged, and shadows whose communicators were
+        // freed past libngcoll (still open: `finalize` frees them).
+        list.retain(|s| {
+            !s.freed.load(Ordering::Relaxed) || s.log || (s.shadow.is_some() && !s.is_closed())
+        });
         list.push(st.clone());
     }
     let raw = Arc::into_raw(st.clone());
@@ -886,16 +898,17 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
         if !text.is_empty() {
             eprint!("{text}");
         }
-        // A line of its own, written at once: a reader of the merged
-        // output of every rank finds it whole.
+        // A line of its own, in one write (under PIPE_BUF: atomic): a
+        // reader of every rank's merged output finds it whole.
         if m.comm_rank(m.comm_world()).ok() == Some(0) {
-            eprintln!(
+            let line = format!(
                 "ngcoll: world rank 0: shadow communicators: {} released with their communicators, \
                  {at_finalize} at MPI_Finalize, {} of which after their communicators were freed \
-                 past libngcoll",
+                 past libngcoll\n",
                 SHADOWS_RELEASED.load(Ordering::Relaxed),
                 SHADOWS_LEFT.load(Ordering::Relaxed),
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         }
     }
 }

@@ -39,7 +39,9 @@ program fcheck
     character(len=*), parameter :: flavour = 'use mpi'
 #endif
     integer, parameter :: maxe = 262144
-    integer, allocatable :: ia(:), ib(:)
+    ! target: ia is also reached through MPI_BOTTOM and its address.
+    integer, allocatable, target :: ia(:)
+    integer, allocatable :: ib(:)
     double precision, allocatable :: da(:), db(:)
     integer :: ierr, wrank, wsize, rank, n, ncases, seed, nloops
     integer :: c, coll, count, root, opk, j, r, bad, allbad, blk, vlen
