@@ -81,6 +81,17 @@ impl Next {
         Some(a)
     }
 
+    /// The library's definition as a function of type `F`.
+    ///
+    /// # Safety
+    /// `self` names a function whose Fortran signature `F` is.
+    unsafe fn get<F: Copy>(&self) -> Option<F> {
+        let a = self.addr()?;
+        // SAFETY: an address returned by dlsym, of a function of type F
+        // (the caller's guarantee); F is a function pointer, as wide as it.
+        Some(unsafe { std::mem::transmute_copy::<usize, F>(&a) })
+    }
+
     /// Calls the library's `(ierror)` function; its error code, or `err`
     /// if it is missing.
     ///
@@ -88,11 +99,12 @@ impl Next {
     /// `self` names a function with MPI_Init's or MPI_Finalize's Fortran
     /// signature.
     pub unsafe fn call_err(&self, err: c_int) -> c_int {
-        let Some(a) = self.addr() else { return err };
         // SAFETY: the caller's guarantee on the symbol's signature.
-        let f: FnErr = unsafe { std::mem::transmute::<usize, FnErr>(a) };
+        let Some(f) = (unsafe { self.get::<FnErr>() }) else {
+            return err;
+        };
         let mut rc = 0;
-        // SAFETY: rc is a valid out-pointer.
+        // SAFETY: the caller's pointers; rc is a valid out-pointer.
         unsafe { f(&mut rc) };
         rc
     }
@@ -104,11 +116,12 @@ impl Next {
     /// `self` names a function with MPI_Comm_free's Fortran signature;
     /// `comm` points to a Fortran communicator handle.
     pub unsafe fn call_comm(&self, comm: *mut c_int, err: c_int) -> c_int {
-        let Some(a) = self.addr() else { return err };
         // SAFETY: the caller's guarantee on the symbol's signature.
-        let f: FnCommErr = unsafe { std::mem::transmute::<usize, FnCommErr>(a) };
+        let Some(f) = (unsafe { self.get::<FnCommErr>() }) else {
+            return err;
+        };
         let mut rc = 0;
-        // SAFETY: the caller's handle; rc is a valid out-pointer.
+        // SAFETY: the caller's pointers; rc is a valid out-pointer.
         unsafe { f(comm, &mut rc) };
         rc
     }
@@ -124,9 +137,10 @@ impl Next {
         provided: *mut c_int,
         err: c_int,
     ) -> c_int {
-        let Some(a) = self.addr() else { return err };
         // SAFETY: the caller's guarantee on the symbol's signature.
-        let f: FnInitThread = unsafe { std::mem::transmute::<usize, FnInitThread>(a) };
+        let Some(f) = (unsafe { self.get::<FnInitThread>() }) else {
+            return err;
+        };
         let mut rc = 0;
         // SAFETY: the caller's pointers; rc is a valid out-pointer.
         unsafe { f(required, provided, &mut rc) };
@@ -315,36 +329,12 @@ macro_rules! fortran_entry {
         }
     };
     (reduce $name:ident) => {
-        /// # Safety
-        /// As the MPI Fortran binding of this name.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            sbuf: *const c_void,
-            rbuf: *mut c_void,
-            count: *const c_int,
-            datatype: *const c_int,
-            op: *const c_int,
-            root: *const c_int,
-            comm: *const c_int,
-            ierr: *mut c_int,
-        ) {
-            // SAFETY: the caller's arguments, converted as the library's
-            // own binding converts them.
-            unsafe {
-                let rc = MPI_Reduce(
-                    $crate::fortran::send_buf(sbuf, ngc_in_place(), ngc_bottom()),
-                    $crate::fortran::recv_buf(rbuf, ngc_bottom()),
-                    *count,
-                    $crate::export::Handle::from_bits(ngc_f_type(*datatype)),
-                    $crate::export::Handle::from_bits(ngc_f_op(*op)),
-                    *root,
-                    $crate::export::Handle::from_bits(ngc_f_comm(*comm)),
-                );
-                $crate::fortran::set_ierr(ierr, rc);
-            }
-        }
+        $crate::fortran_entry!(@reduction $name, MPI_Reduce, (root));
     };
     (allreduce $name:ident) => {
+        $crate::fortran_entry!(@reduction $name, MPI_Allreduce, ());
+    };
+    (@reduction $name:ident, $c:ident, ($($root:ident)?)) => {
         /// # Safety
         /// As the MPI Fortran binding of this name.
         #[no_mangle]
@@ -354,18 +344,20 @@ macro_rules! fortran_entry {
             count: *const c_int,
             datatype: *const c_int,
             op: *const c_int,
+            $($root: *const c_int,)?
             comm: *const c_int,
             ierr: *mut c_int,
         ) {
             // SAFETY: the caller's arguments, converted as the library's
             // own binding converts them.
             unsafe {
-                let rc = MPI_Allreduce(
+                let rc = $c(
                     $crate::fortran::send_buf(sbuf, ngc_in_place(), ngc_bottom()),
                     $crate::fortran::recv_buf(rbuf, ngc_bottom()),
                     *count,
                     $crate::export::Handle::from_bits(ngc_f_type(*datatype)),
                     $crate::export::Handle::from_bits(ngc_f_op(*op)),
+                    $(*$root,)?
                     $crate::export::Handle::from_bits(ngc_f_comm(*comm)),
                 );
                 $crate::fortran::set_ierr(ierr, rc);
