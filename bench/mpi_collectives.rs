@@ -281,6 +281,22 @@ fn allreduce_rd(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     }
 }
 
+/// Every rank sends its vector to every other and sums all P in rank order.
+fn allreduce_linear(c: &Comm, v: &mut [f64]) {
+    let (r, p, n) = (c.rank, c.size, v.len());
+    let mut reqs: Vec<_> = (1..p).map(|k| c.isend(as_bytes(v), (r + k) % p)).collect();
+    let mut got = vec![0.0; n * p];
+    for k in 1..p {
+        let from = (r + p - k) % p;
+        c.recv(as_bytes_mut(&mut got[from * n..(from + 1) * n]), from);
+    }
+    c.waitall(&mut reqs);
+    got[r * n..(r + 1) * n].copy_from_slice(v);
+    for (i, x) in v.iter_mut().enumerate() {
+        *x = (0..p).map(|q| got[q * n + i]).sum();
+    }
+}
+
 fn allreduce_rabenseifner(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     let (r, p) = (c.rank, c.size);
     let (mut lo, mut hi) = (0usize, v.len());
@@ -440,6 +456,7 @@ fn run_once(c: &Comm, run: Run, b: &mut Bufs, m: usize, check: bool) -> bool {
             allreduce_rabenseifner(c, &mut b.v[..n], t)
         }
         Run::Alg(Algorithm::AllreduceRing, _) => allreduce_ring(c, &mut b.v[..n], t),
+        Run::Alg(Algorithm::AllreduceLinear, _) => allreduce_linear(c, &mut b.v[..n]),
         Run::Alg(Algorithm::BarrierDissemination, _) => barrier_dissemination(c),
         Run::Alg(Algorithm::BarrierTree, _) => barrier_tree(c),
         // Not measured by this bench (bench/ngcoll.md measures them).
@@ -448,6 +465,7 @@ fn run_once(c: &Comm, run: Run, b: &mut Bufs, m: usize, check: bool) -> bool {
             | Algorithm::ReduceRabenseifner
             | Algorithm::AllgatherRecursiveDoubling
             | Algorithm::AllgatherRing
+            | Algorithm::AllgatherLinear
             | Algorithm::AlltoallPairwise
             | Algorithm::AlltoallLinear,
             _,

@@ -28,14 +28,19 @@ extern "C" {
 #define NG_ALG_ALLREDUCE_RECURSIVE_DOUBLING 10u
 #define NG_ALG_ALLREDUCE_RABENSEIFNER 11u
 #define NG_ALG_ALLREDUCE_RING 12u
+#define NG_ALG_ALLREDUCE_LINEAR 13u /* every vector sent directly */
 #define NG_ALG_BARRIER_DISSEMINATION 20u
 #define NG_ALG_BARRIER_TREE 21u
 #define NG_ALG_REDUCE_BINOMIAL 30u
 #define NG_ALG_REDUCE_RABENSEIFNER 31u /* reduce-scatter + binomial gather */
 #define NG_ALG_ALLGATHER_RECURSIVE_DOUBLING 40u
 #define NG_ALG_ALLGATHER_RING 41u
+#define NG_ALG_ALLGATHER_LINEAR 42u /* every block sent directly */
 #define NG_ALG_ALLTOALL_PAIRWISE 50u
 #define NG_ALG_ALLTOALL_LINEAR 51u
+
+/* The most candidates one collective has (ng_select's *n_all). */
+#define NG_MAX_CANDIDATES 4u
 
 /* Default cost of combining one byte in a reduction, ns. */
 #define NG_DEFAULT_GAMMA_NS_PER_BYTE 0.03
@@ -51,7 +56,7 @@ typedef struct ng_choice {
  * `msg_bytes` bytes, from `n_ranges` parameter sets (one per protocol range,
  * or a single ng_lookup result), for one call every rank enters at once
  * (until the last rank returns). `best` gets the fastest; `all` (capacity
- * `all_cap`) every candidate, `*n_all` their number (up to 4). Pointers may
+ * `all_cap`) every candidate, `*n_all` their number (up to NG_MAX_CANDIDATES). Pointers may
  * be NULL. A negative or NaN gamma selects the default. Returns 0, or
  * -EINVAL (bad collective, ranks == 0, no ranges). No allocation, no system
  * call. (What a caller sees besides — each rank's own return, calls back to

@@ -406,7 +406,9 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
         // SAFETY: sbuf and rbuf hold count elements and do not alias (MPI).
         unsafe { std::ptr::copy_nonoverlapping(a.sbuf as *const u8, a.rbuf as *mut u8, span) };
     }
-    let mut sc = st.scratch(stride);
+    // Linear receives every other rank's vector into a slot of its own.
+    let linear = slot.algorithm() == Some(Algorithm::AllreduceLinear);
+    let mut sc = st.scratch(if linear { st.size * stride } else { stride });
     let cx = cx(m, st);
     let v = operands(a.rbuf as *mut u8, sc.ptr(), ti, a.datatype, count_u, a.op);
     // SAFETY: rbuf and the scratch hold count elements each.
@@ -416,6 +418,7 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
                 algo::allreduce::rabenseifner(&cx, v)
             }
             Some(Algorithm::AllreduceRing) if count_u >= st.size => algo::allreduce::ring(&cx, v),
+            Some(Algorithm::AllreduceLinear) => algo::allreduce::linear(&cx, v, span),
             _ => algo::allreduce::recursive_doubling(&cx, v),
         }
     }
@@ -556,8 +559,13 @@ unsafe fn allgather<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result
             }
             None => {}
         }
-        let rd = b.slot.algorithm() == Some(Algorithm::AllgatherRecursiveDoubling);
-        algo::allgather::allgather(&cx, work, c, rd)?;
+        match b.slot.algorithm() {
+            Some(Algorithm::AllgatherLinear) => algo::allgather::linear(&cx, work, c)?,
+            a => {
+                let rd = a == Some(Algorithm::AllgatherRecursiveDoubling);
+                algo::allgather::allgather(&cx, work, c, rd)?
+            }
+        }
         if !direct {
             b.unpack(m, a, work, cx.comm)?;
         }

@@ -42,7 +42,9 @@ pub mod ompi_alg {
     pub const ALLTOALL_PAIRWISE: u32 = 2;
 }
 
-/// (Open MPI algorithm, fan-in/out, segment size) for one of our choices.
+/// (Open MPI algorithm, fan-in/out, segment size) for one of our choices;
+/// (0, 0, 0), the library's own, for one Open MPI cannot be told to run
+/// ([`ompi_has`]).
 pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
     use ompi_alg::*;
     match c.algorithm() {
@@ -63,15 +65,22 @@ pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
         Some(Algorithm::AllgatherRing) => (ALLGATHER_RING, 0, 0),
         Some(Algorithm::AlltoallLinear) => (ALLTOALL_LINEAR, 0, 0),
         Some(Algorithm::AlltoallPairwise) => (ALLTOALL_PAIRWISE, 0, 0),
-        None => (0, 0, 0),
+        Some(Algorithm::AllgatherLinear) | Some(Algorithm::AllreduceLinear) | None => (0, 0, 0),
     }
+}
+
+/// Whether Open MPI 4.1's coll/tuned can be told to run `a`: not the linear
+/// allgather and allreduce (its basic linear ones are a gather or reduce
+/// and a broadcast, not every block sent directly).
+pub fn ompi_has(a: Algorithm) -> bool {
+    !matches!(a, Algorithm::AllgatherLinear | Algorithm::AllreduceLinear)
 }
 
 /// The MPICH 4.0 algorithm container of one of ours, None where MPICH has
 /// no such algorithm: its selection asserts on a name it does not know
 /// (`unrecognized key`), so a close relative is never written in its place.
-/// MPICH 4.0 has no ring allreduce, no plain chain broadcast and no tree
-/// barrier.
+/// MPICH 4.0 has no ring allreduce, no plain chain broadcast, no tree
+/// barrier and no linear allgather or allreduce.
 pub fn mpich_name(a: Algorithm) -> Option<&'static str> {
     Some(match a {
         Algorithm::BcastBinomial => "MPIR_Bcast_intra_binomial",
@@ -88,7 +97,11 @@ pub fn mpich_name(a: Algorithm) -> Option<&'static str> {
         Algorithm::AllgatherRing => "MPIR_Allgather_intra_ring",
         Algorithm::AlltoallPairwise => "MPIR_Alltoall_intra_pairwise",
         Algorithm::AlltoallLinear => "MPIR_Alltoall_intra_scattered",
-        Algorithm::BcastChain | Algorithm::AllreduceRing | Algorithm::BarrierTree => return None,
+        Algorithm::BcastChain
+        | Algorithm::AllreduceRing
+        | Algorithm::BarrierTree
+        | Algorithm::AllgatherLinear
+        | Algorithm::AllreduceLinear => return None,
     })
 }
 
@@ -252,7 +265,7 @@ fn exportable(lib: select::Library, ranks: usize) -> Vec<Algorithm> {
     Algorithm::ALL
         .into_iter()
         .filter(|a| match lib {
-            select::Library::OpenMpi41 => true,
+            select::Library::OpenMpi41 => ompi_has(*a),
             select::Library::Mpich40 => mpich_name(*a).is_some(),
         })
         .filter(|a| {
@@ -529,4 +542,36 @@ pub fn mpich_json(
         root.insert(format!("collective={}", coll.name()), Value::Object(kinds));
     }
     Ok(Value::Object(root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_is_told_only_what_it_can_run() {
+        for lib in [select::Library::OpenMpi41, select::Library::Mpich40] {
+            for p in [3, 4, 8] {
+                let ours = exportable(lib, p);
+                for a in [Algorithm::AllgatherLinear, Algorithm::AllreduceLinear] {
+                    assert!(!ours.contains(&a), "{lib:?} {p} {a:?}");
+                }
+                for a in ours {
+                    let named = match lib {
+                        select::Library::OpenMpi41 => {
+                            let c = select::Choice {
+                                algorithm: a as u32,
+                                reserved: 0,
+                                predicted_ns: 1.0,
+                                segment_bytes: 0,
+                            };
+                            ompi_mapping(&c).0 != 0
+                        }
+                        select::Library::Mpich40 => mpich_name(a).is_some(),
+                    };
+                    assert!(named, "{lib:?} cannot run {a:?}");
+                }
+            }
+        }
+    }
 }

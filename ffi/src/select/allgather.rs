@@ -1,7 +1,9 @@
 //! Allgather candidates (m = one rank's block): recursive doubling (powers
 //! of two; a non-power of two pays one more step of the largest size, as
-//! Bruck's variant does) and the ring.
+//! Bruck's variant does), the ring, and linear (every block sent directly:
+//! alltoall's linear exchange with one block for every rank).
 
+use super::alltoall::linear;
 use super::cost::{ceil_log2, exchange_step};
 use super::{Algorithm, Candidates, Network, Sharing};
 use crate::types::LookupError;
@@ -28,6 +30,7 @@ pub(super) fn allgather<N: Network + ?Sized>(
         &[
             (Algorithm::AllgatherRecursiveDoubling, rd, 0),
             (Algorithm::AllgatherRing, ring, 0),
+            (Algorithm::AllgatherLinear, linear(net, p, c, sh)?, 0),
         ],
     ))
 }

@@ -1,6 +1,8 @@
 //! Allreduce candidates: recursive doubling, Rabenseifner (recursive
-//! halving + doubling) and the ring.
+//! halving + doubling), the ring, and linear (every rank sends its vector
+//! to every other and combines all P itself).
 
+use super::alltoall::linear;
 use super::cost::{ceil_log2, exchange_step};
 use super::{Algorithm, Candidates, Network, Sharing};
 use crate::types::LookupError;
@@ -54,12 +56,17 @@ pub(super) fn allreduce<N: Network + ?Sized>(
     let ring = 2.0 * (p as f64 - 1.0) * exchange_step(net, p, b, sh)?
         + (p as f64 - 1.0) * gamma * b as f64;
 
+    // Linear: one exchange of the whole vector with every other rank (as
+    // alltoall's linear exchange of m-byte blocks), then P − 1 combinings.
+    let direct = linear(net, p, m, sh)? + (p as f64 - 1.0) * gamma * mf;
+
     Ok(Candidates::new(
         p,
         &[
             (Algorithm::AllreduceRecursiveDoubling, rd, 0),
             (Algorithm::AllreduceRabenseifner, rab, 0),
             (Algorithm::AllreduceRing, ring, 0),
+            (Algorithm::AllreduceLinear, direct, 0),
         ],
     ))
 }

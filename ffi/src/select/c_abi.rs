@@ -168,7 +168,9 @@ pub extern "C" fn ng_algorithm_name(algorithm: u32) -> *const libc::c_char {
         Some(Algorithm::BarrierDissemination) => b"dissemination\0",
         Some(Algorithm::BarrierTree) => b"tree\0",
         Some(Algorithm::AlltoallPairwise) => b"pairwise\0",
-        Some(Algorithm::AlltoallLinear) => b"linear\0",
+        Some(Algorithm::AlltoallLinear)
+        | Some(Algorithm::AllgatherLinear)
+        | Some(Algorithm::AllreduceLinear) => b"linear\0",
         None => return std::ptr::null(),
     };
     s.as_ptr() as *const libc::c_char

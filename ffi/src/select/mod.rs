@@ -243,12 +243,14 @@ impl Collective {
                 Algorithm::AllreduceRecursiveDoubling,
                 Algorithm::AllreduceRabenseifner,
                 Algorithm::AllreduceRing,
+                Algorithm::AllreduceLinear,
             ],
             Collective::Barrier => &[Algorithm::BarrierDissemination, Algorithm::BarrierTree],
             Collective::Reduce => &[Algorithm::ReduceBinomial, Algorithm::ReduceRabenseifner],
             Collective::Allgather => &[
                 Algorithm::AllgatherRecursiveDoubling,
                 Algorithm::AllgatherRing,
+                Algorithm::AllgatherLinear,
             ],
             Collective::Alltoall => &[Algorithm::AlltoallPairwise, Algorithm::AlltoallLinear],
         }
@@ -283,6 +285,9 @@ pub enum Algorithm {
     AllreduceRecursiveDoubling = 10,
     AllreduceRabenseifner = 11,
     AllreduceRing = 12,
+    /// Every rank sends its vector to every other rank and combines all P
+    /// in one order (rank 0 first), the same on every rank.
+    AllreduceLinear = 13,
     BarrierDissemination = 20,
     BarrierTree = 21,
     ReduceBinomial = 30,
@@ -291,13 +296,16 @@ pub enum Algorithm {
     /// Power-of-two sizes only.
     AllgatherRecursiveDoubling = 40,
     AllgatherRing = 41,
+    /// Every rank sends its block to every other rank directly, all
+    /// posted at once.
+    AllgatherLinear = 42,
     AlltoallPairwise = 50,
     /// Every exchange posted at once.
     AlltoallLinear = 51,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 15] = [
+    pub const ALL: [Algorithm; 17] = [
         Algorithm::BcastBinomial,
         Algorithm::BcastScatterRdAllgather,
         Algorithm::BcastScatterRingAllgather,
@@ -305,12 +313,14 @@ impl Algorithm {
         Algorithm::AllreduceRecursiveDoubling,
         Algorithm::AllreduceRabenseifner,
         Algorithm::AllreduceRing,
+        Algorithm::AllreduceLinear,
         Algorithm::BarrierDissemination,
         Algorithm::BarrierTree,
         Algorithm::ReduceBinomial,
         Algorithm::ReduceRabenseifner,
         Algorithm::AllgatherRecursiveDoubling,
         Algorithm::AllgatherRing,
+        Algorithm::AllgatherLinear,
         Algorithm::AlltoallPairwise,
         Algorithm::AlltoallLinear,
     ];
@@ -328,12 +338,14 @@ impl Algorithm {
             Algorithm::AllreduceRecursiveDoubling => "recursive_doubling",
             Algorithm::AllreduceRabenseifner => "rabenseifner",
             Algorithm::AllreduceRing => "ring",
+            Algorithm::AllreduceLinear => "linear",
             Algorithm::BarrierDissemination => "dissemination",
             Algorithm::BarrierTree => "tree",
             Algorithm::ReduceBinomial => "binomial",
             Algorithm::ReduceRabenseifner => "rabenseifner",
             Algorithm::AllgatherRecursiveDoubling => "recursive_doubling",
             Algorithm::AllgatherRing => "ring",
+            Algorithm::AllgatherLinear => "linear",
             Algorithm::AlltoallPairwise => "pairwise",
             Algorithm::AlltoallLinear => "linear",
         }
@@ -371,16 +383,19 @@ impl Choice {
     }
 }
 
-/// At most 4 candidates per collective, without allocating.
+/// The most candidates one collective has (C's `NG_MAX_CANDIDATES`).
+pub const MAX_CANDIDATES: usize = 4;
+
+/// At most [`MAX_CANDIDATES`] candidates per collective, without allocating.
 #[derive(Clone, Copy, Debug)]
 pub struct Candidates {
-    items: [Choice; 4],
+    items: [Choice; MAX_CANDIDATES],
     len: usize,
 }
 
 impl Candidates {
     /// The candidates `(algorithm, predicted time, segment size)` in
-    /// order (at most 4); for a single rank every prediction is 0 (there is
+    /// order (at most [`MAX_CANDIDATES`]); for a single rank every prediction is 0 (there is
     /// nothing to send).
     fn new(ranks: usize, vals: &[(Algorithm, f64, u64)]) -> Candidates {
         let mut out = Candidates {
@@ -389,8 +404,8 @@ impl Candidates {
                 reserved: 0,
                 predicted_ns: 0.0,
                 segment_bytes: 0,
-            }; 4],
-            len: vals.len(),
+            }; MAX_CANDIDATES],
+            len: vals.len().min(MAX_CANDIDATES),
         };
         for (item, &(a, t, s)) in out.items.iter_mut().zip(vals) {
             *item = Choice {

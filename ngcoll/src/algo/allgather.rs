@@ -1,6 +1,6 @@
 //! Allgather of one block of `c` bytes per rank into `buf` (P blocks, block
-//! i at i·c; this rank's block already in place): ring, and recursive
-//! doubling for power-of-two sizes.
+//! i at i·c; this rank's block already in place): ring, recursive doubling
+//! for power-of-two sizes, and linear (every block sent directly).
 
 use super::{Cx, Elems, TAG_ALLGATHER};
 use crate::mpi::{Mpi, MpiError};
@@ -25,6 +25,26 @@ pub unsafe fn allgather<M: Mpi + ?Sized>(
     };
     // SAFETY: every block lies inside the caller's P·c bytes.
     unsafe { blocks.gather(cx, cx.bytes(buf), rd) }
+}
+
+/// Linear: every receive, then every send of this rank's block, posted at
+/// once, staggered so that rank r starts with r + 1; one wait for all.
+///
+/// # Safety
+/// `buf` valid and writable for P·c bytes.
+pub unsafe fn linear<M: Mpi + ?Sized>(cx: &Cx<M>, buf: *mut u8, c: usize) -> Result<(), MpiError> {
+    let own = buf.wrapping_add(cx.rank * c) as *const u8;
+    // SAFETY: block i of buf receives from rank i; this rank's block, which
+    // no receive writes, goes to every rank.
+    unsafe {
+        cx.exchange_all(
+            |i| buf.wrapping_add(i * c),
+            |_| own,
+            c,
+            cx.m.type_byte(),
+            TAG_ALLGATHER,
+        )
+    }
 }
 
 /// Where the `n` blocks of an allgather among `n` ranks lie in its buffer:

@@ -1,11 +1,13 @@
 //! Allreduce (commutative, predefined operations): recursive doubling,
 //! Rabenseifner (reduce-scatter by recursive halving, allgather by
-//! recursive doubling) and the ring. Sizes that are not a power of two
-//! fold the extra ranks in before and out after (see `reduce::new_rank`).
+//! recursive doubling), the ring, and linear (every vector sent to every
+//! rank directly). Sizes that are not a power of two fold the extra ranks
+//! in before and out after (see `reduce::new_rank`) in the first two.
 //!
 //! Every rank ends with bitwise the same result, floating point included:
-//! partners combine the same two operands (a + b = b + a exactly), and in
-//! the ring every block is reduced once and then copied.
+//! partners combine the same two operands (a + b = b + a exactly), in the
+//! ring every block is reduced once and then copied, and in linear every
+//! rank combines the same P vectors in the same order.
 
 use super::allgather::Blocks;
 use super::reduce::{fold_in, halving, old_rank};
@@ -84,6 +86,56 @@ pub unsafe fn rabenseifner<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Result<(
     }
     // SAFETY: forwarded.
     unsafe { fold_out(cx, acc, count) }
+}
+
+/// Linear: every rank sends its vector to every other rank and receives
+/// theirs, all posted at once (staggered so that rank r starts with
+/// r + 1), then every rank combines the P vectors in one order, v0 ⊕ (v1 ⊕
+/// (… ⊕ vP−1)), so all of them hold bitwise the same result.
+///
+/// # Safety
+/// `v.acc` (this rank's contribution in, the result out) valid for
+/// `v.count` elements, which span `span` bytes; `v.tmp` valid for
+/// P·`v.count` elements (slot i at i·count·extent receives rank i's
+/// vector).
+pub unsafe fn linear<M: Mpi + ?Sized>(
+    cx: &Cx<M>,
+    v: Operands,
+    span: usize,
+) -> Result<(), MpiError> {
+    let (acc, tmp, count, op) = v.parts();
+    let (r, p) = (cx.rank, cx.size);
+    let stride = count * acc.extent;
+    let slot = |i: usize| tmp.base.wrapping_add(i * stride);
+    // SAFETY: slot i of tmp receives from rank i; acc (count elements)
+    // goes to every rank.
+    unsafe {
+        cx.exchange_all(
+            slot,
+            |_| acc.base as *const u8,
+            count,
+            acc.dt,
+            TAG_ALLREDUCE,
+        )?
+    };
+    if p < 2 {
+        return Ok(());
+    }
+    // The last rank's vector is where the combining starts: acc at rank
+    // P − 1, its slot elsewhere (acc keeps this rank's own vector until
+    // its turn, and takes the result at the end).
+    let vec_of = |i: usize| if i == r { acc.base } else { slot(i) };
+    let into = vec_of(p - 1);
+    for i in (0..p - 1).rev() {
+        // SAFETY: both hold count elements of the datatype; different
+        // arrays (i ≠ P − 1).
+        unsafe { cx.m.reduce_local(vec_of(i), into, count, acc.dt, op)? };
+    }
+    if into != acc.base && span > 0 {
+        // SAFETY: both hold count elements, `span` bytes; different arrays.
+        unsafe { std::ptr::copy_nonoverlapping(into, acc.base, span) };
+    }
+    Ok(())
 }
 
 /// Ring: a reduce-scatter of P − 1 steps (pass a block to the right,

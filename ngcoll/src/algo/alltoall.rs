@@ -3,7 +3,7 @@
 //! i. Pairwise exchange (P − 1 steps of one exchange each), and linear (all
 //! exchanges posted at once, in a staggered order).
 
-use super::{Cx, Reqs, TAG_ALLTOALL};
+use super::{Cx, TAG_ALLTOALL};
 use crate::mpi::{Mpi, MpiError};
 
 /// This rank's own block: a local copy.
@@ -53,16 +53,15 @@ pub unsafe fn alltoall<M: Mpi + ?Sized>(
         }
         return Ok(());
     }
-    let mut reqs = Reqs::new();
-    for k in 1..p {
-        let from = (r + p - k) % p;
-        // SAFETY: block `from` of recv, untouched until the wait.
-        unsafe { cx.irecv(recv.add(from * c), c, byte, from, TAG_ALLTOALL, &mut reqs)? };
+    // SAFETY: block i of recv receives from rank i, block j of send goes
+    // to rank j: P·c bytes each, different arrays.
+    unsafe {
+        cx.exchange_all(
+            |i| recv.wrapping_add(i * c),
+            |j| send.wrapping_add(j * c),
+            c,
+            byte,
+            TAG_ALLTOALL,
+        )
     }
-    for k in 1..p {
-        let to = (r + k) % p;
-        // SAFETY: block `to` of send, read until the wait.
-        unsafe { cx.isend(send.add(to * c), c, byte, to, TAG_ALLTOALL, &mut reqs)? };
-    }
-    cx.wait(&mut reqs)
 }

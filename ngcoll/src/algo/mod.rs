@@ -135,6 +135,39 @@ impl<M: Mpi + ?Sized> Cx<'_, M> {
         }
     }
 
+    /// One round with every other rank: the receive from each rank i into
+    /// `recv(i)`, then the send to each rank j from `send(j)`, `count`
+    /// elements of `dt` each, all posted at once (staggered so that rank r
+    /// sends first to r + 1 and receives first from r − 1), then one wait
+    /// for all. The linear alltoall, allgather and allreduce.
+    ///
+    /// # Safety
+    /// Every `recv(i)` writable and every `send(j)` readable for `count`
+    /// elements of `dt` until the wait; no receive overlaps another
+    /// receive or a send.
+    pub unsafe fn exchange_all(
+        &self,
+        recv: impl Fn(usize) -> *mut u8,
+        send: impl Fn(usize) -> *const u8,
+        count: usize,
+        dt: Raw,
+        tag: i32,
+    ) -> Result<(), MpiError> {
+        let (r, p) = (self.rank, self.size);
+        let mut reqs = Reqs::new();
+        for k in 1..p {
+            let from = (r + p - k) % p;
+            // SAFETY: forwarded from the caller.
+            unsafe { self.irecv(recv(from), count, dt, from, tag, &mut reqs)? };
+        }
+        for k in 1..p {
+            let to = (r + k) % p;
+            // SAFETY: forwarded from the caller.
+            unsafe { self.isend(send(to), count, dt, to, tag, &mut reqs)? };
+        }
+        self.wait(&mut reqs)
+    }
+
     /// Completes every request in `reqs` and empties it.
     pub fn wait(&self, reqs: &mut Reqs) -> Result<(), MpiError> {
         if reqs.is_empty() {

@@ -152,13 +152,21 @@ fn reductions_to_a_root_combine_everything_once() {
     }
 }
 
+/// The linear allreduce with the span of its vector (elements without
+/// holes).
+unsafe fn linear_allreduce(cx: &Cx<Fake>, v: Operands) -> Result<(), MpiError> {
+    // SAFETY: forwarded; the elements are contiguous.
+    unsafe { allreduce::linear(cx, v, v.count * v.acc.extent) }
+}
+
 #[test]
 fn allreductions_give_every_rank_the_same_result() {
     type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
-    let algs: [(&str, Allreduce); 3] = [
+    let algs: [(&str, Allreduce); 4] = [
         ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
         ("rabenseifner", allreduce::rabenseifner::<Fake>),
         ("ring", allreduce::ring::<Fake>),
+        ("linear", linear_allreduce),
     ];
     for p in 1..=9usize {
         for count in [1usize, 3, 17, 1000] {
@@ -166,8 +174,8 @@ fn allreductions_give_every_rank_the_same_result() {
                 for (name, f) in algs {
                     let out = fake::run(p, move |m| {
                         let mut acc = ints(count, m.rank);
-                        let mut tmp = vec![0i32; count];
-                        // SAFETY: both hold count ints.
+                        let mut tmp = vec![0i32; p * count];
+                        // SAFETY: acc holds count ints, tmp p·count.
                         unsafe { f(&cx(m), operands(&mut acc, &mut tmp, op)) }.unwrap();
                         acc
                     });
@@ -186,10 +194,11 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
     // Values whose sums round: the result may depend on the order of
     // combining, but every rank must end with the same bits.
     type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
-    let algs: [(&str, Allreduce); 3] = [
+    let algs: [(&str, Allreduce); 4] = [
         ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
         ("rabenseifner", allreduce::rabenseifner::<Fake>),
         ("ring", allreduce::ring::<Fake>),
+        ("linear", linear_allreduce),
     ];
     for p in 2..=9usize {
         for (name, f) in algs {
@@ -198,13 +207,13 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
                 let mut acc: Vec<f64> = (0..count)
                     .map(|i| 0.1 * (i + 1) as f64 / (m.rank + 3) as f64)
                     .collect();
-                let mut tmp = vec![0f64; count];
+                let mut tmp = vec![0f64; p * count];
                 let e = |v: &mut [f64]| Elems {
                     base: v.as_mut_ptr() as *mut u8,
                     extent: 8,
                     dt: F64,
                 };
-                // SAFETY: both hold count doubles.
+                // SAFETY: acc holds count doubles, tmp p·count.
                 let v = Operands {
                     acc: e(&mut acc),
                     tmp: e(&mut tmp),
@@ -225,12 +234,19 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
 fn allgathers_collect_every_block() {
     for p in 1..=9usize {
         for c in [1usize, 13, 100] {
-            for (name, rd) in [("ring", false), ("recursive_doubling", true)] {
+            for name in ["ring", "recursive_doubling", "linear"] {
                 let out = fake::run(p, move |m| {
                     let mut buf = vec![0u8; p * c];
                     buf[m.rank * c..(m.rank + 1) * c].copy_from_slice(&pattern(c, m.rank));
+                    let (cx, at) = (cx(m), buf.as_mut_ptr());
                     // SAFETY: buf holds p·c bytes.
-                    unsafe { allgather::allgather(&cx(m), buf.as_mut_ptr(), c, rd) }.unwrap();
+                    unsafe {
+                        match name {
+                            "linear" => allgather::linear(&cx, at, c),
+                            _ => allgather::allgather(&cx, at, c, name == "recursive_doubling"),
+                        }
+                    }
+                    .unwrap();
                     buf
                 });
                 let want: Vec<u8> = (0..p).flat_map(|r| pattern(c, r)).collect();

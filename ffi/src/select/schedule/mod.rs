@@ -98,6 +98,9 @@ pub enum Schedule {
     AllreduceRing,
     /// Reduce to rank 0 (binomial), then broadcast (binomial).
     AllreduceReduceBcast,
+    /// Every rank sends its vector to every other rank, all posted at
+    /// once, then combines the P vectors.
+    AllreduceLinear,
     /// Shared-memory reduce, then shared-memory broadcast.
     AllreduceShm,
 
@@ -106,6 +109,8 @@ pub enum Schedule {
     AllgatherBruck,
     /// Neighbour exchange (even sizes): P/2 steps.
     AllgatherNeighbor,
+    /// Every rank sends its block to every other rank, all posted at once.
+    AllgatherLinear,
 
     AlltoallPairwise,
     AlltoallLinear,
@@ -132,12 +137,14 @@ impl Schedule {
             A::AllreduceRecursiveDoubling => Schedule::AllreduceRecursiveDoubling,
             A::AllreduceRabenseifner => Schedule::AllreduceRabenseifner,
             A::AllreduceRing => Schedule::AllreduceRing,
+            A::AllreduceLinear => Schedule::AllreduceLinear,
             A::BarrierDissemination => Schedule::BarrierDissemination,
             A::BarrierTree => Schedule::BarrierTree,
             A::ReduceBinomial => Schedule::ReduceBinomial,
             A::ReduceRabenseifner => Schedule::ReduceRabenseifner,
             A::AllgatherRecursiveDoubling => Schedule::AllgatherRecursiveDoubling,
             A::AllgatherRing => Schedule::AllgatherRing,
+            A::AllgatherLinear => Schedule::AllgatherLinear,
             A::AlltoallPairwise => Schedule::AlltoallPairwise,
             A::AlltoallLinear => Schedule::AlltoallLinear,
         }
@@ -178,6 +185,7 @@ impl Schedule {
             | AllgatherRing
             | AllgatherBruck
             | AllgatherNeighbor
+            | AllgatherLinear
             | AlltoallPairwise
             | AlltoallLinear
             | AlltoallBruck => m.saturating_mul(p as u64),
@@ -204,10 +212,11 @@ impl Schedule {
             }
             AllreduceRing | AllgatherRing => "ring",
             AllreduceReduceBcast => "reduce_bcast",
+            AllreduceLinear => "linear",
             AllgatherBruck | AlltoallBruck => "bruck",
             AllgatherNeighbor => "neighbor_exchange",
             AlltoallPairwise => "pairwise",
-            AlltoallLinear => "linear",
+            AlltoallLinear | AllgatherLinear => "linear",
             BarrierDissemination => "dissemination",
             BarrierTree => "tree",
         }
@@ -455,6 +464,15 @@ impl Emit<'_> {
                 self.run_sub(ReduceBinomial, m);
                 self.run_sub(BcastBinomial, m);
             }
+            AllreduceLinear => {
+                // The exchange of alltoall's linear one (its copy is the
+                // accumulator's copy into the receive buffer), then P − 1
+                // combinings.
+                self.run_sub(AlltoallLinear, m);
+                for _ in 1..p {
+                    self.op(Op::Reduce { bytes: m });
+                }
+            }
             AllreduceShm => {
                 self.shm_reduce(m);
                 self.run_sub(BcastShm, m);
@@ -506,6 +524,10 @@ impl Emit<'_> {
                     let n = if i % 2 == 1 { b } else { a };
                     self.exchange(n, 2 * m, 2 * m);
                 }
+            }
+            AllgatherLinear => {
+                // As alltoall's linear exchange, every block the same.
+                self.run_sub(AlltoallLinear, m);
             }
 
             AlltoallPairwise => {
