@@ -179,7 +179,8 @@ int ngc_attr_set(uintptr_t comm, int keyval, void *val)
  * element is `size` bytes at the element's address and elements follow
  * each other without gaps (so count elements are one byte range);
  * predefined: a named (basic) type. */
-int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int *contiguous, int *predefined)
+int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_end, int *contiguous,
+                  int *predefined)
 {
     MPI_Aint lb, ext, tlb, text;
     MPI_Count sz;
@@ -198,6 +199,7 @@ int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int *contiguou
         return rc;
     *size = (int64_t)sz;
     *extent = (int64_t)ext;
+    *data_end = (int64_t)(tlb + text);
     *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz);
     *predefined = (combiner == MPI_COMBINER_NAMED);
     return MPI_SUCCESS;

@@ -355,7 +355,7 @@ unsafe fn reduce<M: Mpi + ?Sized>(
 ) -> Result<(), MpiError> {
     let count_u = a.count as usize;
     let in_place = a.sbuf as usize == m.in_place();
-    let span = algo::span(count_u, ti.size, ti.extent);
+    let span = algo::span(count_u, ti.data_end, ti.extent);
     let stride = count_u * ti.extent;
     let is_root = st.rank == root;
     let mut sc = st.scratch(2 * stride);
@@ -400,7 +400,7 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
     slot: &Slot,
 ) -> Result<(), MpiError> {
     let count_u = a.count as usize;
-    let span = algo::span(count_u, ti.size, ti.extent);
+    let span = algo::span(count_u, ti.data_end, ti.extent);
     let stride = count_u * ti.extent;
     if a.sbuf as usize != m.in_place() && span > 0 {
         // SAFETY: sbuf and rbuf hold count elements and do not alias (MPI).

@@ -196,6 +196,7 @@ macro_rules! export_mpi {
                 t: usize,
                 size: *mut i64,
                 extent: *mut i64,
+                data_end: *mut i64,
                 contiguous: *mut c_int,
                 predefined: *mut c_int,
             ) -> c_int;
@@ -351,14 +352,23 @@ macro_rules! export_mpi {
                 check(unsafe { ngc_attr_set(comm, keyval, val) })
             }
             fn type_info(&self, t: Raw) -> Result<TypeInfo, MpiError> {
-                let (mut size, mut extent, mut contiguous, mut predefined) = (0i64, 0i64, 0, 0);
+                let (mut size, mut extent, mut data_end) = (0i64, 0i64, 0i64);
+                let (mut contiguous, mut predefined) = (0, 0);
                 // SAFETY: valid out-pointers.
                 check(unsafe {
-                    ngc_type_info(t, &mut size, &mut extent, &mut contiguous, &mut predefined)
+                    ngc_type_info(
+                        t,
+                        &mut size,
+                        &mut extent,
+                        &mut data_end,
+                        &mut contiguous,
+                        &mut predefined,
+                    )
                 })?;
                 Ok(TypeInfo {
                     size: size.max(0) as usize,
                     extent: extent.max(0) as usize,
+                    data_end: data_end.max(0) as usize,
                     contiguous: contiguous != 0,
                     predefined: predefined != 0,
                 })

@@ -121,6 +121,7 @@ impl Mpi for Fake {
         Ok(TypeInfo {
             size: s,
             extent: s,
+            data_end: s,
             contiguous: true,
             predefined: true,
         })

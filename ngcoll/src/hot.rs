@@ -18,6 +18,7 @@ use crate::runtime::CommState;
 const NO_TYPE: TypeInfo = TypeInfo {
     size: 0,
     extent: 0,
+    data_end: 0,
     contiguous: false,
     predefined: false,
 };

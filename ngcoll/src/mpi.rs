@@ -49,6 +49,10 @@ pub struct TypeInfo {
     pub size: usize,
     /// Stride of consecutive elements (MPI_Type_get_extent).
     pub extent: usize,
+    /// Where an element's data ends, from its address (true lower bound +
+    /// true extent): beyond `size` where the data has a hole, as
+    /// MPI_SHORT_INT's (6 bytes of data, the int at offset 4, ending at 8).
+    pub data_end: usize,
     /// One element is `size` bytes at its address and elements follow each
     /// other without gaps: `count` elements are one byte range.
     pub contiguous: bool,

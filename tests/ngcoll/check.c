@@ -99,7 +99,31 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
         ((int *)inout)[i] += ((int *)in)[i];
 }
 
-static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases;
+static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases, pair_cases;
+
+/* MPI_SHORT_INT's layout: 6 bytes of data, a hole at 2..4, the int at 4. */
+struct short_int {
+    short v;
+    int i;
+};
+
+/* Fill with (value, index) pairs: few values (ties for MINLOC/MAXLOC to
+ * break by index), indices over the whole int range. */
+static void fill_pairs(struct short_int *x, size_t n, uint64_t seed)
+{
+    fill_bytes((unsigned char *)x, n * sizeof *x, seed);
+    for (size_t k = 0; k < n; k++)
+        x[k].v = (short)(x[k].v % 50);
+}
+
+/* The data of two pair vectors (not the holes) equal. */
+static int same_pairs(const struct short_int *a, const struct short_int *b, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (a[k].v != b[k].v || a[k].i != b[k].i)
+            return 0;
+    return 1;
+}
 static int world_rank, is_mpich;
 
 static void report(const char *what, int coll, size_t bytes, int comm_kind)
@@ -239,6 +263,34 @@ int main(int argc, char **argv)
                 count = (int)(bytes / sizeof(int));
                 op = uop;
                 user_op_cases++;
+            } else if ((cseed >> 40) % 8 == 0) {
+                /* MINLOC/MAXLOC on MPI_SHORT_INT, whose data ends past its
+                 * size (a hole inside each element). */
+                size_t n = bytes / sizeof(struct short_int);
+                MPI_Op pop = (cseed >> 44) & 1 ? MPI_MAXLOC : MPI_MINLOC;
+                fill_pairs((struct short_int *)in, n, cseed + (uint64_t)r);
+                memset(a, 0x5a, n * sizeof(struct short_int));
+                memset(b, 0x5a, n * sizeof(struct short_int));
+                if (coll == C_REDUCE && in_place && is_mpich)
+                    root = 0; /* pmodels/mpich#6540, as below */
+                int ip = in_place && (coll == C_ALLREDUCE || r == root);
+                if (ip) {
+                    memcpy(a, in, n * sizeof(struct short_int));
+                    memcpy(b, in, n * sizeof(struct short_int));
+                    in_place_cases++;
+                }
+                const void *src = ip ? MPI_IN_PLACE : in;
+                if (coll == C_ALLREDUCE) {
+                    MPI_Allreduce(src, a, (int)n, MPI_SHORT_INT, pop, comm);
+                    PMPI_Allreduce(src, b, (int)n, MPI_SHORT_INT, pop, comm);
+                } else {
+                    MPI_Reduce(src, a, (int)n, MPI_SHORT_INT, pop, root, comm);
+                    PMPI_Reduce(src, b, (int)n, MPI_SHORT_INT, pop, root, comm);
+                }
+                pair_cases++;
+                if ((coll == C_ALLREDUCE || r == root) && !same_pairs((const struct short_int *)a, (const struct short_int *)b, n))
+                    report("short-int pair", coll, bytes, kind);
+                break;
             }
             fill(in, t, (size_t)count, cseed + (uint64_t)r);
             /* Σ|x| per element over the ranks, for the float bound. */
@@ -344,9 +396,9 @@ int main(int argc, char **argv)
     PMPI_Allreduce(&mismatches, &all_mis, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (world_rank == 0) {
         printf("check: %d ranks, %ld cases on rank 0 (bcast %ld, reduce %ld, allreduce %ld, allgather %ld, "
-               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld): %ld mismatches\n",
+               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld, short-int pairs %ld): %ld mismatches\n",
                wsize, total, cases_run[0], cases_run[1], cases_run[2], cases_run[3], cases_run[4],
-               cases_run[5], in_place_cases, derived_cases, user_op_cases, all_mis);
+               cases_run[5], in_place_cases, derived_cases, user_op_cases, pair_cases, all_mis);
     }
     for (int i = 1; i < 5; i++)
         if (comms[i] != MPI_COMM_NULL)

@@ -286,7 +286,7 @@ pub enum Algorithm {
     AllreduceRabenseifner = 11,
     AllreduceRing = 12,
     /// Every rank sends its vector to every other rank and combines all P
-    /// in one order (rank 0 first), the same on every rank.
+    /// in one order, v0 ⊕ (v1 ⊕ (… ⊕ vP−1)), the same on every rank.
     AllreduceLinear = 13,
     BarrierDissemination = 20,
     BarrierTree = 21,

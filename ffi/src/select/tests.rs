@@ -687,6 +687,11 @@ fn header_names_every_collective_and_algorithm_with_its_value() {
         let c = ng_algorithm_name(a as u32);
         assert!(!c.is_null());
     }
+    // Every collective's candidates fit the count C callers size for.
+    assert_eq!(value("NG_MAX_CANDIDATES") as usize, MAX_CANDIDATES);
+    for c in Collective::ALL {
+        assert!(c.algorithms().len() <= MAX_CANDIDATES, "{c:?}");
+    }
 }
 
 #[test]

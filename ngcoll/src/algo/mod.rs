@@ -323,13 +323,14 @@ impl Operands {
     }
 }
 
-/// Bytes that `count` elements of `size` bytes and stride `extent` span.
+/// Bytes that `count` elements span whose data ends `data_end` bytes
+/// after each one's address, at a stride of `extent`.
 #[inline]
-pub fn span(count: usize, size: usize, extent: usize) -> usize {
+pub fn span(count: usize, data_end: usize, extent: usize) -> usize {
     if count == 0 {
         0
     } else {
-        (count - 1) * extent + size
+        (count - 1) * extent + data_end
     }
 }
 

@@ -177,7 +177,8 @@ impl Schedule {
 
     /// The bytes one rank's buffers of a call over `p` ranks and `m` bytes
     /// span: the vector (broadcast, reduce, allreduce), or the P blocks of
-    /// allgather and alltoall (`m` is one block there).
+    /// allgather and alltoall (`m` is one block there) and the P vectors
+    /// of the linear allreduce.
     pub fn working_set(self, p: usize, m: u64) -> u64 {
         use Schedule::*;
         match self {
@@ -188,7 +189,9 @@ impl Schedule {
             | AllgatherLinear
             | AlltoallPairwise
             | AlltoallLinear
-            | AlltoallBruck => m.saturating_mul(p as u64),
+            | AlltoallBruck
+            // Every other rank's vector lands in a slot of its own.
+            | AllreduceLinear => m.saturating_mul(p as u64),
             _ => m,
         }
     }
