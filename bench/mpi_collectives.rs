@@ -281,11 +281,11 @@ fn allreduce_rd(c: &Comm, v: &mut [f64], tmp: &mut [f64]) {
     }
 }
 
-/// Every rank sends its vector to every other and sums all P in rank order.
-fn allreduce_linear(c: &Comm, v: &mut [f64]) {
+/// Every rank sends its vector to every other and sums all P in rank order
+/// (`got`: P vectors' room).
+fn allreduce_linear(c: &Comm, v: &mut [f64], got: &mut [f64]) {
     let (r, p, n) = (c.rank, c.size, v.len());
     let mut reqs: Vec<_> = (1..p).map(|k| c.isend(as_bytes(v), (r + k) % p)).collect();
-    let mut got = vec![0.0; n * p];
     for k in 1..p {
         let from = (r + p - k) % p;
         c.recv(as_bytes_mut(&mut got[from * n..(from + 1) * n]), from);
@@ -456,7 +456,7 @@ fn run_once(c: &Comm, run: Run, b: &mut Bufs, m: usize, check: bool) -> bool {
             allreduce_rabenseifner(c, &mut b.v[..n], t)
         }
         Run::Alg(Algorithm::AllreduceRing, _) => allreduce_ring(c, &mut b.v[..n], t),
-        Run::Alg(Algorithm::AllreduceLinear, _) => allreduce_linear(c, &mut b.v[..n]),
+        Run::Alg(Algorithm::AllreduceLinear, _) => allreduce_linear(c, &mut b.v[..n], t),
         Run::Alg(Algorithm::BarrierDissemination, _) => barrier_dissemination(c),
         Run::Alg(Algorithm::BarrierTree, _) => barrier_tree(c),
         // Not measured by this bench (bench/ngcoll.md measures them).
@@ -796,7 +796,8 @@ fn main() {
     let mut b = Bufs {
         bytes: vec![0; max],
         v: vec![0.0; max / 8],
-        tmp: vec![0.0; max / 8],
+        // The linear allreduce receives every rank's vector.
+        tmp: vec![0.0; max / 8 * size],
     };
     let mut all_ok = true;
     let mut rows = Vec::new();

@@ -175,7 +175,9 @@ int ngc_attr_set(uintptr_t comm, int keyval, void *val)
 
 /* ---- datatypes and operations ---- */
 
-/* size: bytes of data in one element; extent: its stride; contiguous: one
+/* size: bytes of data in one element; extent: its stride; data_end: where
+ * an element's data ends from its address (true lb + true extent; past
+ * size where the data has a hole, as MPI_SHORT_INT's); contiguous: one
  * element is `size` bytes at the element's address and elements follow
  * each other without gaps (so count elements are one byte range);
  * predefined: a named (basic) type. */

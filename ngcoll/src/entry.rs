@@ -411,7 +411,8 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
     let mut sc = st.scratch(if linear { st.size * stride } else { stride });
     let cx = cx(m, st);
     let v = operands(a.rbuf as *mut u8, sc.ptr(), ti, a.datatype, count_u, a.op);
-    // SAFETY: rbuf and the scratch hold count elements each.
+    // SAFETY: rbuf holds count elements, the scratch count (P·count for
+    // linear).
     unsafe {
         match slot.algorithm() {
             Some(Algorithm::AllreduceRabenseifner) if count_u >= st.size => {

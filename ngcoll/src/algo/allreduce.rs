@@ -118,9 +118,6 @@ pub unsafe fn linear<M: Mpi + ?Sized>(
             TAG_ALLREDUCE,
         )?
     };
-    if p < 2 {
-        return Ok(());
-    }
     // The last rank's vector is where the combining starts: acc at rank
     // P − 1, its slot elsewhere (acc keeps this rank's own vector until
     // its turn, and takes the result at the end).
