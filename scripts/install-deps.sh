@@ -17,9 +17,11 @@ need_pkgs=()
 # librsvg2-bin (rsvg-convert) and fonts-dejavu-core: tests/plot_cli.rs
 # rasterises `ngctl plot`'s SVG with an independent renderer, which needs a
 # sans-serif font for the labels.
+# python3-mpi4py: tests/ngcoll/pycheck.py, libngcoll under a Python MPI
+# program (Debian's build is against Open MPI).
 # jq: scripts/cluster_rig.sh (run by tests/cluster_rig.rs) reads the
 # daemons' JSON with it.
-for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev gfortran libsimgrid-dev python3 prometheus librsvg2-bin fonts-dejavu-core jq; do
+for p in pkg-config gcc libc6-dev iproute2 libibverbs-dev librdmacm-dev libclang-dev libopenmpi-dev openmpi-bin mpich libmpich-dev gfortran libsimgrid-dev python3 prometheus librsvg2-bin fonts-dejavu-core jq python3-mpi4py; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 # Installing MPICH re-points the mpi/mpirun alternatives (mpicc, mpirun, …)

@@ -50,6 +50,8 @@ pub struct Fake {
     pending: Mutex<Vec<Option<Pending>>>,
     /// Datatype layouts asked of this "MPI" (the cache's tests).
     pub type_lookups: std::sync::atomic::AtomicUsize,
+    /// Messages this rank sent.
+    pub sends: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the raw pointers in `pending` belong to the rank's own thread
@@ -64,6 +66,7 @@ impl Fake {
             size,
             pending: Mutex::new(Vec::new()),
             type_lookups: Default::default(),
+            sends: Default::default(),
         }
     }
 }
@@ -222,6 +225,8 @@ impl Mpi for Fake {
         slot: &mut Slot,
     ) -> Result<(), MpiError> {
         assert!(dest < self.size, "send to {dest} of {}", self.size);
+        self.sends
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let n = count * size_of(t);
         // SAFETY: the caller's guarantee: n readable bytes.
         let data = unsafe { std::slice::from_raw_parts(buf, n) }.to_vec();

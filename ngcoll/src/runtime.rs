@@ -296,7 +296,11 @@ impl CommState {
                 Some(&(_, alg, seg)) => {
                     let mut s = *self.plan.get(coll, bytes);
                     s.alg = alg.map_or(LIBRARY, |a| a as u32);
-                    s.seg_bytes = u32::try_from(seg).unwrap_or(u32::MAX);
+                    // No segment given: the plan's (0, the whole message,
+                    // where the plan has none).
+                    if seg != 0 {
+                        s.seg_bytes = u32::try_from(seg).unwrap_or(u32::MAX);
+                    }
                     s
                 }
                 None => *self.plan.get(coll, bytes),

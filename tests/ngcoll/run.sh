@@ -8,6 +8,8 @@
 #   - Fortran programs (use mpi, use mpi_f08; tests/ngcoll/fcheck.F90) are
 #     set up and get exact results, and their communicator releases free
 #     the shadows, under both MPIs;
+#   - a Python program (mpi4py; tests/ngcoll/pycheck.py) likewise, under
+#     Open MPI (Debian's mpi4py is built against it);
 #   - the choice alone costs ≤ 100 ns and makes no system call
 #     (tests/ngcoll/decide.c: timing reported, the seccomp proof asserted);
 #   - a missing or stale segment: one warning, everything passes through;
@@ -237,6 +239,43 @@ fortran openmpi 4 1000 18 200 # seeds: even MPI_Init, odd MPI_Init_thread
 fortran openmpi 3 500 23 20
 fortran mpich 4 200 28 10
 fortran mpich 2 400 31 2100
+
+# Another mangling (gfortran -fsecond-underscore: g77's, `mpi_bcast__`):
+# MPICH's bindings of every mangling call the interposed MPI_ names, so
+# such a program is served as well. (Debian's Open MPI crashes such a
+# program by itself, and MPICH one built with -fno-underscoring, without
+# libngcoll: bench/ngcoll.md.)
+echo "== Fortran callers with another mangling (MPICH, -fsecond-underscore)"
+mpif90.mpich -O2 -fallow-argument-mismatch -w -fsecond-underscore tests/ngcoll/fcheck.F90 -o "$W/fcheck__"
+nm -u "$W/fcheck__" | grep -q ' mpi_bcast__$' \
+    || { echo "fcheck__: not the mangling expected: $(nm -u "$W/fcheck__" | grep -i bcast)" >&2; exit 1; }
+out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=cycle RUN_TIMEOUT=300 run mpich 3 "$W/fcheck__" 100 41 3 2>"$W/log") \
+    || { echo "mpich fcheck__: $out $(cat "$W/log")" >&2; exit 1; }
+grep -q '^fcheck: .* 0 mismatches;' <<<"$out" || { echo "mpich fcheck__: $out $(cat "$W/log")" >&2; exit 1; }
+for c in bcast reduce allreduce allgather alltoall barrier; do
+    grep -qE "ngcoll: comm [0-9]+ \([0-9]+ ranks?, [0-9]+ nodes?\) $c[ :]" "$W/log" \
+        || { echo "mpich fcheck__: no $c call reached libngcoll" >&2; exit 1; }
+done
+echo "mpich (mpi_bcast__ …): $(grep '^fcheck' <<<"$out")"
+
+# An unmodified Python program: mpi4py (Debian's, built against Open MPI)
+# loads libmpi from its extension module; the preloaded libngcoll must
+# still be set up and serve all six collectives, with exact results
+# (tests/ngcoll/pycheck.py), with every algorithm in turn and with the
+# model's own choices.
+echo "== mpi4py (Open MPI): set up, served, exact results"
+for force in cycle ""; do
+    for np in 4 3; do
+        out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=$force RUN_TIMEOUT=300 run openmpi "$np" /usr/bin/python3 \
+            tests/ngcoll/pycheck.py 300 "$np" 2>"$W/log") || { echo "mpi4py: $out $(cat "$W/log")" >&2; exit 1; }
+        grep -q '^pycheck: .* 0 mismatches$' <<<"$out" || { echo "mpi4py: $out $(cat "$W/log")" >&2; exit 1; }
+        for c in bcast reduce allreduce allgather alltoall barrier; do
+            grep -qE "ngcoll: comm [0-9]+ \([0-9]+ ranks?, [0-9]+ nodes?\) $c[ :]" "$W/log" \
+                || { echo "mpi4py: no $c call reached libngcoll" >&2; exit 1; }
+        done
+        echo "openmpi: $out (${force:-model})"
+    done
+done
 
 # Linking libngcoll before the MPI library instead of preloading it: the
 # program must record libngcoll's own soname (not that of libnetgauge,

@@ -150,9 +150,9 @@ pub unsafe fn scatter_allgather<M: Mpi + ?Sized>(
 /// Receives kept in flight ahead of the one being forwarded.
 const CHAIN_WINDOW: usize = 4;
 
-/// The chain root → 1 → 2 → … in segments of `seg` bytes: a rank forwards
-/// a segment as soon as it has it, with the next few receives already
-/// posted.
+/// The chain root → 1 → 2 → … in segments of `seg` bytes (0: the whole
+/// message in one): a rank forwards a segment as soon as it has it, with
+/// the next few receives already posted.
 ///
 /// # Safety
 /// As for [`binomial`].
@@ -165,7 +165,11 @@ pub unsafe fn chain<M: Mpi + ?Sized>(
 ) -> Result<(), MpiError> {
     let (v, p) = (cx.rel(root), cx.size);
     let byte = cx.m.type_byte();
-    let seg = seg.clamp(1, n.max(1));
+    let seg = if seg == 0 {
+        n.max(1)
+    } else {
+        seg.min(n.max(1))
+    };
     let nseg = n.div_ceil(seg).max(1);
     let range = |s: usize| ((s * seg).min(n), ((s + 1) * seg).min(n));
     let prev = cx.real((v + p - 1) % p, root);

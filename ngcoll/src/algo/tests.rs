@@ -51,7 +51,7 @@ fn broadcasts_deliver_the_roots_bytes() {
                         assert_eq!(*b, pattern(n, 1), "{name} p={p} n={n} root={root} rank {r}");
                     }
                 }
-                for seg in [1usize, 7, 64, n.max(1)] {
+                for seg in [0usize, 1, 7, 64, n.max(1)] {
                     let out = fake::run(p, move |m| {
                         let mut buf = if m.rank == root {
                             pattern(n, 2)
@@ -72,6 +72,32 @@ fn broadcasts_deliver_the_roots_bytes() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn a_chain_without_a_segment_size_sends_the_message_whole() {
+    use std::sync::atomic::Ordering;
+    // Segment 0 (a forced chain with no size given): one message per link,
+    // not one per byte.
+    for (seg, per_link) in [(0usize, 1usize), (250, 4)] {
+        let sends = fake::run(4, move |m| {
+            let mut buf = if m.rank == 1 {
+                pattern(1000, 3)
+            } else {
+                vec![0u8; 1000]
+            };
+            // SAFETY: buf holds 1000 bytes.
+            unsafe { bcast::chain(&cx(m), buf.as_mut_ptr(), 1000, 1, seg) }.unwrap();
+            assert_eq!(buf, pattern(1000, 3));
+            m.sends.load(Ordering::Relaxed)
+        });
+        // The chain 1 → 2 → 3 → 0: every rank but the last (0) forwards.
+        assert_eq!(
+            sends,
+            vec![0, per_link, per_link, per_link],
+            "segment {seg}"
+        );
     }
 }
 
