@@ -5,8 +5,9 @@
 #      built against Open MPI: its probe measures Open MPI's point to point);
 #   2. preloaded: bench/ngcoll_bench.c with libngcoll preloaded times
 #      MPI_X (ours) and PMPI_X (the library's own) interleaved;
-#   3. exported rules (Open MPI rules file, MPICH JSON): the same bench,
-#      MPI_X only, with and without the export, runs alternated.
+#   3. exported rules (Open MPI rules file, MPICH JSON, exported with the
+#      preloaded run's log as --trials): the same bench, MPI_X only, with
+#      and without the export, runs in the order own, rules, rules, own.
 # Usage: bench/ngcoll_run.sh OUT_DIR
 #   RANKS="4 8"  MPIS="openmpi mpich"  EXPORT=1  BENCH_ARGS="--reps 7"
 #   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11 --step 4":
@@ -75,8 +76,10 @@ for P in $RANKS; do
         flock /tmp/measure.lock mpirun.openmpi --oversubscribe -np "$P" "$T/ngctl" probe --transport mpi \
             --max-size 4194304 --min-reps 20 --resamples 0 --publish --shm "$SEG" --json > "$OUT/probe-$P.json"
     fi
-    "$T/ngctl" export --format ompi-rules --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/rules-$P.txt"
-    "$T/ngctl" export --format mpich-json --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/mpich-$P.json"
+    # The model's export alone, for reference; the runs below use the one
+    # that also reads the preloaded run's trials (--trials).
+    "$T/ngctl" export --format ompi-rules --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/rules-$P-model.txt"
+    "$T/ngctl" export --format mpich-json --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" > "$OUT/mpich-$P-model.json"
     for mpi in $MPIS; do
         if [ "$mpi" = openmpi ]; then
             lib="$T/libngcoll_ompi.so"
@@ -93,13 +96,25 @@ for P in $RANKS; do
         # shellcheck disable=SC2086
         measured "$P" "$mpi-$P-preload" env NETGAUGE_SHM="$SEG" NETGAUGE_COLL_STALE_S=0 NETGAUGE_COLL=log \
             LD_PRELOAD="$(realpath "$lib")" "${launch[@]}" "$OUT/bench_$mpi" $args
+        # The export, told what that run's trials measured: the classes
+        # whose trials kept the library's own stay the library's.
+        if [ "$mpi" = openmpi ]; then fmt=ompi-rules file=rules-$P.txt; else fmt=mpich-json file=mpich-$P.json; fi
+        "$T/ngctl" export --format "$fmt" --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" \
+            --trials "$OUT/$mpi-$P-preload.log" > "$OUT/$file"
         if [ "$EXPORT" = 1 ]; then
-            for round in a b; do
-                # shellcheck disable=SC2086
-                measured "$P" "$mpi-$P-own-$round" "${launch[@]}" "$OUT/bench_$mpi" --no-pmpi $args
-                # shellcheck disable=SC2086
-                measured "$P" "$mpi-$P-rules-$round" env "${export_env[@]}" "${launch[@]}" "${export_args[@]}" \
-                    "$OUT/bench_$mpi" --no-pmpi $args
+            # Runs in the order own, rules, rules, own: the machine drifts
+            # from run to run (one session's four runs: 21, 23, 23, 28 µs
+            # geometric mean of the points), and the mirrored order gives
+            # both sides the same mean position, so a steady drift cancels.
+            for run in own-a rules-a rules-b own-b; do
+                if [ "${run%-*}" = own ]; then
+                    # shellcheck disable=SC2086
+                    measured "$P" "$mpi-$P-$run" "${launch[@]}" "$OUT/bench_$mpi" --no-pmpi $args
+                else
+                    # shellcheck disable=SC2086
+                    measured "$P" "$mpi-$P-$run" env "${export_env[@]}" "${launch[@]}" "${export_args[@]}" \
+                        "$OUT/bench_$mpi" --no-pmpi $args
+                fi
             done
         fi
     done

@@ -6,7 +6,7 @@ point, the worst point, the points worse than 1.25x, and the full table.
 
 Preloaded: ours = MPI_X with libngcoll, the library's own = PMPI_X, timed
 interleaved in the same run. Rules: ours = MPI_X with the exported rules,
-own = MPI_X without, runs alternated (own-a, rules-a, own-b, rules-b); each
+own = MPI_X without, runs in the order own-a, rules-a, rules-b, own-b; each
 side is the geometric mean of its two runs.
 
 For the preloaded runs the points are also split by libngcoll's choice

@@ -226,6 +226,83 @@ fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
 }
 
 #[test]
+fn classes_whose_trials_kept_the_library_are_left_to_it() {
+    let dir = std::env::temp_dir().join(format!("ng-trials-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let mut a = args(Format::OmpiRules);
+    a.margin = 0.0;
+    let before = parse_ompi(&export::render(&a, &entry(), &[], None).unwrap()).unwrap();
+    let named = |rules: &[Rule], coll: i64, p: i64| {
+        rules
+            .iter()
+            .find(|r| r.coll == coll && r.comm_size == p)
+            .map(|r| r.msgs.iter().filter(|m| m.1 != 0).count())
+            .unwrap()
+    };
+    assert!(
+        named(&before, 7, 4) > 0,
+        "the model names a broadcast at 4 ranks"
+    );
+    // Trials of every broadcast class on 4 ranks kept the library's own;
+    // one on 8 ranks kept ours.
+    let kept_library = log(
+        "library.log",
+        "ngcoll: comm 0 (4 ranks, 1 node): parameters from vm/mpi\n\
+         ngcoll: comm 0 (4 ranks, 1 node) bcast 0 B–4 MiB: ours binomial — predicted …; trial (…) ours 9 µs vs Open MPI 4.1 7 µs, the last of 1: kept the library's own\n\
+         ngcoll: comm 0 (8 ranks, 1 node) bcast 0 B–4 MiB: ours binomial — predicted …; trial (…) ours 7 µs vs Open MPI 4.1 9 µs, the last of 1: kept ours\n",
+    );
+    a.trials = vec![kept_library];
+    let after = parse_ompi(&export::render(&a, &entry(), &[], None).unwrap()).unwrap();
+    assert_eq!(named(&after, 7, 4), 0, "{after:?}");
+    // Everything else as before.
+    for (b, r) in before.iter().zip(&after) {
+        if (r.coll, r.comm_size) != (7, 4) {
+            assert_eq!(b.msgs, r.msgs, "{r:?}");
+        }
+    }
+    // MPICH's tree alike: its 4-rank broadcasts become what a margin
+    // nothing beats gives (MPICH's defaults), where without the log they
+    // were not.
+    a.format = Format::MpichJson;
+    let bcast4 = |a: &ExportArgs| {
+        let json: serde_json::Value =
+            serde_json::from_str(&export::render(a, &entry(), &[], None).unwrap()).unwrap();
+        json["collective=bcast"]["comm_type=intra"]["comm_size<=4"].clone()
+    };
+    let vetoed = bcast4(&a);
+    let trials = std::mem::take(&mut a.trials);
+    let modelled = bcast4(&a);
+    a.margin = 0.99;
+    let defaults = bcast4(&a);
+    assert!(defaults.is_object(), "{defaults}");
+    assert_ne!(
+        modelled, defaults,
+        "the model names a broadcast of ours for MPICH"
+    );
+    assert_eq!(vetoed, defaults);
+    a.trials = trials;
+    a.margin = 0.0;
+    // A log that does not parse, or one given to another format: refused.
+    a.format = Format::OmpiRules;
+    a.trials = vec![log(
+        "bad.log",
+        "ngcoll: comm 0 (4 ranks, 1 node) bcast 4 XB: …: kept the library's own\n",
+    )];
+    let e = export::render(&a, &entry(), &[], None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad.log") && e.contains("4 XB"), "{e}");
+    a.format = Format::Loggopsim;
+    assert!(export::render(&a, &entry(), &[], None).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn ompi_reader_grammar_rejects_malformed_files() {
     assert!(parse_ompi("1\n7\n1\n4\n1\n1024 6 0 0\n").is_err()); // first size not 0
     assert!(parse_ompi("1\n30\n1\n4\n1\n0 6 0 0\n").is_err()); // bad id

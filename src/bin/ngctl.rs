@@ -249,7 +249,7 @@ fn run(cli: Cli) -> Result<()> {
                 )
                 .into());
             }
-            let a = options!(f => ExportArgs { format, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes, hosts;
+            let a = options!(f => ExportArgs { format, comm_sizes, max_bytes, gamma_ns_per_byte, cores, margin, loggopsim_unit, bytes, hosts, trials;
                 shm: f.entry.shm, peer: f.entry.peer, transport: f.entry.transport });
             print!("{}", export::run(&a)?);
         }

@@ -26,7 +26,9 @@
 //! Both rule exports make the choice libngcoll makes
 //! (`netgauge::select::choose`): one of our algorithms only where it is
 //! predicted faster than the library's own choice by more than `--margin`
-//! (and slower in no view by more than half of it); elsewhere the library's own: algorithm 0 (coll/tuned's
+//! (and slower in no view by more than half of it) and no trial of
+//! libngcoll's given with `--trials` kept the library's own there
+//! ([`verdicts`]); elsewhere the library's own: algorithm 0 (coll/tuned's
 //! fixed decision) in the Open MPI file, MPICH's default algorithm in the
 //! JSON (the file has to name one). Only algorithms the library has are
 //! candidates (MPICH 4.0 has no ring allreduce, plain chain broadcast
@@ -39,6 +41,7 @@ pub mod model;
 mod rules;
 mod simulators;
 pub mod smpi;
+pub mod verdicts;
 
 use std::path::PathBuf;
 
@@ -127,11 +130,16 @@ pub struct ExportArgs {
     /// SMPI: hosts of the platform's cluster (None: the largest of
     /// `comm_sizes`).
     pub hosts: Option<u32>,
+    /// ompi-rules / mpich-json: libngcoll `NETGAUGE_COLL=log` outputs whose
+    /// trials gave classes back to the library's own ([`verdicts`]).
+    pub trials: Vec<PathBuf>,
 }
 
 /// Render one export of `entry` (with the exchange ranges measured for some
 /// communicator sizes, which the rule exports use for those sizes, and the
-/// transport's contention record, which the SMPI platform carries).
+/// transport's contention record, which the SMPI platform carries). The
+/// rule exports read the logs of `args.trials` and leave the classes their
+/// trials gave back to the library's own to it.
 pub fn render(
     args: &ExportArgs,
     entry: &EntryData,
@@ -139,6 +147,7 @@ pub fn render(
     record: Option<&TransportExt>,
 ) -> Result<String> {
     check(args)?;
+    let vetoes = verdicts::Verdicts::read(&args.trials)?;
     let net = entry.params();
     if net.is_empty() {
         return Err(bad("the entry has no protocol ranges".into()));
@@ -158,6 +167,7 @@ pub fn render(
         one_node: entry.transport.starts_with("mpi"),
         fresh_ns_per_byte: netgauge::select::measure_fresh_ns_per_byte(),
         contention: record.copied(),
+        vetoes: &vetoes,
     };
     let mut sizes = args.comm_sizes.clone();
     sizes.sort_unstable();
@@ -197,6 +207,12 @@ fn check(args: &ExportArgs) -> Result<()> {
     if args.bytes.is_some() && args.format != Format::Loggopsim {
         return Err(bad(
             "--bytes selects a LogGOPSim parameter set: only with --format loggopsim".into(),
+        ));
+    }
+    if !args.trials.is_empty() && !matches!(args.format, Format::OmpiRules | Format::MpichJson) {
+        return Err(bad(
+            "--trials tells a rules file what libngcoll measured: only with --format ompi-rules or mpich-json"
+                .into(),
         ));
     }
     if args.hosts.is_some() && args.format != Format::Smpi {

@@ -189,7 +189,7 @@ const SPIN_SLICE_NS: f64 = 3e6;
 
 /// How the rule exports decide.
 #[derive(Clone, Copy, Debug)]
-pub struct RuleOptions {
+pub struct RuleOptions<'a> {
     pub select: SelectOptions,
     /// See [`ExportArgs::margin`].
     pub margin: f64,
@@ -202,6 +202,9 @@ pub struct RuleOptions {
     /// The transport's contention record (penalties the selector uses),
     /// if the segment has one.
     pub contention: Option<netgauge::TransportExt>,
+    /// Classes libngcoll's trials gave back to the library's own: left to
+    /// it whatever the model predicts ([`super::verdicts`]).
+    pub vetoes: &'a super::verdicts::Verdicts,
 }
 
 /// The choice over the size grid as (first size, choice) runs: our
@@ -239,7 +242,8 @@ pub fn choice_runs<N: Network + ?Sized>(
             opts.margin,
         )
         .map_err(|e| bad(e.to_string()))?;
-        let c = d.ours.map(|o| select::Choice {
+        let measured_slower = opts.vetoes.vetoes(coll, ranks, m);
+        let c = d.ours.filter(|_| !measured_slower).map(|o| select::Choice {
             algorithm: o.algorithm as u32,
             reserved: 0,
             predicted_ns: o.view.back_to_back_ns,

@@ -101,6 +101,7 @@ pub fn export_args(
         loggopsim_unit: netgauged::export::loggopsim::Unit::Auto,
         bytes: None,
         hosts: None,
+        trials: Vec::new(),
     }
 }
 

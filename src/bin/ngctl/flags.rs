@@ -311,4 +311,9 @@ pub struct ExportFlags {
     /// --comm-sizes).
     #[arg(long)]
     pub hosts: Option<u32>,
+    /// ompi-rules / mpich-json: a libngcoll NETGAUGE_COLL=log output (may
+    /// repeat); the classes whose trials kept the library's own are left to
+    /// it.
+    #[arg(long)]
+    pub trials: Vec<std::path::PathBuf>,
 }
