@@ -93,7 +93,7 @@ impl Tokens<'_> {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct Rule {
     coll: i64,
     comm_size: i64,
@@ -225,6 +225,54 @@ fn rules_leave_the_library_its_own_choice_unless_ours_is_clearly_faster() {
     );
 }
 
+/// libngcoll's size classes up to `max` bytes (ngcoll's `class_bounds`:
+/// 0–3 B one size each, then half octaves).
+fn classes(max: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = (0..4).map(|b| (b, b)).collect();
+    let mut lo = 4u64;
+    while lo <= max {
+        v.push((lo, lo + lo / 2 - 1));
+        v.push((lo + lo / 2, 2 * lo - 1));
+        lo *= 2;
+    }
+    v
+}
+
+/// A size as libngcoll's log writes it.
+fn log_bytes(b: u64) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b.is_multiple_of(1024) {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// libngcoll's log line of one class whose trial kept the library's own.
+fn kept_library(ranks: u32, nodes: u32, coll: &str, (lo, hi): (u64, u64)) -> String {
+    let size = if lo == hi {
+        log_bytes(lo)
+    } else {
+        format!("{}–{}", log_bytes(lo), log_bytes(hi))
+    };
+    let s = if nodes == 1 { "" } else { "s" };
+    format!(
+        "ngcoll: comm 0 ({ranks} ranks, {nodes} node{s}) {coll} {size}: ours binomial — predicted …; \
+         trial (the ranks' median times, summed) ours 9.0 µs vs Open MPI 4.1 7.0 µs, the last of 1: kept the library's own\n"
+    )
+}
+
+/// The algorithm an Open MPI rules file names for `coll` over `p` ranks at
+/// `m` bytes (the last rule at or below m; 0: the library's own).
+fn alg_at(rules: &[Rule], coll: i64, p: i64, m: i64) -> i64 {
+    let r = rules
+        .iter()
+        .find(|r| r.coll == coll && r.comm_size == p)
+        .unwrap();
+    r.msgs.iter().rev().find(|x| x.0 <= m).unwrap().1
+}
+
 #[test]
 fn classes_whose_trials_kept_the_library_are_left_to_it() {
     let dir = std::env::temp_dir().join(format!("ng-trials-{}", std::process::id()));
@@ -236,30 +284,68 @@ fn classes_whose_trials_kept_the_library_are_left_to_it() {
     };
     let mut a = args(Format::OmpiRules);
     a.margin = 0.0;
-    let before = parse_ompi(&export::render(&a, &entry(), &[], None).unwrap()).unwrap();
-    let named = |rules: &[Rule], coll: i64, p: i64| {
-        rules
-            .iter()
-            .find(|r| r.coll == coll && r.comm_size == p)
-            .map(|r| r.msgs.iter().filter(|m| m.1 != 0).count())
-            .unwrap()
-    };
-    assert!(
-        named(&before, 7, 4) > 0,
-        "the model names a broadcast at 4 ranks"
+    let rules =
+        |a: &ExportArgs| parse_ompi(&export::render(a, &entry(), &[], None).unwrap()).unwrap();
+    let before = rules(&a);
+    // A broadcast size m (a power of two) where the model names one of
+    // ours over the whole octave [m, 2m): its two classes.
+    let (m, alg) = (2..22)
+        .map(|k| 1i64 << k)
+        .map(|m| (m, alg_at(&before, 7, 4, m)))
+        .find(|&(m, a)| {
+            a != 0 && alg_at(&before, 7, 4, m + m / 2) == a && alg_at(&before, 7, 4, 2 * m - 1) == a
+        })
+        .expect("the model names a broadcast of ours over an octave at 4 ranks");
+    let (lower, upper) = (
+        (m as u64, (m + m / 2 - 1) as u64),
+        ((m + m / 2) as u64, (2 * m - 1) as u64),
     );
-    // Trials of every broadcast class on 4 ranks kept the library's own;
-    // one on 8 ranks kept ours.
-    let kept_library = log(
-        "library.log",
-        "ngcoll: comm 0 (4 ranks, 1 node): parameters from vm/mpi\n\
-         ngcoll: comm 0 (4 ranks, 1 node) bcast 0 B–4 MiB: ours binomial — predicted …; trial (…) ours 9 µs vs Open MPI 4.1 7 µs, the last of 1: kept the library's own\n\
-         ngcoll: comm 0 (8 ranks, 1 node) bcast 0 B–4 MiB: ours binomial — predicted …; trial (…) ours 7 µs vs Open MPI 4.1 9 µs, the last of 1: kept ours\n",
+    // The upper class alone: the lower keeps ours, the next octave is as
+    // before.
+    a.trials = vec![log("upper.log", &kept_library(4, 1, "bcast", upper))];
+    let after = rules(&a);
+    assert_eq!(alg_at(&after, 7, 4, m), alg, "{after:?}");
+    assert_eq!(alg_at(&after, 7, 4, m + m / 2), 0, "{after:?}");
+    assert_eq!(alg_at(&after, 7, 4, 2 * m - 1), 0, "{after:?}");
+    assert_eq!(
+        alg_at(&after, 7, 4, 2 * m),
+        alg_at(&before, 7, 4, 2 * m),
+        "{after:?}"
     );
-    a.trials = vec![kept_library];
-    let after = parse_ompi(&export::render(&a, &entry(), &[], None).unwrap()).unwrap();
-    assert_eq!(named(&after, 7, 4), 0, "{after:?}");
-    // Everything else as before.
+    // The same class given to the library's own by libngcoll's plan (no
+    // trial): the same file.
+    let plan_line = kept_library(4, 1, "bcast", upper);
+    let plan_line = plan_line.replace(
+        "ours binomial — predicted …; ",
+        "Open MPI 4.1 binary_tree — predicted …",
+    );
+    let plan_line = &plan_line[..plan_line.find("predicted …").unwrap() + "predicted …".len()];
+    a.trials = vec![log("plan.log", &format!("{plan_line}\n"))];
+    assert_eq!(rules(&a), after);
+    // The lower class alone: the upper keeps ours.
+    a.trials = vec![log("lower.log", &kept_library(4, 1, "bcast", lower))];
+    let after = rules(&a);
+    assert_eq!(alg_at(&after, 7, 4, m), 0, "{after:?}");
+    assert_eq!(alg_at(&after, 7, 4, m + m / 2 - 1), 0, "{after:?}");
+    assert_eq!(alg_at(&after, 7, 4, m + m / 2), alg, "{after:?}");
+    // A trial across two nodes says nothing of this one node's export.
+    a.trials = vec![log("nodes.log", &kept_library(4, 2, "bcast", lower))];
+    assert_eq!(rules(&a)[..], before[..]);
+    // Every broadcast class on 4 ranks: no broadcast of ours is left
+    // there, everything else is as before.
+    let all: String = classes(8 << 20)
+        .into_iter()
+        .map(|c| kept_library(4, 1, "bcast", c))
+        .collect();
+    a.trials = vec![log("all.log", &all)];
+    let after = rules(&a);
+    assert!(after
+        .iter()
+        .find(|r| r.coll == 7 && r.comm_size == 4)
+        .unwrap()
+        .msgs
+        .iter()
+        .all(|x| x.1 == 0));
     for (b, r) in before.iter().zip(&after) {
         if (r.coll, r.comm_size) != (7, 4) {
             assert_eq!(b.msgs, r.msgs, "{r:?}");
@@ -285,20 +371,23 @@ fn classes_whose_trials_kept_the_library_are_left_to_it() {
         "the model names a broadcast of ours for MPICH"
     );
     assert_eq!(vetoed, defaults);
-    a.trials = trials;
-    a.margin = 0.0;
-    // A log that does not parse, or one given to another format: refused.
+    // A log that does not parse, and a good one given to another format:
+    // refused, each saying why.
     a.format = Format::OmpiRules;
     a.trials = vec![log(
         "bad.log",
-        "ngcoll: comm 0 (4 ranks, 1 node) bcast 4 XB: …: kept the library's own\n",
+        "ngcoll: comm 0 (4 ranks, 1 node) bcast 4 XB: ours binomial — predicted …: kept the library's own\n",
     )];
     let e = export::render(&a, &entry(), &[], None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("bad.log") && e.contains("4 XB"), "{e}");
     a.format = Format::Loggopsim;
-    assert!(export::render(&a, &entry(), &[], None).is_err());
+    a.trials = trials;
+    let e = export::render(&a, &entry(), &[], None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--trials"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

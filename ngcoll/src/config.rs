@@ -9,7 +9,7 @@
 //! | `NETGAUGE_COLL_MARGIN` | how much faster (geometric mean of the four views; no view slower by more than half of it) one of ours must be predicted to replace the library's own choice | 0.1 |
 //! | `NETGAUGE_COLL_YIELD` | `1`/`0`: our waits poll and give the core away between polls, or call PMPI_Waitall | MPICH (whose waits spin) on a node with more ranks than cores |
 //! | `NETGAUGE_COLL_TRIAL` | where the plan chose one of ours: how many of a class's calls run ours and the library's own each, timed, before the faster is kept, at first and at each re-trial (`ngcoll::trial`; 0: the plan's choice stands untried; more than 8 is rejected; none under `NETGAUGE_COLL_FORCE`) | 4 |
-//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment: the plan's, else the whole message) | none |
+//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message) | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
 //! A value that one rank rejects turns libngcoll off on every rank, with one

@@ -58,6 +58,9 @@ pub fn lines(st: &CommState, lib: Library) -> String {
             let libname = plan::lib_sched_name(s.lib_sched);
             let ours = Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
             let choice = match s.algorithm() {
+                Some(a) if a == Algorithm::BcastChain && s.seg_bytes == 0 => {
+                    format!("ours {} (unsegmented)", a.name())
+                }
                 Some(a) if a == Algorithm::BcastChain => {
                     format!("ours {} ({} B segments)", a.name(), s.seg_bytes)
                 }

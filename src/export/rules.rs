@@ -228,8 +228,20 @@ pub fn choice_runs<N: Network + ?Sized>(
         fresh_ns_per_byte: opts.fresh_ns_per_byte,
         ours_run_by: Some(lib),
     };
+    // A vetoed class's bounds join the grid, so the library's own covers
+    // that class exactly: not a class between two grid sizes missed, nor
+    // its neighbour up to the next grid size taken with it.
+    let top = grid.last().copied().unwrap_or(0);
+    let mut grid = grid.to_vec();
+    grid.extend(
+        opts.vetoes
+            .bounds(coll, ranks, opts.one_node)
+            .filter(|&b| b <= top),
+    );
+    grid.sort_unstable();
+    grid.dedup();
     let mut runs: Vec<(u64, Option<select::Choice>)> = Vec::new();
-    for &m in grid {
+    for &m in &grid {
         let d = select::choose(
             net,
             lib,
@@ -242,7 +254,7 @@ pub fn choice_runs<N: Network + ?Sized>(
             opts.margin,
         )
         .map_err(|e| bad(e.to_string()))?;
-        let measured_slower = opts.vetoes.vetoes(coll, ranks, m);
+        let measured_slower = opts.vetoes.vetoes(coll, ranks, opts.one_node, m);
         let c = d.ours.filter(|_| !measured_slower).map(|o| select::Choice {
             algorithm: o.algorithm as u32,
             reserved: 0,

@@ -1,20 +1,28 @@
-//! What libngcoll measured, read back into the rule exports.
+//! What libngcoll decided and measured, read back into the rule exports.
 //!
-//! libngcoll tries each class where the model chose one of our algorithms
-//! against the library's own, in the program's own calls, and keeps the
-//! faster (`ngcoll::trial`); its `NETGAUGE_COLL=log` lines say how each
-//! trial ended. A rules file has no such trial: the library runs what the
-//! file names on every call. So where a preloaded run of the program
-//! measured the library's own faster than the algorithm the model chose,
-//! `ngctl export --trials LOG` leaves that collective and size class to the
-//! library's own decision for that communicator size, whatever the model
-//! predicts.
+//! libngcoll chooses per (communicator, collective, size class) from the
+//! model, priced as it runs our algorithms; where it chose one of ours,
+//! the class's first calls try it against the library's own, in the
+//! program's own calls, and keep the faster (`ngcoll::trial`). Its
+//! `NETGAUGE_COLL=log` lines say both. A rules file prices ours as the
+//! library's implementation of them and has no trial: the library runs
+//! what the file names on every call, and a model error there costs every
+//! call. So `ngctl export --trials LOG` leaves to the library's own
+//! decision every (communicator size, collective, size class) that
+//! libngcoll gave to the library in that run — by its plan, or by a trial
+//! that measured the library's own faster — whatever the export's model
+//! predicts; classes the program did not call, and those whose trials kept
+//! ours, stay the model's. A line of ranks on one node vetoes exports of
+//! one node's parameters (an MPI probe's), one across nodes the others. A
+//! choice line that does not parse (another version's log, or lines of two
+//! ranks interleaved by mpirun) is an error naming it.
 //!
 //! The lines read (one per collective, size class and communicator; any
 //! other line is passed over):
 //!
 //! ```text
-//! ngcoll: comm 0 (8 ranks, 1 node) bcast 32 KiB–49151 B: ours binomial — …; trial (…) …: kept the library's own
+//! ngcoll: comm 0 (8 ranks, 1 node) bcast 128 KiB–196607 B: Open MPI 4.1 linear — predicted …
+//! ngcoll: comm 0 (8 ranks, 1 node) bcast 32 KiB–49151 B: ours binomial — predicted …; trial (…) …: kept the library's own
 //! ```
 
 use netgauge::select::Collective;
@@ -25,6 +33,8 @@ use super::{bad, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Veto {
     pub ranks: u32,
+    /// The communicator's ranks were all on one node.
+    pub one_node: bool,
     pub coll: Collective,
     /// The class's bounds, bytes (of one rank's block for allgather and
     /// alltoall, as libngcoll classes them and the exports' grid counts).
@@ -37,25 +47,29 @@ pub struct Veto {
 pub struct Verdicts(pub Vec<Veto>);
 
 const KEPT_LIBRARY: &str = ": kept the library's own";
+/// Where a choice line's choice ends and its prediction begins.
+const CHOICE_END: &str = " — predicted ";
 
 impl Verdicts {
-    /// The vetoes in a log's text. A line that is libngcoll's trial line
-    /// but does not parse is an error (a log of another version), naming
-    /// the line.
+    /// The vetoes in a log's text: the classes libngcoll gave to the
+    /// library's own, by its plan or by a trial. A choice line that does
+    /// not parse is an error (a log of another version), naming the line.
     pub fn parse(text: &str) -> Result<Verdicts> {
         let mut v = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim_end();
-            if !line.starts_with("ngcoll: comm ") || !line.ends_with(KEPT_LIBRARY) {
+            if !line.starts_with("ngcoll: comm ") || !line.contains(CHOICE_END) {
                 continue;
             }
-            let veto = parse_line(line).ok_or_else(|| {
+            let (veto, library) = parse_line(line).ok_or_else(|| {
                 bad(format!(
-                    "line {}: not a libngcoll trial line: {line}",
+                    "line {}: not a libngcoll choice line: {line}",
                     n + 1
                 ))
             })?;
-            v.push(veto);
+            if library || line.ends_with(KEPT_LIBRARY) {
+                v.push(veto);
+            }
         }
         Ok(Verdicts(v))
     }
@@ -73,22 +87,49 @@ impl Verdicts {
         Ok(all)
     }
 
-    /// A trial over `ranks` gave `coll` at `m` bytes to the library's own.
-    pub fn vetoes(&self, coll: Collective, ranks: usize, m: u64) -> bool {
+    /// A trial over `ranks` (on one node or not) gave `coll` at `m` bytes
+    /// to the library's own.
+    pub fn vetoes(&self, coll: Collective, ranks: usize, one_node: bool, m: u64) -> bool {
+        self.of(coll, ranks, one_node)
+            .any(|v| (v.lo..=v.hi).contains(&m))
+    }
+
+    /// Where the vetoed classes of `coll` over `ranks` begin and end: each
+    /// class's first size and the size after its last.
+    pub fn bounds(
+        &self,
+        coll: Collective,
+        ranks: usize,
+        one_node: bool,
+    ) -> impl Iterator<Item = u64> + '_ {
+        self.of(coll, ranks, one_node)
+            .flat_map(|v| [v.lo, v.hi.saturating_add(1)])
+    }
+
+    fn of(
+        &self,
+        coll: Collective,
+        ranks: usize,
+        one_node: bool,
+    ) -> impl Iterator<Item = &Veto> + '_ {
         self.0
             .iter()
-            .any(|v| v.coll == coll && v.ranks as usize == ranks && (v.lo..=v.hi).contains(&m))
+            .filter(move |v| v.coll == coll && v.ranks as usize == ranks && v.one_node == one_node)
     }
 }
 
-/// `ngcoll: comm ID (P ranks, N node[s]) COLL LO[–HI]: …`
-fn parse_line(line: &str) -> Option<Veto> {
+/// `ngcoll: comm ID (P ranks, N node[s]) COLL LO[–HI]: CHOICE — predicted …`:
+/// the class, and whether the choice was the library's own.
+fn parse_line(line: &str) -> Option<(Veto, bool)> {
     let rest = line.strip_prefix("ngcoll: comm ")?;
     let (_id, rest) = rest.split_once(" (")?;
     let (ranks, rest) = rest.split_once(" ranks, ")?;
     let ranks: u32 = ranks.parse().ok()?;
-    let (_nodes, rest) = rest.split_once(") ")?;
-    let (head, _) = rest.split_once(": ")?;
+    let (nodes, rest) = rest.split_once(") ")?;
+    let nodes: u32 = nodes.split_once(' ')?.0.parse().ok()?;
+    let (head, rest) = rest.split_once(": ")?;
+    let (choice, _) = rest.split_once(CHOICE_END)?;
+    let library = !choice.starts_with("ours ");
     let (coll, size) = match head.split_once(' ') {
         Some((c, s)) => (c, Some(s)),
         None => (head, None),
@@ -102,12 +143,16 @@ fn parse_line(line: &str) -> Option<Veto> {
             None => (bytes(s)?, bytes(s)?),
         },
     };
-    (lo <= hi).then_some(Veto {
-        ranks,
-        coll,
-        lo,
-        hi,
-    })
+    (lo <= hi).then_some((
+        Veto {
+            ranks,
+            one_node: nodes == 1,
+            coll,
+            lo,
+            hi,
+        },
+        library,
+    ))
 }
 
 /// "48 B", "32 KiB", "1 MiB" as libngcoll's log writes sizes.
@@ -129,12 +174,14 @@ mod tests {
     use super::*;
 
     const LOG: &str = "\
-ngcoll: comm 0 (8 ranks, 1 node): parameters from vm/mpi and its all-ranks exchange
+ngcoll: comm 0 (8 ranks): parameters from vm/mpi and its all-ranks exchange
 ngcoll: comm 0 (8 ranks, 1 node) bcast 16 KiB–24575 B: Open MPI 4.1 binomial — predicted back to back ours binomial 16.5 µs vs Open MPI 4.1 binomial 16.5 µs, synchronized 22.9 µs vs 22.9 µs; 3426 calls
 ngcoll: comm 0 (8 ranks, 1 node) bcast 32 KiB–49151 B: ours binomial — predicted back to back ours binomial 23.1 µs vs Open MPI 4.1 linear 49.3 µs, synchronized 31.0 µs vs 49.3 µs; 4924 calls; trial (the ranks' median times, summed) ours 336.6 µs vs Open MPI 4.1 227.9 µs, the last of 4: kept the library's own
 ngcoll: comm 0 (8 ranks, 1 node) allreduce 8 KiB–12287 B: ours recursive_doubling — predicted back to back ours recursive_doubling 25.1 µs vs Open MPI 4.1 rabenseifner 36.7 µs, synchronized 25.1 µs vs 36.7 µs; 3475 calls; trial (the ranks' median times, summed) ours 85.3 µs vs Open MPI 4.1 115.7 µs, the last of 4: kept ours
 ngcoll: comm 3 (4 ranks, 2 nodes) alltoall 1 MiB–1572863 B: ours pairwise — predicted …; trial (…) ours 3.40 ms vs Open MPI 4.1 3.1 ms, the last of 2: kept the library's own
-ngcoll: comm 2 (3 ranks, 1 node) reduce 4 B: ours binomial — predicted …; trial (…): kept the library's own
+ngcoll: comm 2 (3 ranks, 1 node) reduce 2 B: ours binomial — predicted …; trial (…): kept the library's own
+ngcoll: comm 2 (3 ranks, 1 node) reduce 6 B–7 B: ours binomial — predicted …; trial (…): kept the library's own
+ngcoll: comm 2 (3 ranks, 1 node) bcast 4 KiB–6143 B: ours pipelined_chain (2048 B segments) — predicted …; trial (…): kept the library's own
 ngcoll: comm 2 (3 ranks, 1 node) barrier: ours dissemination — predicted …; trial (…): kept the library's own
 ngcoll: world rank 0: shadow communicators: 7 released with their communicators
 ";
@@ -142,35 +189,50 @@ ngcoll: world rank 0: shadow communicators: 7 released with their communicators
     #[test]
     fn only_classes_given_back_to_the_library_are_vetoed() {
         let v = Verdicts::parse(LOG).unwrap();
-        assert_eq!(v.0.len(), 4, "{v:?}");
+        assert_eq!(v.0.len(), 7, "{v:?}");
+        let on_one = |c, p, m| v.vetoes(c, p, true, m);
         // Inside the class, at both bounds, and only there.
-        assert!(v.vetoes(Collective::Bcast, 8, 32 << 10));
-        assert!(v.vetoes(Collective::Bcast, 8, 49151));
-        assert!(!v.vetoes(Collective::Bcast, 8, 49152));
-        assert!(!v.vetoes(Collective::Bcast, 8, (32 << 10) - 1));
+        assert!(on_one(Collective::Bcast, 8, 32 << 10));
+        assert!(on_one(Collective::Bcast, 8, 49151));
+        assert!(!on_one(Collective::Bcast, 8, 49152));
+        assert!(!on_one(Collective::Bcast, 8, 24576));
+        assert!(!on_one(Collective::Bcast, 8, (32 << 10) - 1));
+        assert_eq!(
+            v.bounds(Collective::Bcast, 8, true).collect::<Vec<_>>(),
+            vec![16 << 10, 24576, 32 << 10, 49152]
+        );
         // Another communicator size, another collective.
-        assert!(!v.vetoes(Collective::Bcast, 4, 32 << 10));
-        assert!(!v.vetoes(Collective::Reduce, 8, 32 << 10));
-        // A trial that kept ours, and a line without a trial: no veto.
-        assert!(!v.vetoes(Collective::Allreduce, 8, 8 << 10));
-        assert!(!v.vetoes(Collective::Bcast, 8, 16 << 10));
-        // MiB, a one-size class, the barrier's single class.
-        assert!(v.vetoes(Collective::Alltoall, 4, 1 << 20));
-        assert!(v.vetoes(Collective::Reduce, 3, 4));
-        assert!(!v.vetoes(Collective::Reduce, 3, 5));
-        assert!(v.vetoes(Collective::Barrier, 3, 0));
+        assert!(!on_one(Collective::Bcast, 4, 32 << 10));
+        assert!(!on_one(Collective::Reduce, 8, 32 << 10));
+        // A trial that kept ours: no veto; the plan's choice of the
+        // library's own (no trial): a veto.
+        assert!(!on_one(Collective::Allreduce, 8, 8 << 10));
+        assert!(on_one(Collective::Bcast, 8, 16 << 10));
+        assert!(!on_one(Collective::Bcast, 8, (16 << 10) - 1));
+        // Two nodes veto exports across nodes only; MiB.
+        assert!(v.vetoes(Collective::Alltoall, 4, false, 1 << 20));
+        assert!(!on_one(Collective::Alltoall, 4, 1 << 20));
+        assert!(!v.vetoes(Collective::Bcast, 8, false, 32 << 10));
+        // A one-size class, an upper half-octave class, the barrier's one.
+        assert!(on_one(Collective::Reduce, 3, 2));
+        assert!(!on_one(Collective::Reduce, 3, 3));
+        assert!(on_one(Collective::Reduce, 3, 6) && on_one(Collective::Reduce, 3, 7));
+        assert!(!on_one(Collective::Reduce, 3, 5) && !on_one(Collective::Reduce, 3, 8));
+        assert!(on_one(Collective::Barrier, 3, 0));
+        // A chain's segment note after the class.
+        assert!(on_one(Collective::Bcast, 3, 6143) && !on_one(Collective::Bcast, 3, 6144));
     }
 
     #[test]
-    fn a_trial_line_that_does_not_parse_is_an_error_naming_it() {
+    fn a_choice_line_that_does_not_parse_is_an_error_naming_it() {
         let e = Verdicts::parse(
-            "x\nngcoll: comm 0 (8 ranks, 1 node) bcast 32 XB: …: kept the library's own\n",
+            "x\nngcoll: comm 0 (8 ranks, 1 node) bcast 32 XB: ours binomial — predicted …: kept the library's own\n",
         )
         .unwrap_err()
         .to_string();
         assert!(e.contains("line 2") && e.contains("32 XB"), "{e}");
         let e = Verdicts::parse(
-            "ngcoll: comm 0 (8 ranks, 1 node) gather 4 B: …: kept the library's own",
+            "ngcoll: comm 0 (8 ranks, 1 node) gather 4 B–5 B: Open MPI 4.1 linear — predicted …",
         )
         .unwrap_err()
         .to_string();

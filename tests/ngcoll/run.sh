@@ -247,7 +247,7 @@ fortran mpich 2 400 31 2100
 # libngcoll: bench/ngcoll.md.)
 echo "== Fortran callers with another mangling (MPICH, -fsecond-underscore)"
 mpif90.mpich -O2 -fallow-argument-mismatch -w -fsecond-underscore tests/ngcoll/fcheck.F90 -o "$W/fcheck__"
-nm -u "$W/fcheck__" | grep -q ' mpi_bcast__$' \
+grep -q ' mpi_bcast__$' <<<"$(nm -u "$W/fcheck__")" \
     || { echo "fcheck__: not the mangling expected: $(nm -u "$W/fcheck__" | grep -i bcast)" >&2; exit 1; }
 out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=cycle RUN_TIMEOUT=300 run mpich 3 "$W/fcheck__" 100 41 3 2>"$W/log") \
     || { echo "mpich fcheck__: $out $(cat "$W/log")" >&2; exit 1; }
