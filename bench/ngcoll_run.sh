@@ -103,9 +103,9 @@ for P in $RANKS; do
             --trials "$OUT/$mpi-$P-preload.log" > "$OUT/$file"
         if [ "$EXPORT" = 1 ]; then
             # Runs in the order own, rules, rules, own: the machine drifts
-            # from run to run (one session's four runs: 21, 23, 23, 28 µs
-            # geometric mean of the points), and the mirrored order gives
-            # both sides the same mean position, so a steady drift cancels.
+            # from run to run (bench/ngcoll.md), and the mirrored order
+            # gives both sides the same mean position, so a steady drift
+            # cancels.
             for run in own-a rules-a rules-b own-b; do
                 if [ "${run%-*}" = own ]; then
                     # shellcheck disable=SC2086

@@ -26,9 +26,9 @@
 //! Both rule exports make the choice libngcoll makes
 //! (`netgauge::select::choose`): one of our algorithms only where it is
 //! predicted faster than the library's own choice by more than `--margin`
-//! (and slower in no view by more than half of it) and no trial of
-//! libngcoll's given with `--trials` kept the library's own there
-//! ([`verdicts`]); elsewhere the library's own: algorithm 0 (coll/tuned's
+//! (and slower in no view by more than half of it) and libngcoll, in the
+//! run whose log `--trials` names, did not give that class to the
+//! library's own ([`verdicts`]); elsewhere the library's own: algorithm 0 (coll/tuned's
 //! fixed decision) in the Open MPI file, MPICH's default algorithm in the
 //! JSON (the file has to name one). Only algorithms the library has are
 //! candidates (MPICH 4.0 has no ring allreduce, plain chain broadcast

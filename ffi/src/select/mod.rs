@@ -133,7 +133,7 @@ pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
 pub use library::Library;
 pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
-pub use schedule::{Op, Schedule};
+pub use schedule::{chain_segment, Op, Schedule};
 pub use sim::{SimError, Work};
 pub use view::{choose, view, Decision, Priced, View, ViewOptions};
 

@@ -5,6 +5,7 @@
 use super::allgather::Blocks;
 use super::{lowbit, Cx, Reqs, TAG_BCAST};
 use crate::mpi::{Mpi, MpiError};
+use netgauge::select::chain_segment;
 
 /// Byte range of relative block `i` when `n` bytes are cut into `p` blocks
 /// of ⌈n/p⌉ (the last ones shorter or empty).
@@ -151,7 +152,7 @@ pub unsafe fn scatter_allgather<M: Mpi + ?Sized>(
 const CHAIN_WINDOW: usize = 4;
 
 /// The chain root → 1 → 2 → … in segments of `seg` bytes (0: the whole
-/// message in one): a rank forwards a segment as soon as it has it, with
+/// message in one; [`chain_segment`]): a rank forwards a segment as soon as it has it, with
 /// the next few receives already posted.
 ///
 /// # Safety
@@ -165,11 +166,7 @@ pub unsafe fn chain<M: Mpi + ?Sized>(
 ) -> Result<(), MpiError> {
     let (v, p) = (cx.rel(root), cx.size);
     let byte = cx.m.type_byte();
-    let seg = if seg == 0 {
-        n.max(1)
-    } else {
-        seg.min(n.max(1))
-    };
+    let seg = chain_segment(seg as u64, n as u64) as usize;
     let nseg = n.div_ceil(seg).max(1);
     let range = |s: usize| ((s * seg).min(n), ((s + 1) * seg).min(n));
     let prev = cx.real((v + p - 1) % p, root);

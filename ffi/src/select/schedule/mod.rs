@@ -125,6 +125,17 @@ pub enum Schedule {
     BarrierShm,
 }
 
+/// The segment a chain of `m` bytes is cut into when asked for `seg`-byte
+/// segments: 0 is the whole message in one, and no segment exceeds the
+/// message. The model's chain and libngcoll's both cut by it.
+pub fn chain_segment(seg: u64, m: u64) -> u64 {
+    if seg == 0 {
+        m.max(1)
+    } else {
+        seg.min(m.max(1))
+    }
+}
+
 impl Schedule {
     /// The schedule of one of ngcoll's algorithms (`seg` for the chain).
     pub fn of(a: super::Algorithm, seg: u64) -> Schedule {

@@ -3,11 +3,11 @@
 //! them, the fold-in and fold-out of a non-power-of-two size, Rabenseifner's
 //! recursive halving and doubling, and the shared-memory reduce.
 
-use super::{bbytes, lowbit, old_rank, pof2_floor, Emit, Op, FRESH_ALLOC_BYTES};
+use super::{bbytes, chain_segment, lowbit, old_rank, pof2_floor, Emit, Op, FRESH_ALLOC_BYTES};
 
 impl Emit<'_> {
-    /// A chain cut into segments of `seg` bytes (0: the message in one, as
-    /// libngcoll's chain takes it): each segment is received
+    /// A chain cut into segments of `seg` bytes ([`chain_segment`]): each
+    /// segment is received
     /// from `from` (if any), combined when `reduce` is Some (into freshly
     /// allocated memory when Some(true)), and sent on to `to` (if any)
     /// without waiting for the send.
@@ -19,11 +19,7 @@ impl Emit<'_> {
         to: Option<usize>,
         reduce: Option<bool>,
     ) {
-        let seg = if seg == 0 {
-            m.max(1)
-        } else {
-            seg.min(m.max(1))
-        };
+        let seg = chain_segment(seg, m);
         let n = m.div_ceil(seg).max(1);
         for i in 0..n {
             let b = seg.min(m - (i * seg).min(m));
