@@ -19,6 +19,10 @@
 //! evicted, never the new one: a real peer's handshake takes a round trip
 //! or two, so it is the newest and survives any rate of connections an
 //! attacker can open, while an attacker's idle connections age out first.
+//! When the process is out of descriptors, an accept that fails evicts the
+//! oldest pending connection likewise, and with none pending the listener
+//! rests ([`ACCEPT_PAUSE`]) rather than wake poll(2) at once, again and
+//! again.
 //! The listener's backlog is raised and drained on every wake-up, so the
 //! kernel's accept queue does not drop a real peer's connection either.
 //!
@@ -411,6 +415,17 @@ struct Preauth {
 
 /// Connections accepted per wake-up before the pending ones get a turn.
 const ACCEPT_BATCH: usize = 256;
+/// How long the listener is left unpolled when the process is out of
+/// descriptors and no pending connection can give one back: a readable
+/// listener that cannot be accepted would otherwise wake poll(2) at once,
+/// again and again.
+pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether an accept failed for want of a descriptor (this process's or
+/// the system's), which only closing one cures.
+pub(crate) fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
 
 impl Preauth {
     fn run(self) {
@@ -421,6 +436,7 @@ impl Preauth {
         let mut table: Vec<Pending> = Vec::with_capacity(cap);
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(cap + 2);
         let (t_first, t_all) = (cfg.timeouts.first_byte, cfg.timeouts.handshake);
+        let mut paused_until: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             // Sleep until something happens, the next handshake deadline,
             // or the beat.
@@ -435,12 +451,23 @@ impl Preauth {
                             t_all
                         }
                 })
+                .chain(paused_until)
                 .min()
                 .map_or(cfg.beat, |d| d.saturating_duration_since(now));
-            let timeout_ms = next.min(cfg.beat).as_millis().clamp(0, i32::MAX as u128) as i32;
+            // Rounded up: a wake-up before the deadline would only spin.
+            let timeout_ms = next
+                .min(cfg.beat)
+                .as_micros()
+                .div_ceil(1000)
+                .min(i32::MAX as u128) as i32;
+            paused_until = paused_until.filter(|&t| t > now);
+            let listener = match paused_until {
+                Some(_) => -1, // poll(2) skips a negative descriptor
+                None => self.listener.as_raw_fd(),
+            };
             let polled = self.wake.poll_server(
                 &mut fds,
-                self.listener.as_raw_fd(),
+                listener,
                 table
                     .iter()
                     .map(|p| (p.stream.as_raw_fd(), p.wants_write())),
@@ -492,7 +519,7 @@ impl Preauth {
                 },
             );
             if fds[1].revents != 0 {
-                self.accept_some(&mut table, cap, per_source);
+                paused_until = self.accept_some(&mut table, cap, per_source);
             }
         }
         for p in table {
@@ -502,18 +529,50 @@ impl Preauth {
 
     /// Accept what the listener holds (up to a batch), evicting the oldest
     /// pending connection of the same source, or of all, to make room.
-    fn accept_some(&self, table: &mut Vec<Pending>, cap: usize, per_source: usize) {
+    /// Out of descriptors, the oldest pending connection is evicted to give
+    /// one back (a real peer, the newest, gets it); with none pending, the
+    /// listener rests until the instant returned.
+    fn accept_some(
+        &self,
+        table: &mut Vec<Pending>,
+        cap: usize,
+        per_source: usize,
+    ) -> Option<Instant> {
+        let mut evicted_for_fd = false;
         for _ in 0..ACCEPT_BATCH {
             let (stream, addr) = match accept_nonblocking(&self.listener) {
                 Ok(x) => x,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // Out of descriptors and the like: leave the rest queued.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                // A connection reset while queued: the next one.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    continue
+                }
+                // accept(2) reports EMFILE before it looks at the queue:
+                // evict only for a connection that is waiting.
+                Err(e) if out_of_descriptors(&e) && !has_waiting(&self.listener) => return None,
+                Err(e) if out_of_descriptors(&e) && !evicted_for_fd => {
+                    let Some(v) = oldest(table, |_| true) else {
+                        tracing::warn!(error = %e, "control accept failed; listener paused");
+                        return Some(Instant::now() + ACCEPT_PAUSE);
+                    };
+                    self.counters.record(RejectKind::Evicted);
+                    abort_stream(table.swap_remove(v).stream);
+                    // One eviction per failure: if the freed descriptor
+                    // went elsewhere, the next failure pauses instead.
+                    evicted_for_fd = true;
+                    continue;
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "control accept failed");
-                    return;
+                    tracing::warn!(error = %e, "control accept failed; listener paused");
+                    return Some(Instant::now() + ACCEPT_PAUSE);
                 }
             };
+            evicted_for_fd = false;
             let src = addr.ip();
             let same = table.iter().filter(|p| p.addr.ip() == src).count();
             let victim = if same >= per_source {
@@ -536,7 +595,19 @@ impl Preauth {
                 stage: Stage::Hello,
             });
         }
+        None
     }
+}
+
+/// Whether a connection waits in `listener`'s queue (a poll that does
+/// not wait).
+pub(crate) fn has_waiting(listener: &TcpListener) -> bool {
+    let mut fd = [libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    poll_fds(&mut fd, 0) && fd[0].revents & libc::POLLIN != 0
 }
 
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC: one system call per

@@ -410,6 +410,13 @@ pub fn run(cfg: Config, shutdown: Arc<Shutdown>) -> Result<(), DaemonError> {
         source,
     })?;
     let mut scfg = ServerConfig::new(&node, key.clone());
+    // At most a quarter of the descriptors for strangers' connections (the
+    // default table, 1024, wants a limit of 4096; systemd's soft default is
+    // 1024, its hard one far higher).
+    match sys::raise_open_files() {
+        Ok(n) => scfg.max_pending = scfg.max_pending.min((n / 4).max(16) as usize),
+        Err(e) => tracing::warn!("RLIMIT_NOFILE not read: {e}"),
+    }
     // The members, the operators' tools on this node and on the members
     // (`ngctl ebb` orders streams and hands results to publish), and the
     // readers' tool (`ngctl matrix`, read-only).

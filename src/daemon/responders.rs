@@ -1,7 +1,8 @@
 //! The standing responders: the link layer's PRTT responder on the UDP
 //! port and on each raw Ethernet interface a peer wants raw on, each on a
 //! busy-polling thread of its own that opens its link, reports what it
-//! tells peers (its MAC), and serves until shutdown. Sessions are admitted
+//! tells peers (its MAC), and serves until shutdown (a link that fails is
+//! opened again, after a pause that grows). Sessions are admitted
 //! through the shared gate: the nonce of the session this node accepted,
 //! from the address (udp) or MAC (raw) the control plane authenticated.
 //! Idle, a responder sleeps in poll(2) on its socket and wakes once per
@@ -24,6 +25,7 @@ use crate::link::{self, Kind, LinkSpec, Local, NoRendezvous, OpenError, ServePol
 use crate::transport::dgram::SessionGate;
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::raw_eth;
+use crate::transport::TransportError;
 
 /// Granularity of the responders' look at the shutdown flag: an idle
 /// responder wakes this often (a few microseconds each time), and a
@@ -31,6 +33,59 @@ use crate::transport::raw_eth;
 const POLL: Duration = Duration::from_millis(250);
 /// How long the main thread waits for a responder thread to open its link.
 const OPEN_WAIT: Duration = Duration::from_secs(10);
+/// The first pause before a failed responder's link is opened again; each
+/// further failure doubles it, up to `REOPEN_MAX`.
+const REOPEN_FIRST: Duration = Duration::from_secs(1);
+const REOPEN_MAX: Duration = Duration::from_secs(60);
+
+/// Serves `link` until `stop`; a link that fails (its socket or interface
+/// gone) is opened again after a pause that doubles from `backoff` up to
+/// [`REOPEN_MAX`], since peers are still told this node answers there.
+/// Returns the sessions admitted over every link.
+fn keep_serving<L, E: std::fmt::Display>(
+    mut link: L,
+    mut serve: impl FnMut(&mut L) -> (Result<(), TransportError>, u64),
+    mut open: impl FnMut() -> Result<L, E>,
+    stop: &AtomicBool,
+    mut backoff: Duration,
+    what: impl std::fmt::Display,
+) -> u64 {
+    let mut sessions = 0;
+    loop {
+        let (served, admitted) = serve(&mut link);
+        sessions += admitted;
+        let Err(e) = served else {
+            return sessions;
+        };
+        tracing::error!("{what} responder failed: {e}; opening it again");
+        drop(link);
+        link = loop {
+            if !pause_unless_stopped(stop, backoff) {
+                return sessions;
+            }
+            backoff = (backoff * 2).min(REOPEN_MAX);
+            match open() {
+                Ok(l) => break l,
+                Err(e) => tracing::error!("{what} responder could not open again: {e}"),
+            }
+        };
+    }
+}
+
+/// Sleeps `d` in steps of [`POLL`]; false (at once) when `stop` is set.
+fn pause_unless_stopped(stop: &AtomicBool, d: Duration) -> bool {
+    let end = std::time::Instant::now() + d;
+    loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(POLL));
+    }
+}
 
 /// Open `spec`'s responder on a thread of its own and serve until
 /// `shutdown`; the thread returns the sessions it admitted.
@@ -43,7 +98,7 @@ fn start(
     let (tx, rx) = bounded(1);
     let stop = shutdown.clone();
     let h = sys::spawn_busy(name, cpu, move || {
-        let mut link = match link::open_responder(&spec, &mut NoRendezvous) {
+        let link = match link::open_responder(&spec, &mut NoRendezvous) {
             Ok(l) => {
                 let _ = tx.send(Ok(l.local()));
                 l
@@ -53,12 +108,19 @@ fn start(
                 return 0;
             }
         };
-        let mut policy = ServePolicy::new(POLL);
-        policy.stop = Some(&stop);
-        if let Err(e) = link::serve(&mut link, policy) {
-            tracing::error!("{} responder stopped: {e}", spec.kind);
-        }
-        link.sessions_started()
+        keep_serving(
+            link,
+            |l| {
+                let mut policy = ServePolicy::new(POLL);
+                policy.stop = Some(&stop);
+                let served = link::serve(l, policy).map(|_| ());
+                (served, l.sessions_started())
+            },
+            || link::open_responder(&spec, &mut NoRendezvous),
+            &stop,
+            REOPEN_FIRST,
+            spec.kind,
+        )
     })
     .map_err(thread_error(name))?;
     Ok(match rx.recv_timeout(OPEN_WAIT) {
@@ -154,4 +216,49 @@ pub(super) fn start_raw(
         }
     }
     Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_failed_responder_is_opened_again_until_it_ends_well_or_is_stopped() {
+        // Link 0 fails, the first reopen fails, link 1 fails, link 2 ends
+        // (shutdown): three links served, sessions summed over them.
+        let stop = AtomicBool::new(false);
+        let opened = Cell::new(0u32);
+        let opens = Cell::new(0u32);
+        let sessions = keep_serving(
+            0u32,
+            |l| match *l {
+                2 => (Ok(()), 5),
+                _ => (Err(TransportError::Io(std::io::Error::other("gone"))), 1),
+            },
+            || {
+                opens.set(opens.get() + 1);
+                if opens.get() == 1 {
+                    return Err("no such device");
+                }
+                opened.set(opened.get() + 1);
+                Ok(opened.get())
+            },
+            &stop,
+            Duration::from_millis(1),
+            "test",
+        );
+        assert_eq!((sessions, opens.get(), opened.get()), (7, 3, 2));
+        // Stopped while it waits to reopen: it returns without opening.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sessions = keep_serving(
+            0u32,
+            |_| (Err(TransportError::Io(std::io::Error::other("gone"))), 3),
+            || -> Result<u32, &str> { panic!("opened after stop") },
+            &stop,
+            Duration::from_secs(3600),
+            "test",
+        );
+        assert_eq!(sessions, 3);
+    }
 }

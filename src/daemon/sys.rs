@@ -40,6 +40,21 @@ pub fn lock_memory() -> io::Result<()> {
     mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE).map_err(io::Error::from)
 }
 
+/// Raise the soft limit on open descriptors to the hard one (a process
+/// may, unprivileged) and return it: the control plane's table of
+/// unauthenticated connections is sized to it, so strangers' connections
+/// cannot take the descriptors the probe thread, the responders and the
+/// publisher's files need.
+pub fn raise_open_files() -> io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(io::Error::from)?;
+        return Ok(hard);
+    }
+    Ok(soft)
+}
+
 /// Run the calling thread SCHED_FIFO at `priority` (needs CAP_SYS_NICE).
 pub fn sched_fifo(priority: i32) -> io::Result<()> {
     let param = libc::sched_param {

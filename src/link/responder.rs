@@ -94,7 +94,7 @@ pub fn serve<T: Transport>(
     let mut ended = None;
     let stats = prtt::serve(link, poll, |st| {
         let silence = st.timeouts != seen.timeouts;
-        let answered = st.answers != seen.answers;
+        let answered = st.answers != seen.answers || st.send_failures != seen.send_failures;
         let session_end = st.sessions_ended != seen.sessions_ended;
         if st.messages != seen.messages {
             silences = 0;
@@ -143,6 +143,9 @@ mod tests {
     struct Script {
         events: VecDeque<Option<Result<Meta, ()>>>,
         sent: usize,
+        /// Sends that fail (a full queue past its deadline) before the
+        /// next one goes through.
+        fail_sends: usize,
     }
 
     impl Transport for Script {
@@ -155,6 +158,10 @@ mod tests {
             }
         }
         fn send(&mut self, _: PeerId, _: usize, _: Meta) -> Result<(), TransportError> {
+            if self.fail_sends > 0 {
+                self.fail_sends -= 1;
+                return Err(TransportError::Timeout(Duration::from_secs(1)));
+            }
             self.sent += 1;
             Ok(())
         }
@@ -189,6 +196,7 @@ mod tests {
                 })
                 .collect(),
             sent: 0,
+            fail_sends: 0,
         }
     }
 
@@ -196,6 +204,21 @@ mod tests {
     const ASK: Option<Result<bool, ()>> = Some(Ok(true));
     const QUIET: Option<Result<bool, ()>> = None;
     const GONE: Option<Result<bool, ()>> = Some(Err(()));
+
+    #[test]
+    fn a_failed_answer_loses_its_burst_and_the_responder_serves_on() {
+        let mut l = script(&[ASK, ASK, ASK, QUIET]);
+        l.fail_sends = 1;
+        let mut p = ServePolicy::new(Duration::from_millis(1));
+        p.idle_exit = Some(Duration::from_millis(1));
+        let s = serve(&mut l, p).unwrap();
+        assert_eq!(s.ended, Ended::Idle);
+        assert_eq!(
+            (s.stats.messages, s.stats.answers, s.stats.send_failures),
+            (3, 2, 1)
+        );
+        assert_eq!(l.sent, 2);
+    }
 
     #[test]
     fn idle_exit_counts_silence_since_the_last_message() {

@@ -73,6 +73,10 @@ pub struct ServeStats {
     pub answers: u64,
     pub timeouts: u64,
     pub sessions_ended: u64,
+    /// Answers abandoned because a send failed (a full queue past its
+    /// deadline, a route or link that went away): the burst is lost, the
+    /// responder carries on.
+    pub send_failures: u64,
 }
 
 /// The mirror server: receive messages; when one asks for an answer, reply
@@ -117,11 +121,20 @@ pub fn serve<T: Transport>(
                 answer: false,
                 report_ns: mean_ns.round().clamp(0.0, f64::from(u32::MAX)) as u32,
             };
-            for _ in 1..answers {
-                transport.send(got.peer, got.bytes, Meta::default())?;
+            let sent = (1..answers)
+                .try_for_each(|_| transport.send(got.peer, got.bytes, Meta::default()))
+                .and_then(|()| transport.send(got.peer, got.bytes, report));
+            match sent {
+                Ok(()) => stats.answers += 1,
+                // A send that fails loses this answer, as a lost frame
+                // would (the prober times out and counts a loss); one
+                // failure must not end a standing responder. A link that
+                // is broken for good fails its next receive.
+                Err(e) => {
+                    stats.send_failures += 1;
+                    tracing::debug!("an answer was not sent: {e}");
+                }
             }
-            transport.send(got.peer, got.bytes, report)?;
-            stats.answers += 1;
             burst_overhead_ns = 0.0;
             burst_messages = 0;
         }

@@ -10,9 +10,11 @@
 //! [`Limits::max_headers`] headers, parsed by `httparse`) within
 //! [`Limits::request`], the whole answer written within
 //! [`Limits::total`]; a connection that misses one is reset and counted.
-//! When the table is full, a new connection evicts the oldest (a scraper
-//! sends its request at once, so it is the newest and survives a flood of
-//! idle connections). Answers: 200 with the exposition for `GET /metrics`
+//! When the table is full, a new connection evicts the oldest that is still
+//! reading its request (a scraper sends its request at once, so it is the
+//! newest and survives a flood of idle connections; one being answered is
+//! never evicted). Out of descriptors, the same eviction gives one back,
+//! and with nothing to evict the listener rests for a moment. Answers: 200 with the exposition for `GET /metrics`
 //! (a query string is ignored), 404 for another path, 405 for another
 //! method, 400 for a malformed request, 431 for a request head too large;
 //! every answer closes the connection.
@@ -30,7 +32,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::server::{accept_nonblocking, WakePipe};
+use crate::control::server::{
+    accept_nonblocking, has_waiting, out_of_descriptors, WakePipe, ACCEPT_PAUSE,
+};
 use crate::control::Connection;
 use crate::transport::sys::socket::walk_polled;
 
@@ -191,22 +195,29 @@ impl Run {
         let cap = self.limits.max_connections.max(1);
         let mut table: Vec<Conn> = Vec::with_capacity(cap);
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(cap + 2);
+        let mut paused_until: Option<Instant> = None;
         while !self.stop.load(Ordering::Acquire) {
             let now = Instant::now();
+            paused_until = paused_until.filter(|&t| t > now);
             // Sleep until something happens or the nearest deadline; with
             // no connection, until one arrives or the stop.
             let timeout_ms = table
                 .iter()
                 .map(|c| self.deadline(c))
+                .chain(paused_until)
                 .min()
                 .map_or(-1, |d| {
                     // Round up: waking before the deadline would spin.
                     let left = d.saturating_duration_since(now);
                     (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
                 });
+            let listener = match paused_until {
+                Some(_) => -1, // poll(2) skips a negative descriptor
+                None => self.listener.as_raw_fd(),
+            };
             if !self.wake.poll_server(
                 &mut fds,
-                self.listener.as_raw_fd(),
+                listener,
                 table.iter().map(|c| (c.stream.as_raw_fd(), c.writing)),
                 timeout_ms,
             ) {
@@ -236,7 +247,7 @@ impl Run {
                 },
             );
             if fds[1].revents != 0 {
-                self.accept_some(&mut table, cap);
+                paused_until = self.accept_some(&mut table, cap);
             }
         }
         for c in table {
@@ -254,24 +265,60 @@ impl Run {
             }
     }
 
-    /// Accept what the listener holds, evicting the oldest connection to
-    /// make room.
-    fn accept_some(&self, table: &mut Vec<Conn>, cap: usize) {
+    /// The oldest connection still reading its request: the one to evict
+    /// (one that is writing an answer is a scraper being served).
+    fn oldest_reading(table: &[Conn]) -> Option<usize> {
+        (0..table.len())
+            .filter(|&i| !table[i].writing)
+            .min_by_key(|&i| table[i].accepted)
+    }
+
+    /// Accept what the listener holds, evicting the oldest connection that
+    /// is still reading to make room (with every slot writing, the new
+    /// connection is the one closed). Out of descriptors, the oldest
+    /// reading connection is evicted to give one back; with none, the
+    /// listener rests until the instant returned.
+    fn accept_some(&self, table: &mut Vec<Conn>, cap: usize) -> Option<Instant> {
+        let mut evicted_for_fd = false;
         for _ in 0..cap {
             let stream = match accept_nonblocking(&self.listener) {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::debug!("metrics accept failed: {e}");
-                    return;
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    continue
                 }
-            };
-            if table.len() >= cap {
-                if let Some(v) = (0..table.len()).min_by_key(|&i| table[i].accepted) {
+                // accept(2) reports EMFILE before it looks at the queue:
+                // evict only for a connection that is waiting.
+                Err(e) if out_of_descriptors(&e) && !has_waiting(&self.listener) => return None,
+                Err(e) if out_of_descriptors(&e) && !evicted_for_fd => {
+                    let Some(v) = Self::oldest_reading(table) else {
+                        tracing::debug!("metrics accept failed: {e}; listener paused");
+                        return Some(Instant::now() + ACCEPT_PAUSE);
+                    };
                     self.counters.evicted.fetch_add(1, Ordering::Relaxed);
                     Connection::abort_stream(table.swap_remove(v).stream);
+                    evicted_for_fd = true;
+                    continue;
                 }
+                Err(e) => {
+                    tracing::debug!("metrics accept failed: {e}; listener paused");
+                    return Some(Instant::now() + ACCEPT_PAUSE);
+                }
+            };
+            evicted_for_fd = false;
+            if table.len() >= cap {
+                let Some(v) = Self::oldest_reading(table) else {
+                    self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+                    Connection::abort_stream(stream);
+                    continue;
+                };
+                self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+                Connection::abort_stream(table.swap_remove(v).stream);
             }
             table.push(Conn {
                 stream,
@@ -281,6 +328,7 @@ impl Run {
                 writing: false,
             });
         }
+        None
     }
 
     /// Read what arrived, or write what the socket takes.

@@ -319,7 +319,18 @@ impl<P: Phy, C: Clock> Endpoint<P, C> {
     /// Act on one frame; `Ok(Some)` when it completed a message.
     fn handle(&mut self, f: &RxFrame<P::Addr>) -> Result<Option<Received>, TransportError> {
         let session = self.session.as_ref().map(|s| (s.peer, s.nonce));
-        match classify(self.role, session, self.gate.as_deref(), f) {
+        let verdict = classify(self.role, session, self.gate.as_deref(), f);
+        // Only the session's own frames (and an admitted Hello) are traffic
+        // that keeps a responder spinning: a stranger's datagrams, sent
+        // more often than the sleep threshold, would otherwise keep it
+        // from ever sleeping.
+        if matches!(
+            verdict,
+            Verdict::Data(_) | Verdict::Hello { .. } | Verdict::Bye
+        ) {
+            self.last_activity = self.clock.now();
+        }
+        match verdict {
             Verdict::Data(h) => return Ok(self.offer(&h, f.cost_ticks)),
             Verdict::Ignore(why) => self.ignored.count(why),
             Verdict::Hello { src, nonce } => self.adopt(src, nonce)?,
@@ -532,7 +543,6 @@ impl<P: Phy, C: Clock> Transport for Endpoint<P, C> {
             match self.poll()? {
                 Some(f) => {
                     let now = self.clock.now();
-                    self.last_activity = now;
                     if let Some(r) = self.handle(&f)? {
                         return Ok(r);
                     }

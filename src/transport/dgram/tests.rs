@@ -610,6 +610,31 @@ fn waits_sleep_only_when_idle_and_never_past_their_deadline() {
 }
 
 #[test]
+fn a_strangers_frames_do_not_keep_a_server_awake() {
+    // A server idle for a second gets a frame from a stranger and a
+    // malformed one: it still sleeps at once, not after the 20 ms of
+    // spinning and yielding that follow its session's traffic (a stranger
+    // sending more often than that would keep it from ever sleeping).
+    let mut p = pair();
+    p.clock.spin(ps(1e9));
+    let t0 = p.clock.now_ns();
+    let data = by_hand(3, 1, NONCE, 5, 0, 10, 0, 0, 1, &pattern(0..10));
+    p.sport
+        .borrow_mut()
+        .rx
+        .extend([(9, data), (CLIENT, b"short".to_vec())]);
+    assert!(p.server.recv(None, Duration::from_millis(25)).is_err());
+    let ignored = p.server.ignored();
+    assert_eq!((ignored.stranger, ignored.malformed), (1, 1));
+    let sleeps = std::mem::take(&mut p.sport.borrow_mut().sleeps);
+    assert!(
+        !sleeps.is_empty() && sleeps[0].0 < t0 + 1e6,
+        "first sleep {:?} ns after the stranger's frame",
+        sleeps.first().map(|s| s.0 - t0)
+    );
+}
+
+#[test]
 fn the_idle_policy_spins_then_yields_then_sleeps() {
     let clock = VirtualClock::new();
     let idle = Idle::new(&IdlePolicy::default(), &clock);
