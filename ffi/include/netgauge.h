@@ -201,7 +201,7 @@ NG_STATIC_ASSERT(sizeof(ng_info) == 248, "ng_info ABI");
  * (ENOENT, EACCES, ...), ELOOP for a symbolic link, EPERM for an untrusted
  * owner or a file others may write, or EINVAL for anything that is not a
  * regular file holding a valid segment. The only function that makes
- * system calls, with ng_close.
+ * system calls, with ng_close (and ng_get_info, which may allocate).
  */
 ng_reader *ng_open(const char *path);
 
@@ -253,7 +253,10 @@ int ng_entry_count(const ng_reader *r);
 int ng_entry_name(const ng_reader *r, int index, char *peer, size_t peer_cap,
                   char *transport, size_t transport_cap);
 
-/** Header and daemon identity. Returns 0, -EAGAIN or -EINVAL. */
+/** Header and daemon identity. Returns 0, -EAGAIN or -EINVAL. Not a
+ * lookup: it may allocate (the names are read into heap strings before
+ * they are copied out), so call it at set-up, not in a signal handler or
+ * under a seccomp filter. */
 int ng_get_info(const ng_reader *r, ng_info *out);
 
 /** Nanoseconds since the last heartbeat; -1 if the daemon shut down. */

@@ -58,7 +58,8 @@ typedef struct ng_choice {
  * (until the last rank returns). `best` gets the fastest; `all` (capacity
  * `all_cap`) every candidate, `*n_all` their number (up to NG_MAX_CANDIDATES). Pointers may
  * be NULL. A negative or NaN gamma selects the default. Returns 0, or
- * -EINVAL (bad collective, ranks == 0, no ranges). No allocation, no system
+ * -EINVAL (bad collective, ranks == 0, no ranges or more than NG_MAX_RANGES).
+ * No allocation, no system
  * call. (What a caller sees besides — each rank's own return, calls back to
  * back — and the comparison with the MPI library's own choice are priced
  * by the Rust API, netgauge::select::choose, which libngcoll uses.) */

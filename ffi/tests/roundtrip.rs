@@ -239,6 +239,24 @@ fn staleness_rules() {
 }
 
 #[test]
+fn a_segment_reopened_after_a_clean_stop_stays_stale_until_its_writer_beats() {
+    // The previous run's entries are not current before the new writer
+    // has reconciled them (the daemon beats after it has).
+    let p = TmpPath::new("rebeat");
+    let mut w = writer(&p, 4);
+    w.upsert(&sample_entry("n2", "udp")).unwrap();
+    w.shutdown();
+    let r = Reader::open(&p.0).unwrap();
+    assert_eq!(r.lookup("n2", "udp", 1), Err(LookupError::Stale));
+    let w = writer(&p, 4);
+    assert_eq!(w.entries().len(), 1);
+    assert_eq!(r.lookup("n2", "udp", 1), Err(LookupError::Stale));
+    assert_eq!(r.heartbeat_age_ns(), None);
+    w.heartbeat();
+    assert!(r.lookup("n2", "udp", 1).is_ok());
+}
+
+#[test]
 fn reopen_keeps_inode_entries_and_readers() {
     let p = TmpPath::new("reopen");
     let mut w = writer(&p, 8);
@@ -284,6 +302,49 @@ fn reopen_keeps_inode_entries_and_readers() {
     assert_eq!(w3.entries().len(), 0);
     // The old reader's mapping stays valid (old inode) and still answers.
     assert_eq!(derived_k(&r.lookup("a", "rdma", 1).unwrap(), 0), Some(5));
+}
+
+/// Bytes of storage the file at `p` has (not its size: a hole has none).
+fn stored_bytes(p: &TmpPath) -> u64 {
+    std::fs::metadata(&p.0).unwrap().blocks() * 512
+}
+
+#[test]
+fn a_segment_has_its_storage_before_it_is_written() {
+    // Holes would be filled by stores into the mapping, where a full file
+    // system is a SIGBUS instead of an error: none, from create on.
+    let p = TmpPath::new("alloc");
+    let w = writer(&p, 512);
+    let len = std::fs::metadata(&p.0).unwrap().len();
+    assert!(len > 256 * 1024, "{len}");
+    assert!(
+        stored_bytes(&p) >= len,
+        "{} of {len} bytes stored",
+        stored_bytes(&p)
+    );
+    drop(w);
+    // A file with holes (as one written before this rule) gets them filled
+    // when it is re-opened in place.
+    let f = std::fs::OpenOptions::new().write(true).open(&p.0).unwrap();
+    let hole = (len / 2) as libc::off_t & !0xffff;
+    // SAFETY: fallocate on a descriptor we own; no memory is passed.
+    let rc = unsafe {
+        libc::fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            hole,
+            0x10000,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    assert!(stored_bytes(&p) < len);
+    let w = writer(&p, 512);
+    assert!(
+        stored_bytes(&p) >= len,
+        "{} of {len} bytes stored",
+        stored_bytes(&p)
+    );
+    drop(w);
 }
 
 #[test]

@@ -92,10 +92,25 @@ int ngc_comm_size(uintptr_t comm, int *size) { return PMPI_Comm_size(COMM(comm),
 int ngc_comm_rank(uintptr_t comm, int *rank) { return PMPI_Comm_rank(COMM(comm), rank); }
 int ngc_comm_test_inter(uintptr_t comm, int *flag) { return PMPI_Comm_test_inter(COMM(comm), flag); }
 
+/* The shadow of a program's communicator, with the program's error
+ * handler. The duplicate itself runs with errors returned (the program's
+ * handler, fatal by default, is put back after): a library out of
+ * communicators refuses it on every rank alike, and the program's
+ * collectives then pass through instead of aborting. */
 int ngc_comm_dup(uintptr_t comm, uintptr_t *out)
 {
     MPI_Comm c = MPI_COMM_NULL;
-    int rc = PMPI_Comm_dup(COMM(comm), &c);
+    MPI_Errhandler eh;
+    int rc = PMPI_Comm_get_errhandler(COMM(comm), &eh);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    PMPI_Comm_set_errhandler(COMM(comm), MPI_ERRORS_RETURN);
+    rc = PMPI_Comm_dup(COMM(comm), &c);
+    PMPI_Comm_set_errhandler(COMM(comm), eh);
+    /* The shadow's errors go where the program's would. */
+    if (rc == MPI_SUCCESS)
+        PMPI_Comm_set_errhandler(c, eh);
+    PMPI_Errhandler_free(&eh);
     *out = BITS(c);
     return rc;
 }
@@ -175,12 +190,42 @@ int ngc_attr_set(uintptr_t comm, int keyval, void *val)
 
 /* ---- datatypes and operations ---- */
 
+/* Whether t's data, in the order of its type map, is its memory in
+ * increasing address order: a predefined type, or a duplicate, contiguous
+ * repetition or resizing of such a type (the caller's size and extent
+ * checks then rule out holes, gaps and overlaps). Any other constructor
+ * (indexed, struct, vector, subarray, …) may permute or repeat its
+ * elements and counts as out of order; at depth 8 too. */
+static int in_order(MPI_Datatype t, int depth)
+{
+    int ni, na, nd, combiner;
+    if (depth > 8 || PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS)
+        return 0;
+    if (combiner == MPI_COMBINER_NAMED)
+        return 1;
+    if ((combiner != MPI_COMBINER_DUP && combiner != MPI_COMBINER_CONTIGUOUS &&
+         combiner != MPI_COMBINER_RESIZED) ||
+        ni > 1 || na > 2 || nd != 1)
+        return 0;
+    int ints[1];
+    MPI_Aint addrs[2];
+    MPI_Datatype old;
+    if (PMPI_Type_get_contents(t, ni, na, nd, ints, addrs, &old) != MPI_SUCCESS)
+        return 0;
+    int ok = in_order(old, depth + 1);
+    /* A derived type returned by get_contents is a new handle to free. */
+    int oi, oa, od, oc;
+    if (PMPI_Type_get_envelope(old, &oi, &oa, &od, &oc) == MPI_SUCCESS && oc != MPI_COMBINER_NAMED)
+        PMPI_Type_free(&old);
+    return ok;
+}
+
 /* size: bytes of data in one element; extent: its stride; data_end: where
  * an element's data ends from its address (true lb + true extent; past
  * size where the data has a hole, as MPI_SHORT_INT's); contiguous: one
- * element is `size` bytes at the element's address and elements follow
- * each other without gaps (so count elements are one byte range);
- * predefined: a named (basic) type. */
+ * element is `size` bytes at the element's address, in its type map's
+ * order, and elements follow each other without gaps (so count elements
+ * are one byte range, sent as it lies); predefined: a named (basic) type. */
 int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_end, int *contiguous,
                   int *predefined)
 {
@@ -202,8 +247,9 @@ int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_
     *size = (int64_t)sz;
     *extent = (int64_t)ext;
     *data_end = (int64_t)(tlb + text);
-    *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz);
     *predefined = (combiner == MPI_COMBINER_NAMED);
+    *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz) &&
+                  (*predefined || in_order(TYPE(type), 0));
     return MPI_SUCCESS;
 }
 

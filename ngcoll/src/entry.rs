@@ -354,10 +354,14 @@ unsafe fn reduce<M: Mpi + ?Sized>(
     slot: &Slot,
 ) -> Result<(), MpiError> {
     let count_u = a.count as usize;
-    let in_place = a.sbuf as usize == m.in_place();
+    let is_root = st.rank == root;
+    // A root whose send buffer is its receive buffer (the libraries refuse
+    // it; combining a vector with itself would be wrong) is served as in
+    // place: its data is where MPI_IN_PLACE would have it.
+    let in_place =
+        a.sbuf as usize == m.in_place() || (is_root && a.sbuf as usize == a.rbuf as usize);
     let span = algo::span(count_u, ti.data_end, ti.extent);
     let stride = count_u * ti.extent;
-    let is_root = st.rank == root;
     let mut sc = st.scratch(2 * stride);
     let base = sc.ptr();
     let acc = if is_root { a.rbuf as *mut u8 } else { base };
@@ -379,7 +383,7 @@ unsafe fn reduce<M: Mpi + ?Sized>(
             // (MPI forbids the send buffer to alias the receive buffer).
             Some(Algorithm::ReduceRabenseifner) if count_u >= st.size => {
                 if !in_place && span > 0 {
-                    std::ptr::copy_nonoverlapping(own, v.acc.base, span);
+                    std::ptr::copy(own, v.acc.base, span);
                 }
                 algo::reduce::rabenseifner(&cx, v, root)
             }
@@ -402,9 +406,12 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
     let count_u = a.count as usize;
     let span = algo::span(count_u, ti.data_end, ti.extent);
     let stride = count_u * ti.extent;
-    if a.sbuf as usize != m.in_place() && span > 0 {
-        // SAFETY: sbuf and rbuf hold count elements and do not alias (MPI).
-        unsafe { std::ptr::copy_nonoverlapping(a.sbuf as *const u8, a.rbuf as *mut u8, span) };
+    // A send buffer that is the receive buffer (Open MPI accepts it for
+    // one element) holds the data already: as in place.
+    if a.sbuf as usize != m.in_place() && a.sbuf as usize != a.rbuf as usize && span > 0 {
+        // SAFETY: sbuf and rbuf hold count elements (span bytes); MPI
+        // forbids them to overlap, and `copy` is sound even if they do.
+        unsafe { std::ptr::copy(a.sbuf as *const u8, a.rbuf as *mut u8, span) };
     }
     // Linear receives every other rank's vector into a slot of its own.
     let linear = slot.algorithm() == Some(Algorithm::AllreduceLinear);
@@ -542,7 +549,7 @@ unsafe fn allgather<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result
     unsafe {
         let own = work.add(r * c);
         match b.sti {
-            Some(t) if t.contiguous => std::ptr::copy_nonoverlapping(a.sbuf as *const u8, own, c),
+            Some(t) if t.contiguous => std::ptr::copy(a.sbuf as *const u8, own, c),
             Some(_) => {
                 m.pack(
                     a.sbuf as *const u8,

@@ -53,8 +53,9 @@ pub struct TypeInfo {
     /// true extent): beyond `size` where the data has a hole, as
     /// MPI_SHORT_INT's (6 bytes of data, the int at offset 4, ending at 8).
     pub data_end: usize,
-    /// One element is `size` bytes at its address and elements follow each
-    /// other without gaps: `count` elements are one byte range.
+    /// One element is `size` bytes at its address, in its type map's order,
+    /// and elements follow each other without gaps: `count` elements are
+    /// one byte range, sent as it lies.
     pub contiguous: bool,
     /// A named (predefined) datatype.
     pub predefined: bool,

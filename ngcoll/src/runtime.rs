@@ -20,7 +20,9 @@
 //! ngcoll's messages never match the program's), its placement, and its
 //! plan, built by its rank 0 and broadcast (a rank that does not receive it
 //! intact turns every rank to the library's own, in the allreduce that
-//! agrees the trials' length). The state hangs on the communicator as an
+//! agrees the trials' length). One that spans another job's ranks, meets
+//! the cap on open shadows, or whose duplicate the library refuses passes
+//! through instead (`setup`). The state hangs on the communicator as an
 //! MPI attribute, released when the communicator is freed.
 
 use std::ffi::c_void;
@@ -383,6 +385,10 @@ extern "C" fn release_state(p: *mut c_void) {
 /// Shadows freed with their communicators, and shadows whose communicators
 /// were freed past libngcoll (the log's last line).
 static SHADOWS_RELEASED: AtomicU64 = AtomicU64::new(0);
+/// Shadows open now, and how many may be: a program keeps every
+/// communicator beyond those (MPICH's 2048 context ids less these).
+static SHADOWS_OPEN: AtomicU64 = AtomicU64::new(0);
+const MAX_SHADOWS: u64 = 256;
 static SHADOWS_LEFT: AtomicU64 = AtomicU64::new(0);
 
 fn warn(msg: &str) {
@@ -648,12 +654,33 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
     let id = rt.next_comm.fetch_add(1, Ordering::Relaxed);
     let size = m.comm_size(comm).ok()?;
     let rank = m.comm_rank(comm).ok()?;
-    let st = if m.comm_is_inter(comm).ok()? || size <= 1 {
-        CommState::passthrough(id, size, rank)
+    let mut wr = vec![0i32; size];
+    let inter = m.comm_is_inter(comm).ok()?;
+    let placed = !inter && m.world_ranks(comm, &mut wr).is_ok();
+    // A rank of another job (a communicator merged with a spawned or
+    // connected job): that job may run without libngcoll, and a collective
+    // of ours against its library's own would never match. Every member
+    // of ours sees the other job's ranks as foreign, so all pass through.
+    let foreign = placed && wr.iter().any(|&w| w < 0);
+    // Shadows take communicators (context ids: MPICH has 2048 a process)
+    // from the program: past MAX_SHADOWS open on any of its ranks (agreed
+    // in one allreduce on the communicator, whose ranks are all in this
+    // collective), a communicator passes through, once and for all. A
+    // duplicate the library refuses fails alike on every rank (it agrees
+    // ids collectively): likewise.
+    let shadow = if inter || size <= 1 || foreign {
+        None
     } else {
-        let shadow = m.comm_dup(comm).ok()?;
-        let mut wr = vec![0i32; size];
-        let placed = m.world_ranks(comm, &mut wr).is_ok();
+        let room = i32::from(SHADOWS_OPEN.load(Ordering::Relaxed) < MAX_SHADOWS);
+        match m.allreduce_min(room, comm) {
+            Ok(1) => m.comm_dup(comm).ok(),
+            _ => None,
+        }
+    };
+    if shadow.is_some() {
+        SHADOWS_OPEN.fetch_add(1, Ordering::Relaxed);
+    }
+    let st = if let Some(shadow) = shadow {
         let node_of = |r: usize| -> u32 {
             usize::try_from(wr[r])
                 .ok()
@@ -730,6 +757,8 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             log: rt.cfg.mode == Mode::Log,
             force: rt.cfg.force.clone(),
         }
+    } else {
+        CommState::passthrough(id, size, rank)
     };
     let st = Arc::new(st);
     if let Ok(mut list) = rt.comms.lock() {
@@ -883,6 +912,7 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
                 let _ = m.comm_free(sh);
+                SHADOWS_OPEN.fetch_sub(1, Ordering::Relaxed);
                 at_finalize += 1;
             }
         }
@@ -940,6 +970,7 @@ fn release_shadow<M: Mpi + ?Sized>(m: &M, comm: Raw, disconnect: bool) {
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
                 SHADOWS_RELEASED.fetch_add(1, Ordering::Relaxed);
+                SHADOWS_OPEN.fetch_sub(1, Ordering::Relaxed);
                 let _ = if disconnect {
                     m.comm_disconnect(sh)
                 } else {

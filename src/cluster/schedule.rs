@@ -151,6 +151,12 @@ pub struct NodeSchedule {
 /// its origin lies this long before its start.
 const HISTORY_S: f64 = 30.0 * 86_400.0;
 
+/// The most bytes a served job is counted for, as a multiple of its charge
+/// (losses and re-sends cost a real job far less), and at least
+/// `UNCHARGED_MAX` (a job charged nothing: no budget, or no estimate yet).
+pub const MAX_OVERRUN: u64 = 4;
+pub const UNCHARGED_MAX: u64 = 256 << 20;
+
 /// Whether a job of `cost_s` may start with `remaining_s` of a round of
 /// `round_s` left: where it fits; or, for an `overdue` sweep (of a pair
 /// never swept, or the repair of a confirmed disagreement) where sweeps
@@ -575,12 +581,16 @@ impl NodeSchedule {
         }
     }
 
-    /// An admitted job ended having sent `bytes` (both directions).
+    /// An admitted job ended having sent `bytes` (both directions), as its
+    /// driver reports: counted up to [`MAX_OVERRUN`] times the charge, or
+    /// [`UNCHARGED_MAX`] if more (a report beyond that is a broken or
+    /// hostile driver's, and would empty this node's budget for good).
     pub fn served(&mut self, bytes: u64) {
         if let Some(s) = self.session.as_mut().filter(|s| !s.drives) {
+            let bytes = bytes.min(s.charged.saturating_mul(MAX_OVERRUN).max(UNCHARGED_MAX));
             self.bucket.settle(s.charged, bytes);
             s.charged = 0;
-            self.stats.bytes += bytes;
+            self.stats.bytes = self.stats.bytes.saturating_add(bytes);
         }
     }
 
@@ -749,7 +759,7 @@ impl NodeSchedule {
 
     fn settle(&mut self, charged: u64, bytes: u64) {
         self.bucket.settle(charged, bytes);
-        self.stats.bytes += bytes;
+        self.stats.bytes = self.stats.bytes.saturating_add(bytes);
     }
 
     /// Charge a follow-up job if the budget and the round allow it.

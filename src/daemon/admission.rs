@@ -175,8 +175,9 @@ pub(super) fn accept_session(
             None => return reject(RejectReason::Other("raw: the request names no MAC".into())),
         },
         // Queue pairs are bound to the endpoints exchanged on this
-        // authenticated connection; the gate's nonce ends the session.
-        PeerEndpoint::QueuePair { .. } | PeerEndpoint::None => GateSource::Any,
+        // authenticated connection; the gate's nonce ends the session, and
+        // admits no datagram Hello.
+        PeerEndpoint::QueuePair { .. } | PeerEndpoint::None => GateSource::Elsewhere,
     };
     let mut a = shared.activity();
     let in_round = a

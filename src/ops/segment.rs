@@ -69,13 +69,21 @@ pub fn publish_record(
     Ok((node_name(), format!("{transport} (contention record)")))
 }
 
-/// The segment at `path` for `ngctl`'s own results (created if missing).
+/// The segment at `path` for `ngctl`'s own results (created if missing),
+/// its heartbeat current: what `ngctl` writes there is fresh now.
 pub(super) fn writer(path: &str, clock_desc: &str) -> Result<netgauge::SegmentWriter, OpsError> {
-    netgauge::SegmentWriter::create_or_open(path, PROBE_SEGMENT_ENTRIES, &node_name(), clock_desc)
-        .map_err(|source| OpsError::SegmentCreate {
-            path: path.into(),
-            source,
-        })
+    let w = netgauge::SegmentWriter::create_or_open(
+        path,
+        PROBE_SEGMENT_ENTRIES,
+        &node_name(),
+        clock_desc,
+    )
+    .map_err(|source| OpsError::SegmentCreate {
+        path: path.into(),
+        source,
+    })?;
+    w.heartbeat();
+    Ok(w)
 }
 
 /// Write a conflict probe's penalties and β into the record of `transport`

@@ -12,7 +12,8 @@
  * the last rank out); sizes log-uniform from 0 B to 8 MiB (allgather and
  * alltoall: the whole receive buffer up to 8 MiB); the root; the datatype
  * (int, long, unsigned char, float, double, and for the byte-moving
- * collectives a strided vector type, on every rank or on the root only);
+ * collectives a strided vector type or a pair of ints in reverse order,
+ * on every rank or on the root only);
  * the operation (sum, max, min, band; floating point: sum, max, min), a
  * user-defined operation now and then (passes through); MPI_IN_PLACE
  * where the standard allows it.
@@ -99,7 +100,7 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
         ((int *)inout)[i] += ((int *)in)[i];
 }
 
-static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases, pair_cases;
+static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases;
 
 /* MPI_SHORT_INT's layout: 6 bytes of data, a hole at 2..4, the int at 4. */
 struct short_int {
@@ -183,6 +184,13 @@ int main(int argc, char **argv)
     MPI_Datatype vecr;
     MPI_Type_create_resized(vec, 0, 2 * sizeof(int), &vecr);
     MPI_Type_commit(&vecr);
+    /* A pair of ints in reverse order: no hole and no gap (size = extent =
+     * true extent, lower bound 0), yet its data is not its memory in
+     * order: sent as it lies in memory, the ints would arrive swapped. */
+    MPI_Datatype revp;
+    const int rev_len[2] = {1, 1}, rev_disp[2] = {1, 0};
+    MPI_Type_indexed(2, rev_len, rev_disp, MPI_INT, &revp);
+    MPI_Type_commit(&revp);
 
     /* Communicators: 0 world, 1 dup, 2 parity halves, 3 first three
      * ranks (others: none), 4 all but the last rank. */
@@ -209,6 +217,14 @@ int main(int argc, char **argv)
         int in_place = rnd_int(3) == 0;
         int derived = rnd_int(4) == 0;
         int derived_root_only = rnd_int(2);
+        /* Which derived type: the strided vector or the reversed pair,
+         * with the ints of data per element (8 bytes of buffer each). */
+        int reversed = rnd_int(2);
+        /* One int whose send buffer is its receive buffer: Open MPI
+         * accepts that for one element (MPICH refuses it). */
+        int aliased = rnd_int(8) == 0 && !is_mpich;
+        MPI_Datatype dtype = reversed ? revp : vecr;
+        int ints_per = reversed ? 2 : 1;
         int use_uop = rnd_int(20) == 0;
         size_t bytes = rnd_size(MAX_BYTES);
         uint64_t cseed = rnd();
@@ -233,9 +249,9 @@ int main(int argc, char **argv)
                  * receivers use the vector too, or plain ints (same
                  * signature) when derived_root_only. */
                 count = (int)(bytes / 8);
-                dt = vecr;
-                rdt = derived_root_only ? MPI_INT : vecr;
-                rcount = count;
+                dt = dtype;
+                rdt = derived_root_only ? MPI_INT : dtype;
+                rcount = derived_root_only ? count * ints_per : count;
                 derived_cases++;
             } else {
                 count = (int)(bytes / tsize[t]);
@@ -249,14 +265,24 @@ int main(int argc, char **argv)
             if (r == root)
                 memcpy(a, in, span), memcpy(b, in, span);
             MPI_Datatype mine = r == root ? dt : rdt;
-            MPI_Bcast(a, rcount, mine, root, comm);
-            PMPI_Bcast(b, rcount, mine, root, comm);
+            int mycount = r == root ? count : rcount;
+            MPI_Bcast(a, mycount, mine, root, comm);
+            PMPI_Bcast(b, mycount, mine, root, comm);
             if (memcmp(a, b, span) != 0)
                 report("data", coll, bytes, kind);
             break;
         }
         case C_REDUCE:
         case C_ALLREDUCE: {
+            if (aliased && coll == C_ALLREDUCE) {
+                int x = (int)(cseed >> 8) + r * 7919, y = x;
+                MPI_Allreduce(&x, &x, 1, MPI_INT, op, comm);
+                PMPI_Allreduce(&y, &y, 1, MPI_INT, op, comm);
+                aliased_cases++;
+                if (x != y)
+                    report("aliased int", coll, sizeof(int), kind);
+                break;
+            }
             int count = (int)(bytes / tsize[t]);
             if (use_uop) {
                 t = T_INT;
@@ -343,7 +369,7 @@ int main(int argc, char **argv)
             MPI_Datatype dt;
             size_t esz;
             if (derived) {
-                dt = vecr;
+                dt = dtype;
                 esz = 8;
                 derived_cases++;
             } else {
@@ -358,7 +384,7 @@ int main(int argc, char **argv)
             /* A derived receive type with a contiguous send type on some
              * ranks (same signature). */
             MPI_Datatype sdt = derived && derived_root_only && r % 2 ? MPI_INT : dt;
-            int scount = sdt == MPI_INT && dt == vecr ? count : count;
+            int scount = sdt == MPI_INT && derived ? count * ints_per : count;
             if (in_place) {
                 in_place_cases++;
                 if (coll == C_ALLGATHER) {
@@ -396,13 +422,14 @@ int main(int argc, char **argv)
     PMPI_Allreduce(&mismatches, &all_mis, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (world_rank == 0) {
         printf("check: %d ranks, %ld cases on rank 0 (bcast %ld, reduce %ld, allreduce %ld, allgather %ld, "
-               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld, short-int pairs %ld): %ld mismatches\n",
+               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld, short-int pairs %ld, aliased %ld): %ld mismatches\n",
                wsize, total, cases_run[0], cases_run[1], cases_run[2], cases_run[3], cases_run[4],
-               cases_run[5], in_place_cases, derived_cases, user_op_cases, pair_cases, all_mis);
+               cases_run[5], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases, all_mis);
     }
     for (int i = 1; i < 5; i++)
         if (comms[i] != MPI_COMM_NULL)
             MPI_Comm_free(&comms[i]);
+    MPI_Type_free(&revp);
     MPI_Type_free(&vecr);
     MPI_Type_free(&vec);
     MPI_Op_free(&uop);

@@ -21,10 +21,7 @@ pub(super) fn chain_time<N: Network + ?Sized>(
     let segs = m.div_ceil(k.max(1)).max(1);
     let in_flight = usize::try_from(segs).unwrap_or(usize::MAX);
     let x = msg(net, k)?;
-    let mut t = 0.0;
-    for hop in 1..p {
-        t += x.t_shared(sh.factor(hop.min(in_flight)));
-    }
+    let t = x.t_shared(sh.factor_sum(p.saturating_sub(1), in_flight));
     let busy = sh.factor((p - 1).min(in_flight));
     Ok(t + (segs as f64 - 1.0) * x.gap_ns.max(x.forward_ns) * busy)
 }

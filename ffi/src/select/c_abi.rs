@@ -70,7 +70,7 @@ fn answer(
 }
 
 /// C: `ng_select`. `ranges` points to `n_ranges` parameter sets (one per
-/// protocol range, or a single lookup result). Writes the fastest choice to
+/// protocol range, at most `MAX_RANGES`, or a single lookup result). Writes the fastest choice to
 /// `best` and up to `all_cap` candidates to `all` (either may be NULL), the
 /// number of candidates to `n_all`. Returns 0 or a negative errno.
 ///
@@ -93,7 +93,9 @@ pub unsafe extern "C" fn ng_select(
     let Some(coll) = Collective::from_u32(collective) else {
         return -libc::EINVAL;
     };
-    if ranges.is_null() || n_ranges == 0 {
+    // A segment entry has at most MAX_RANGES ranges; the cost functions
+    // walk them per message size.
+    if ranges.is_null() || n_ranges == 0 || n_ranges > crate::layout::MAX_RANGES {
         return -libc::EINVAL;
     }
     // SAFETY: the caller guarantees `n_ranges` valid elements.

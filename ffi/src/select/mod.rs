@@ -484,6 +484,23 @@ impl Sharing {
             flows as f64 / self.cores as f64
         }
     }
+
+    /// Σ factor(min(h, cap)) over h = 1..=hops, in closed form: the
+    /// chain's hops while its first segment travels (a loop over the hops
+    /// would cost the selection time linear in the communicator's size).
+    pub fn factor_sum(self, hops: usize, cap: usize) -> f64 {
+        let rising = hops.min(cap) as u128;
+        let flat = (hops as u128).saturating_sub(rising) as f64;
+        let c = self.cores as u128;
+        let up = if c == 0 || rising <= c {
+            rising as f64
+        } else {
+            // c steps of 1, then h / c for h = c+1..=rising.
+            let tail = (rising * (rising + 1) - c * (c + 1)) / 2;
+            c as f64 + tail as f64 / c as f64
+        };
+        up + flat * self.factor(hops.min(cap))
+    }
 }
 
 /// Why a selection failed.

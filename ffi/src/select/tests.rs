@@ -527,6 +527,24 @@ fn c_abi_select() {
     // SAFETY: as above.
     let zero = unsafe { ng_select(&p, 1, 0, 0, 8, 0.2, &mut best, all.as_mut_ptr(), 4, &mut n) };
     assert_eq!(zero, -libc::EINVAL);
+    // More ranges than an entry has: refused before any is read.
+    let many = [p; crate::layout::MAX_RANGES + 1];
+    // SAFETY: `many` holds MAX_RANGES + 1 parameter sets.
+    let too_many = unsafe {
+        ng_select(
+            many.as_ptr(),
+            many.len(),
+            2,
+            8,
+            0,
+            0.2,
+            &mut best,
+            all.as_mut_ptr(),
+            4,
+            &mut n,
+        )
+    };
+    assert_eq!(too_many, -libc::EINVAL);
     let name = ng_algorithm_name(Algorithm::BcastChain as u32);
     // SAFETY: a static NUL-terminated string.
     assert_eq!(
@@ -1638,4 +1656,26 @@ fn a_wide_ranges_gap_intercept_does_not_space_small_messages() {
     .unwrap();
     assert_eq!(d.library, Schedule::BcastKnomial { radix: 4 });
     assert!(d.ours.is_none(), "{d:?}");
+}
+
+#[test]
+fn the_chains_sharing_sum_is_the_sum_over_its_hops() {
+    for cores in [0usize, 1, 2, 3, 8] {
+        let sh = Sharing::new(cores);
+        for hops in [0usize, 1, 2, 3, 7, 8, 9, 64, 1000] {
+            for cap in [1usize, 2, 5, 8, 100, usize::MAX] {
+                let looped: f64 = (1..=hops).map(|h| sh.factor(h.min(cap))).sum();
+                let closed = sh.factor_sum(hops, cap);
+                assert!(
+                    (closed - looped).abs() <= 1e-12 * looped.max(1.0),
+                    "cores {cores} hops {hops} cap {cap}: {closed} vs {looped}"
+                );
+            }
+        }
+    }
+    // Half a million ranks: in closed form, exact to the last bit here.
+    assert_eq!(Sharing::new(64).factor_sum(524_287, usize::MAX), {
+        let n = 524_287u128;
+        64.0 + ((n * (n + 1) - 64 * 65) / 2) as f64 / 64.0
+    });
 }

@@ -325,8 +325,20 @@ pub(crate) fn bytes_to_map(
     if size < (size_of::<HeaderRaw>() + size_of::<HeaderExtRaw>()) as u64 {
         return Ok(total_bytes);
     }
-    let minor = word_at(offset_of!(HeaderRaw, abi_major) as u64)? >> 32;
-    let header = word_at(offset_of!(HeaderRaw, header_bytes) as u64)? & 0xFFFF_FFFF;
+    // A u32 field: its four bytes within the aligned word that holds it
+    // (native order, as the writer stored them).
+    let mut u32_at = |off: usize| -> std::io::Result<u64> {
+        let word = word_at((off & !7) as u64)?.to_ne_bytes();
+        let k = off & 7;
+        Ok(u64::from(u32::from_ne_bytes([
+            word[k],
+            word[k + 1],
+            word[k + 2],
+            word[k + 3],
+        ])))
+    };
+    let minor = u32_at(offset_of!(HeaderRaw, abi_minor))?;
+    let header = u32_at(offset_of!(HeaderRaw, header_bytes))?;
     let caps = word_at(offset_of!(HeaderRaw, capabilities) as u64)?;
     if minor < 2 || caps & CAP_HOT == 0 || header < (size_of::<HeaderRaw>() + 64) as u64 {
         return Ok(total_bytes);

@@ -2,6 +2,7 @@
 //! [`SegmentWriter`] (what a file must be to be used; see `crate::files`).
 
 use super::*;
+use std::os::fd::AsRawFd;
 
 fn invalid_input(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg.to_string())
@@ -18,7 +19,10 @@ impl SegmentWriter {
     /// Creates the segment at `path` (mode 0644, via a temporary file and
     /// rename), or re-opens an existing compatible one (same ABI, same
     /// capacity) in place, keeping its inode and its entries, so that
-    /// running readers keep a valid mapping. Either way a new random
+    /// running readers keep a valid mapping; its heartbeat stays as the
+    /// last writer left it until the caller calls
+    /// [`heartbeat`](SegmentWriter::heartbeat) (a new segment's beats at
+    /// once). Either way a new random
     /// generation is set and the writer holds an exclusive `flock` on the
     /// private lock file `<path>.lock` (a second writer gets `WouldBlock`;
     /// the segment itself, which everybody may open, is never locked). An
@@ -156,6 +160,9 @@ impl SegmentWriter {
         if len != layout.file_bytes {
             return Ok(Err(lock));
         }
+        // A file from before its blocks were allocated up front may have
+        // holes: allocate them (the size does not change).
+        allocate(&file, len)?;
         let map = Mapping::map(&file, len, true)?;
         let seg = match Seg::new(map) {
             Ok(s) if *s.layout() == layout => s,
@@ -210,7 +217,10 @@ impl SegmentWriter {
         let h = w.seg.header();
         h.generation.store(w.generation, Ordering::Relaxed);
         h.writer_pid.store(w.pid, Ordering::Relaxed);
-        w.heartbeat();
+        // The heartbeat stays as the last writer left it (zero after a
+        // clean stop: readers answer -ESTALE): the previous run's entries
+        // are not made current before the caller has reconciled them and
+        // beats itself.
         w.publish();
         Ok(Ok(w))
     }
@@ -228,7 +238,7 @@ impl SegmentWriter {
     ) -> io::Result<SegmentWriter> {
         let (file, tmp) = dir.create_temp(name, 0o644)?;
         let result = (|| {
-            file.set_len(layout.file_bytes as u64)?;
+            allocate(&file, layout.file_bytes)?;
             let map = Mapping::map(&file, layout.file_bytes, true)?;
             // Plain initialisation through atomics: the file is not visible
             // to readers until the rename below.
@@ -313,5 +323,20 @@ impl SegmentWriter {
             return Err(e);
         }
         Ok(w)
+    }
+}
+
+/// Gives `file` its `bytes` of storage now (posix_fallocate): a segment
+/// with holes would meet a full file system (a full /run) in a store to a
+/// page not written before, and a store there is a SIGBUS in the writer
+/// (and, on tmpfs, in a reader that touches the page), not an error.
+fn allocate(file: &File, bytes: usize) -> io::Result<()> {
+    let len = libc::off_t::try_from(bytes).map_err(|_| invalid_input("segment too large"))?;
+    // SAFETY: posix_fallocate on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
     }
 }

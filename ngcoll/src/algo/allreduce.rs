@@ -5,7 +5,8 @@
 //! in before and out after (see `reduce::new_rank`) in the first two.
 //!
 //! Every rank ends with bitwise the same result, floating point included:
-//! partners combine the same two operands (a + b = b + a exactly), in the
+//! partners combine the same two operands in the same order (lower rank's
+//! ⊕ higher rank's, as the libraries' own recursive doubling does), in the
 //! ring every block is reduced once and then copied, and in linear every
 //! rank combines the same P vectors in the same order.
 
@@ -43,16 +44,43 @@ pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Re
     let rem = cx.size - pof2;
     // SAFETY: forwarded.
     if let Some(nr) = unsafe { fold_in(cx, v, 0, TAG_ALLREDUCE)? } {
+        // Both partners compute lower ⊕ higher (reduce_local(in, inout):
+        // inout = in ⊕ inout), so they end with the same bits even where
+        // the operation is not symmetric in its operands (MAX and MIN of
+        // a NaN, or of −0 and +0). The lower rank's result lands in the
+        // buffer it received into: the two buffers trade roles.
+        let (mut cur, mut other) = (acc, tmp);
         let mut mask = 1;
         while mask < pof2 {
             let partner = old_rank(nr ^ mask, rem);
             let all = (0, count);
-            // SAFETY: acc and tmp are distinct arrays of count elements.
+            // SAFETY: cur and other are acc and tmp, distinct arrays of
+            // count elements.
             unsafe {
-                cx.swap(acc, all, partner, tmp, all, partner, TAG_ALLREDUCE)?;
-                cx.m.reduce_local(tmp.base, acc.base, count, acc.dt, op)?;
+                cx.swap(cur, all, partner, other, all, partner, TAG_ALLREDUCE)?;
+                if cx.rank < partner {
+                    cx.m.reduce_local(cur.base, other.base, count, acc.dt, op)?;
+                    std::mem::swap(&mut cur, &mut other);
+                } else {
+                    cx.m.reduce_local(other.base, cur.base, count, acc.dt, op)?;
+                }
             }
             mask <<= 1;
+        }
+        if cur.base != acc.base {
+            // SAFETY: tmp to acc, both count elements of one datatype: a
+            // message to this rank copies the data and leaves acc's holes.
+            unsafe {
+                cx.swap(
+                    cur,
+                    (0, count),
+                    cx.rank,
+                    acc,
+                    (0, count),
+                    cx.rank,
+                    TAG_ALLREDUCE,
+                )?;
+            }
         }
     }
     // SAFETY: forwarded.

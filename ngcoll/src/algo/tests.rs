@@ -226,13 +226,24 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
         ("ring", allreduce::ring::<Fake>),
         ("linear", linear_allreduce),
     ];
-    for p in 2..=9usize {
+    // MAX of a NaN and a number, or of −0 and +0, depends on the order of
+    // its operands (as Open MPI's does): partners must combine in one order.
+    let value = |op: crate::mpi::Raw, i: usize, r: usize| match (op, (i + r) % 7, (i * 3 + r) % 5) {
+        (MAX, 0, _) => f64::NAN,
+        (MAX, _, 0) => {
+            if r % 2 == 0 {
+                -0.0
+            } else {
+                0.0
+            }
+        }
+        _ => 0.1 * (i + 1) as f64 / (r + 3) as f64,
+    };
+    for (p, op) in (2..=9usize).flat_map(|p| [(p, SUM), (p, MAX)]) {
         for (name, f) in algs {
             let count = 101;
             let out = fake::run(p, move |m| {
-                let mut acc: Vec<f64> = (0..count)
-                    .map(|i| 0.1 * (i + 1) as f64 / (m.rank + 3) as f64)
-                    .collect();
+                let mut acc: Vec<f64> = (0..count).map(|i| value(op, i, m.rank)).collect();
                 let mut tmp = vec![0f64; p * count];
                 let e = |v: &mut [f64]| Elems {
                     base: v.as_mut_ptr() as *mut u8,
@@ -244,13 +255,16 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
                     acc: e(&mut acc),
                     tmp: e(&mut tmp),
                     count,
-                    op: SUM,
+                    op,
                 };
                 unsafe { f(&cx(m), v) }.unwrap();
                 acc.iter().map(|x| x.to_bits()).collect::<Vec<u64>>()
             });
             for r in 1..p {
-                assert_eq!(out[r], out[0], "{name} p={p}: rank {r} differs from rank 0");
+                assert_eq!(
+                    out[r], out[0],
+                    "{name} p={p} op {op}: rank {r} differs from rank 0"
+                );
             }
         }
     }

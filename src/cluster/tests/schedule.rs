@@ -1,7 +1,7 @@
 use crate::cluster::rounds::{CyclePlan, Membership, RoundKind, Rounds, Slot};
 use crate::cluster::schedule::{
     Cost, CostTable, Decline, Idle, Job, JobCosts, NodeSchedule, Outcome, Plan, Purpose, Reference,
-    ScheduleConfig, ScheduleError, TokenBucket, View,
+    ScheduleConfig, ScheduleError, TokenBucket, View, MAX_OVERRUN, UNCHARGED_MAX,
 };
 
 const MB: u64 = 1_000_000;
@@ -381,6 +381,7 @@ fn responders_admit_only_their_partner_and_pay_too() {
         admit(&mut n, driver, Job::FullSweep(Purpose::Class), now, false),
         Err(Decline::Budget)
     );
+    let fresh = n.clone();
     assert_eq!(
         admit(&mut n, driver, Job::FullSweep(Purpose::Repair), now, false),
         Ok(())
@@ -393,6 +394,27 @@ fn responders_admit_only_their_partner_and_pay_too() {
         (st.serves, st.bytes, st.refused_quiet, st.refused_budget),
         (1, 60 * MB, 1, 1)
     );
+    // A driver that reports more bytes than a job can send (broken or
+    // hostile) is counted MAX_OVERRUN times the charge at most (or
+    // UNCHARGED_MAX): the level drops by that, not to −∞.
+    let mut m = fresh;
+    let bytes_before = m.stats().bytes;
+    assert_eq!(
+        admit(&mut m, driver, Job::FullSweep(Purpose::Repair), now, false),
+        Ok(())
+    );
+    let charged = before - m.budget_level(now);
+    assert!(charged > MB as f64, "{charged}");
+    m.served(u64::MAX);
+    let cap = (MAX_OVERRUN as f64 * charged).max(UNCHARGED_MAX as f64);
+    let want = before - cap;
+    assert!(
+        (m.budget_level(now) - want).abs() < 1.0,
+        "{}",
+        m.budget_level(now)
+    );
+    let counted = (m.stats().bytes - bytes_before) as f64;
+    assert!((counted - cap).abs() < 1.0, "{counted}");
 }
 
 #[test]

@@ -58,8 +58,11 @@ impl<A> HelloGate<A> for AtomicU64 {
 /// Who may open the gated session besides knowing its nonce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GateSource {
-    /// Anyone with the nonce (a tool's own responder, tests).
-    Any,
+    /// A session whose data does not pass the datagram responders (verbs
+    /// queue pairs, bound to the endpoints exchanged on the authenticated
+    /// connection): its nonce is open, and no datagram Hello is admitted
+    /// with it, from anywhere (the nonce travels in clear).
+    Elsewhere,
     /// Datagrams from this IP address only (UDP: the address the control
     /// connection was authenticated from; the port may differ).
     Ip(IpAddr),
@@ -78,7 +81,7 @@ pub enum GateSource {
 pub struct SessionGate {
     /// The admitted nonce; 0: none. Written last on open, first on close.
     nonce: AtomicU64,
-    /// 0: any source; 1: an IP address (`ip`); 2: a MAC (`mac`).
+    /// 0: no datagram source; 1: an IP address (`ip`); 2: a MAC (`mac`).
     what: AtomicU64,
     /// The IP address as IPv6 (IPv4 mapped), high and low 64 bits.
     ip: [AtomicU64; 2],
@@ -95,7 +98,7 @@ impl SessionGate {
         // Closed while the source changes: a Hello checked meanwhile sees 0.
         self.nonce.store(0, Ordering::Release);
         let (what, ip, mac) = match source {
-            GateSource::Any => (0, 0u128, 0),
+            GateSource::Elsewhere => (0, 0u128, 0),
             GateSource::Ip(a) => (1, ipv6_bits(a), 0),
             GateSource::Mac(m) => (2, 0, mac_bits(m)),
         };
@@ -157,7 +160,6 @@ impl HelloGate<SocketAddr> for SessionGate {
     fn admits(&self, nonce: u64, src: &SocketAddr) -> bool {
         let from = ipv6_bits(src.ip());
         self.admits_with(nonce, |what, ip, _| match what {
-            0 => true,
             // Both sides IPv6, IPv4 as mapped: a dual-stack socket's
             // ::ffff:a.b.c.d and a.b.c.d compare equal.
             1 => ip == from,
@@ -171,7 +173,6 @@ impl HelloGate<[u8; 6]> for SessionGate {
     fn admits(&self, nonce: u64, src: &[u8; 6]) -> bool {
         let from = mac_bits(*src);
         self.admits_with(nonce, |what, _, mac| match what {
-            0 => true,
             2 => mac == from,
             _ => false,
         })

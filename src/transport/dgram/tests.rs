@@ -780,3 +780,34 @@ fn reassembly_rejects_oversize() {
     assert_eq!(r.offer(&frag(1, 4096, 16, 0), 1), Offer::Oversize);
     assert!(matches!(r.offer(&frag(1, 4096, 64, 63), 1), Offer::Partial));
 }
+
+#[test]
+fn the_session_gate_admits_the_authenticated_source_only() {
+    use super::session::{GateSource, SessionGate};
+    use std::net::{IpAddr, SocketAddr};
+    let gate = SessionGate::new();
+    let at = |ip: &str| SocketAddr::new(ip.parse::<IpAddr>().unwrap(), 9);
+    let (mac, other_mac) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let udp = |g: &SessionGate, src: SocketAddr| HelloGate::<SocketAddr>::admits(g, NONCE, &src);
+    let raw = |g: &SessionGate, src: [u8; 6]| HelloGate::<[u8; 6]>::admits(g, NONCE, &src);
+    assert!(
+        !udp(&gate, at("10.0.0.1")) && !raw(&gate, mac),
+        "a closed gate"
+    );
+    gate.open(NONCE, GateSource::Ip("10.0.0.1".parse().unwrap()));
+    assert!(udp(&gate, at("10.0.0.1")) && udp(&gate, at("::ffff:10.0.0.1")));
+    assert!(!udp(&gate, at("10.0.0.2")) && !raw(&gate, mac));
+    assert!(!HelloGate::<SocketAddr>::admits(
+        &gate,
+        NONCE ^ 1,
+        &at("10.0.0.1")
+    ));
+    gate.open(NONCE, GateSource::Mac(mac));
+    assert!(raw(&gate, mac) && !raw(&gate, other_mac) && !udp(&gate, at("10.0.0.1")));
+    // A verbs session's nonce, which travels in clear, opens no datagram
+    // session: neither responder admits a Hello with it, from anywhere.
+    gate.open(NONCE, GateSource::Elsewhere);
+    assert_eq!(gate.nonce(), NONCE);
+    assert!(!udp(&gate, at("10.0.0.1")) && !udp(&gate, at("10.9.9.9")));
+    assert!(!raw(&gate, mac) && !raw(&gate, other_mac));
+}
