@@ -226,8 +226,26 @@ static int in_order(MPI_Datatype t, int depth)
  * element is `size` bytes at the element's address, in its type map's
  * order, and elements follow each other without gaps (so count elements
  * are one byte range, sent as it lies); predefined: a named (basic) type. */
+/* Predefined types whose values combine to the same bits in either order
+ * under every predefined operation (no floating point). */
+static int exact_type(MPI_Datatype t)
+{
+    const MPI_Datatype exact[] = {
+        MPI_CHAR,     MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,  MPI_BYTE,     MPI_SHORT,
+        MPI_UNSIGNED_SHORT, MPI_INT,   MPI_UNSIGNED,       MPI_LONG,     MPI_UNSIGNED_LONG,
+        MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG, MPI_INT8_T, MPI_INT16_T,  MPI_INT32_T,
+        MPI_INT64_T,  MPI_UINT8_T,     MPI_UINT16_T,       MPI_UINT32_T, MPI_UINT64_T,
+        MPI_C_BOOL,   MPI_WCHAR,       MPI_AINT,           MPI_OFFSET,   MPI_COUNT,
+        MPI_INTEGER,  MPI_LOGICAL,     MPI_CHARACTER,      MPI_2INT,     MPI_SHORT_INT,
+        MPI_LONG_INT, MPI_2INTEGER};
+    for (int i = 0; i < (int)(sizeof exact / sizeof exact[0]); i++)
+        if (t == exact[i])
+            return 1;
+    return 0;
+}
+
 int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_end, int *contiguous,
-                  int *predefined)
+                  int *predefined, int *exact)
 {
     MPI_Aint lb, ext, tlb, text;
     MPI_Count sz;
@@ -248,6 +266,7 @@ int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_
     *extent = (int64_t)ext;
     *data_end = (int64_t)(tlb + text);
     *predefined = (combiner == MPI_COMBINER_NAMED);
+    *exact = *predefined && exact_type(TYPE(type));
     *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz) &&
                   (*predefined || in_order(TYPE(type), 0));
     return MPI_SUCCESS;

@@ -293,6 +293,8 @@ fn operands(
         tmp: at(tmp),
         count,
         op,
+        dense_bytes: ti.contiguous.then(|| count * ti.extent),
+        either_order: ti.exact,
     }
 }
 

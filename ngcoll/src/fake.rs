@@ -127,6 +127,7 @@ impl Mpi for Fake {
             data_end: s,
             contiguous: true,
             predefined: true,
+            exact: t != F64,
         })
     }
     fn op_kind(&self, op: Raw) -> u32 {

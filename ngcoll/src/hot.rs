@@ -21,6 +21,7 @@ const NO_TYPE: TypeInfo = TypeInfo {
     data_end: 0,
     contiguous: false,
     predefined: false,
+    exact: false,
 };
 
 /// Datatypes a thread's cache holds (a program uses a few).

@@ -59,6 +59,11 @@ pub struct TypeInfo {
     pub contiguous: bool,
     /// A named (predefined) datatype.
     pub predefined: bool,
+    /// Combining two values of it gives the same bits in either order
+    /// under every predefined operation: a predefined integer, logical,
+    /// character or byte type (not floating point, where MAX or MIN of a
+    /// NaN, or of −0 and +0, depends on the order).
+    pub exact: bool,
 }
 
 /// The operations of the MPI library libngcoll uses. Every method maps to

@@ -48,7 +48,9 @@ pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Re
         // inout = in ⊕ inout), so they end with the same bits even where
         // the operation is not symmetric in its operands (MAX and MIN of
         // a NaN, or of −0 and +0). The lower rank's result lands in the
-        // buffer it received into: the two buffers trade roles.
+        // buffer it received into: the two buffers trade roles, and a
+        // result left in tmp is copied home at the end. Integers combine
+        // alike in either order: each rank folds into acc.
         let (mut cur, mut other) = (acc, tmp);
         let mut mask = 1;
         while mask < pof2 {
@@ -58,7 +60,7 @@ pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Re
             // count elements.
             unsafe {
                 cx.swap(cur, all, partner, other, all, partner, TAG_ALLREDUCE)?;
-                if cx.rank < partner {
+                if cx.rank < partner && !v.either_order {
                     cx.m.reduce_local(cur.base, other.base, count, acc.dt, op)?;
                     std::mem::swap(&mut cur, &mut other);
                 } else {
@@ -68,18 +70,24 @@ pub unsafe fn recursive_doubling<M: Mpi + ?Sized>(cx: &Cx<M>, v: Operands) -> Re
             mask <<= 1;
         }
         if cur.base != acc.base {
-            // SAFETY: tmp to acc, both count elements of one datatype: a
-            // message to this rank copies the data and leaves acc's holes.
-            unsafe {
-                cx.swap(
-                    cur,
-                    (0, count),
-                    cx.rank,
-                    acc,
-                    (0, count),
-                    cx.rank,
-                    TAG_ALLREDUCE,
-                )?;
+            match v.dense_bytes {
+                // SAFETY: tmp and acc both hold the dense range of `n`
+                // bytes, and are different arrays.
+                Some(n) => unsafe { std::ptr::copy_nonoverlapping(cur.base, acc.base, n) },
+                // SAFETY: tmp to acc, both count elements of one datatype:
+                // a message to this rank copies the data and leaves acc's
+                // holes.
+                None => unsafe {
+                    cx.swap(
+                        cur,
+                        (0, count),
+                        cx.rank,
+                        acc,
+                        (0, count),
+                        cx.rank,
+                        TAG_ALLREDUCE,
+                    )?;
+                },
             }
         }
     }

@@ -313,6 +313,13 @@ pub struct Operands {
     pub tmp: Elems,
     pub count: usize,
     pub op: Raw,
+    /// The bytes the count elements span when they are one dense range
+    /// (no hole in or between elements: a plain copy moves exactly the
+    /// data); None otherwise (copies go through the datatype).
+    pub dense_bytes: Option<usize>,
+    /// a ⊕ b and b ⊕ a are the same bits for these elements (integers):
+    /// partners need not agree on the order of their operands.
+    pub either_order: bool,
 }
 
 impl Operands {

@@ -133,6 +133,8 @@ fn elems(v: &mut [i32]) -> Elems {
 fn operands(acc: &mut [i32], tmp: &mut [i32], op: Raw) -> Operands {
     Operands {
         count: acc.len(),
+        dense_bytes: Some(acc.len() * 4),
+        either_order: true,
         acc: elems(acc),
         tmp: elems(tmp),
         op,
@@ -251,11 +253,15 @@ fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
                     dt: F64,
                 };
                 // SAFETY: acc holds count doubles, tmp p·count.
+                // Results moved by a plain copy (dense) on even sizes, by
+                // the datatype on odd ones.
                 let v = Operands {
                     acc: e(&mut acc),
                     tmp: e(&mut tmp),
                     count,
                     op,
+                    dense_bytes: (p % 2 == 0).then_some(count * 8),
+                    either_order: false,
                 };
                 unsafe { f(&cx(m), v) }.unwrap();
                 acc.iter().map(|x| x.to_bits()).collect::<Vec<u64>>()
