@@ -360,8 +360,7 @@ unsafe fn reduce<M: Mpi + ?Sized>(
     // A root whose send buffer is its receive buffer (the libraries refuse
     // it; combining a vector with itself would be wrong) is served as in
     // place: its data is where MPI_IN_PLACE would have it.
-    let in_place =
-        a.sbuf as usize == m.in_place() || (is_root && a.sbuf as usize == a.rbuf as usize);
+    let in_place = a.sbuf as usize == m.in_place() || (is_root && std::ptr::eq(a.sbuf, a.rbuf));
     let span = algo::span(count_u, ti.data_end, ti.extent);
     let stride = count_u * ti.extent;
     let mut sc = st.scratch(2 * stride);
@@ -410,7 +409,7 @@ unsafe fn allreduce<M: Mpi + ?Sized>(
     let stride = count_u * ti.extent;
     // A send buffer that is the receive buffer (Open MPI accepts it for
     // one element) holds the data already: as in place.
-    if a.sbuf as usize != m.in_place() && a.sbuf as usize != a.rbuf as usize && span > 0 {
+    if a.sbuf as usize != m.in_place() && !std::ptr::eq(a.sbuf, a.rbuf) && span > 0 {
         // SAFETY: sbuf and rbuf hold count elements (span bytes); MPI
         // forbids them to overlap, and `copy` is sound even if they do.
         unsafe { std::ptr::copy(a.sbuf as *const u8, a.rbuf as *mut u8, span) };

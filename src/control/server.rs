@@ -538,41 +538,21 @@ impl Preauth {
         cap: usize,
         per_source: usize,
     ) -> Option<Instant> {
-        let mut evicted_for_fd = false;
+        let mut evicted = false;
         for _ in 0..ACCEPT_BATCH {
-            let (stream, addr) = match accept_nonblocking(&self.listener) {
-                Ok(x) => x,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-                // A connection reset while queued: the next one.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
-                    ) =>
-                {
-                    continue
-                }
-                // accept(2) reports EMFILE before it looks at the queue:
-                // evict only for a connection that is waiting.
-                Err(e) if out_of_descriptors(&e) && !has_waiting(&self.listener) => return None,
-                Err(e) if out_of_descriptors(&e) && !evicted_for_fd => {
-                    let Some(v) = oldest(table, |_| true) else {
-                        tracing::warn!(error = %e, "control accept failed; listener paused");
-                        return Some(Instant::now() + ACCEPT_PAUSE);
-                    };
+            let evict = |table: &mut Vec<Pending>| match oldest(table, |_| true) {
+                Some(v) => {
                     self.counters.record(RejectKind::Evicted);
                     abort_stream(table.swap_remove(v).stream);
-                    // One eviction per failure: if the freed descriptor
-                    // went elsewhere, the next failure pauses instead.
-                    evicted_for_fd = true;
-                    continue;
+                    true
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "control accept failed; listener paused");
-                    return Some(Instant::now() + ACCEPT_PAUSE);
-                }
+                None => false,
             };
-            evicted_for_fd = false;
+            let (stream, addr) = match accept_one(&self.listener, &mut evicted, || evict(table)) {
+                Accept::Got(stream, addr) => (stream, addr),
+                Accept::Again => continue,
+                Accept::Stop(rest) => return rest,
+            };
             let src = addr.ip();
             let same = table.iter().filter(|p| p.addr.ip() == src).count();
             let victim = if same >= per_source {
@@ -596,6 +576,55 @@ impl Preauth {
             });
         }
         None
+    }
+}
+
+/// What one accept of a server's batch gave.
+pub(crate) enum Accept {
+    /// A new connection.
+    Got(TcpStream, SocketAddr),
+    /// Nothing yet (a connection reset while queued, an interrupt, or a
+    /// descriptor just given back by an eviction): accept again.
+    Again,
+    /// The batch ends; the listener rests until the instant, if one.
+    Stop(Option<Instant>),
+}
+
+/// One accept of a server's batch. Out of descriptors with a connection
+/// waiting, `evict` gives one back (the server's oldest connection that
+/// may go; false: none), once per run of failures (`evicted` carries that
+/// across the batch and is cleared by a success); with nothing to evict,
+/// or a failure again, the listener rests [`ACCEPT_PAUSE`].
+pub(crate) fn accept_one(
+    listener: &TcpListener,
+    evicted: &mut bool,
+    evict: impl FnOnce() -> bool,
+) -> Accept {
+    match accept_nonblocking(listener) {
+        Ok((stream, addr)) => {
+            *evicted = false;
+            Accept::Got(stream, addr)
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Accept::Stop(None),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+            ) =>
+        {
+            Accept::Again
+        }
+        // accept(2) reports EMFILE before it looks at the queue: evict
+        // only for a connection that is waiting.
+        Err(e) if out_of_descriptors(&e) && !has_waiting(listener) => Accept::Stop(None),
+        Err(e) if out_of_descriptors(&e) && !*evicted && evict() => {
+            *evicted = true;
+            Accept::Again
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "accept failed; listener paused");
+            Accept::Stop(Some(Instant::now() + ACCEPT_PAUSE))
+        }
     }
 }
 

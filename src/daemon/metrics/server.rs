@@ -32,9 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::control::server::{
-    accept_nonblocking, has_waiting, out_of_descriptors, WakePipe, ACCEPT_PAUSE,
-};
+use crate::control::server::{accept_one, Accept, WakePipe};
 use crate::control::Connection;
 use crate::transport::sys::socket::walk_polled;
 
@@ -279,38 +277,21 @@ impl Run {
     /// reading connection is evicted to give one back; with none, the
     /// listener rests until the instant returned.
     fn accept_some(&self, table: &mut Vec<Conn>, cap: usize) -> Option<Instant> {
-        let mut evicted_for_fd = false;
+        let mut evicted = false;
         for _ in 0..cap {
-            let stream = match accept_nonblocking(&self.listener) {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
-                    ) =>
-                {
-                    continue
-                }
-                // accept(2) reports EMFILE before it looks at the queue:
-                // evict only for a connection that is waiting.
-                Err(e) if out_of_descriptors(&e) && !has_waiting(&self.listener) => return None,
-                Err(e) if out_of_descriptors(&e) && !evicted_for_fd => {
-                    let Some(v) = Self::oldest_reading(table) else {
-                        tracing::debug!("metrics accept failed: {e}; listener paused");
-                        return Some(Instant::now() + ACCEPT_PAUSE);
-                    };
+            let evict = |table: &mut Vec<Conn>| match Self::oldest_reading(table) {
+                Some(v) => {
                     self.counters.evicted.fetch_add(1, Ordering::Relaxed);
                     Connection::abort_stream(table.swap_remove(v).stream);
-                    evicted_for_fd = true;
-                    continue;
+                    true
                 }
-                Err(e) => {
-                    tracing::debug!("metrics accept failed: {e}; listener paused");
-                    return Some(Instant::now() + ACCEPT_PAUSE);
-                }
+                None => false,
             };
-            evicted_for_fd = false;
+            let stream = match accept_one(&self.listener, &mut evicted, || evict(table)) {
+                Accept::Got(stream, _) => stream,
+                Accept::Again => continue,
+                Accept::Stop(rest) => return rest,
+            };
             if table.len() >= cap {
                 let Some(v) = Self::oldest_reading(table) else {
                     self.counters.evicted.fetch_add(1, Ordering::Relaxed);
