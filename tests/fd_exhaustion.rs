@@ -3,10 +3,11 @@
 //! lowered here.
 //!
 //! Out of descriptors, an accept fails (EMFILE) while the listener stays
-//! readable. The server then evicts the oldest unauthenticated connection
-//! to give a descriptor back, so a stranger's flood cannot keep a real peer
-//! out, and with nothing to evict it rests the listener instead of waking
-//! poll(2) at once, again and again.
+//! readable. The server then evicts an unauthenticated connection (the
+//! oldest of the source with the most pending) to give a descriptor back,
+//! so a stranger's flood cannot keep a real peer out, and with nothing to
+//! evict it rests the listener instead of waking poll(2) at once, again
+//! and again.
 
 mod common;
 mod hostile;
@@ -67,7 +68,7 @@ fn fill_descriptors() -> Vec<File> {
 }
 
 #[test]
-fn out_of_descriptors_the_oldest_stranger_makes_room_and_the_listener_rests() {
+fn out_of_descriptors_a_floods_oldest_makes_room_and_the_listener_rests() {
     let mut scfg = ServerConfig::new("srv", key());
     scfg.max_pending = 1024;
     scfg.max_pending_per_source = 1024;
@@ -76,32 +77,37 @@ fn out_of_descriptors_the_oldest_stranger_makes_room_and_the_listener_rests() {
     scfg.timeouts.handshake = Duration::from_secs(10);
     let server = ControlServer::bind("127.0.0.1:0", scfg, |_: &str, m: Msg| Some(m)).unwrap();
     let addr = server.local_addr();
-    let idle: Vec<TcpStream> = (0..4)
-        .map(|_| {
-            let s = TcpStream::connect(addr).unwrap();
+    // The oldest from one source (a peer mid-handshake), then three from
+    // another (a flood).
+    let idle: Vec<TcpStream> = ["127.0.0.3", "127.0.0.2", "127.0.0.2", "127.0.0.2"]
+        .iter()
+        .map(|src| {
+            let s = connect_from(Some(src.parse().unwrap()), addr).unwrap();
             // Accepted (not just queued) before the next one.
             std::thread::sleep(Duration::from_millis(20));
             s
         })
         .collect();
-    for s in &idle {
-        s.set_nonblocking(true).unwrap();
-    }
     let preauth = thread_stat("ctl-preauth");
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     setrlimit(Resource::RLIMIT_NOFILE, highest_fd() + 8, hard).unwrap();
     let mut held = fill_descriptors();
 
     // One descriptor free: a stranger's connect takes it, and the server
-    // has none to accept it with. It evicts the oldest stranger.
+    // has none to accept it with. It evicts the oldest connection of the
+    // source with the most pending (the flood's), not the oldest of all.
     held.pop();
     let newcomer = TcpStream::connect(addr).unwrap();
     let gone = |s: &TcpStream| {
         wait_for(Duration::from_secs(2), || closed_by_server(s).then_some(())).is_some()
     };
-    assert!(gone(&idle[0]), "the oldest stranger was not evicted");
+    assert!(gone(&idle[1]), "the flood's oldest was not evicted");
     assert!(
-        !idle[1..].iter().any(closed_by_server),
+        !closed_by_server(&idle[0]),
+        "the lone source's connection was evicted"
+    );
+    assert!(
+        !idle[2..].iter().any(closed_by_server),
         "a newer one was evicted"
     );
     assert_eq!(server.counters().snapshot().evicted, 1);
@@ -124,11 +130,20 @@ fn out_of_descriptors_the_oldest_stranger_makes_room_and_the_listener_rests() {
     // server that polled it at once again and again would spend most of
     // a core on it; one that rests, almost nothing.
     drop((idle, newcomer));
-    std::thread::sleep(Duration::from_millis(100));
-    held.extend(fill_descriptors());
+    // The server closes those as it reads their ends: take every
+    // descriptor it gives back until none comes for 50 ms.
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let more = fill_descriptors();
+        if more.is_empty() {
+            break;
+        }
+        held.extend(more);
+    }
     held.pop();
     let _queued = TcpStream::connect(addr).unwrap();
     held.extend(fill_descriptors());
+    let evicted = server.counters().snapshot().evicted;
     // SAFETY: sysconf reads a configuration value; no memory is passed.
     let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let before = ticks(&preauth);
@@ -138,6 +153,8 @@ fn out_of_descriptors_the_oldest_stranger_makes_room_and_the_listener_rests() {
         spent < ticks_per_s * 4 / 10,
         "the server thread spent {spent} of {ticks_per_s} ticks in 1 s with nothing it could accept"
     );
+    // It had nothing to evict (else the count would have grown).
+    assert_eq!(server.counters().snapshot().evicted, evicted);
     drop(held);
     setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
 }

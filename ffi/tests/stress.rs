@@ -281,7 +281,10 @@ fn sigkill(c: &mut std::process::Child) {
 fn writer_killed_mid_update_leaves_previous_snapshot() {
     let p = TmpPath::new("killpartial");
     drop(seed_segment(&p));
-    let r = Reader::open(&p.0).unwrap();
+    let mut r = Reader::open(&p.0).unwrap();
+    // Torn snapshots, not staleness: the killed writers re-open the
+    // segment, which leaves its heartbeat as it was (the seed's).
+    r.set_stale_after_ns(0);
     let mut c = Command::new(std::env::current_exe().unwrap())
         .args([
             "kill_writer_child",
@@ -328,7 +331,10 @@ fn writer_killed_mid_update_leaves_previous_snapshot() {
 fn writer_killed_at_random_times_leaves_a_valid_snapshot() {
     let p = TmpPath::new("killrandom");
     drop(seed_segment(&p));
-    let r = Reader::open(&p.0).unwrap();
+    let mut r = Reader::open(&p.0).unwrap();
+    // Torn snapshots, not staleness: the killed writers re-open the
+    // segment, which leaves its heartbeat as it was (the seed's).
+    r.set_stale_after_ns(0);
     let mut last = 0;
     for round in 0..8u64 {
         let mut c = Guard(spawn_self("kill_writer_child", KILL_ENV, &p.0));

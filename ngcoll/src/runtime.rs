@@ -665,15 +665,29 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
     // Shadows take communicators (context ids: MPICH has 2048 a process)
     // from the program: past MAX_SHADOWS open on any of its ranks (agreed
     // in one allreduce on the communicator, whose ranks are all in this
-    // collective), a communicator passes through, once and for all. A
-    // duplicate the library refuses fails alike on every rank (it agrees
-    // ids collectively): likewise.
+    // collective), a communicator passes through, once and for all; so
+    // does one whose duplicate the library refuses on any rank (a second
+    // allreduce agrees).
     let shadow = if inter || size <= 1 || foreign {
         None
     } else {
         let room = i32::from(SHADOWS_OPEN.load(Ordering::Relaxed) < MAX_SHADOWS);
         match m.allreduce_min(room, comm) {
-            Ok(1) => m.comm_dup(comm).ok(),
+            Ok(1) => {
+                let dup = m.comm_dup(comm).ok();
+                // A duplicate made on some ranks only (a failure local to
+                // one, as of memory) is let go on every rank: all pass
+                // through alike.
+                match m.allreduce_min(i32::from(dup.is_some()), comm) {
+                    Ok(1) => dup,
+                    _ => {
+                        if let Some(d) = dup {
+                            let _ = m.comm_free(d);
+                        }
+                        None
+                    }
+                }
+            }
             _ => None,
         }
     };

@@ -540,7 +540,10 @@ impl Preauth {
     ) -> Option<Instant> {
         let mut evicted = false;
         for _ in 0..ACCEPT_BATCH {
-            let evict = |table: &mut Vec<Pending>| match oldest(table, |_| true) {
+            // Out of descriptors, the new connection's source is not known
+            // yet: the oldest of the source with the most pending goes (a
+            // flood's), not a real peer's handshake in flight.
+            let evict = |table: &mut Vec<Pending>| match oldest_of_busiest(table) {
                 Some(v) => {
                     self.counters.record(RejectKind::Evicted);
                     abort_stream(table.swap_remove(v).stream);
@@ -684,6 +687,16 @@ fn sockaddr_of(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
         }
         _ => None,
     }
+}
+
+/// The oldest pending connection of the source with the most of them.
+fn oldest_of_busiest(table: &[Pending]) -> Option<usize> {
+    let mut per_source: std::collections::HashMap<IpAddr, usize> = Default::default();
+    for p in table {
+        *per_source.entry(p.addr.ip()).or_default() += 1;
+    }
+    let busiest = per_source.into_iter().max_by_key(|&(_, n)| n)?.0;
+    oldest(table, |p| p.addr.ip() == busiest)
 }
 
 fn oldest(table: &[Pending], which: impl Fn(&Pending) -> bool) -> Option<usize> {

@@ -51,12 +51,19 @@ fn keep_serving<L, E: std::fmt::Display>(
     what: impl std::fmt::Display,
 ) -> u64 {
     let mut sessions = 0;
+    let first = backoff;
     loop {
+        let since = std::time::Instant::now();
         let (served, admitted) = serve(&mut link);
         sessions += admitted;
         let Err(e) = served else {
             return sessions;
         };
+        // A link that served a while before it failed starts the pauses
+        // afresh: a failure weeks later does not wait out the longest.
+        if since.elapsed() >= REOPEN_MAX {
+            backoff = first;
+        }
         tracing::error!("{what} responder failed: {e}; opening it again");
         drop(link);
         link = loop {

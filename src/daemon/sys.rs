@@ -49,8 +49,10 @@ pub fn raise_open_files() -> io::Result<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
     if soft < hard {
-        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(io::Error::from)?;
-        return Ok(hard);
+        match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => return Ok(hard),
+            Err(e) => tracing::warn!("RLIMIT_NOFILE kept at {soft} (raising it to {hard}: {e})"),
+        }
     }
     Ok(soft)
 }
