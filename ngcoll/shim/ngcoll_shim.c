@@ -226,26 +226,41 @@ static int in_order(MPI_Datatype t, int depth)
  * element is `size` bytes at the element's address, in its type map's
  * order, and elements follow each other without gaps (so count elements
  * are one byte range, sent as it lies); predefined: a named (basic) type. */
-/* Predefined types whose values combine to the same bits in either order
- * under every predefined operation (no floating point). */
-static int exact_type(MPI_Datatype t)
+/* The reduction class of a predefined type, as the MPI standard groups
+ * them for the predefined operations (ngcoll::mpi::TypeClass): 1 C
+ * integer, 2 Fortran integer, 3 floating point, 4 complex, 5 logical,
+ * 6 byte, 7 a pair of integers, 8 a pair with a floating-point value; 0
+ * any other (a reduction on it goes to the library, which judges it). */
+static int type_class(MPI_Datatype t)
 {
-    const MPI_Datatype exact[] = {
-        MPI_CHAR,     MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,  MPI_BYTE,     MPI_SHORT,
-        MPI_UNSIGNED_SHORT, MPI_INT,   MPI_UNSIGNED,       MPI_LONG,     MPI_UNSIGNED_LONG,
-        MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG, MPI_INT8_T, MPI_INT16_T,  MPI_INT32_T,
-        MPI_INT64_T,  MPI_UINT8_T,     MPI_UINT16_T,       MPI_UINT32_T, MPI_UINT64_T,
-        MPI_C_BOOL,   MPI_WCHAR,       MPI_AINT,           MPI_OFFSET,   MPI_COUNT,
-        MPI_INTEGER,  MPI_LOGICAL,     MPI_CHARACTER,      MPI_2INT,     MPI_SHORT_INT,
-        MPI_LONG_INT, MPI_2INTEGER};
-    for (int i = 0; i < (int)(sizeof exact / sizeof exact[0]); i++)
-        if (t == exact[i])
-            return 1;
+    static const struct {
+        int class;
+        MPI_Datatype t;
+    } known[] = {
+        {1, MPI_INT},           {1, MPI_LONG},           {1, MPI_SHORT},
+        {1, MPI_UNSIGNED_SHORT}, {1, MPI_UNSIGNED},       {1, MPI_UNSIGNED_LONG},
+        {1, MPI_LONG_LONG_INT}, {1, MPI_LONG_LONG},      {1, MPI_UNSIGNED_LONG_LONG},
+        {1, MPI_SIGNED_CHAR},   {1, MPI_UNSIGNED_CHAR},  {1, MPI_INT8_T},
+        {1, MPI_INT16_T},       {1, MPI_INT32_T},        {1, MPI_INT64_T},
+        {1, MPI_UINT8_T},       {1, MPI_UINT16_T},       {1, MPI_UINT32_T},
+        {1, MPI_UINT64_T},      {1, MPI_AINT},           {1, MPI_OFFSET},
+        {1, MPI_COUNT},         {2, MPI_INTEGER},        {3, MPI_FLOAT},
+        {3, MPI_DOUBLE},        {3, MPI_LONG_DOUBLE},    {3, MPI_REAL},
+        {3, MPI_DOUBLE_PRECISION}, {4, MPI_C_FLOAT_COMPLEX}, {4, MPI_C_DOUBLE_COMPLEX},
+        {4, MPI_C_LONG_DOUBLE_COMPLEX}, {4, MPI_COMPLEX}, {4, MPI_DOUBLE_COMPLEX},
+        {5, MPI_C_BOOL},        {5, MPI_LOGICAL},        {6, MPI_BYTE},
+        {7, MPI_2INT},          {7, MPI_SHORT_INT},      {7, MPI_LONG_INT},
+        {7, MPI_2INTEGER},      {8, MPI_FLOAT_INT},      {8, MPI_DOUBLE_INT},
+        {8, MPI_LONG_DOUBLE_INT}, {8, MPI_2REAL},        {8, MPI_2DOUBLE_PRECISION},
+    };
+    for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+        if (t == known[i].t)
+            return known[i].class;
     return 0;
 }
 
 int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_end, int *contiguous,
-                  int *predefined, int *exact)
+                  int *predefined, int *class)
 {
     MPI_Aint lb, ext, tlb, text;
     MPI_Count sz;
@@ -266,7 +281,7 @@ int ngc_type_info(uintptr_t type, int64_t *size, int64_t *extent, int64_t *data_
     *extent = (int64_t)ext;
     *data_end = (int64_t)(tlb + text);
     *predefined = (combiner == MPI_COMBINER_NAMED);
-    *exact = *predefined && exact_type(TYPE(type));
+    *class = *predefined ? type_class(TYPE(type)) : 0;
     *contiguous = (tlb == 0 && lb == 0 && (MPI_Count)text == sz && (MPI_Count)ext == sz) &&
                   (*predefined || in_order(TYPE(type), 0));
     return MPI_SUCCESS;

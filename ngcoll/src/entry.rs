@@ -261,7 +261,8 @@ fn reduction<M: Mpi + ?Sized>(
         return None;
     }
     let bytes = count as u64 * ti.size as u64;
-    if m.op_kind(op) == 0 {
+    let kind = m.op_kind(op);
+    if kind == 0 || !ti.class.takes(kind) {
         // Outside the model, yet counted in its class where the
         // communicator is set up, as the gate counts it.
         if let Some(st) = existing_state(m, comm).filter(|_| bytes <= MAX_BYTES) {
@@ -294,7 +295,7 @@ fn operands(
         count,
         op,
         dense_bytes: ti.contiguous.then(|| count * ti.extent),
-        either_order: ti.exact,
+        either_order: ti.class.either_order(),
     }
 }
 

@@ -199,7 +199,7 @@ macro_rules! export_mpi {
                 data_end: *mut i64,
                 contiguous: *mut c_int,
                 predefined: *mut c_int,
-                exact: *mut c_int,
+                class: *mut c_int,
             ) -> c_int;
             fn ngc_op_kind(op: usize) -> c_int;
             fn ngc_reduce_local(
@@ -354,7 +354,7 @@ macro_rules! export_mpi {
             }
             fn type_info(&self, t: Raw) -> Result<TypeInfo, MpiError> {
                 let (mut size, mut extent, mut data_end) = (0i64, 0i64, 0i64);
-                let (mut contiguous, mut predefined, mut exact) = (0, 0, 0);
+                let (mut contiguous, mut predefined, mut class) = (0, 0, 0);
                 // SAFETY: valid out-pointers.
                 check(unsafe {
                     ngc_type_info(
@@ -364,7 +364,7 @@ macro_rules! export_mpi {
                         &mut data_end,
                         &mut contiguous,
                         &mut predefined,
-                        &mut exact,
+                        &mut class,
                     )
                 })?;
                 Ok(TypeInfo {
@@ -373,7 +373,7 @@ macro_rules! export_mpi {
                     data_end: data_end.max(0) as usize,
                     contiguous: contiguous != 0,
                     predefined: predefined != 0,
-                    exact: exact != 0,
+                    class: $crate::mpi::TypeClass::from_code(class),
                 })
             }
             fn op_kind(&self, op: Raw) -> u32 {

@@ -127,14 +127,21 @@ impl Mpi for Fake {
             data_end: s,
             contiguous: true,
             predefined: true,
-            exact: t != F64,
+            class: match t {
+                F64 => crate::mpi::TypeClass::Float,
+                BYTE => crate::mpi::TypeClass::Byte,
+                _ => crate::mpi::TypeClass::CInteger,
+            },
         })
     }
     fn op_kind(&self, op: Raw) -> u32 {
-        if (SUM..=BAND).contains(&op) {
-            op as u32
-        } else {
-            0
+        // The shim's numbering (ngc_op_kind): SUM 1, MAX 3, MIN 4, BAND 8.
+        match op {
+            SUM => 1,
+            MAX => 3,
+            MIN => 4,
+            BAND => 8,
+            _ => 0,
         }
     }
     unsafe fn reduce_local(

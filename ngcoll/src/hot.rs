@@ -21,7 +21,7 @@ const NO_TYPE: TypeInfo = TypeInfo {
     data_end: 0,
     contiguous: false,
     predefined: false,
-    exact: false,
+    class: crate::mpi::TypeClass::Other,
 };
 
 /// Datatypes a thread's cache holds (a program uses a few).

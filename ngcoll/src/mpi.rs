@@ -59,11 +59,71 @@ pub struct TypeInfo {
     pub contiguous: bool,
     /// A named (predefined) datatype.
     pub predefined: bool,
-    /// Combining two values of it gives the same bits in either order
-    /// under every predefined operation: a predefined integer, logical,
-    /// character or byte type (not floating point, where MAX or MIN of a
-    /// NaN, or of −0 and +0, depends on the order).
-    pub exact: bool,
+    /// Its group for the predefined reduction operations (predefined
+    /// types only; `Other` for any other).
+    pub class: TypeClass,
+}
+
+/// The groups of predefined datatypes the MPI standard names for the
+/// predefined reduction operations (MPI 3.1, 5.9.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeClass {
+    /// Not one of the groups below (MPI_CHAR, MPI_PACKED, a derived type…).
+    Other,
+    CInteger,
+    FortranInteger,
+    Float,
+    Complex,
+    Logical,
+    Byte,
+    /// MPI_2INT, MPI_SHORT_INT, MPI_LONG_INT, MPI_2INTEGER.
+    IntPair,
+    /// MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_DOUBLE_INT, MPI_2REAL,
+    /// MPI_2DOUBLE_PRECISION.
+    FloatPair,
+}
+
+impl TypeClass {
+    /// The shim's code (`type_class` in ngcoll_shim.c).
+    pub fn from_code(c: i32) -> TypeClass {
+        match c {
+            1 => TypeClass::CInteger,
+            2 => TypeClass::FortranInteger,
+            3 => TypeClass::Float,
+            4 => TypeClass::Complex,
+            5 => TypeClass::Logical,
+            6 => TypeClass::Byte,
+            7 => TypeClass::IntPair,
+            8 => TypeClass::FloatPair,
+            _ => TypeClass::Other,
+        }
+    }
+
+    /// Whether the predefined operation of kind `op` (`Mpi::op_kind`: 1
+    /// SUM, 2 PROD, 3 MAX, 4 MIN, 5 LAND, 6 LOR, 7 LXOR, 8 BAND, 9 BOR,
+    /// 10 BXOR, 11 MAXLOC, 12 MINLOC) is defined on this group. Where it
+    /// is not, the call is erroneous and goes to the library, which
+    /// reports it on every rank (combined by ours, only the ranks that
+    /// combine would fail, and their parents would wait).
+    pub fn takes(self, op: u32) -> bool {
+        use TypeClass::*;
+        match op {
+            1 | 2 => matches!(self, CInteger | FortranInteger | Float | Complex),
+            3 | 4 => matches!(self, CInteger | FortranInteger | Float),
+            5..=7 => matches!(self, CInteger | Logical),
+            8..=10 => matches!(self, CInteger | FortranInteger | Byte),
+            11 | 12 => matches!(self, IntPair | FloatPair),
+            _ => false,
+        }
+    }
+
+    /// a ⊕ b and b ⊕ a are the same bits under every operation defined on
+    /// the group: not floating point, where MAX or MIN of a NaN, or of −0
+    /// and +0, depends on the order.
+    pub fn either_order(self) -> bool {
+        use TypeClass::*;
+        matches!(self, CInteger | FortranInteger | Logical | Byte | IntPair)
+    }
 }
 
 /// The operations of the MPI library libngcoll uses. Every method maps to
@@ -192,4 +252,52 @@ pub trait Mpi {
     fn thread_multiple(&self) -> bool;
     /// The MPI ABI this build was compiled for: "openmpi" or "mpich".
     fn abi_name(&self) -> &'static str;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TypeClass::{self, *};
+
+    #[test]
+    fn operations_are_taken_on_the_groups_the_standard_names() {
+        // (op kind, groups that take it), MPI 3.1 5.9.2.
+        let table: [(u32, &[TypeClass]); 12] = [
+            (1, &[CInteger, FortranInteger, Float, Complex]),
+            (2, &[CInteger, FortranInteger, Float, Complex]),
+            (3, &[CInteger, FortranInteger, Float]),
+            (4, &[CInteger, FortranInteger, Float]),
+            (5, &[CInteger, Logical]),
+            (6, &[CInteger, Logical]),
+            (7, &[CInteger, Logical]),
+            (8, &[CInteger, FortranInteger, Byte]),
+            (9, &[CInteger, FortranInteger, Byte]),
+            (10, &[CInteger, FortranInteger, Byte]),
+            (11, &[IntPair, FloatPair]),
+            (12, &[IntPair, FloatPair]),
+        ];
+        let all = [
+            Other,
+            CInteger,
+            FortranInteger,
+            Float,
+            Complex,
+            Logical,
+            Byte,
+            IntPair,
+            FloatPair,
+        ];
+        for (op, takes) in table {
+            for c in all {
+                assert_eq!(c.takes(op), takes.contains(&c), "op {op} on {c:?}");
+            }
+        }
+        assert!(all.iter().all(|c| !c.takes(0) && !c.takes(13)));
+        // The shim's codes round-trip, unknown ones are Other.
+        for (code, c) in all.iter().enumerate() {
+            assert_eq!(TypeClass::from_code(code as i32), *c);
+        }
+        assert_eq!(TypeClass::from_code(99), Other);
+        assert!(!Float.either_order() && !FloatPair.either_order() && !Complex.either_order());
+        assert!(CInteger.either_order() && IntPair.either_order() && Byte.either_order());
+    }
 }

@@ -100,7 +100,8 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
         ((int *)inout)[i] += ((int *)in)[i];
 }
 
-static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases;
+static long mismatches, cases_run[C_N], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases,
+    invalid_cases;
 
 /* MPI_SHORT_INT's layout: 6 bytes of data, a hole at 2..4, the int at 4. */
 struct short_int {
@@ -200,6 +201,9 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &comms[2]);
     MPI_Comm_split(MPI_COMM_WORLD, world_rank < 3 ? 0 : MPI_UNDEFINED, world_rank, &comms[3]);
     MPI_Comm_split(MPI_COMM_WORLD, world_rank < wsize - 1 ? 0 : MPI_UNDEFINED, world_rank, &comms[4]);
+    MPI_Comm errcomm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &errcomm);
+    MPI_Comm_set_errhandler(errcomm, MPI_ERRORS_RETURN);
 
     size_t cap = MAX_BYTES + 64;
     unsigned char *in = malloc(cap), *a = malloc(cap), *b = malloc(cap), *in2 = malloc(cap);
@@ -223,6 +227,10 @@ int main(int argc, char **argv)
         /* One int whose send buffer is its receive buffer: Open MPI
          * accepts that for one element (MPICH refuses it). */
         int aliased = rnd_int(8) == 0 && !is_mpich;
+        /* An operation the datatype does not take (MPI_BAND on doubles),
+         * on a communicator whose errors return: every rank must get the
+         * error, as from the library, and none wait. */
+        int invalid = rnd_int(4) == 0;
         MPI_Datatype dtype = reversed ? revp : vecr;
         int ints_per = reversed ? 2 : 1;
         int use_uop = rnd_int(20) == 0;
@@ -274,6 +282,21 @@ int main(int argc, char **argv)
         }
         case C_REDUCE:
         case C_ALLREDUCE: {
+            if (invalid && kind == 0) { /* every rank: errcomm is world's duplicate */
+                int n = (int)(bytes / sizeof(double)) + 1;
+                int rc1, rc2;
+                if (coll == C_ALLREDUCE) {
+                    rc1 = MPI_Allreduce(in, a, n, MPI_DOUBLE, MPI_BAND, errcomm);
+                    rc2 = PMPI_Allreduce(in, b, n, MPI_DOUBLE, MPI_BAND, errcomm);
+                } else {
+                    rc1 = MPI_Reduce(in, a, n, MPI_DOUBLE, MPI_BAND, (int)(cseed % (uint64_t)wsize), errcomm);
+                    rc2 = PMPI_Reduce(in, b, n, MPI_DOUBLE, MPI_BAND, (int)(cseed % (uint64_t)wsize), errcomm);
+                }
+                invalid_cases++;
+                if (rc1 == MPI_SUCCESS || rc2 == MPI_SUCCESS)
+                    report("invalid op", coll, bytes, kind);
+                break;
+            }
             if (aliased && coll == C_ALLREDUCE) {
                 int x = (int)(cseed >> 8) + r * 7919, y = x;
                 MPI_Allreduce(&x, &x, 1, MPI_INT, op, comm);
@@ -422,13 +445,15 @@ int main(int argc, char **argv)
     PMPI_Allreduce(&mismatches, &all_mis, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (world_rank == 0) {
         printf("check: %d ranks, %ld cases on rank 0 (bcast %ld, reduce %ld, allreduce %ld, allgather %ld, "
-               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld, short-int pairs %ld, aliased %ld): %ld mismatches\n",
+               "alltoall %ld, barrier %ld; in place %ld, derived types %ld, user op %ld, short-int pairs %ld, aliased %ld, invalid op %ld): %ld mismatches\n",
                wsize, total, cases_run[0], cases_run[1], cases_run[2], cases_run[3], cases_run[4],
-               cases_run[5], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases, all_mis);
+               cases_run[5], in_place_cases, derived_cases, user_op_cases, pair_cases, aliased_cases, invalid_cases,
+               all_mis);
     }
     for (int i = 1; i < 5; i++)
         if (comms[i] != MPI_COMM_NULL)
             MPI_Comm_free(&comms[i]);
+    MPI_Comm_free(&errcomm);
     MPI_Type_free(&revp);
     MPI_Type_free(&vecr);
     MPI_Type_free(&vec);
