@@ -84,19 +84,26 @@ pub enum TypeClass {
 }
 
 impl TypeClass {
-    /// The shim's code (`type_class` in ngcoll_shim.c).
+    /// Every group, at the index of its code in the shim (`type_class` in
+    /// ngcoll_shim.c).
+    pub const ALL: [TypeClass; 9] = [
+        TypeClass::Other,
+        TypeClass::CInteger,
+        TypeClass::FortranInteger,
+        TypeClass::Float,
+        TypeClass::Complex,
+        TypeClass::Logical,
+        TypeClass::Byte,
+        TypeClass::IntPair,
+        TypeClass::FloatPair,
+    ];
+
+    /// The group of the shim's code (`Other` for one it does not know).
     pub fn from_code(c: i32) -> TypeClass {
-        match c {
-            1 => TypeClass::CInteger,
-            2 => TypeClass::FortranInteger,
-            3 => TypeClass::Float,
-            4 => TypeClass::Complex,
-            5 => TypeClass::Logical,
-            6 => TypeClass::Byte,
-            7 => TypeClass::IntPair,
-            8 => TypeClass::FloatPair,
-            _ => TypeClass::Other,
-        }
+        usize::try_from(c)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
+            .unwrap_or(TypeClass::Other)
     }
 
     /// Whether the predefined operation of kind `op` (`Mpi::op_kind`: 1
@@ -275,17 +282,7 @@ mod tests {
             (11, &[IntPair, FloatPair]),
             (12, &[IntPair, FloatPair]),
         ];
-        let all = [
-            Other,
-            CInteger,
-            FortranInteger,
-            Float,
-            Complex,
-            Logical,
-            Byte,
-            IntPair,
-            FloatPair,
-        ];
+        let all = TypeClass::ALL;
         for (op, takes) in table {
             for c in all {
                 assert_eq!(c.takes(op), takes.contains(&c), "op {op} on {c:?}");
@@ -297,6 +294,7 @@ mod tests {
             assert_eq!(TypeClass::from_code(code as i32), *c);
         }
         assert_eq!(TypeClass::from_code(99), Other);
+        assert_eq!(TypeClass::from_code(-1), Other);
         assert!(!Float.either_order() && !FloatPair.either_order() && !Complex.either_order());
         assert!(CInteger.either_order() && IntPair.either_order() && Byte.either_order());
     }
