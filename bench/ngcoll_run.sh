@@ -7,7 +7,14 @@
 #      MPI_X (ours) and PMPI_X (the library's own) interleaved;
 #   3. exported rules (Open MPI rules file, MPICH JSON, exported with the
 #      preloaded run's log as --trials): the same bench, MPI_X only, with
-#      and without the export, runs in the order own, rules, rules, own.
+#      and without the export, runs in the order own, rules, rules, own;
+#      for Open MPI also in one process (bench --rules: every rule of the
+#      file forced on a communicator of its own, against the fixed
+#      decision on MPI_COMM_WORLD, interleaved), free of the drift
+#      between runs. The Open MPI file measured is the verified one: the
+#      export's file run once so (<mpi>-P-verify.txt) and exported again
+#      with that run as --trials, which drops the sizes whose rule lost;
+#      the runs that measure it are new runs.
 # Usage: bench/ngcoll_run.sh OUT_DIR
 #   RANKS="4 8"  MPIS="openmpi mpich"  EXPORT=1  BENCH_ARGS="--reps 7"
 #   MPICH_BENCH_ARGS (default "--reps 3 --target-ms 100 --sync-calls 11 --step 4":
@@ -101,6 +108,17 @@ for P in $RANKS; do
         if [ "$mpi" = openmpi ]; then fmt=ompi-rules file=rules-$P.txt; else fmt=mpich-json file=mpich-$P.json; fi
         "$T/ngctl" export --format "$fmt" --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" \
             --trials "$OUT/$mpi-$P-preload.log" > "$OUT/$file"
+        if [ "$mpi" = openmpi ] && [ "$EXPORT" = 1 ]; then
+            # Verified: every rule of the file forced against the fixed
+            # decision in one process; exported again without the sizes
+            # whose rule lost (the first file kept as rules-P-unverified).
+            mv "$OUT/$file" "$OUT/rules-$P-unverified.txt"
+            # shellcheck disable=SC2086
+            measured "$P" "$mpi-$P-verify" "${launch[@]}" --mca coll_tuned_use_dynamic_rules 1 \
+                "$OUT/bench_$mpi" --rules "$OUT/rules-$P-unverified.txt" --rule-sizes $args
+            "$T/ngctl" export --format "$fmt" --shm "$SEG" --comm-sizes "$P" --cores "$(nproc)" \
+                --trials "$OUT/$mpi-$P-preload.log" --trials "$OUT/$mpi-$P-verify.txt" > "$OUT/$file"
+        fi
         if [ "$EXPORT" = 1 ]; then
             # Runs in the order own, rules, rules, own: the machine drifts
             # from run to run (bench/ngcoll.md), and the mirrored order
@@ -116,6 +134,11 @@ for P in $RANKS; do
                         "$OUT/bench_$mpi" --no-pmpi $args
                 fi
             done
+            if [ "$mpi" = openmpi ]; then
+                # shellcheck disable=SC2086
+                measured "$P" "$mpi-$P-forced-rules" "${launch[@]}" --mca coll_tuned_use_dynamic_rules 1 \
+                    "$OUT/bench_$mpi" --rules "$OUT/rules-$P.txt" $args
+            fi
         fi
     done
 done

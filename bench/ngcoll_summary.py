@@ -7,7 +7,10 @@ point, the worst point, the points worse than 1.25x, and the full table.
 Preloaded: ours = MPI_X with libngcoll, the library's own = PMPI_X, timed
 interleaved in the same run. Rules: ours = MPI_X with the exported rules,
 own = MPI_X without, runs in the order own-a, rules-a, rules-b, own-b; each
-side is the geometric mean of its two runs.
+side is the geometric mean of its two runs. Open MPI's rules in one process
+(<mpi>-<P>-forced-rules.txt, bench --rules): ours = MPI_X with every rule
+forced on a communicator of its own, own = PMPI_X, the fixed decision,
+interleaved as the preloaded runs are.
 
 For the preloaded runs the points are also split by libngcoll's choice
 (its NETGAUGE_COLL=log lines in <tag>.log, the world communicator): where
@@ -168,6 +171,17 @@ def main():
                                    (False, "where it leaves Open MPI's decision (0: the same code; the noise)")):
                     sub = [r for r in rows if (rule_alg(rules, r[0], r[2], int(p)) != 0) is want]
                     report("%s, %s ranks: exported rules, %s" % (mpi, p, what), sub, False)
+        forced = os.path.join(out, "%s-%s-forced-rules.txt" % (mpi, p))
+        if os.path.exists(forced):
+            rows = [(c, md, b, o, l) for (c, md, b), (o, l) in points(forced).items()]
+            dist = " (DISTURBED)" if os.path.exists(forced.replace(".txt", ".DISTURBED")) else ""
+            report("%s, %s ranks: exported rules in one process, each rule forced%s" % (mpi, p, dist), rows, table)
+            rules = ompi_rules(os.path.join(out, "rules-%s.txt" % p), int(p))
+            if rules:
+                for want, what in ((True, "where the file names an algorithm"),
+                                   (False, "where it leaves Open MPI's decision (the same code; the noise)")):
+                    sub = [r for r in rows if (rule_alg(rules, r[0], r[2], int(p)) != 0) is want]
+                    report("%s, %s ranks: rules in one process, %s" % (mpi, p, what), sub, False)
 
 
 if __name__ == "__main__":

@@ -15,26 +15,32 @@
 //! - `ompi-rules`: an Open MPI coll/tuned dynamic rules file, classic format
 //!   (format 1 of 5.0; the only one of 4.1), for allgather (collective id
 //!   0), allreduce (2), alltoall (3), barrier (6), bcast (7) and reduce
-//!   (11), one block per communicator size; our choices mapped onto
-//!   coll/tuned's algorithm numbers.
+//!   (11), one block per communicator size, naming coll/tuned's own
+//!   algorithms by number.
 //! - `mpich-json`: an MPICH collective-selection tree
 //!   (`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`) for the same six
 //!   collectives. MPICH 4.0 replaces its whole built-in tree with the file
 //!   and asserts when a collective has no entry, so a program that calls
 //!   any other collective cannot use it.
 //!
-//! Both rule exports make the choice libngcoll makes
-//! (`netgauge::select::choose`): one of our algorithms only where it is
-//! predicted faster than the library's own choice by more than `--margin`
-//! (and slower in no view by more than half of it) and libngcoll, in the
-//! run whose log `--trials` names, did not give that class to the
-//! library's own ([`verdicts`]); elsewhere the library's own: algorithm 0 (coll/tuned's
-//! fixed decision) in the Open MPI file, MPICH's default algorithm in the
-//! JSON (the file has to name one). Only algorithms the library has are
-//! candidates (MPICH 4.0 has no ring allreduce, plain chain broadcast
-//! nor tree barrier). The MPICH keys stand in the order MPICH evaluates
-//! them: it takes the first sibling that matches, in file order, so
-//! communicator and message sizes ascend numerically, `any` last.
+//! Both rule exports leave the library's own choice wherever nothing is
+//! predicted faster than it by more than `--margin` (and slower in no view
+//! by more than half of it). The Open MPI file chooses among every
+//! algorithm of coll/tuned the model has a schedule for
+//! (`netgauge::select::ompi_rule_algorithms`, chosen by
+//! `netgauge::select::choose_named`): its linear, chain, tree and k-nomial
+//! broadcasts and reduces, not only the ones libngcoll runs as ours; the
+//! library's own is algorithm 0, coll/tuned's fixed decision. The MPICH
+//! tree chooses among ours that MPICH has (`netgauge::select::choose`: it
+//! has no ring allreduce, plain chain broadcast nor tree barrier) and
+//! otherwise names MPICH's default algorithm (the file has to name one).
+//! What libngcoll decided and measured in the runs `--trials` names
+//! overrides the model ([`verdicts`]): a class measured slower than the
+//! library's own (a trial, or a verification run of an Open MPI file)
+//! stays the library's; one libngcoll's plan gave to the library names
+//! none of libngcoll's algorithms. The MPICH keys stand in the order MPICH
+//! evaluates them: it takes the first sibling that matches, in file order,
+//! so communicator and message sizes ascend numerically, `any` last.
 
 pub mod loggopsim;
 pub mod model;
@@ -119,7 +125,7 @@ pub struct ExportArgs {
     /// Cores the ranks share on a node, as for `ngctl predict` (0: one per
     /// rank). The rule tables then assume this many cores per communicator.
     pub cores: usize,
-    /// ompi-rules / mpich-json: how much faster one of our choices must be
+    /// ompi-rules / mpich-json: how much faster a named algorithm must be
     /// predicted to replace the library's own (see `select::choose`).
     pub margin: f64,
     /// LogGOPSim time unit ([`loggopsim::Unit::Auto`]: the first that
@@ -130,16 +136,17 @@ pub struct ExportArgs {
     /// SMPI: hosts of the platform's cluster (None: the largest of
     /// `comm_sizes`).
     pub hosts: Option<u32>,
-    /// ompi-rules / mpich-json: libngcoll `NETGAUGE_COLL=log` outputs whose
-    /// trials gave classes back to the library's own ([`verdicts`]).
+    /// ompi-rules / mpich-json: libngcoll `NETGAUGE_COLL=log` outputs, and
+    /// verification runs of an Open MPI file, that gave classes back to
+    /// the library's own ([`verdicts`]).
     pub trials: Vec<PathBuf>,
 }
 
 /// Render one export of `entry` (with the exchange ranges measured for some
 /// communicator sizes, which the rule exports use for those sizes, and the
 /// transport's contention record, which the SMPI platform carries). The
-/// rule exports read the logs of `args.trials` and leave the classes their
-/// trials gave back to the library's own to it.
+/// rule exports read the logs and runs of `args.trials` and leave the
+/// classes they gave back to the library's own to it ([`verdicts`]).
 pub fn render(
     args: &ExportArgs,
     entry: &EntryData,

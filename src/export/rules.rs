@@ -20,62 +20,6 @@ pub const OMPI_REDUCE: u32 = 11;
 /// collective id at or above it.
 pub const OMPI_COLLCOUNT: u32 = 22;
 
-/// Open MPI coll/tuned algorithm numbers (`ompi_info --param coll tuned
-/// --level 9`, 4.1).
-pub mod ompi_alg {
-    pub const BCAST_BASIC_LINEAR: u32 = 1;
-    pub const BCAST_CHAIN: u32 = 2;
-    pub const BCAST_PIPELINE: u32 = 3;
-    pub const BCAST_BINOMIAL: u32 = 6;
-    pub const BCAST_SCATTER_ALLGATHER: u32 = 8;
-    pub const BCAST_SCATTER_ALLGATHER_RING: u32 = 9;
-    pub const ALLREDUCE_RECURSIVE_DOUBLING: u32 = 3;
-    pub const ALLREDUCE_RING: u32 = 4;
-    pub const ALLREDUCE_RABENSEIFNER: u32 = 6;
-    pub const BARRIER_BRUCK: u32 = 4;
-    pub const BARRIER_TREE: u32 = 6;
-    pub const REDUCE_BINOMIAL: u32 = 5;
-    pub const REDUCE_RABENSEIFNER: u32 = 7;
-    pub const ALLGATHER_RECURSIVE_DOUBLING: u32 = 3;
-    pub const ALLGATHER_RING: u32 = 4;
-    pub const ALLTOALL_LINEAR: u32 = 1;
-    pub const ALLTOALL_PAIRWISE: u32 = 2;
-}
-
-/// (Open MPI algorithm, fan-in/out, segment size) for one of our choices;
-/// (0, 0, 0), the library's own, for one Open MPI cannot be told to run
-/// ([`ompi_has`]).
-pub fn ompi_mapping(c: &select::Choice) -> (u32, u32, u64) {
-    use ompi_alg::*;
-    match c.algorithm() {
-        Some(Algorithm::BcastBinomial) => (BCAST_BINOMIAL, 0, 0),
-        Some(Algorithm::BcastScatterRdAllgather) => (BCAST_SCATTER_ALLGATHER, 0, 0),
-        Some(Algorithm::BcastScatterRingAllgather) => (BCAST_SCATTER_ALLGATHER_RING, 0, 0),
-        // coll/tuned's pipeline is a chain of fan-out 1, segmented.
-        Some(Algorithm::BcastChain) => (BCAST_PIPELINE, 1, c.segment_bytes),
-        Some(Algorithm::AllreduceRecursiveDoubling) => (ALLREDUCE_RECURSIVE_DOUBLING, 0, 0),
-        Some(Algorithm::AllreduceRabenseifner) => (ALLREDUCE_RABENSEIFNER, 0, 0),
-        Some(Algorithm::AllreduceRing) => (ALLREDUCE_RING, 0, 0),
-        // Bruck's barrier is the dissemination barrier.
-        Some(Algorithm::BarrierDissemination) => (BARRIER_BRUCK, 0, 0),
-        Some(Algorithm::BarrierTree) => (BARRIER_TREE, 0, 0),
-        Some(Algorithm::ReduceBinomial) => (REDUCE_BINOMIAL, 0, 0),
-        Some(Algorithm::ReduceRabenseifner) => (REDUCE_RABENSEIFNER, 0, 0),
-        Some(Algorithm::AllgatherRecursiveDoubling) => (ALLGATHER_RECURSIVE_DOUBLING, 0, 0),
-        Some(Algorithm::AllgatherRing) => (ALLGATHER_RING, 0, 0),
-        Some(Algorithm::AlltoallLinear) => (ALLTOALL_LINEAR, 0, 0),
-        Some(Algorithm::AlltoallPairwise) => (ALLTOALL_PAIRWISE, 0, 0),
-        Some(Algorithm::AllgatherLinear) | Some(Algorithm::AllreduceLinear) | None => (0, 0, 0),
-    }
-}
-
-/// Whether Open MPI 4.1's coll/tuned can be told to run `a`: not the linear
-/// allgather and allreduce (its basic linear ones are a gather or reduce
-/// and a broadcast, not every block sent directly).
-pub fn ompi_has(a: Algorithm) -> bool {
-    !matches!(a, Algorithm::AllgatherLinear | Algorithm::AllreduceLinear)
-}
-
 /// The MPICH 4.0 algorithm container of one of ours, None where MPICH has
 /// no such algorithm: its selection asserts on a name it does not know
 /// (`unrecognized key`), so a close relative is never written in its place.
@@ -207,6 +151,34 @@ pub struct RuleOptions<'a> {
     pub vetoes: &'a super::verdicts::Verdicts,
 }
 
+/// The model's view options for a library running what a rules file names.
+fn run_by(lib: select::Library, opts: &RuleOptions) -> select::ViewOptions {
+    select::ViewOptions {
+        gamma_ns_per_byte: opts.select.gamma_ns_per_byte,
+        cores: opts.select.cores,
+        spin_slice_ns: SPIN_SLICE_NS,
+        fresh_ns_per_byte: opts.fresh_ns_per_byte,
+        ours_run_by: Some(lib),
+    }
+}
+
+/// The size grid with the bounds of every vetoed class of (`coll`,
+/// `ranks`) added, so that the library's own covers that class exactly:
+/// not a class between two grid sizes missed, nor its neighbour up to the
+/// next grid size taken with it.
+fn grid_with_vetoes(grid: &[u64], coll: Collective, ranks: usize, opts: &RuleOptions) -> Vec<u64> {
+    let top = grid.last().copied().unwrap_or(0);
+    let mut grid = grid.to_vec();
+    grid.extend(
+        opts.vetoes
+            .bounds(coll, ranks, opts.one_node)
+            .filter(|&b| b <= top),
+    );
+    grid.sort_unstable();
+    grid.dedup();
+    grid
+}
+
 /// The choice over the size grid as (first size, choice) runs: our
 /// algorithm, or None for the library's own (see the module
 /// documentation). `ours`: the algorithms the target library can run.
@@ -221,27 +193,9 @@ pub fn choice_runs<N: Network + ?Sized>(
 ) -> Result<Vec<(u64, Option<select::Choice>)>> {
     // A rules file makes the library run the algorithm it names: ours are
     // priced as the library's implementation of them.
-    let view = select::ViewOptions {
-        gamma_ns_per_byte: opts.select.gamma_ns_per_byte,
-        cores: opts.select.cores,
-        spin_slice_ns: SPIN_SLICE_NS,
-        fresh_ns_per_byte: opts.fresh_ns_per_byte,
-        ours_run_by: Some(lib),
-    };
-    // A vetoed class's bounds join the grid, so the library's own covers
-    // that class exactly: not a class between two grid sizes missed, nor
-    // its neighbour up to the next grid size taken with it.
-    let top = grid.last().copied().unwrap_or(0);
-    let mut grid = grid.to_vec();
-    grid.extend(
-        opts.vetoes
-            .bounds(coll, ranks, opts.one_node)
-            .filter(|&b| b <= top),
-    );
-    grid.sort_unstable();
-    grid.dedup();
+    let view = run_by(lib, opts);
     let mut runs: Vec<(u64, Option<select::Choice>)> = Vec::new();
-    for &m in &grid {
+    for m in grid_with_vetoes(grid, coll, ranks, opts) {
         let d = select::choose(
             net,
             lib,
@@ -276,14 +230,80 @@ pub fn choice_runs<N: Network + ?Sized>(
     Ok(runs)
 }
 
-/// The algorithms of ours a library can be told to run.
-fn exportable(lib: select::Library, ranks: usize) -> Vec<Algorithm> {
+/// Whether libngcoll runs a schedule of this kind as one of ours (any
+/// segment size): its trials then measured it against the library's own,
+/// and a class whose trial kept the library's own vetoes it.
+fn libngcoll_runs(lib: select::Library, s: select::Schedule) -> bool {
+    Algorithm::ALL.iter().any(|&a| {
+        std::mem::discriminant(&lib.implementation(select::Schedule::of(a, 0)))
+            == std::mem::discriminant(&s)
+    })
+}
+
+/// What an Open MPI rule names: (algorithm, fan-in/out, segment size).
+type OmpiAlg = (u32, u32, u64);
+
+/// Open MPI's rules over the size grid as (first size, (algorithm,
+/// fan-in/out, segment size)) runs, (0, 0, 0) for its own fixed decision:
+/// at every size the best of the algorithms a rules file can name
+/// ([`select::ompi_rule_algorithms`]) where the model predicts it clearly
+/// faster than the fixed decision ([`select::choose_named`]). A class where
+/// the library's own was measured faster (a libngcoll trial, a
+/// verification run) is left to the fixed decision; one libngcoll's plan
+/// gave to the library loses the algorithms libngcoll runs as ours
+/// ([`super::verdicts`]).
+fn ompi_runs<N: Network + ?Sized>(
+    net: &N,
+    coll: Collective,
+    ranks: usize,
+    grid: &[u64],
+    opts: &RuleOptions,
+) -> Result<Vec<(u64, OmpiAlg)>> {
+    let lib = select::Library::OpenMpi41;
+    let view = run_by(lib, opts);
+    let mut runs: Vec<(u64, OmpiAlg)> = Vec::new();
+    for m in grid_with_vetoes(grid, coll, ranks, opts) {
+        // Measured slower there: the fixed decision. Given to the library
+        // by libngcoll's plan: not the algorithms libngcoll runs as ours.
+        let measured = opts.vetoes.measured(coll, ranks, opts.one_node, m);
+        let planned = opts.vetoes.vetoes(coll, ranks, opts.one_node, m);
+        let candidates: Vec<(OmpiAlg, select::Schedule)> = if measured {
+            Vec::new()
+        } else {
+            select::ompi_rule_algorithms(coll, ranks, m)
+                .into_iter()
+                .filter(|r| !(planned && libngcoll_runs(lib, r.schedule)))
+                .map(|r| ((r.number, r.faninout, r.segsize), r.schedule))
+                .collect()
+        };
+        let chosen = select::choose_named(
+            net,
+            lib,
+            coll,
+            ranks,
+            m,
+            opts.one_node,
+            &candidates,
+            &view,
+            opts.margin,
+        )
+        .map_err(|e| bad(e.to_string()))?
+        .map_or((0, 0, 0), |(rule, _)| rule);
+        if runs.last().is_none_or(|(_, prev)| *prev != chosen) {
+            runs.push((m, chosen));
+        }
+        if coll == Collective::Barrier {
+            break;
+        }
+    }
+    Ok(runs)
+}
+
+/// The algorithms of ours MPICH can be told to run.
+fn mpich_exportable(ranks: usize) -> Vec<Algorithm> {
     Algorithm::ALL
         .into_iter()
-        .filter(|a| match lib {
-            select::Library::OpenMpi41 => ompi_has(*a),
-            select::Library::Mpich40 => mpich_name(*a).is_some(),
-        })
+        .filter(|a| mpich_name(*a).is_some())
         .filter(|a| {
             ranks.is_power_of_two()
                 || !matches!(
@@ -366,7 +386,6 @@ pub fn ompi_rules(
 ) -> Result<OmpiRules> {
     let s_bytes = net.at(max_bytes)?.S_bytes;
     let grid = size_grid(max_bytes, (s_bytes != u64::MAX).then_some(s_bytes));
-    let lib = select::Library::OpenMpi41;
     let mut rules = OmpiRules::default();
     for (coll, id) in [
         (Collective::Allgather, OMPI_ALLGATHER),
@@ -379,18 +398,9 @@ pub fn ompi_rules(
         let mut comms = Vec::new();
         for &p in comm_sizes {
             let n = network_for(net, exchanges, p, opts.contention.as_ref());
-            let ours = exportable(lib, p as usize);
-            let runs = choice_runs(&n, lib, coll, p as usize, &grid, &ours, opts)?;
+            let runs = ompi_runs(&n, coll, p as usize, &grid, opts)?;
             let mut msgs: Vec<OmpiMsgRule> = Vec::new();
-            for (m, c) in runs {
-                let (alg, faninout, segsize) = c.as_ref().map_or((0, 0, 0), ompi_mapping);
-                // Adjacent choices may map onto the same Open MPI rule.
-                if msgs
-                    .last()
-                    .is_some_and(|r| r.alg == alg && r.faninout == faninout && r.segsize == segsize)
-                {
-                    continue;
-                }
+            for (m, (alg, faninout, segsize)) in runs {
                 msgs.push(OmpiMsgRule {
                     msg_bytes: if msgs.is_empty() {
                         0
@@ -474,7 +484,7 @@ pub fn mpich_json(
         let n = comm_sizes.len();
         for (i, &p) in comm_sizes.iter().enumerate() {
             let nw = network_for(net, exchanges, p, opts.contention.as_ref());
-            let ours = exportable(lib, p as usize);
+            let ours = mpich_exportable(p as usize);
             let runs = choice_runs(&nw, lib, coll, p as usize, &grid, &ours, opts)?;
             let name = |m: u64, c: &Option<select::Choice>| {
                 c.as_ref()
@@ -566,28 +576,62 @@ mod tests {
 
     #[test]
     fn a_library_is_told_only_what_it_can_run() {
-        for lib in [select::Library::OpenMpi41, select::Library::Mpich40] {
-            for p in [3, 4, 8] {
-                let ours = exportable(lib, p);
-                for a in [Algorithm::AllgatherLinear, Algorithm::AllreduceLinear] {
-                    assert!(!ours.contains(&a), "{lib:?} {p} {a:?}");
-                }
-                for a in ours {
-                    let named = match lib {
-                        select::Library::OpenMpi41 => {
-                            let c = select::Choice {
-                                algorithm: a as u32,
-                                reserved: 0,
-                                predicted_ns: 1.0,
-                                segment_bytes: 0,
-                            };
-                            ompi_mapping(&c).0 != 0
-                        }
-                        select::Library::Mpich40 => mpich_name(a).is_some(),
-                    };
-                    assert!(named, "{lib:?} cannot run {a:?}");
+        for p in [3, 4, 8] {
+            let ours = mpich_exportable(p);
+            for a in [Algorithm::AllgatherLinear, Algorithm::AllreduceLinear] {
+                assert!(!ours.contains(&a), "{p} {a:?}");
+            }
+            for a in ours {
+                assert!(mpich_name(a).is_some(), "MPICH cannot run {a:?}");
+            }
+            // Open MPI: every algorithm a rules file may name is one of
+            // coll/tuned's numbers for that collective, with a fan-in/out
+            // only on the chains and a segment smaller than the message.
+            for coll in Collective::ALL {
+                for m in [0u64, 4, 4096, 1 << 20] {
+                    for r in select::ompi_rule_algorithms(coll, p, m) {
+                        let top = match coll {
+                            Collective::Bcast => 9,
+                            Collective::Reduce => 7,
+                            Collective::Allreduce => 6,
+                            Collective::Allgather => 5,
+                            Collective::Alltoall => 3,
+                            Collective::Barrier => 6,
+                        };
+                        assert!((1..=top).contains(&r.number), "{coll:?} {r:?}");
+                        assert!(r.segsize < m.max(1), "{coll:?} {m} {r:?}");
+                        let chain = matches!(
+                            r.schedule,
+                            select::Schedule::BcastChain { .. }
+                                | select::Schedule::ReduceChain { .. }
+                        );
+                        assert_eq!(r.faninout, u32::from(chain), "{coll:?} {r:?}");
+                    }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn libngcoll_runs_the_schedules_of_ours_only() {
+        use select::Schedule as S;
+        let lib = select::Library::OpenMpi41;
+        for s in [
+            S::BcastBinomial,
+            S::BcastChain { seg: 8192 },
+            S::ReduceBinomialAlloc,
+            S::AllgatherRing,
+        ] {
+            assert!(libngcoll_runs(lib, s), "{s:?}");
+        }
+        for s in [
+            S::BcastLinear,
+            S::BcastBinary,
+            S::ReduceLinear,
+            S::ReduceChain { seg: 1024 },
+            S::AlltoallBruck,
+        ] {
+            assert!(!libngcoll_runs(lib, s), "{s:?}");
         }
     }
 }

@@ -40,7 +40,17 @@ pub struct Veto {
     /// alltoall, as libngcoll classes them and the exports' grid counts).
     pub lo: u64,
     pub hi: u64,
+    /// The library's own was measured faster there (a trial, or a
+    /// verification run), not only predicted so by libngcoll's plan.
+    pub measured: bool,
 }
+
+/// A verified rule that is slower than the fixed decision by more than
+/// this in any one methodology is vetoed (the issue's worst point).
+pub const VERIFY_WORST: f64 = 1.25;
+
+/// The header line of a verification run (`bench/ngcoll_bench.c --rules`).
+const VERIFY_HEADER: &str = "# forced rules: ";
 
 /// The vetoes of one or more logs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,19 +65,23 @@ impl Verdicts {
     /// library's own, by its plan or by a trial. A choice line that does
     /// not parse is an error (a log of another version), naming the line.
     pub fn parse(text: &str) -> Result<Verdicts> {
+        if text.lines().any(|l| l.starts_with(VERIFY_HEADER)) {
+            return parse_verification(text);
+        }
         let mut v = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim_end();
             if !line.starts_with("ngcoll: comm ") || !line.contains(CHOICE_END) {
                 continue;
             }
-            let (veto, library) = parse_line(line).ok_or_else(|| {
+            let (mut veto, library) = parse_line(line).ok_or_else(|| {
                 bad(format!(
                     "line {}: not a libngcoll choice line: {line}",
                     n + 1
                 ))
             })?;
-            if library || line.ends_with(KEPT_LIBRARY) {
+            veto.measured = !library && line.ends_with(KEPT_LIBRARY);
+            if library || veto.measured {
                 v.push(veto);
             }
         }
@@ -94,6 +108,13 @@ impl Verdicts {
             .any(|v| (v.lo..=v.hi).contains(&m))
     }
 
+    /// As [`Verdicts::vetoes`], for the classes where the library's own was
+    /// measured faster (a trial or a verification run).
+    pub fn measured(&self, coll: Collective, ranks: usize, one_node: bool, m: u64) -> bool {
+        self.of(coll, ranks, one_node)
+            .any(|v| v.measured && (v.lo..=v.hi).contains(&m))
+    }
+
     /// Where the vetoed classes of `coll` over `ranks` begin and end: each
     /// class's first size and the size after its last.
     pub fn bounds(
@@ -116,6 +137,85 @@ impl Verdicts {
             .iter()
             .filter(move |v| v.coll == coll && v.ranks as usize == ranks && v.one_node == one_node)
     }
+}
+
+/// The measured vetoes of a verification run (see the module
+/// documentation).
+fn parse_verification(text: &str) -> Result<Verdicts> {
+    let header = text
+        .lines()
+        .find_map(|l| l.strip_prefix(VERIFY_HEADER))
+        .unwrap_or_default();
+    let (ranks, nodes) = header
+        .split_once(" ranks, ")
+        .and_then(|(p, n)| {
+            Some((
+                p.parse::<u32>().ok()?,
+                n.split_once(' ')?.0.parse::<u32>().ok()?,
+            ))
+        })
+        .ok_or_else(|| {
+            bad(format!(
+                "not a verification header: {VERIFY_HEADER}{header}"
+            ))
+        })?;
+    // (collective, bytes) → the rule's time over the fixed decision's, per
+    // methodology, in the order measured.
+    let mut points: Vec<(Collective, u64, Vec<f64>)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if !line.starts_with("point ") {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let parsed = (f.len() >= 7)
+            .then(|| {
+                let coll = Collective::ALL.into_iter().find(|c| c.name() == f[1])?;
+                let bytes: u64 = f[3].parse().ok()?;
+                let (t, own): (f64, f64) = (f[4].parse().ok()?, f[5].parse().ok()?);
+                (t > 0.0 && own > 0.0).then_some((coll, bytes, t / own))
+            })
+            .flatten()
+            .ok_or_else(|| bad(format!("line {}: not a bench point: {line}", n + 1)))?;
+        let (coll, bytes, ratio) = parsed;
+        match points
+            .iter_mut()
+            .find(|(c, b, _)| *c == coll && *b == bytes)
+        {
+            Some((_, _, r)) => r.push(ratio),
+            None => points.push((coll, bytes, vec![ratio])),
+        }
+    }
+    let mut v = Vec::new();
+    for (i, (coll, bytes, ratios)) in points.iter().enumerate() {
+        let gmean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let worst = ratios.iter().cloned().fold(0.0, f64::max);
+        if gmean <= 1.0 && worst <= VERIFY_WORST {
+            continue;
+        }
+        // Up to the next size measured of this collective (the barrier: its
+        // one class).
+        let next = points[i + 1..]
+            .iter()
+            .find(|(c, ..)| c == coll)
+            .map(|(_, b, _)| *b);
+        let (lo, hi) = match (coll, next) {
+            (Collective::Barrier, _) => (0, u64::MAX),
+            (_, Some(n)) if n > *bytes => (*bytes, n - 1),
+            _ => (
+                *bytes,
+                bytes.saturating_mul(2).saturating_sub(1).max(*bytes),
+            ),
+        };
+        v.push(Veto {
+            ranks,
+            one_node: nodes == 1,
+            coll: *coll,
+            lo,
+            hi,
+            measured: true,
+        });
+    }
+    Ok(Verdicts(v))
 }
 
 /// `ngcoll: comm ID (P ranks, N node[s]) COLL LO[–HI]: CHOICE — predicted …`:
@@ -150,6 +250,7 @@ fn parse_line(line: &str) -> Option<(Veto, bool)> {
             coll,
             lo,
             hi,
+            measured: false,
         },
         library,
     ))
@@ -221,6 +322,59 @@ ngcoll: world rank 0: shadow communicators: 7 released with their communicators
         assert!(on_one(Collective::Barrier, 3, 0));
         // A chain's segment note after the class.
         assert!(on_one(Collective::Bcast, 3, 6143) && !on_one(Collective::Bcast, 3, 6144));
+        // Measured: the trials that kept the library's own, not the plan's
+        // choices.
+        assert!(v.measured(Collective::Bcast, 8, true, 32 << 10));
+        assert!(!v.measured(Collective::Bcast, 8, true, 16 << 10));
+        assert!(v.measured(Collective::Reduce, 3, true, 2));
+    }
+
+    #[test]
+    fn a_verification_run_vetoes_the_sizes_whose_rule_lost() {
+        let run = "\
+# forced rules: 8 ranks, 1 node
+# ranks 8; Open MPI v4.1.4; libngcoll not loaded; common start 73 us ahead
+point bcast sync 16384 50.0 50.0 100
+point bcast b2b 16384 40.0 40.0 100
+point bcast sync 32768 72.8 52.7 100
+point bcast b2b 32768 36.0 36.7 100
+point bcast sync 65536 80.0 82.0 100
+point bcast b2b 65536 50.0 51.0 100
+point bcast sync 131072 59.0 60.0 100
+point bcast b2b 131072 100.0 101.0 100
+point reduce sync 4 1.0 2.0 100
+point reduce b2b 4 1.0 2.0 100
+point barrier sync 0 3.0 2.0 100
+";
+        let v = Verdicts::parse(run).unwrap();
+        let m = |c, b| v.measured(c, 8, true, b);
+        // 32 KiB lost one methodology by more than 1.25x (geometric mean
+        // below 1): vetoed up to the next size measured.
+        assert!(m(Collective::Bcast, 32768) && m(Collective::Bcast, 65535));
+        assert!(!m(Collective::Bcast, 65536) && !m(Collective::Bcast, 32767));
+        // Equal: not a loss. 128 KiB: the geometric mean is under 1, the
+        // worst under 1.25: kept; the last size measured would cover its
+        // octave.
+        assert!(!m(Collective::Bcast, 16384) && !m(Collective::Bcast, 131072));
+        assert!(!m(Collective::Reduce, 4));
+        assert!(m(Collective::Barrier, 0));
+        // Another rank count or a run across nodes says nothing of these.
+        assert!(!v.measured(Collective::Bcast, 4, true, 32768));
+        assert!(!v.measured(Collective::Bcast, 8, false, 32768));
+        // The last size measured, lost: its octave.
+        let v =
+            Verdicts::parse("# forced rules: 4 ranks, 2 nodes\npoint reduce sync 1024 2.0 1.0 9\n")
+                .unwrap();
+        assert!(
+            v.measured(Collective::Reduce, 4, false, 2047)
+                && !v.measured(Collective::Reduce, 4, false, 2048)
+        );
+        // A point line that does not parse, or a header without its counts.
+        let e = Verdicts::parse("# forced rules: 4 ranks, 1 node\npoint reduce sync x 2.0 1.0 9\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        assert!(Verdicts::parse("# forced rules: four\n").is_err());
     }
 
     #[test]

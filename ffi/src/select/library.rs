@@ -89,6 +89,109 @@ impl Library {
     }
 }
 
+/// One algorithm an Open MPI 4.1 rules file can name: its coll/tuned
+/// number, fan-in/out and segment size as the file writes them, and the
+/// schedule the model prices it by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleAlgorithm {
+    pub number: u32,
+    pub faninout: u32,
+    pub segsize: u64,
+    pub schedule: Schedule,
+}
+
+/// The algorithms of Open MPI 4.1's coll/tuned that a rules file can make
+/// it run for `coll` over `p` ranks and `m` bytes, each with the schedule
+/// the model has for it (as [`Library::schedule`] prices the same numbers
+/// in the fixed decision; the ring, segmented ring and Rabenseifner
+/// allreduce fall back to recursive doubling below their element counts,
+/// and so do their schedules here). Left out: what the model has no
+/// schedule for (the chains of fan-out above 1, the split binary tree,
+/// the in-order binary reduce, the double-ring barrier, the allreduce and
+/// allgather built from other collectives, two-process algorithms).
+pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
+    use Schedule::*;
+    let plain = |number: u32, schedule: Schedule| RuleAlgorithm {
+        number,
+        faninout: 0,
+        segsize: 0,
+        schedule,
+    };
+    // A chain of fan-out 1, cut into segments of `seg` bytes (the whole
+    // message: segment size 0).
+    let chain = |number: u32, seg: u64, schedule: Schedule| RuleAlgorithm {
+        number,
+        faninout: 1,
+        segsize: if seg >= m { 0 } else { seg },
+        schedule,
+    };
+    let pow2 = p.is_power_of_two();
+    match coll {
+        Collective::Bcast => {
+            let mut v = vec![
+                plain(1, BcastLinear),
+                plain(5, BcastBinary),
+                plain(6, BcastBinomial),
+                plain(7, BcastKnomial { radix: 4 }),
+                plain(9, BcastScatterRing),
+            ];
+            if pow2 {
+                v.push(plain(8, BcastScatterRd));
+            }
+            v.extend(super::chain_segments(m).map(|s| chain(3, s, BcastChain { seg: s })));
+            v
+        }
+        Collective::Reduce => {
+            let mut v = vec![
+                plain(1, ReduceLinear),
+                plain(4, ReduceBinary),
+                plain(5, ReduceBinomialAlloc),
+                plain(7, ReduceRabenseifnerAlloc),
+            ];
+            v.extend(super::chain_segments(m).map(|s| chain(2, s, ReduceChain { seg: s })));
+            v
+        }
+        Collective::Allreduce => {
+            let ring = if m / 4 >= p as u64 {
+                AllreduceRing
+            } else {
+                AllreduceRecursiveDoubling
+            };
+            let raben = if m / 4 >= p.next_power_of_two() as u64 / 2 {
+                AllreduceRabenseifner
+            } else {
+                AllreduceRecursiveDoubling
+            };
+            vec![
+                plain(3, AllreduceRecursiveDoubling),
+                plain(4, ring),
+                plain(6, raben),
+            ]
+        }
+        Collective::Allgather => {
+            let mut v = vec![plain(2, AllgatherBruck), plain(4, AllgatherRing)];
+            if pow2 {
+                v.push(plain(3, AllgatherRecursiveDoubling));
+            }
+            if p % 2 == 0 {
+                v.push(plain(5, AllgatherNeighbor));
+            }
+            v
+        }
+        Collective::Alltoall => vec![
+            plain(1, AlltoallLinear),
+            plain(2, AlltoallPairwise),
+            plain(3, AlltoallBruck),
+        ],
+        Collective::Barrier => vec![
+            plain(1, BarrierLinear),
+            plain(3, BarrierRecursiveDoubling),
+            plain(4, BarrierDissemination),
+            plain(6, BarrierTree),
+        ],
+    }
+}
+
 /// The cell of MPICH 4.0's intra-node broadcast buffer (its defaults).
 pub const MPICH_BCAST_CELL_BYTES: u64 = 8192;
 

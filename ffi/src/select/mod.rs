@@ -131,11 +131,11 @@ pub mod view;
 
 pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
-pub use library::Library;
+pub use library::{ompi_rule_algorithms, Library, RuleAlgorithm};
 pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
 pub use schedule::{chain_segment, Op, Schedule};
 pub use sim::{SimError, Work};
-pub use view::{choose, view, Decision, Priced, View, ViewOptions};
+pub use view::{chain_segments, choose, choose_named, view, Decision, Priced, View, ViewOptions};
 
 use crate::types::LookupError;
 

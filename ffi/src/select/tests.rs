@@ -1679,3 +1679,68 @@ fn the_chains_sharing_sum_is_the_sum_over_its_hops() {
         64.0 + ((n * (n + 1) - 64 * 65) / 2) as f64 / 64.0
     });
 }
+
+#[test]
+fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
+    let mut p_net = net(1000.0, 300.0, 450.0, 0.1);
+    p_net.S_bytes = 4096;
+    let opts = ViewOptions::default();
+    let lib = Library::OpenMpi41;
+    let named = |coll, p, m, margin| {
+        let c: Vec<(u32, Schedule)> = super::ompi_rule_algorithms(coll, p, m)
+            .into_iter()
+            .map(|r| (r.number, r.schedule))
+            .collect();
+        super::choose_named(&p_net, lib, coll, p, m, true, &c, &opts, margin).unwrap()
+    };
+    // Whatever it names clears the margin against the fixed decision in
+    // the geometric mean of the four views and loses none by more than
+    // half of it; it is never the fixed decision's own schedule.
+    let mut some = 0;
+    for coll in Collective::ALL {
+        for p in [3usize, 4, 8] {
+            for m in [8u64, 1024, 64 << 10, 1 << 20] {
+                let own = lib.schedule(coll, p, m, true);
+                let lib_view = view(&p_net, own, p, m, &opts, false, false).unwrap();
+                let Some((number, v)) = named(coll, p, m, 0.1) else {
+                    continue;
+                };
+                some += 1;
+                let r: Vec<f64> = v
+                    .prices()
+                    .iter()
+                    .zip(lib_view.prices())
+                    .map(|(o, l)| o / l)
+                    .collect();
+                let gmean = (r.iter().map(|x| x.ln()).sum::<f64>() / 4.0).exp();
+                assert!(
+                    gmean <= 0.9 && r.iter().all(|&x| x <= 1.05),
+                    "{coll:?} {p} {m}: {number} {r:?}"
+                );
+                let rule = super::ompi_rule_algorithms(coll, p, m)
+                    .into_iter()
+                    .find(|a| a.number == number)
+                    .unwrap();
+                assert_ne!(rule.schedule, own, "{coll:?} {p} {m}");
+                // A margin nothing clears: the fixed decision.
+                assert!(named(coll, p, m, 0.99).is_none());
+            }
+        }
+    }
+    assert!(some > 0, "nothing named anywhere");
+    // No candidates: the fixed decision.
+    let none: &[(u32, Schedule)] = &[];
+    assert!(super::choose_named(
+        &p_net,
+        lib,
+        Collective::Reduce,
+        4,
+        1024,
+        true,
+        none,
+        &opts,
+        0.0
+    )
+    .unwrap()
+    .is_none());
+}

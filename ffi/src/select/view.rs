@@ -228,12 +228,33 @@ pub struct Decision {
 /// Segment sizes the chain is priced with: powers of two from 1 KiB (and
 /// at least m/256: more segments than that gain nothing measurable and
 /// cost the simulation their number) up to the message, and the message.
-fn chain_segments(m: u64) -> impl Iterator<Item = u64> {
+pub fn chain_segments(m: u64) -> impl Iterator<Item = u64> {
     let min = (m / 256).max(1024);
     (10..=30)
         .map(|k| 1u64 << k)
         .filter(move |&s| s >= min && s < m)
         .chain(std::iter::once(m.max(1)))
+}
+
+/// A candidate's standing against the library's own choice: the geometric
+/// mean of its four price ratios (which ranks candidates) and the worst
+/// ratio (which may disqualify it).
+fn judge(v: &View, library: &[f64; 4]) -> (f64, f64) {
+    let mut worst: f64 = 0.0;
+    let mut log_sum = 0.0;
+    for (o, l) in v.prices().iter().zip(library) {
+        let r = if *l > 0.0 { o / l } else { 1.0 };
+        worst = worst.max(r);
+        log_sum += r.max(1e-9).ln();
+    }
+    ((log_sum / 4.0).exp(), worst)
+}
+
+/// Whether a candidate judged (`score`, `worst`) replaces the library's
+/// own choice: faster by more than `margin`, slower in no view by more
+/// than half of it.
+fn beats(score: f64, worst: f64, margin: f64) -> bool {
+    score <= 1.0 - margin && worst <= 1.0 + margin / 2.0
 }
 
 /// Chooses between `ours` (the algorithms the caller can run) and the
@@ -267,16 +288,7 @@ pub fn choose<N: Network + ?Sized>(
             let sched = Schedule::of(a, seg);
             let sched = opts.ours_run_by.map_or(sched, |l| l.implementation(sched));
             let v = view(net, sched, p, m, opts, false, false)?;
-            // Ratios to the library in every view; their geometric mean
-            // ranks the candidates, the worst one decides.
-            let mut worst: f64 = 0.0;
-            let mut log_sum = 0.0;
-            for (o, l) in v.prices().iter().zip(lib_prices) {
-                let r = if l > 0.0 { o / l } else { 1.0 };
-                worst = worst.max(r);
-                log_sum += r.max(1e-9).ln();
-            }
-            let score = (log_sum / 4.0).exp();
+            let (score, worst) = judge(&v, &lib_prices);
             let priced = Priced {
                 algorithm: a,
                 segment_bytes: seg,
@@ -290,11 +302,7 @@ pub fn choose<N: Network + ?Sized>(
             // point-to-point with waits that yield on a shared core, are
             // not priced at that grain (bench/ngcoll.md): the library keeps
             // those sizes.
-            if score <= 1.0 - margin
-                && worst <= 1.0 + margin / 2.0
-                && !runs_ahead
-                && best.map_or(true, |(s, _)| score < s)
-            {
+            if beats(score, worst, margin) && !runs_ahead && best.map_or(true, |(s, _)| score < s) {
                 best = Some((score, priced));
             }
         }
@@ -305,4 +313,38 @@ pub fn choose<N: Network + ?Sized>(
         library,
         library_view,
     })
+}
+
+/// The best of `candidates`, schedules the library itself runs when told
+/// to (a rules file names them), against its own choice for `coll` over
+/// `p` ranks and `m` bytes, by the rule of [`choose`]; None where the
+/// library's own choice stays. Each candidate carries the caller's name
+/// for it (`T`), returned with its prices.
+#[allow(clippy::too_many_arguments)]
+pub fn choose_named<N: Network + ?Sized, T: Copy>(
+    net: &N,
+    lib: Library,
+    coll: Collective,
+    p: usize,
+    m: u64,
+    one_node: bool,
+    candidates: &[(T, Schedule)],
+    opts: &ViewOptions,
+    margin: f64,
+) -> Result<Option<(T, View)>, SimError> {
+    let library = lib.schedule(coll, p, m, one_node);
+    let runs_ahead = lib.root_runs_ahead(library, m);
+    let lib_prices = view(net, library, p, m, opts, lib.spins(), runs_ahead)?.prices();
+    let mut best: Option<(f64, T, View)> = None;
+    for &(name, sched) in candidates {
+        if sched == library {
+            continue;
+        }
+        let v = view(net, sched, p, m, opts, lib.spins(), false)?;
+        let (score, worst) = judge(&v, &lib_prices);
+        if beats(score, worst, margin) && !runs_ahead && best.map_or(true, |(s, ..)| score < s) {
+            best = Some((score, name, v));
+        }
+    }
+    Ok(best.map(|(_, name, v)| (name, v)))
 }

@@ -311,9 +311,10 @@ pub struct ExportFlags {
     /// --comm-sizes).
     #[arg(long)]
     pub hosts: Option<u32>,
-    /// ompi-rules / mpich-json: a libngcoll NETGAUGE_COLL=log output (may
-    /// repeat); the classes whose trials kept the library's own are left to
-    /// it.
+    /// ompi-rules / mpich-json: a libngcoll NETGAUGE_COLL=log output, or a
+    /// verification run of an Open MPI file (bench/ngcoll_bench.c --rules;
+    /// may repeat): the classes measured faster with the library's own are
+    /// left to it, those libngcoll's plan gave to it name none of ours.
     #[arg(long)]
     pub trials: Vec<std::path::PathBuf>,
 }
