@@ -140,20 +140,29 @@ static struct rule {
 static int nrules[NCOLL];
 
 /* The next number of a rules file (Open MPI's reader: '#' starts a comment
- * to the end of the line, any other non-digit separates); -1 at the end. */
+ * to the end of the line, any other non-digit separates); -1 at the end,
+ * -2 for a number Open MPI would not read as this one (a sign, more digits
+ * than fit). */
 static long next_number(FILE *f)
 {
-    int ch;
+    int ch, prev = 0;
     while ((ch = fgetc(f)) != EOF) {
         if (ch == '#') {
             while ((ch = fgetc(f)) != EOF && ch != '\n')
                 ;
         } else if (ch >= '0' && ch <= '9') {
+            if (prev == '-' || prev == '+')
+                return -2;
             long v = ch - '0';
+            int digits = 1;
             while ((ch = fgetc(f)) != EOF && ch >= '0' && ch <= '9')
-                v = v * 10 + (ch - '0');
+                if (++digits > 15)
+                    return -2;
+                else
+                    v = v * 10 + (ch - '0');
             return v;
         }
+        prev = ch;
     }
     return -1;
 }
@@ -171,33 +180,40 @@ static void load_rules(const char *path)
     if (!f)
         bad_rules(path, "cannot open");
     long ncoll = next_number(f);
+    if (ncoll < 0)
+        bad_rules(path, "no collective count");
     for (long i = 0; i < ncoll; i++) {
         long id = next_number(f), ncomm = next_number(f);
-        int c = -1;
+        if (id < 0 || ncomm < 0)
+            bad_rules(path, "truncated, or a number Open MPI reads otherwise");
+        int c = -1, found = 0;
         for (int k = 0; k < NCOLL; k++)
             if (ompi_ids[k] == id)
                 c = k;
-        long best = -1;
         for (long j = 0; j < ncomm; j++) {
             long comm = next_number(f), nmsg = next_number(f);
             if (comm < 0 || nmsg < 0 || nmsg > MAX_RULES)
-                bad_rules(path, "truncated or too many message sizes");
-            /* Open MPI takes the largest communicator size not above ours. */
-            int take = c >= 0 && comm <= size && comm > best;
+                bad_rules(path, "truncated, or too many message sizes");
+            /* Only the block for exactly this many ranks: what a
+             * verification run measures is that block's rules. */
+            int take = c >= 0 && comm == size;
+            found |= take;
             if (take)
-                best = comm, nrules[c] = (int)nmsg;
+                nrules[c] = (int)nmsg;
             for (long k = 0; k < nmsg; k++) {
                 struct rule r = {0, 0, 0, 0, MPI_COMM_WORLD};
                 r.bytes = next_number(f);
                 r.alg = next_number(f);
                 r.faninout = next_number(f);
                 r.segsize = next_number(f);
-                if (r.segsize < 0)
-                    bad_rules(path, "truncated");
+                if (r.bytes < 0 || r.alg < 0 || r.faninout < 0 || r.segsize < 0)
+                    bad_rules(path, "truncated, or a number Open MPI reads otherwise");
                 if (take)
                     rules[c][k] = r;
             }
         }
+        if (c >= 0 && !found)
+            bad_rules(path, "a collective without a block for this many ranks");
     }
     fclose(f);
     /* One duplicate per rule that names an algorithm, made after its
@@ -242,9 +258,18 @@ static void load_rules(const char *path)
                nodes == 1 ? "" : "s", path);
 }
 
+/* The size Open MPI looks a call's rule up by: count x type size (reduce
+ * and allreduce send bytes/4 floats), allgather and alltoall x ranks. */
+static long rule_key(int c, size_t bytes)
+{
+    if (c == REDUCE || c == ALLREDUCE)
+        return (long)(bytes / 4 * 4);
+    return (long)bytes * ((c == ALLGATHER || c == ALLTOALL) ? size : 1);
+}
+
 static MPI_Comm rule_comm(int c, size_t bytes)
 {
-    long m = (long)bytes * ((c == ALLGATHER || c == ALLTOALL) ? size : 1);
+    long m = rule_key(c, bytes);
     MPI_Comm comm = MPI_COMM_WORLD;
     for (int k = 0; k < nrules[c]; k++)
         if (rules[c][k].bytes <= m)
@@ -410,8 +435,11 @@ int main(int argc, char **argv)
              b = b ? b * (size_t)step : 1)
             sizes[nsizes++] = b;
         for (int k = 0; rule_sizes && c != BARRIER && k < nrules[c] && nsizes < 256; k++) {
+            /* The smallest call size that the rule applies to. */
             size_t per = (c == ALLGATHER || c == ALLTOALL) ? (size_t)size : 1;
-            size_t b = (size_t)rules[c][k].bytes / per;
+            size_t b = ((size_t)rules[c][k].bytes + per - 1) / per;
+            if (c == REDUCE || c == ALLREDUCE)
+                b = (b + 3) / 4 * 4;
             if (rules[c][k].alg && b >= min && b <= top)
                 sizes[nsizes++] = b;
         }

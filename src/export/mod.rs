@@ -35,10 +35,11 @@
 //! has no ring allreduce, plain chain broadcast nor tree barrier) and
 //! otherwise names MPICH's default algorithm (the file has to name one).
 //! What libngcoll decided and measured in the runs `--trials` names
-//! overrides the model ([`verdicts`]): a class measured slower than the
-//! library's own (a trial, or a verification run of an Open MPI file)
-//! stays the library's; one libngcoll's plan gave to the library names
-//! none of libngcoll's algorithms. The MPICH keys stand in the order MPICH
+//! overrides the model ([`verdicts`]): a class a libngcoll trial measured
+//! slower than the library's own stays the library's, and so does, in the
+//! Open MPI file, a size a verification run of that file measured its rule
+//! slower at; one libngcoll's plan gave to the library names none of
+//! libngcoll's algorithms. The MPICH keys stand in the order MPICH
 //! evaluates them: it takes the first sibling that matches, in file order,
 //! so communicator and message sizes ascend numerically, `any` last.
 

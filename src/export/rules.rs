@@ -276,19 +276,16 @@ fn ompi_runs<N: Network + ?Sized>(
                 .map(|r| ((r.number, r.faninout, r.segsize), r.schedule))
                 .collect()
         };
-        let chosen = select::choose_named(
-            net,
+        let call = select::Call {
             lib,
             coll,
             ranks,
-            m,
-            opts.one_node,
-            &candidates,
-            &view,
-            opts.margin,
-        )
-        .map_err(|e| bad(e.to_string()))?
-        .map_or((0, 0, 0), |(rule, _)| rule);
+            bytes: m,
+            one_node: opts.one_node,
+        };
+        let chosen = select::choose_named(net, &call, &candidates, &view, opts.margin)
+            .map_err(|e| bad(e.to_string()))?
+            .map_or((0, 0, 0), |(rule, _)| rule);
         if runs.last().is_none_or(|(_, prev)| *prev != chosen) {
             runs.push((m, chosen));
         }

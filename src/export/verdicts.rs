@@ -1,21 +1,42 @@
-//! What libngcoll decided and measured, read back into the rule exports.
+//! What libngcoll decided and measured, and what a verification run of an
+//! Open MPI rules file measured, read back into the rule exports.
 //!
 //! libngcoll chooses per (communicator, collective, size class) from the
 //! model, priced as it runs our algorithms; where it chose one of ours,
 //! the class's first calls try it against the library's own, in the
 //! program's own calls, and keep the faster (`ngcoll::trial`). Its
-//! `NETGAUGE_COLL=log` lines say both. A rules file prices ours as the
-//! library's implementation of them and has no trial: the library runs
-//! what the file names on every call, and a model error there costs every
-//! call. So `ngctl export --trials LOG` leaves to the library's own
-//! decision every (communicator size, collective, size class) that
-//! libngcoll gave to the library in that run — by its plan, or by a trial
-//! that measured the library's own faster — whatever the export's model
-//! predicts; classes the program did not call, and those whose trials kept
-//! ours, stay the model's. A line of ranks on one node vetoes exports of
-//! one node's parameters (an MPI probe's), one across nodes the others. A
-//! choice line that does not parse (another version's log, or lines of two
-//! ranks interleaved by mpirun) is an error naming it.
+//! `NETGAUGE_COLL=log` lines say both. A rules file has no trial: the
+//! library runs what the file names on every call, and a model error
+//! there costs every call. So `ngctl export --trials LOG` reads, per
+//! (communicator size, collective, size class), what libngcoll did in that
+//! run ([`VetoKind`]):
+//!
+//! - a class its *trial* gave back to the library's own (measured) stays
+//!   the library's own in both files, whatever the export's model predicts;
+//! - a class its *plan* gave to the library's own (predicted, pricing ours
+//!   as libngcoll runs them) names none of libngcoll's algorithms: MPICH's
+//!   default, or Open MPI's fixed decision or another of coll/tuned's
+//!   algorithms, which libngcoll never ran;
+//! - classes the program did not call, and those whose trials kept ours,
+//!   stay the model's.
+//!
+//! A line of ranks on one node vetoes exports of one node's parameters (an
+//! MPI probe's), one across nodes the others. A choice line that does not
+//! parse (another version's log, or lines of two ranks interleaved by
+//! mpirun) is an error naming it.
+//!
+//! `--trials` also reads a verification run of an exported Open MPI rules
+//! file, `bench/ngcoll_bench.c --rules FILE --rule-sizes`: each rule forced
+//! on a communicator of its own against the fixed decision, in one process,
+//! at every power of two and every rule's first size. Its header line
+//! `# forced rules: P ranks, N node(s)` (the bench refuses a file without a
+//! block for exactly P ranks), then `point COLL MODE BYTES T_RULE T_FIXED
+//! N` lines. Every measured size whose rule lost, in the geometric mean
+//! over the methodologies or by more than [`VERIFY_WORST`] in one, is a
+//! measured veto of the Open MPI file ([`VetoKind::Verified`]) from that
+//! size up to the next size measured (the last one: its octave; the
+//! barrier: its one class). So a file is exported, measured, and exported
+//! again without what lost. It says nothing of MPICH's file.
 //!
 //! The lines read (one per collective, size class and communicator; any
 //! other line is passed over):
@@ -29,7 +50,7 @@ use netgauge::select::Collective;
 
 use super::{bad, Result};
 
-/// One class that a trial gave back to the library's own.
+/// One class given back to the library's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Veto {
     pub ranks: u32,
@@ -40,13 +61,24 @@ pub struct Veto {
     /// alltoall, as libngcoll classes them and the exports' grid counts).
     pub lo: u64,
     pub hi: u64,
-    /// The library's own was measured faster there (a trial, or a
-    /// verification run), not only predicted so by libngcoll's plan.
-    pub measured: bool,
+    pub kind: VetoKind,
+}
+
+/// Where a veto comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VetoKind {
+    /// libngcoll's plan gave the class to the library's own (predicted).
+    Plan,
+    /// libngcoll's trial measured the library's own faster.
+    Trial,
+    /// A verification run of an Open MPI rules file measured its rule
+    /// slower than the fixed decision (says nothing of MPICH).
+    Verified,
 }
 
 /// A verified rule that is slower than the fixed decision by more than
-/// this in any one methodology is vetoed (the issue's worst point).
+/// this in any one methodology is vetoed (the worst point libngcoll's
+/// issue allows).
 pub const VERIFY_WORST: f64 = 1.25;
 
 /// The header line of a verification run (`bench/ngcoll_bench.c --rules`).
@@ -80,8 +112,10 @@ impl Verdicts {
                     n + 1
                 ))
             })?;
-            veto.measured = !library && line.ends_with(KEPT_LIBRARY);
-            if library || veto.measured {
+            if library {
+                v.push(veto);
+            } else if line.ends_with(KEPT_LIBRARY) {
+                veto.kind = VetoKind::Trial;
                 v.push(veto);
             }
         }
@@ -101,18 +135,19 @@ impl Verdicts {
         Ok(all)
     }
 
-    /// A trial over `ranks` (on one node or not) gave `coll` at `m` bytes
-    /// to the library's own.
+    /// libngcoll, over `ranks` (on one node or not), gave `coll` at `m`
+    /// bytes to the library's own, by its plan or by a trial.
     pub fn vetoes(&self, coll: Collective, ranks: usize, one_node: bool, m: u64) -> bool {
         self.of(coll, ranks, one_node)
-            .any(|v| (v.lo..=v.hi).contains(&m))
+            .any(|v| v.kind != VetoKind::Verified && (v.lo..=v.hi).contains(&m))
     }
 
-    /// As [`Verdicts::vetoes`], for the classes where the library's own was
-    /// measured faster (a trial or a verification run).
+    /// The library's own was measured faster for `coll` at `m` bytes over
+    /// `ranks`: a libngcoll trial, or a verification run of an Open MPI
+    /// file.
     pub fn measured(&self, coll: Collective, ranks: usize, one_node: bool, m: u64) -> bool {
         self.of(coll, ranks, one_node)
-            .any(|v| v.measured && (v.lo..=v.hi).contains(&m))
+            .any(|v| v.kind != VetoKind::Plan && (v.lo..=v.hi).contains(&m))
     }
 
     /// Where the vetoed classes of `coll` over `ranks` begin and end: each
@@ -212,7 +247,7 @@ fn parse_verification(text: &str) -> Result<Verdicts> {
             coll: *coll,
             lo,
             hi,
-            measured: true,
+            kind: VetoKind::Verified,
         });
     }
     Ok(Verdicts(v))
@@ -250,7 +285,7 @@ fn parse_line(line: &str) -> Option<(Veto, bool)> {
             coll,
             lo,
             hi,
-            measured: false,
+            kind: VetoKind::Plan,
         },
         library,
     ))
@@ -336,10 +371,10 @@ ngcoll: world rank 0: shadow communicators: 7 released with their communicators
 # ranks 8; Open MPI v4.1.4; libngcoll not loaded; common start 73 us ahead
 point bcast sync 16384 50.0 50.0 100
 point bcast b2b 16384 40.0 40.0 100
-point bcast sync 32768 72.8 52.7 100
-point bcast b2b 32768 36.0 36.7 100
-point bcast sync 65536 80.0 82.0 100
-point bcast b2b 65536 50.0 51.0 100
+point bcast sync 32768 65.0 50.0 100
+point bcast b2b 32768 35.0 50.0 100
+point bcast sync 65536 110.0 100.0 100
+point bcast b2b 65536 105.0 100.0 100
 point bcast sync 131072 59.0 60.0 100
 point bcast b2b 131072 100.0 101.0 100
 point reduce sync 4 1.0 2.0 100
@@ -348,14 +383,17 @@ point barrier sync 0 3.0 2.0 100
 ";
         let v = Verdicts::parse(run).unwrap();
         let m = |c, b| v.measured(c, 8, true, b);
-        // 32 KiB lost one methodology by more than 1.25x (geometric mean
-        // below 1): vetoed up to the next size measured.
+        // 32 KiB lost one methodology by more than 1.25x, its geometric
+        // mean is below 1: vetoed up to the next size measured.
         assert!(m(Collective::Bcast, 32768) && m(Collective::Bcast, 65535));
-        assert!(!m(Collective::Bcast, 65536) && !m(Collective::Bcast, 32767));
-        // Equal: not a loss. 128 KiB: the geometric mean is under 1, the
-        // worst under 1.25: kept; the last size measured would cover its
-        // octave.
+        assert!(!m(Collective::Bcast, 32767));
+        // 64 KiB lost in the geometric mean, no methodology by 1.25x.
+        assert!(m(Collective::Bcast, 65536) && m(Collective::Bcast, 131071));
+        // Equal: not a loss. 128 KiB: won in both.
         assert!(!m(Collective::Bcast, 16384) && !m(Collective::Bcast, 131072));
+        // Verified vetoes are the Open MPI file's: not libngcoll's (which
+        // the MPICH file and the plan's rule read).
+        assert!(!v.vetoes(Collective::Bcast, 8, true, 32768));
         assert!(!m(Collective::Reduce, 4));
         assert!(m(Collective::Barrier, 0));
         // Another rank count or a run across nodes says nothing of these.

@@ -103,13 +103,22 @@ pub struct RuleAlgorithm {
 /// The algorithms of Open MPI 4.1's coll/tuned that a rules file can make
 /// it run for `coll` over `p` ranks and `m` bytes, each with the schedule
 /// the model has for it (as [`Library::schedule`] prices the same numbers
-/// in the fixed decision; the ring, segmented ring and Rabenseifner
-/// allreduce fall back to recursive doubling below their element counts,
-/// and so do their schedules here). Left out: what the model has no
-/// schedule for (the chains of fan-out above 1, the split binary tree,
-/// the in-order binary reduce, the double-ring barrier, the allreduce and
-/// allgather built from other collectives, two-process algorithms).
+/// in the fixed decision). Left out: what the model has no schedule for
+/// (the chains of fan-out above 1, the split binary tree, the in-order
+/// binary reduce, the double-ring barrier, the allreduce and allgather
+/// built from other collectives, two-process algorithms), and the
+/// algorithms that fall back to another below an element count, at sizes
+/// where they might: the ring allreduce (fewer elements than ranks: to
+/// recursive doubling), Rabenseifner's allreduce and reduce (fewer than
+/// the largest power of two ≤ P: to the basic linear ones) and the
+/// scatter-allgather broadcasts (fewer than P: to the linear one). A rule
+/// holds from its size upwards, and the rules see bytes, not elements:
+/// those algorithms are offered only from [`MAX_ELEMENT_BYTES`] × that
+/// count on, where no predefined type has fewer elements.
 pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
+    // Whether every predefined type has at least `n` elements in m bytes.
+    let holds = |n: usize| m >= MAX_ELEMENT_BYTES * n as u64;
+    let pow2_floor = 1usize << p.max(1).ilog2();
     use Schedule::*;
     let plain = |number: u32, schedule: Schedule| RuleAlgorithm {
         number,
@@ -133,10 +142,12 @@ pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgor
                 plain(5, BcastBinary),
                 plain(6, BcastBinomial),
                 plain(7, BcastKnomial { radix: 4 }),
-                plain(9, BcastScatterRing),
             ];
-            if pow2 {
-                v.push(plain(8, BcastScatterRd));
+            if holds(p) {
+                v.push(plain(9, BcastScatterRing));
+                if pow2 {
+                    v.push(plain(8, BcastScatterRd));
+                }
             }
             v.extend(super::chain_segments(m).map(|s| chain(3, s, BcastChain { seg: s })));
             v
@@ -146,27 +157,22 @@ pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgor
                 plain(1, ReduceLinear),
                 plain(4, ReduceBinary),
                 plain(5, ReduceBinomialAlloc),
-                plain(7, ReduceRabenseifnerAlloc),
             ];
+            if holds(pow2_floor) {
+                v.push(plain(7, ReduceRabenseifnerAlloc));
+            }
             v.extend(super::chain_segments(m).map(|s| chain(2, s, ReduceChain { seg: s })));
             v
         }
         Collective::Allreduce => {
-            let ring = if m / 4 >= p as u64 {
-                AllreduceRing
-            } else {
-                AllreduceRecursiveDoubling
-            };
-            let raben = if m / 4 >= p.next_power_of_two() as u64 / 2 {
-                AllreduceRabenseifner
-            } else {
-                AllreduceRecursiveDoubling
-            };
-            vec![
-                plain(3, AllreduceRecursiveDoubling),
-                plain(4, ring),
-                plain(6, raben),
-            ]
+            let mut v = vec![plain(3, AllreduceRecursiveDoubling)];
+            if holds(p) {
+                v.push(plain(4, AllreduceRing));
+            }
+            if holds(pow2_floor) {
+                v.push(plain(6, AllreduceRabenseifner));
+            }
+            v
         }
         Collective::Allgather => {
             let mut v = vec![plain(2, AllgatherBruck), plain(4, AllgatherRing)];
@@ -191,6 +197,11 @@ pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgor
         ],
     }
 }
+
+/// The largest element of a predefined type a collective is likely to
+/// carry (double, 64-bit integers), bytes: below this many bytes per
+/// element needed, an element-count fallback may be taken.
+pub const MAX_ELEMENT_BYTES: u64 = 8;
 
 /// The cell of MPICH 4.0's intra-node broadcast buffer (its defaults).
 pub const MPICH_BCAST_CELL_BYTES: u64 = 8192;
@@ -223,6 +234,9 @@ fn ompi(coll: Collective, p: usize, m: u64) -> Schedule {
             2 | 3 => BcastChain { seg: m.max(1) },
             4 | 5 => BcastBinary,
             7 => BcastKnomial { radix: 4 },
+            // The scatter-allgathers fall back to the linear broadcast for
+            // fewer elements than ranks (elements of 4 bytes taken).
+            8 | 9 if m / 4 < p as u64 => BcastLinear,
             8 => BcastScatterRd,
             9 => BcastScatterRing,
             _ => BcastBinomial,
@@ -231,16 +245,21 @@ fn ompi(coll: Collective, p: usize, m: u64) -> Schedule {
             1 => ReduceLinear,
             2 | 3 => ReduceChain { seg: m.max(1) },
             4 | 6 => ReduceBinary,
-            7 => ReduceRabenseifnerAlloc,
+            // Rabenseifner's falls back to the linear reduce for fewer
+            // elements than the largest power of two ≤ P.
+            7 if m / 4 >= 1u64 << p.max(1).ilog2() => ReduceRabenseifnerAlloc,
+            7 => ReduceLinear,
             _ => ReduceBinomialAlloc,
         },
-        // The ring, the segmented ring and Rabenseifner fall back to
-        // recursive doubling for fewer elements than ranks (elements of 4
-        // bytes taken: the decision sees bytes only).
+        // The ring and the segmented ring fall back to recursive doubling
+        // for fewer elements than ranks, Rabenseifner to the basic linear
+        // reduce and broadcast for fewer than the largest power of two ≤ P
+        // (elements of 4 bytes taken: the decision sees bytes only).
         Collective::Allreduce => match lookup(OMPI_ALLREDUCE, p, m) {
             1 | 2 => AllreduceReduceBcast,
             4 | 5 if m / 4 >= p as u64 => AllreduceRing,
-            6 if m / 4 >= p.next_power_of_two() as u64 / 2 => AllreduceRabenseifner,
+            6 if m / 4 >= 1u64 << p.max(1).ilog2() => AllreduceRabenseifner,
+            6 => AllreduceReduceBcast,
             _ => AllreduceRecursiveDoubling,
         },
         Collective::Allgather => match lookup(OMPI_ALLGATHER, p, m) {

@@ -135,7 +135,9 @@ pub use library::{ompi_rule_algorithms, Library, RuleAlgorithm};
 pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
 pub use schedule::{chain_segment, Op, Schedule};
 pub use sim::{SimError, Work};
-pub use view::{chain_segments, choose, choose_named, view, Decision, Priced, View, ViewOptions};
+pub use view::{
+    chain_segments, choose, choose_named, view, Call, Decision, Priced, View, ViewOptions,
+};
 
 use crate::types::LookupError;
 

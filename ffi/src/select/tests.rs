@@ -612,6 +612,8 @@ fn all_schedules(m: u64) -> Vec<Schedule> {
             Schedule::ReduceChain {
                 seg: (m / 3).max(1),
             },
+            // What a rules file may name that no decision runs here.
+            Schedule::ReduceRabenseifnerAlloc,
         ])
         .collect();
     for lib in [Library::OpenMpi41, Library::Mpich40] {
@@ -1691,7 +1693,14 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
             .into_iter()
             .map(|r| (r.number, r.schedule))
             .collect();
-        super::choose_named(&p_net, lib, coll, p, m, true, &c, &opts, margin).unwrap()
+        let call = super::Call {
+            lib,
+            coll,
+            ranks: p,
+            bytes: m,
+            one_node: true,
+        };
+        super::choose_named(&p_net, &call, &c, &opts, margin).unwrap()
     };
     // Whatever it names clears the margin against the fixed decision in
     // the geometric mean of the four views and loses none by more than
@@ -1730,17 +1739,61 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
     assert!(some > 0, "nothing named anywhere");
     // No candidates: the fixed decision.
     let none: &[(u32, Schedule)] = &[];
-    assert!(super::choose_named(
-        &p_net,
+    let call = super::Call {
         lib,
-        Collective::Reduce,
-        4,
-        1024,
-        true,
-        none,
-        &opts,
-        0.0
-    )
-    .unwrap()
-    .is_none());
+        coll: Collective::Reduce,
+        ranks: 4,
+        bytes: 1024,
+        one_node: true,
+    };
+    assert!(super::choose_named(&p_net, &call, none, &opts, 0.0)
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn the_rule_algorithms_carry_coll_tuneds_numbers_and_its_fallbacks() {
+    use Schedule as S;
+    // Open MPI 4.1's numbers (`ompi_info --param coll tuned --level 9`).
+    let number = |s: S| match s {
+        S::BcastLinear | S::ReduceLinear | S::AlltoallLinear | S::BarrierLinear => 1,
+        S::ReduceChain { .. } | S::AlltoallPairwise | S::AllgatherBruck => 2,
+        S::BcastChain { .. }
+        | S::AllreduceRecursiveDoubling
+        | S::AllgatherRecursiveDoubling
+        | S::AlltoallBruck
+        | S::BarrierRecursiveDoubling => 3,
+        S::ReduceBinary | S::AllreduceRing | S::AllgatherRing | S::BarrierDissemination => 4,
+        S::BcastBinary | S::ReduceBinomialAlloc | S::AllgatherNeighbor => 5,
+        S::BcastBinomial | S::AllreduceRabenseifner | S::BarrierTree => 6,
+        S::BcastKnomial { radix: 4 } | S::ReduceRabenseifnerAlloc => 7,
+        S::BcastScatterRd => 8,
+        S::BcastScatterRing => 9,
+        other => panic!("no rule names {other:?}"),
+    };
+    for coll in Collective::ALL {
+        for p in [3usize, 4, 8] {
+            for m in [0u64, 8, 63, 64, 4096, 1 << 20] {
+                let rules = super::ompi_rule_algorithms(coll, p, m);
+                assert!(!rules.is_empty(), "{coll:?} {p} {m}");
+                for r in &rules {
+                    assert_eq!(r.number, number(r.schedule), "{coll:?} {r:?}");
+                }
+                let has = |n: u32| rules.iter().any(|r| r.number == n);
+                // Fallbacks below an element count (8-byte elements): the
+                // scatter-allgathers below P, Rabenseifner's below the
+                // largest power of two ≤ P, the ring below P.
+                let pow2_floor = 1u64 << p.ilog2();
+                match coll {
+                    Collective::Bcast => assert_eq!(has(9), m >= 8 * p as u64, "{p} {m}"),
+                    Collective::Reduce => assert_eq!(has(7), m >= 8 * pow2_floor, "{p} {m}"),
+                    Collective::Allreduce => {
+                        assert_eq!(has(4), m >= 8 * p as u64, "{p} {m}");
+                        assert_eq!(has(6), m >= 8 * pow2_floor, "{p} {m}");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 }

@@ -315,23 +315,36 @@ pub fn choose<N: Network + ?Sized>(
     })
 }
 
+/// One collective call as a library decides it: which library, which
+/// collective, over how many ranks and bytes, all on one node or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub lib: Library,
+    pub coll: Collective,
+    pub ranks: usize,
+    pub bytes: u64,
+    pub one_node: bool,
+}
+
 /// The best of `candidates`, schedules the library itself runs when told
-/// to (a rules file names them), against its own choice for `coll` over
-/// `p` ranks and `m` bytes, by the rule of [`choose`]; None where the
-/// library's own choice stays. Each candidate carries the caller's name
-/// for it (`T`), returned with its prices.
-#[allow(clippy::too_many_arguments)]
+/// to (a rules file names them), against its own choice for `call`, by the
+/// rule of [`choose`]; None where the library's own choice stays. Each
+/// candidate carries the caller's name for it (`T`), returned with its
+/// prices.
 pub fn choose_named<N: Network + ?Sized, T: Copy>(
     net: &N,
-    lib: Library,
-    coll: Collective,
-    p: usize,
-    m: u64,
-    one_node: bool,
+    call: &Call,
     candidates: &[(T, Schedule)],
     opts: &ViewOptions,
     margin: f64,
 ) -> Result<Option<(T, View)>, SimError> {
+    let Call {
+        lib,
+        coll,
+        ranks: p,
+        bytes: m,
+        one_node,
+    } = *call;
     let library = lib.schedule(coll, p, m, one_node);
     let runs_ahead = lib.root_runs_ahead(library, m);
     let lib_prices = view(net, library, p, m, opts, lib.spins(), runs_ahead)?.prices();

@@ -311,10 +311,12 @@ pub struct ExportFlags {
     /// --comm-sizes).
     #[arg(long)]
     pub hosts: Option<u32>,
-    /// ompi-rules / mpich-json: a libngcoll NETGAUGE_COLL=log output, or a
-    /// verification run of an Open MPI file (bench/ngcoll_bench.c --rules;
-    /// may repeat): the classes measured faster with the library's own are
-    /// left to it, those libngcoll's plan gave to it name none of ours.
+    /// ompi-rules / mpich-json: a libngcoll NETGAUGE_COLL=log output (the
+    /// classes its trials measured faster with the library's own are left
+    /// to it, those its plan gave to it name none of ours), or, for
+    /// ompi-rules, a verification run of the file (bench/ngcoll_bench.c
+    /// --rules FILE --rule-sizes: the sizes whose rule lost are left to the
+    /// fixed decision). May repeat.
     #[arg(long)]
     pub trials: Vec<std::path::PathBuf>,
 }
