@@ -160,6 +160,10 @@ static long next_number(FILE *f)
                     return -2;
                 else
                     v = v * 10 + (ch - '0');
+            /* The character after the number is the next one's to read
+             * (a sign, a comment). */
+            if (ch != EOF)
+                ungetc(ch, f);
             return v;
         }
         prev = ch;

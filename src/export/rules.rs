@@ -165,13 +165,20 @@ fn run_by(lib: select::Library, opts: &RuleOptions) -> select::ViewOptions {
 /// The size grid with the bounds of every vetoed class of (`coll`,
 /// `ranks`) added, so that the library's own covers that class exactly:
 /// not a class between two grid sizes missed, nor its neighbour up to the
-/// next grid size taken with it.
-fn grid_with_vetoes(grid: &[u64], coll: Collective, ranks: usize, opts: &RuleOptions) -> Vec<u64> {
+/// next grid size taken with it. `verified`: the classes of verification
+/// runs too (for the Open MPI file they measured).
+fn grid_with_vetoes(
+    grid: &[u64],
+    coll: Collective,
+    ranks: usize,
+    opts: &RuleOptions,
+    verified: bool,
+) -> Vec<u64> {
     let top = grid.last().copied().unwrap_or(0);
     let mut grid = grid.to_vec();
     grid.extend(
         opts.vetoes
-            .bounds(coll, ranks, opts.one_node)
+            .bounds(coll, ranks, opts.one_node, verified)
             .filter(|&b| b <= top),
     );
     grid.sort_unstable();
@@ -195,7 +202,7 @@ pub fn choice_runs<N: Network + ?Sized>(
     // priced as the library's implementation of them.
     let view = run_by(lib, opts);
     let mut runs: Vec<(u64, Option<select::Choice>)> = Vec::new();
-    for m in grid_with_vetoes(grid, coll, ranks, opts) {
+    for m in grid_with_vetoes(grid, coll, ranks, opts, false) {
         let d = select::choose(
             net,
             lib,
@@ -262,7 +269,7 @@ fn ompi_runs<N: Network + ?Sized>(
     let lib = select::Library::OpenMpi41;
     let view = run_by(lib, opts);
     let mut runs: Vec<(u64, OmpiAlg)> = Vec::new();
-    for m in grid_with_vetoes(grid, coll, ranks, opts) {
+    for m in grid_with_vetoes(grid, coll, ranks, opts, true) {
         // Measured slower there: the fixed decision. Given to the library
         // by libngcoll's plan: not the algorithms libngcoll runs as ours.
         let measured = opts.vetoes.measured(coll, ranks, opts.one_node, m);

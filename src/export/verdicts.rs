@@ -151,14 +151,17 @@ impl Verdicts {
     }
 
     /// Where the vetoed classes of `coll` over `ranks` begin and end: each
-    /// class's first size and the size after its last.
+    /// class's first size and the size after its last; `verified`: those of
+    /// verification runs too (the Open MPI file's alone).
     pub fn bounds(
         &self,
         coll: Collective,
         ranks: usize,
         one_node: bool,
+        verified: bool,
     ) -> impl Iterator<Item = u64> + '_ {
         self.of(coll, ranks, one_node)
+            .filter(move |v| verified || v.kind != VetoKind::Verified)
             .flat_map(|v| [v.lo, v.hi.saturating_add(1)])
     }
 
@@ -334,7 +337,8 @@ ngcoll: world rank 0: shadow communicators: 7 released with their communicators
         assert!(!on_one(Collective::Bcast, 8, 24576));
         assert!(!on_one(Collective::Bcast, 8, (32 << 10) - 1));
         assert_eq!(
-            v.bounds(Collective::Bcast, 8, true).collect::<Vec<_>>(),
+            v.bounds(Collective::Bcast, 8, true, false)
+                .collect::<Vec<_>>(),
             vec![16 << 10, 24576, 32 << 10, 49152]
         );
         // Another communicator size, another collective.
@@ -394,6 +398,12 @@ point barrier sync 0 3.0 2.0 100
         // Verified vetoes are the Open MPI file's: not libngcoll's (which
         // the MPICH file and the plan's rule read).
         assert!(!v.vetoes(Collective::Bcast, 8, true, 32768));
+        assert_eq!(v.bounds(Collective::Bcast, 8, true, false).count(), 0);
+        assert_eq!(
+            v.bounds(Collective::Bcast, 8, true, true)
+                .collect::<Vec<_>>(),
+            vec![32768, 65536, 65536, 131072]
+        );
         assert!(!m(Collective::Reduce, 4));
         assert!(m(Collective::Barrier, 0));
         // Another rank count or a run across nodes says nothing of these.

@@ -114,7 +114,8 @@ pub struct RuleAlgorithm {
 /// scatter-allgather broadcasts (fewer than P: to the linear one). A rule
 /// holds from its size upwards, and the rules see bytes, not elements:
 /// those algorithms are offered only from [`MAX_ELEMENT_BYTES`] × that
-/// count on, where no predefined type has fewer elements.
+/// count on, where no type of 8 bytes or less has fewer elements (16- and
+/// 32-byte types, long double and the complex ones, still may).
 pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
     // Whether every predefined type has at least `n` elements in m bytes.
     let holds = |n: usize| m >= MAX_ELEMENT_BYTES * n as u64;

@@ -938,6 +938,9 @@ fn library_decisions_follow_the_published_rules() {
         // doubling.
         (o, Allreduce, 4, 8, true, AllreduceRecursiveDoubling),
         (o, Reduce, 4, 100, true, ReduceBinary),
+        // Rabenseifner's (the rule for 3 ranks below 8 B) falls back to the
+        // linear reduce for fewer elements than the largest power of two ≤ P.
+        (o, Reduce, 3, 4, true, ReduceLinear),
         (o, Reduce, 4, 8192, true, ReduceChain { seg: 8192 }),
         (o, Reduce, 4, 1 << 20, true, ReduceLinear),
         (o, Allgather, 4, 100, true, AllgatherRecursiveDoubling),
