@@ -140,6 +140,16 @@ def report(title, rows, table):
         print()
 
 
+def by_rule(rows, rules, p, title, unnamed):
+    """Reports rows split by whether the Open MPI rules name an algorithm
+    for them (nothing without rules)."""
+    if not rules:
+        return
+    for want, what in ((True, "where the file names an algorithm"), (False, unnamed)):
+        sub = [r for r in rows if (rule_alg(rules, r[0], r[2], p) != 0) is want]
+        report("%s, %s" % (title, what), sub, False)
+
+
 def main():
     out = sys.argv[1]
     table = "--table" in sys.argv
@@ -166,22 +176,16 @@ def main():
                 rows.append((k[0], k[1], k[2], o, l))
             report("%s, %s ranks: exported rules" % (mpi, p), rows, table)
             rules = ompi_rules(os.path.join(out, "rules-%s.txt" % p), int(p)) if mpi == "openmpi" else None
-            if rules:
-                for want, what in ((True, "where the file names an algorithm"),
-                                   (False, "where it leaves Open MPI's decision (0: the same code; the noise)")):
-                    sub = [r for r in rows if (rule_alg(rules, r[0], r[2], int(p)) != 0) is want]
-                    report("%s, %s ranks: exported rules, %s" % (mpi, p, what), sub, False)
+            by_rule(rows, rules, int(p), "%s, %s ranks: exported rules" % (mpi, p),
+                    "where it leaves Open MPI's decision (0: the same code; the noise)")
         forced = os.path.join(out, "%s-%s-forced-rules.txt" % (mpi, p))
         if os.path.exists(forced):
             rows = [(c, md, b, o, l) for (c, md, b), (o, l) in points(forced).items()]
             dist = " (DISTURBED)" if os.path.exists(forced.replace(".txt", ".DISTURBED")) else ""
             report("%s, %s ranks: exported rules in one process, each rule forced%s" % (mpi, p, dist), rows, table)
-            rules = ompi_rules(os.path.join(out, "rules-%s.txt" % p), int(p))
-            if rules:
-                for want, what in ((True, "where the file names an algorithm"),
-                                   (False, "where it leaves Open MPI's decision (the same code; the noise)")):
-                    sub = [r for r in rows if (rule_alg(rules, r[0], r[2], int(p)) != 0) is want]
-                    report("%s, %s ranks: rules in one process, %s" % (mpi, p, what), sub, False)
+            by_rule(rows, ompi_rules(os.path.join(out, "rules-%s.txt" % p), int(p)), int(p),
+                    "%s, %s ranks: rules in one process" % (mpi, p),
+                    "where it leaves Open MPI's decision (the same code; the noise)")
 
 
 if __name__ == "__main__":
