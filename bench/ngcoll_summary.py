@@ -13,9 +13,10 @@ forced on a communicator of its own, own = PMPI_X, the fixed decision,
 interleaved as the preloaded runs are.
 
 For the preloaded runs the points are also split by libngcoll's choice
-(its NETGAUGE_COLL=log lines in <tag>.log, the world communicator): where
-it kept the library's own, both sides run the same code and the ratio is
-the run's noise (plus the ~10 ns choice).
+(its NETGAUGE_COLL=log lines in <tag>.log, the world communicator): one
+of ours; another of the library's algorithms (Open MPI's, forced on a
+duplicate: "(forced)"); or the library's own, where both sides run the
+same code and the ratio is the run's noise (plus the ~10 ns choice).
 
 Usage: bench/ngcoll_summary.py OUT_DIR [--table]"""
 import glob
@@ -38,11 +39,13 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}
 
 
 def choices(path):
-    """(coll, lo, hi, ours?) of the world communicator from a log."""
+    """(coll, lo, hi, kind) of the world communicator from a log; kind:
+    "ours", "library-alg" (another of the library's algorithms) or
+    "library" (its own choice)."""
     out = []
     if not os.path.exists(path):
         return out
-    pat = re.compile(r"^ngcoll: comm 0 \(\d+ ranks[^)]*\) (\w+)(?: (\d+) (B|KiB|MiB)(?:–(\d+) (B|KiB|MiB))?)?: (ours|Open MPI|MPICH)")
+    pat = re.compile(r"^ngcoll: comm 0 \(\d+ ranks[^)]*\) (\w+)(?: (\d+) (B|KiB|MiB)(?:–(\d+) (B|KiB|MiB))?)?: (ours|Open MPI|MPICH)([^—]*)—")
     for line in open(path):
         m = pat.match(line)
         if not m:
@@ -53,14 +56,15 @@ def choices(path):
         else:
             lo = int(m.group(2)) * UNITS[m.group(3)]
             hi = int(m.group(4)) * UNITS[m.group(5)] if m.group(4) else lo
-        out.append((coll, lo, hi, m.group(6) == "ours"))
+        kind = "ours" if m.group(6) == "ours" else "library-alg" if "(forced)" in m.group(7) else "library"
+        out.append((coll, lo, hi, kind))
     return out
 
 
-def chosen_ours(ch, coll, b):
-    for c, lo, hi, ours in ch:
+def chosen(ch, coll, b):
+    for c, lo, hi, kind in ch:
         if c == coll and lo <= b <= hi:
-            return ours
+            return kind
     return None
 
 
@@ -163,9 +167,12 @@ def main():
         report("%s, %s ranks: preloaded libngcoll%s" % (mpi, p, dist), rows, table)
         ch = choices(f.replace(".txt", ".log"))
         if ch:
-            for want, what in ((True, "where libngcoll ran one of ours"), (False, "where it kept the library's own (noise)")):
-                sub = [r for r in rows if chosen_ours(ch, r[0], r[2]) is want]
-                report("%s, %s ranks: preloaded, %s" % (mpi, p, what), sub, False)
+            for want, what in (("ours", "where libngcoll ran one of ours"),
+                               ("library-alg", "where it ran another of the library's algorithms"),
+                               ("library", "where it kept the library's own (noise)")):
+                sub = [r for r in rows if chosen(ch, r[0], r[2]) == want]
+                if sub:
+                    report("%s, %s ranks: preloaded, %s" % (mpi, p, what), sub, False)
         own = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-own-*.txt" % (mpi, p))))]
         rules = [points(x) for x in sorted(glob.glob(os.path.join(out, "%s-%s-rules-*.txt" % (mpi, p))))]
         if own and rules:

@@ -5,11 +5,14 @@
 //! ```text
 //! cargo run --release -p ngcoll --example plan -- --shm SEG [--peer HOST] [--transport mpi]
 //!     [--ranks 4] [--cores 2] [--lib openmpi|mpich] [--margin 0.1] [--gamma 0.1] [--max 4194304]
-//!     [--no-contention]
+//!     [--no-contention] [--no-library-algs] [--path-ns NS]
 //! ```
 //!
 //! `--no-contention`: plan as if the segment had no contention record
-//! for the transport (the penalties left out).
+//! for the transport (the penalties left out). `--no-library-algs`: only
+//! ours against the library's own choice (as `NETGAUGE_COLL_LIBRARY_ALGS=0`).
+//! Where the plan runs another of Open MPI's algorithms, the choice reads
+//! `openmpi <schedule> (#N…)`.
 
 use std::time::Instant;
 
@@ -27,7 +30,7 @@ fn arg(args: &[String], k: &str) -> Option<String> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(shm) = arg(&args, "--shm") else {
-        eprintln!("usage: plan --shm SEGMENT [--peer HOST] [--transport T] [--ranks P] [--cores C] [--lib openmpi|mpich] [--margin M] [--gamma G] [--max BYTES] [--no-contention]");
+        eprintln!("usage: plan --shm SEGMENT [--peer HOST] [--transport T] [--ranks P] [--cores C] [--lib openmpi|mpich] [--margin M] [--gamma G] [--max BYTES] [--no-contention] [--no-library-algs] [--path-ns NS]");
         std::process::exit(2);
     };
     let num = |k: &str, d: f64| arg(&args, k).and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -80,9 +83,19 @@ fn main() {
             spin_slice_ns: num("--slice", 3e6),
             fresh_ns_per_byte: num("--fresh", 0.4),
             ours_run_by: None,
+            // As libngcoll prices its own path: cold where ranks share cores.
+            path_ns: num(
+                "--path-ns",
+                if cores > 0 {
+                    ngcoll::config::PATH_COLD_NS
+                } else {
+                    ngcoll::config::PATH_WARM_NS
+                },
+            ),
         },
         margin: num("--margin", 0.1),
         max_bytes: max,
+        library_algorithms: !args.iter().any(|a| a == "--no-library-algs"),
     };
     // --point coll:bytes: every candidate's four prices at one point.
     if let Some(pt) = arg(&args, "--point") {
@@ -191,13 +204,14 @@ fn main() {
         for c in 0..=top {
             let s = plan.slot(coll, c);
             let (lo, hi) = class_bounds(c);
-            let choice = s.algorithm().map_or("library".to_string(), |a| {
-                if s.seg_bytes > 0 && a == netgauge::select::Algorithm::BcastChain {
+            let choice = match (s.algorithm(), s.alt().and_then(|k| plan.alts().get(k))) {
+                (Some(a), _) if s.seg_bytes > 0 && a == netgauge::select::Algorithm::BcastChain => {
                     format!("{} ({} B)", a.name(), s.seg_bytes)
-                } else {
-                    a.name().to_string()
                 }
-            });
+                (Some(a), _) => a.name().to_string(),
+                (None, Some(alt)) => format!("openmpi {}", alt.name()),
+                (None, None) => "library".to_string(),
+            };
             let best = netgauge::select::Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
             println!(
                 "| {} | {}–{} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {:.1} |",

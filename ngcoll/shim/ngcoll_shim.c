@@ -115,6 +115,166 @@ int ngc_comm_dup(uintptr_t comm, uintptr_t *out)
     return rc;
 }
 
+/* MPI_T_init_thread at the thread level MPI runs at: Open MPI 4.1's sets
+ * the level MPI_Query_thread reports to the one asked for here. */
+static int tools_init(void)
+{
+    int level = MPI_THREAD_SINGLE, provided = 0;
+    if (PMPI_Query_thread(&level) != MPI_SUCCESS)
+        level = MPI_THREAD_SINGLE;
+    return MPI_T_init_thread(level, &provided);
+}
+
+/* MPI_T held open from MPI_Init to MPI_Finalize where libngcoll forces the
+ * library's algorithms: Open MPI registers every framework's variables
+ * again each time the tools interface goes from closed to open, which the
+ * reads and duplicates below would otherwise pay each time. */
+static int tools_held;
+
+void ngc_tools_hold(void)
+{
+    if (!tools_held && tools_init() == MPI_SUCCESS)
+        tools_held = 1;
+}
+
+void ngc_tools_release(void)
+{
+    if (tools_held) {
+        MPI_T_finalize();
+        tools_held = 0;
+    }
+}
+
+/* The MPI_T control variable `name` (one integer, bound to no object):
+ * its handle, or MPI_T_ERR_INVALID_NAME and friends. */
+static int cvar_handle(const char *name, MPI_T_cvar_handle *h)
+{
+    int idx = 0, count = 0;
+    int rc = MPI_T_cvar_get_index(name, &idx);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = MPI_T_cvar_handle_alloc(idx, NULL, h, &count);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (count != 1) {
+        MPI_T_cvar_handle_free(h);
+        return MPI_ERR_OTHER;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Reads the control variable `name`, an integer or a boolean (Open MPI's
+ * are one byte wide), into *value. */
+int ngc_cvar_read_int(const char *name, int *value)
+{
+    int rc = tools_init();
+    if (rc != MPI_SUCCESS)
+        return rc;
+    MPI_T_cvar_handle h;
+    rc = cvar_handle(name, &h);
+    if (rc == MPI_SUCCESS) {
+        union {
+            unsigned char b;
+            int i;
+            long long l;
+        } v;
+        memset(&v, 0, sizeof v);
+        int idx = 0, size = 0;
+        MPI_Datatype t = MPI_DATATYPE_NULL;
+        if ((rc = MPI_T_cvar_get_index(name, &idx)) == MPI_SUCCESS &&
+            (rc = MPI_T_cvar_get_info(idx, NULL, &(int){0}, &(int){0}, &t, &(MPI_T_enum){0}, NULL,
+                                      &(int){0}, &(int){0}, &(int){0})) == MPI_SUCCESS &&
+            (rc = PMPI_Type_size(t, &size)) == MPI_SUCCESS && size >= 1 &&
+            size <= (int)sizeof v && (rc = MPI_T_cvar_read(h, &v)) == MPI_SUCCESS)
+            *value = size == 1 ? (int)v.b : size == (int)sizeof(int) ? v.i : (int)v.l;
+        else if (rc == MPI_SUCCESS)
+            rc = MPI_ERR_TYPE;
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return rc;
+}
+
+/* Whether the string control variable `name` is empty (or unset): 1, 0,
+ * or -1 if it cannot be read. */
+int ngc_cvar_string_empty(const char *name)
+{
+    int idx = 0, count = 0, out = -1;
+    if (tools_init() != MPI_SUCCESS)
+        return -1;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index(name, &idx) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+        char buf[4096];
+        if (count > 0 && count <= (int)sizeof buf) {
+            memset(buf, 0, sizeof buf);
+            if (MPI_T_cvar_read(h, buf) == MPI_SUCCESS)
+                out = buf[0] == 0;
+        }
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return out;
+}
+
+/* A duplicate of `comm` made while the n integer control variables
+ * names[i] hold values[i] (Open MPI's coll/tuned reads its forced
+ * algorithm for a communicator when the communicator is made); each is
+ * given its old value back afterwards. The duplicate is made whatever the
+ * writes did (it is collective: every rank must take part); a failed
+ * write or restore is returned after it, so the caller can let it go on
+ * every rank. Its errors return (the caller hands them to the program's
+ * communicator). At most 8 variables (more: no duplicate, on every rank
+ * alike, since n is the same on every rank). */
+int ngc_comm_dup_forced(uintptr_t comm, int n, const char *const *names, const int *values,
+                        uintptr_t *out)
+{
+    enum { MAX = 8 };
+    MPI_T_cvar_handle h[MAX];
+    int old[MAX], held = 0, bad = MPI_SUCCESS;
+    if (n < 0 || n > MAX)
+        return MPI_ERR_ARG;
+    int rc = tools_init();
+    int tools = rc == MPI_SUCCESS;
+    if (!tools)
+        bad = rc;
+    for (int i = 0; tools && i < n && bad == MPI_SUCCESS; i++) {
+        if ((rc = cvar_handle(names[i], &h[held])) != MPI_SUCCESS) {
+            bad = rc;
+            break;
+        }
+        if ((rc = MPI_T_cvar_read(h[held], &old[held])) != MPI_SUCCESS) {
+            MPI_T_cvar_handle_free(&h[held]);
+            bad = rc;
+            break;
+        }
+        held++;
+        if ((rc = MPI_T_cvar_write(h[held - 1], &values[i])) != MPI_SUCCESS)
+            bad = rc;
+    }
+    rc = ngc_comm_dup(comm, out);
+    if (rc == MPI_SUCCESS)
+        PMPI_Comm_set_errhandler(COMM(*out), MPI_ERRORS_RETURN);
+    for (int i = held - 1; i >= 0; i--) {
+        int w = MPI_T_cvar_write(h[i], &old[i]);
+        if (w != MPI_SUCCESS && bad == MPI_SUCCESS)
+            bad = w;
+        MPI_T_cvar_handle_free(&h[i]);
+    }
+    if (tools)
+        MPI_T_finalize();
+    return rc != MPI_SUCCESS ? rc : bad;
+}
+
+/* Hands the error `code` of a call made on libngcoll's duplicate to the
+ * program's communicator `comm`, as the library would have: its error
+ * handler runs (and may abort); returns what the call returns. */
+int ngc_comm_call_errhandler(uintptr_t comm, int code)
+{
+    PMPI_Comm_call_errhandler(COMM(comm), code);
+    return code;
+}
+
 int ngc_comm_free(uintptr_t comm)
 {
     MPI_Comm c = COMM(comm);

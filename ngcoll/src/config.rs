@@ -8,8 +8,10 @@
 //! | `NETGAUGE_COLL_STALE_S` | the segment is stale when its heartbeat is older (0: never, e.g. a one-shot `ngctl probe --publish`) | 5 |
 //! | `NETGAUGE_COLL_MARGIN` | how much faster (geometric mean of the four views; no view slower by more than half of it) one of ours must be predicted to replace the library's own choice | 0.1 |
 //! | `NETGAUGE_COLL_YIELD` | `1`/`0`: our waits poll and give the core away between polls, or call PMPI_Waitall | MPICH (whose waits spin) on a node with more ranks than cores |
-//! | `NETGAUGE_COLL_TRIAL` | where the plan chose one of ours: how many of a class's calls run ours and the library's own each, timed, before the faster is kept, at first and at each re-trial (`ngcoll::trial`; 0: the plan's choice stands untried; more than 8 is rejected; none under `NETGAUGE_COLL_FORCE`) | 4 |
-//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message) | none |
+//! | `NETGAUGE_COLL_TRIAL` | where the plan chose one of ours or another of the library's algorithms: how many of a class's calls run ours and the library's own each, timed, before the faster is kept, at first and at each re-trial (`ngcoll::trial`; 0: the plan's choice stands untried; more than 8 is rejected; none under `NETGAUGE_COLL_FORCE`) | 4 |
+//! | `NETGAUGE_COLL_PATH_NS` | what a call that does not take the library's own choice costs in libngcoll's path to it, ns, added to every price of ours and of the library's other algorithms (so the margin rule, no view slower than the library's own by more than half the margin, counts it) | 80 where the node runs more ranks than cores (its calls run cold, [`PATH_COLD_NS`]), else 10 |
+//! | `NETGAUGE_COLL_LIBRARY_ALGS` | `1`/`0`: the library's other algorithms are candidates too, each run on a duplicate of the communicator made with it forced (Open MPI: libngcoll turns coll/tuned's dynamic rules on at MPI_Init unless `OMPI_MCA_coll_tuned_use_dynamic_rules` is set; they are used only where those rules are on and no rules file is given) | 1 |
+//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message; `library` the library's own choice, `library:N[/fan[/segment]]` Open MPI's coll/tuned algorithm N) | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
 //! A value that one rank rejects turns libngcoll off on every rank, with one
@@ -25,6 +27,17 @@ use std::path::PathBuf;
 
 use netgauge::select::{Algorithm, Collective};
 
+/// libngcoll's path to a decision other than the library's own choice, per
+/// call, ns, where the node runs more ranks than cores: every call follows
+/// another process's time slice and finds the path's state out of the
+/// caches (measured: the fixed decision's own algorithm run through the
+/// path, against the library's own call, 4–64 B back to back, 4 ranks on
+/// 2 cores; bench/ngcoll.md, "libngcoll's own path").
+pub const PATH_COLD_NS: f64 = 80.0;
+/// The same, warm (a rank per core): the choice's cost
+/// (`tests/ngcoll/decide.c`).
+pub const PATH_WARM_NS: f64 = 10.0;
+
 /// `NETGAUGE_COLL`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -38,8 +51,24 @@ pub enum Mode {
 pub enum Force {
     None,
     Cycle,
-    /// (collective, algorithm or None for the library, chain segment).
-    Fixed(Vec<(Collective, Option<Algorithm>, u64)>),
+    /// Per collective named, its choice.
+    Fixed(Vec<(Collective, Forced)>),
+}
+
+/// One collective's forced choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// The library's own choice.
+    Library,
+    /// One of ours, and the chain's segment (0: the plan's).
+    Ours(Algorithm, u64),
+    /// Another of the library's algorithms: Open MPI's coll/tuned number,
+    /// fan-in/out and segment size.
+    LibraryAlg {
+        number: u32,
+        faninout: u32,
+        segsize: u32,
+    },
 }
 
 /// Why a setting was rejected.
@@ -65,6 +94,10 @@ pub struct Config {
     /// Timed calls per side of a class's trial (0: none).
     pub trial: usize,
     pub force: Force,
+    /// `NETGAUGE_COLL_LIBRARY_ALGS`.
+    pub library_algs: bool,
+    /// `NETGAUGE_COLL_PATH_NS` (None: by the node's placement).
+    pub path_ns: Option<f64>,
 }
 
 impl Default for Config {
@@ -78,6 +111,8 @@ impl Default for Config {
             polite: None,
             trial: 4,
             force: Force::None,
+            library_algs: true,
+            path_ns: None,
         }
     }
 }
@@ -88,6 +123,23 @@ fn bad(var: &'static str, value: &str, why: &'static str) -> ConfigError {
         value: value.to_string(),
         why,
     }
+}
+
+/// `N[/fan[/segment]]`: one of the library's algorithms by its number
+/// (not 0, the library's own choice).
+fn library_alg(s: &str) -> Option<Forced> {
+    let mut it = s.split('/').map(|x| x.trim().parse::<u32>());
+    let number = it.next()?.ok().filter(|&n| n > 0)?;
+    let faninout = it.next().transpose().ok()?.unwrap_or(0);
+    let segsize = it.next().transpose().ok()?.unwrap_or(0);
+    if it.next().is_some() {
+        return None;
+    }
+    Some(Forced::LibraryAlg {
+        number,
+        faninout,
+        segsize,
+    })
 }
 
 /// An algorithm of `coll` by its name (the selector's names).
@@ -141,6 +193,23 @@ impl Config {
                 _ => return Err(bad("NETGAUGE_COLL_YIELD", &v, "expected 0 or 1")),
             };
         }
+        if let Some(v) = get("NETGAUGE_COLL_PATH_NS") {
+            let ns: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| bad("NETGAUGE_COLL_PATH_NS", &v, "expected nanoseconds"))?;
+            if !(ns.is_finite() && (0.0..=1e6).contains(&ns)) {
+                return Err(bad("NETGAUGE_COLL_PATH_NS", &v, "expected 0 to 1e6 ns"));
+            }
+            c.path_ns = Some(ns);
+        }
+        if let Some(v) = get("NETGAUGE_COLL_LIBRARY_ALGS") {
+            c.library_algs = match v.trim() {
+                "1" | "on" | "yes" => true,
+                "0" | "off" | "no" => false,
+                _ => return Err(bad("NETGAUGE_COLL_LIBRARY_ALGS", &v, "expected 0 or 1")),
+            };
+        }
         if let Some(v) = get("NETGAUGE_COLL_TRIAL") {
             c.trial = match v.trim().parse::<usize>() {
                 Ok(n) if n <= crate::trial::MAX_CALLS => n,
@@ -160,24 +229,33 @@ impl Config {
                         .trim()
                         .parse()
                         .map_err(|_| bad("NETGAUGE_COLL_FORCE", &v, "unknown collective"))?;
-                    let (alg, seg) = match rest.split_once(':') {
-                        Some((a, s)) => (
-                            a.trim(),
-                            s.trim()
-                                .parse()
-                                .map_err(|_| bad("NETGAUGE_COLL_FORCE", &v, "bad segment size"))?,
-                        ),
-                        None => (rest.trim(), 0),
+                    let (alg, arg) = match rest.split_once(':') {
+                        Some((a, s)) => (a.trim(), Some(s.trim())),
+                        None => (rest.trim(), None),
                     };
-                    let alg =
-                        if alg == "library" {
-                            None
-                        } else {
-                            Some(algorithm(coll, alg).ok_or_else(|| {
+                    let forced = match (alg, arg) {
+                        ("library", None) => Forced::Library,
+                        ("library", Some(a)) => library_alg(a).ok_or_else(|| {
+                            bad(
+                                "NETGAUGE_COLL_FORCE",
+                                &v,
+                                "expected library:N[/fan[/segment]]",
+                            )
+                        })?,
+                        _ => {
+                            let seg = match arg {
+                                Some(s) => s.parse().map_err(|_| {
+                                    bad("NETGAUGE_COLL_FORCE", &v, "bad segment size")
+                                })?,
+                                None => 0,
+                            };
+                            let a = algorithm(coll, alg).ok_or_else(|| {
                                 bad("NETGAUGE_COLL_FORCE", &v, "unknown algorithm")
-                            })?)
-                        };
-                    list.push((coll, alg, seg));
+                            })?;
+                            Forced::Ours(a, seg)
+                        }
+                    };
+                    list.push((coll, forced));
                 }
                 Force::Fixed(list)
             };
@@ -244,6 +322,16 @@ mod tests {
             parse(&[("NETGAUGE_COLL_YIELD", "0")]).unwrap().polite,
             Some(false)
         );
+        assert_eq!(
+            parse(&[("NETGAUGE_COLL_PATH_NS", "25")]).unwrap().path_ns,
+            Some(25.0)
+        );
+        for bad_ns in ["-1", "x", "inf", "2e6"] {
+            assert!(
+                parse(&[("NETGAUGE_COLL_PATH_NS", bad_ns)]).is_err(),
+                "{bad_ns}"
+            );
+        }
     }
 
     #[test]
@@ -254,16 +342,44 @@ mod tests {
         );
         let c = parse(&[(
             "NETGAUGE_COLL_FORCE",
-            "bcast=pipelined_chain:8192,allreduce=library",
+            "bcast=pipelined_chain:8192,allreduce=library,reduce=library:2/1/4096,barrier=library:4",
         )])
         .unwrap();
         assert_eq!(
             c.force,
             Force::Fixed(vec![
-                (Collective::Bcast, Some(Algorithm::BcastChain), 8192),
-                (Collective::Allreduce, None, 0)
+                (Collective::Bcast, Forced::Ours(Algorithm::BcastChain, 8192)),
+                (Collective::Allreduce, Forced::Library),
+                (
+                    Collective::Reduce,
+                    Forced::LibraryAlg {
+                        number: 2,
+                        faninout: 1,
+                        segsize: 4096
+                    }
+                ),
+                (
+                    Collective::Barrier,
+                    Forced::LibraryAlg {
+                        number: 4,
+                        faninout: 0,
+                        segsize: 0
+                    }
+                ),
             ])
         );
+        for bad_alg in ["library:0", "library:x", "library:1/2/3/4", "library:"] {
+            assert!(
+                parse(&[("NETGAUGE_COLL_FORCE", &format!("bcast={bad_alg}"))]).is_err(),
+                "{bad_alg}"
+            );
+        }
+        assert!(
+            !parse(&[("NETGAUGE_COLL_LIBRARY_ALGS", "0")])
+                .unwrap()
+                .library_algs
+        );
+        assert!(parse(&[("NETGAUGE_COLL_LIBRARY_ALGS", "maybe")]).is_err());
         assert!(parse(&[("NETGAUGE_COLL_FORCE", "bcast=nonsense")]).is_err());
         assert!(parse(&[("NETGAUGE_COLL_FORCE", "gather=ring")]).is_err());
     }

@@ -1,7 +1,10 @@
 //! The interposed collectives, written once over [`Mpi`]: each checks that
 //! the call is inside the model, looks its decision up in the
 //! communicator's plan, and runs our algorithm, or calls the library's
-//! own collective (`lib`, the PMPI_ call with the caller's arguments).
+//! own collective (`lib`, the PMPI_ call with the caller's arguments, on
+//! the caller's communicator, or where the plan names another of the
+//! library's algorithms on the duplicate that has it forced,
+//! [`CommState::alt_comm`]).
 //!
 //! Outside the model, always the library's own: libngcoll off, an
 //! inter-communicator or a single rank, a user-defined operation (or
@@ -20,7 +23,8 @@
 //! cached per thread), the datatype's size and layout, and one table
 //! lookup (`tests/ngcoll/decide.c` times it and proves it makes no system
 //! call), which opens the gate for the communicator.
-//! Where the plan chose one of ours, a class's first calls are its trial
+//! Where the plan chose one of ours or another of the library's algorithms,
+//! a class's first calls are its trial
 //! against the library's own ([`crate::trial`]): every call of the full
 //! path runs inside [`trial::timed`], which times the calls the trial asks
 //! for (the gate never passes a class that has a trial).
@@ -73,8 +77,7 @@ fn plan_of<M: Mpi + ?Sized>(
         return None;
     }
     let slot = st.pick(coll, bytes);
-    slot.algorithm()?;
-    Some((st, slot))
+    slot.replaces_library().then_some((st, slot))
 }
 
 /// [`plan_of`] for a call that runs: counts it in its class's trial, which
@@ -97,31 +100,46 @@ fn plan_call<M: Mpi + ?Sized>(
     side.ours().then_some((st, slot))
 }
 
-/// One interposed call: straight to the library's own (`lib`) where the
-/// gate `passes` it (libngcoll off, or the gate's decision), touching
-/// nothing else of libngcoll; otherwise `body`, given `lib`, inside
-/// [`trial::timed`] (out of line: the entry point keeps the gate's few
-/// instructions and the call).
+/// One interposed call on `comm`: straight to the library's own (`lib`,
+/// the PMPI_ call with the caller's arguments on the communicator it is
+/// given) where the gate `passes` it (libngcoll off, or the gate's
+/// decision), touching nothing else of libngcoll; otherwise `body`, given
+/// `lib`, inside [`trial::timed`] (out of line: the entry point keeps the
+/// gate's few instructions and the call).
 #[inline(always)]
-fn interposed<M: Mpi + ?Sized, L: FnOnce() -> c_int>(
+fn interposed<M: Mpi + ?Sized, L: FnOnce(Raw) -> c_int>(
     m: &M,
     passes: bool,
+    comm: Raw,
     lib: L,
     body: impl FnOnce(L) -> c_int,
 ) -> c_int {
     if passes {
-        return lib();
+        return lib(comm);
     }
     full_path(m, lib, body)
 }
 
 #[inline(never)]
-fn full_path<M: Mpi + ?Sized, L: FnOnce() -> c_int>(
+fn full_path<M: Mpi + ?Sized, L: FnOnce(Raw) -> c_int>(
     m: &M,
     lib: L,
     body: impl FnOnce(L) -> c_int,
 ) -> c_int {
     trial::timed(m, || body(lib))
+}
+
+/// The library's own call on `alt`, the duplicate that runs another of its
+/// algorithms (or the program's `comm`, where that could not be made), an
+/// error handed to `comm`'s error handler as the library would (the
+/// duplicate's errors return).
+fn on_alt<M: Mpi + ?Sized>(m: &M, lib: impl FnOnce(Raw) -> c_int, alt: Raw, comm: Raw) -> c_int {
+    let rc = lib(alt);
+    if rc == MPI_SUCCESS || alt == comm {
+        rc
+    } else {
+        m.call_errhandler(comm, rc)
+    }
 }
 
 fn cx<'a, M: Mpi + ?Sized>(m: &'a M, st: &CommState) -> Cx<'a, M> {
@@ -135,7 +153,8 @@ fn cx<'a, M: Mpi + ?Sized>(m: &'a M, st: &CommState) -> Cx<'a, M> {
 }
 
 /// The decision an MPI_Bcast of `count` × `datatype` on `comm` would take:
-/// the algorithm (an `NG_ALG_*` value) or -1 for the library's own. The
+/// the algorithm (an `NG_ALG_*` value, or from `plan::LIBRARY_ALG` on
+/// another of the library's algorithms) or -1 for the library's own. The
 /// per-call selection path alone, for the overhead bench and the
 /// zero-system-call proof (`ngcoll_decide` in the C ABI).
 pub fn decide<M: Mpi + ?Sized>(
@@ -193,7 +212,7 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
     datatype: Raw,
     root: c_int,
     comm: Raw,
-    lib: impl FnOnce() -> c_int,
+    lib: impl FnOnce(Raw) -> c_int,
 ) -> c_int {
     // A negative root (erroneous on an intra-communicator) goes the full path.
     let passes = gate::passes(
@@ -202,20 +221,23 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
         datatype,
         if root < 0 { -1 } else { count },
     );
-    interposed(m, passes, lib, |lib| {
+    interposed(m, passes, comm, lib, |lib| {
         let Ok(ti) = type_info(m, datatype) else {
-            return lib();
+            return lib(comm);
         };
         if count < 0 || root < 0 {
-            return lib();
+            return lib(comm);
         }
         let bytes = count as u64 * ti.size as u64;
         let Some((st, slot)) = plan_call(m, comm, Collective::Bcast, bytes) else {
-            return lib();
+            return lib(comm);
         };
         let root = root as usize;
         if root >= st.size {
-            return lib();
+            return lib(comm);
+        }
+        if let Some(c) = st.alt_comm(m, &slot, comm) {
+            return on_alt(m, lib, c, comm);
         }
         let cx = cx(m, st);
         let n = bytes as usize;
@@ -320,24 +342,30 @@ pub struct ReduceCall {
 pub unsafe fn reduction_call<M: Mpi + ?Sized>(
     m: &M,
     a: ReduceCall,
-    lib: impl FnOnce() -> c_int,
+    lib: impl FnOnce(Raw) -> c_int,
 ) -> c_int {
     let coll = match a.root {
         Some(_) => Collective::Reduce,
         None => Collective::Allreduce,
     };
     let passes = gate::passes(coll, a.comm, a.datatype, a.count);
-    interposed(m, passes, lib, |lib| {
+    interposed(m, passes, a.comm, lib, |lib| {
         let Some((ti, st, slot)) = reduction(m, a.datatype, a.op, a.count, a.comm, coll) else {
-            return lib();
+            return lib(a.comm);
         };
         let Some(root) = a.root else {
+            if let Some(c) = st.alt_comm(m, &slot, a.comm) {
+                return on_alt(m, lib, c, a.comm);
+            }
             // SAFETY: the caller's arguments, checked by `reduction`.
             return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
         };
         let in_place = a.sbuf as usize == m.in_place();
         if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
-            return lib();
+            return lib(a.comm);
+        }
+        if let Some(c) = st.alt_comm(m, &slot, a.comm) {
+            return on_alt(m, lib, c, a.comm);
         }
         // SAFETY: as above; the root is a rank of the communicator.
         code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
@@ -516,13 +544,16 @@ pub unsafe fn block_collective<M: Mpi + ?Sized>(
     m: &M,
     coll: Collective,
     a: BlockCall,
-    lib: impl FnOnce() -> c_int,
+    lib: impl FnOnce(Raw) -> c_int,
 ) -> c_int {
     let passes = gate::passes(coll, a.comm, a.rtype, a.rcount);
-    interposed(m, passes, lib, |lib| {
+    interposed(m, passes, a.comm, lib, |lib| {
         let Some(b) = blocks(m, &a, coll) else {
-            return lib();
+            return lib(a.comm);
         };
+        if let Some(c) = b.st.alt_comm(m, &b.slot, a.comm) {
+            return on_alt(m, lib, c, a.comm);
+        }
         // SAFETY: the caller's arguments, checked by `blocks`.
         code(unsafe {
             if coll == Collective::Alltoall {
@@ -628,11 +659,14 @@ unsafe fn alltoall<M: Mpi + ?Sized>(m: &M, a: &BlockCall, b: &Blocks) -> Result<
 
 /// MPI_Barrier.
 #[inline(always)]
-pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce() -> c_int) -> c_int {
-    interposed(m, gate::passes_barrier(comm), lib, |lib| {
+pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce(Raw) -> c_int) -> c_int {
+    interposed(m, gate::passes_barrier(comm), comm, lib, |lib| {
         let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
-            return lib();
+            return lib(comm);
         };
+        if let Some(c) = st.alt_comm(m, &slot, comm) {
+            return on_alt(m, lib, c, comm);
+        }
         let cx = cx(m, st);
         code(match slot.algorithm() {
             Some(Algorithm::BarrierTree) => algo::barrier::tree(&cx),

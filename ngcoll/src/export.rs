@@ -95,7 +95,7 @@ macro_rules! block_entry {
                     &Shim,
                     $crate::netgauge::select::Collective::$coll,
                     call,
-                    || $pmpi(sbuf, scount, stype, rbuf, rcount, rtype, comm),
+                    |c: usize| $pmpi(sbuf, scount, stype, rbuf, rcount, rtype, <$h>::from_bits(c)),
                 )
             }
         }
@@ -146,8 +146,8 @@ macro_rules! reduce_entry {
             // SAFETY: the caller's arguments; the closure is the library's
             // own call with them.
             unsafe {
-                $crate::entry::reduction_call(&Shim, call, || {
-                    $pmpi(sbuf, rbuf, count, datatype, op, $($root,)? comm)
+                $crate::entry::reduction_call(&Shim, call, |c: usize| {
+                    $pmpi(sbuf, rbuf, count, datatype, op, $($root,)? <$h>::from_bits(c))
                 })
             }
         }
@@ -168,6 +168,7 @@ macro_rules! export_mpi {
         extern "C" {
             fn ngc_abi() -> c_int;
             fn ngc_comm_world() -> usize;
+            fn ngc_comm_null() -> usize;
             fn ngc_type_byte() -> usize;
             fn ngc_in_place() -> usize;
             fn ngc_bottom() -> usize;
@@ -181,6 +182,18 @@ macro_rules! export_mpi {
             fn ngc_comm_rank(comm: usize, rank: *mut c_int) -> c_int;
             fn ngc_comm_test_inter(comm: usize, flag: *mut c_int) -> c_int;
             fn ngc_comm_dup(comm: usize, out: *mut usize) -> c_int;
+            fn ngc_comm_dup_forced(
+                comm: usize,
+                n: c_int,
+                names: *const *const c_char,
+                values: *const c_int,
+                out: *mut usize,
+            ) -> c_int;
+            fn ngc_cvar_read_int(name: *const c_char, value: *mut c_int) -> c_int;
+            fn ngc_cvar_string_empty(name: *const c_char) -> c_int;
+            fn ngc_tools_hold();
+            fn ngc_tools_release();
+            fn ngc_comm_call_errhandler(comm: usize, code: c_int) -> c_int;
             fn ngc_comm_free(comm: usize) -> c_int;
             fn ngc_comm_disconnect(comm: usize) -> c_int;
             fn ngc_world_ranks(comm: usize, n: c_int, out: *mut c_int) -> c_int;
@@ -513,6 +526,78 @@ macro_rules! export_mpi {
                 // SAFETY: no arguments.
                 unsafe { ngc_thread_multiple() != 0 }
             }
+            fn comm_dup_forced(
+                &self,
+                comm: Raw,
+                cvars: &[(String, i32)],
+            ) -> (Option<Raw>, Result<(), MpiError>) {
+                let names: Vec<std::ffi::CString> = cvars
+                    .iter()
+                    .filter_map(|(n, _)| std::ffi::CString::new(n.as_str()).ok())
+                    .collect();
+                let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+                let values: Vec<c_int> = cvars.iter().map(|&(_, v)| v).collect();
+                let n = if names.len() == cvars.len() {
+                    ptrs.len()
+                } else {
+                    0
+                };
+                let mut out = 0usize;
+                // SAFETY: n names (NUL-terminated) and n values; out is a
+                // valid out-pointer.
+                let rc = unsafe {
+                    ngc_comm_dup_forced(comm, n as c_int, ptrs.as_ptr(), values.as_ptr(), &mut out)
+                };
+                // SAFETY: no arguments.
+                let null = unsafe { ngc_comm_null() };
+                let dup = (out != null && out != 0).then_some(out);
+                let forced = if names.len() != cvars.len() {
+                    Err(MpiError(-1))
+                } else {
+                    check(rc)
+                };
+                (dup, forced)
+            }
+            fn library_algorithms(&self) -> bool {
+                // The algorithm numbers are Open MPI 4.1's coll/tuned's.
+                if $abi != "openmpi" || !self.library_version().contains("Open MPI v4.1") {
+                    return false;
+                }
+                let read = |name: &std::ffi::CStr| {
+                    let mut v: c_int = -1;
+                    // SAFETY: a NUL-terminated name; v a valid out-pointer.
+                    (unsafe { ngc_cvar_read_int(name.as_ptr(), &mut v) } == 0).then_some(v)
+                };
+                // Dynamic rules on, no rules file, and no algorithm forced
+                // for the whole process (the library's own choice is then
+                // its fixed decision, as the model has it).
+                let ok = read(c"coll_tuned_use_dynamic_rules") == Some(1)
+                    // SAFETY: a NUL-terminated name.
+                    && unsafe { ngc_cvar_string_empty(c"coll_tuned_dynamic_rules_filename".as_ptr()) } == 1
+                    && [
+                        c"coll_tuned_bcast_algorithm",
+                        c"coll_tuned_reduce_algorithm",
+                        c"coll_tuned_allreduce_algorithm",
+                        c"coll_tuned_allgather_algorithm",
+                        c"coll_tuned_alltoall_algorithm",
+                        c"coll_tuned_barrier_algorithm",
+                    ]
+                    .iter()
+                    .all(|n| read(n) == Some(0));
+                if ok {
+                    // SAFETY: no arguments.
+                    unsafe { ngc_tools_hold() };
+                }
+                ok
+            }
+            fn release_tools(&self) {
+                // SAFETY: no arguments.
+                unsafe { ngc_tools_release() }
+            }
+            fn call_errhandler(&self, comm: Raw, code: i32) -> i32 {
+                // SAFETY: a communicator of the program's, and its error.
+                unsafe { ngc_comm_call_errhandler(comm, code) }
+            }
         }
 
         /// MPI_Init: the library's, then libngcoll's setup.
@@ -521,6 +606,7 @@ macro_rules! export_mpi {
         /// As MPI_Init.
         #[no_mangle]
         pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+            $crate::runtime::before_init(&Shim);
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init(argc, argv) };
             if rc == 0 {
@@ -541,6 +627,7 @@ macro_rules! export_mpi {
             required: c_int,
             provided: *mut c_int,
         ) -> c_int {
+            $crate::runtime::before_init(&Shim);
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init_thread(argc, argv, required, provided) };
             if rc == 0 {
@@ -611,7 +698,7 @@ macro_rules! export_mpi {
                     datatype.bits(),
                     root,
                     comm.bits(),
-                    || PMPI_Bcast(buf, count, datatype, root, comm),
+                    |c: usize| PMPI_Bcast(buf, count, datatype, root, <$h>::from_bits(c)),
                 )
             }
         }
@@ -626,12 +713,15 @@ macro_rules! export_mpi {
         #[no_mangle]
         pub unsafe extern "C" fn MPI_Barrier(comm: $h) -> c_int {
             // SAFETY: the library's own call with the caller's argument.
-            $crate::entry::barrier(&Shim, comm.bits(), || unsafe { PMPI_Barrier(comm) })
+            $crate::entry::barrier(&Shim, comm.bits(), |c: usize| unsafe {
+                PMPI_Barrier(<$h>::from_bits(c))
+            })
         }
 
         /// The decision an MPI collective `coll` (`NG_COLL_*`) of `count` ×
         /// `datatype` on `comm` would take, without running it: an
-        /// `NG_ALG_*` value, or -1 for the library's own. The first call on
+        /// `NG_ALG_*` value, from `plan::LIBRARY_ALG` on another of the
+        /// library's algorithms, or -1 for the library's own. The first call on
         /// a communicator sets it up (collective, as its first collective).
         ///
         /// # Safety

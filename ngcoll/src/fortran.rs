@@ -239,6 +239,7 @@ macro_rules! fortran_entry {
         #[no_mangle]
         pub unsafe extern "C" fn $name(ierr: *mut c_int) {
             static NEXT: $crate::fortran::Next = $crate::fortran::Next::new($crate::fortran_cname!($name));
+            $crate::runtime::before_init(&Shim);
             // SAFETY: the library's MPI_Init binding of this name.
             let rc = unsafe { NEXT.call_err(ngc_err_intern()) };
             if rc == 0 {
@@ -255,6 +256,7 @@ macro_rules! fortran_entry {
         #[no_mangle]
         pub unsafe extern "C" fn $name(required: *const c_int, provided: *mut c_int, ierr: *mut c_int) {
             static NEXT: $crate::fortran::Next = $crate::fortran::Next::new($crate::fortran_cname!($name));
+            $crate::runtime::before_init(&Shim);
             // SAFETY: the library's MPI_Init_thread binding of this name,
             // with the caller's arguments.
             let rc = unsafe { NEXT.call_init_thread(required, provided, ngc_err_intern()) };

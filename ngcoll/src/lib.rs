@@ -4,15 +4,18 @@
 //!
 //! At MPI_Init the library opens the segment once and learns which ranks
 //! share a node; at a communicator's first collective its rank 0 prices,
-//! for every collective and message-size class, our algorithms and the MPI
-//! library's own choice with the model of `netgauge::select` (what a caller
+//! for every collective and message-size class, our algorithms, the MPI
+//! library's other algorithms (Open MPI's coll/tuned, which takes a forced
+//! algorithm per communicator) and the library's own choice with the model
+//! of `netgauge::select` (what a caller
 //! sees: one synchronized call, each rank's own completion, calls back to
-//! back from one root and with the root rotating) and takes ours only where
+//! back from one root and with the root rotating) and takes another only where
 //! it is predicted faster by more than a margin (and slower in no view by
 //! more than half of it); the plan is
 //! broadcast so every rank runs the same algorithm. A call then costs one
 //! table lookup and runs the chosen algorithm on PMPI point-to-point calls
-//! over a duplicate of the communicator, or the library's own collective.
+//! over a duplicate of the communicator, or the library's own collective
+//! (on a duplicate made with the chosen one of its algorithms forced).
 //!
 //! - [`mpi`]: what the algorithms need from MPI ([`mpi::Mpi`]), written
 //!   once for every ABI;

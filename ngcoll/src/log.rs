@@ -56,7 +56,16 @@ pub fn lines(st: &CommState, lib: Library) -> String {
                 format!(" {}–{}", fmt_bytes(lo), fmt_bytes(hi))
             };
             let libname = plan::lib_sched_name(s.lib_sched);
-            let ours = Algorithm::from_u32(s.best_ours).map_or("-", |a| a.name());
+            let alt = s
+                .alt()
+                .and_then(|k| Some((st.plan.alts().get(k)?, st.alt_made(k))));
+            // The slot's "ours" prices are the alternative's where it names one.
+            let ours = match alt {
+                Some((a, _)) => a.name(),
+                None => Algorithm::from_u32(s.best_ours)
+                    .map_or("-", |a| a.name())
+                    .to_string(),
+            };
             let choice = match s.algorithm() {
                 Some(a) if a == Algorithm::BcastChain && s.seg_bytes == 0 => {
                     format!("ours {} (unsegmented)", a.name())
@@ -65,13 +74,25 @@ pub fn lines(st: &CommState, lib: Library) -> String {
                     format!("ours {} ({} B segments)", a.name(), s.seg_bytes)
                 }
                 Some(a) => format!("ours {}", a.name()),
-                None => format!("{} {libname}", lib.name()),
+                // Another of the library's algorithms: run on a duplicate
+                // made with it forced, or (the duplicate refused on some
+                // rank) the library's own choice, or never run.
+                None => match alt {
+                    Some((a, Some(true))) => format!("{} {} (forced)", lib.name(), a.name()),
+                    Some((a, Some(false))) => format!(
+                        "{} {} (could not be forced: the library's own)",
+                        lib.name(),
+                        a.name()
+                    ),
+                    Some((a, None)) => format!("{} {} (forced, not run)", lib.name(), a.name()),
+                    None => format!("{} {libname}", lib.name()),
+                },
             };
             // Where ours was chosen: what its last trial against the
             // library's own measured, and which it kept.
-            let trial = match (s.algorithm(), st.trial_of(coll, c)) {
-                (None, _) | (_, None) => String::new(),
-                (Some(_), Some(t)) => match t.outcome() {
+            let trial = match (s.replaces_library(), st.trial_of(coll, c)) {
+                (false, _) | (_, None) => String::new(),
+                (true, Some(t)) => match t.outcome() {
                     None => "; trial not finished".into(),
                     Some(o) => format!(
                         "; trial (the ranks' median times, summed) ours {} vs {} {}, the last of {}: {}",

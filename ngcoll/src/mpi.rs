@@ -156,6 +156,39 @@ pub trait Mpi {
     fn comm_disconnect(&self, comm: Raw) -> Result<(), MpiError> {
         self.comm_free(comm)
     }
+    /// A duplicate of `comm` made while the library's integer control
+    /// variables `cvars` (MPI_T) hold the values given, each given its old
+    /// value back afterwards: under Open MPI with coll/tuned's dynamic
+    /// rules, a communicator whose collectives run the forced algorithm.
+    /// Collective: the duplicate is made on every rank whatever the
+    /// variables did (None if the library refused it); the second part
+    /// says whether they were written (a library without them: an error).
+    fn comm_dup_forced(
+        &self,
+        comm: Raw,
+        cvars: &[(String, i32)],
+    ) -> (Option<Raw>, Result<(), MpiError>) {
+        let _ = cvars;
+        (self.comm_dup(comm).ok(), Err(MpiError(-1)))
+    }
+    /// Whether this library runs an algorithm forced on a communicator by
+    /// [`Mpi::comm_dup_forced`] as the model has it (Open MPI 4.1 with
+    /// coll/tuned's dynamic rules on, no rules file, which would take
+    /// precedence, and no algorithm forced for the whole process).
+    fn library_algorithms(&self) -> bool {
+        false
+    }
+    /// Lets go of what [`Mpi::library_algorithms`] held open for the
+    /// forced duplicates (MPI_T), at MPI_Finalize.
+    fn release_tools(&self) {}
+    /// Hands the error `code` of a call made on one of libngcoll's
+    /// duplicates (whose errors return) to the program's communicator
+    /// `comm`, as the library would have: its error handler runs. Returns
+    /// `code`.
+    fn call_errhandler(&self, comm: Raw, code: i32) -> i32 {
+        let _ = comm;
+        code
+    }
     /// World ranks of the ranks 0..out.len() of `comm`.
     fn world_ranks(&self, comm: Raw, out: &mut [i32]) -> Result<(), MpiError>;
 

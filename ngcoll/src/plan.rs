@@ -11,8 +11,8 @@
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, exchange_transport, Algorithm, Collective, Library, Network, Schedule, SimError,
-    ViewOptions,
+    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, Algorithm, Call,
+    Collective, Library, Network, RuleAlgorithm, Schedule, SimError, ViewOptions,
 };
 use netgauge::{EntryData, Params};
 
@@ -40,6 +40,118 @@ pub const COLLECTIVES: usize = 6;
 
 /// "Run the library's own collective".
 pub const LIBRARY: u32 = u32::MAX;
+
+/// A slot's `alg` from this value on names another of the library's own
+/// algorithms: entry `alg - LIBRARY_ALG` of the plan's [`Plan::alts`].
+pub const LIBRARY_ALG: u32 = 0x4000_0000;
+
+/// Most of the library's other algorithms one plan runs: each is a
+/// communicator of its own (a duplicate made with it forced), per
+/// communicator the plan serves.
+pub const MAX_ALTS: usize = 8;
+
+/// One of the library's own algorithms, other than its own choice, that a
+/// plan runs: Open MPI's coll/tuned number, fan-in/out and segment size
+/// for `coll` (forced on a duplicate of the communicator), and the index
+/// of the schedule the model prices it by in [`LIB_SCHEDULES`] (names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Alt {
+    pub coll: Collective,
+    pub number: u32,
+    pub faninout: u32,
+    pub segsize: u32,
+    pub sched: u32,
+}
+
+const ALT_BYTES: usize = 20;
+
+impl Alt {
+    fn of(coll: Collective, r: &RuleAlgorithm) -> Alt {
+        Alt {
+            coll,
+            number: r.number,
+            faninout: r.faninout,
+            segsize: u32::try_from(r.segsize).unwrap_or(u32::MAX),
+            sched: lib_index(r.schedule),
+        }
+    }
+
+    /// Algorithm `number` of `coll` with its fan-in/out and segment size,
+    /// as `NETGAUGE_COLL_FORCE` names it, over `p` ranks (its schedule, for
+    /// the log, where the model has one).
+    pub fn forced(coll: Collective, p: usize, number: u32, faninout: u32, segsize: u32) -> Alt {
+        let sched = ompi_rule_algorithms(coll, p, 1 << 30)
+            .iter()
+            .find(|r| r.number == number)
+            .map_or(u32::MAX, |r| lib_index(r.schedule));
+        Alt {
+            coll,
+            number,
+            faninout,
+            segsize,
+            sched,
+        }
+    }
+
+    /// The MPI_T control variables (Open MPI 4.1's coll/tuned) that force
+    /// this algorithm on a communicator duplicated after they are written:
+    /// the algorithm, and where the collective has them its segment size
+    /// and fan-outs.
+    pub fn cvars(&self) -> Vec<(String, i32)> {
+        let c = self.coll.name();
+        let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        let mut v = vec![(format!("coll_tuned_{c}_algorithm"), int(self.number))];
+        if self.coll != Collective::Barrier {
+            v.push((
+                format!("coll_tuned_{c}_algorithm_segmentsize"),
+                int(self.segsize),
+            ));
+        }
+        if matches!(self.coll, Collective::Bcast | Collective::Reduce) {
+            for f in ["chain_fanout", "tree_fanout"] {
+                // Fan-out 0 is not a tree: the library's default (4) for
+                // the algorithms that take none.
+                let fan = if self.faninout == 0 { 4 } else { self.faninout };
+                v.push((format!("coll_tuned_{c}_algorithm_{f}"), int(fan)));
+            }
+        }
+        v
+    }
+
+    /// How the log names it.
+    pub fn name(&self) -> String {
+        let mut s = format!("{} (#{}", lib_sched_name(self.sched), self.number);
+        if self.segsize > 0 {
+            s.push_str(&format!(", {} B segments", self.segsize));
+        }
+        s.push(')');
+        s
+    }
+
+    fn encode(&self, out: &mut [u8]) {
+        let words = [
+            self.coll as u32,
+            self.number,
+            self.faninout,
+            self.segsize,
+            self.sched,
+        ];
+        for (o, w) in out.chunks_exact_mut(4).zip(words) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    fn decode(b: &[u8]) -> Option<Alt> {
+        let w = |i: usize| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+        Some(Alt {
+            coll: Collective::from_u32(w(0))?,
+            number: w(1),
+            faninout: w(2),
+            segsize: w(3),
+            sched: w(4),
+        })
+    }
+}
 
 /// The class of a message of `bytes`.
 #[inline]
@@ -106,10 +218,28 @@ impl Slot {
         }
     }
 
-    /// Our algorithm, or None for the library's own.
+    /// Our algorithm, or None (the library's own choice, or another of
+    /// its algorithms).
     #[inline]
     pub fn algorithm(&self) -> Option<Algorithm> {
         Algorithm::from_u32(self.alg)
+    }
+
+    /// The index in [`Plan::alts`] of the library's algorithm this slot
+    /// runs instead of the library's own choice, or None.
+    #[inline]
+    pub fn alt(&self) -> Option<usize> {
+        self.alg
+            .checked_sub(LIBRARY_ALG)
+            .map(|k| k as usize)
+            .filter(|&k| k < MAX_ALTS)
+    }
+
+    /// The plan replaces the library's own choice here: one of ours, or
+    /// another of the library's algorithms (either is tried against it).
+    #[inline]
+    pub fn replaces_library(&self) -> bool {
+        self.algorithm().is_some() || self.alt().is_some()
     }
 
     fn encode(&self, out: &mut [u8]) {
@@ -147,10 +277,14 @@ impl Slot {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     slots: [[Slot; CLASSES]; COLLECTIVES],
+    /// The library's other algorithms the slots name, in the order every
+    /// rank duplicates their communicators.
+    alts: Vec<Alt>,
 }
 
-/// Bytes of an encoded plan.
-pub const PLAN_BYTES: usize = COLLECTIVES * CLASSES * SLOT_BYTES;
+/// Bytes of an encoded plan: the slots, the number of alternatives, and
+/// room for [`MAX_ALTS`] of them.
+pub const PLAN_BYTES: usize = COLLECTIVES * CLASSES * SLOT_BYTES + 4 + MAX_ALTS * ALT_BYTES;
 
 impl Plan {
     /// Everything to the library (no parameters, or the plan could not be
@@ -158,7 +292,99 @@ impl Plan {
     pub fn library() -> Plan {
         Plan {
             slots: [[Slot::library(); CLASSES]; COLLECTIVES],
+            alts: Vec::new(),
         }
+    }
+
+    /// The library's other algorithms this plan runs ([`Slot::alt`]
+    /// indexes them).
+    pub fn alts(&self) -> &[Alt] {
+        &self.alts
+    }
+
+    /// This plan without the library's other algorithms: their classes
+    /// back to the library's own choice (the alternatives are off).
+    pub fn without_alts(&self) -> Plan {
+        let mut p = self.clone();
+        for s in p.slots.iter_mut().flatten() {
+            if s.alt().is_some() {
+                s.alg = LIBRARY;
+                s.seg_bytes = 0;
+            }
+        }
+        p.alts.clear();
+        p
+    }
+
+    /// Every class of each of `forced`'s collectives to it
+    /// (`NETGAUGE_COLL_FORCE`): those collectives' own choices go, and
+    /// where the table has no room for them all, the plan's other entries
+    /// give their classes back to the library's own choice, last first.
+    pub fn force_alts(&mut self, forced: &[Alt]) {
+        let forced = &forced[..forced.len().min(MAX_ALTS)];
+        for a in forced {
+            for s in self.slots[a.coll as usize].iter_mut() {
+                *s = Slot {
+                    alg: LIBRARY,
+                    seg_bytes: 0,
+                    ..*s
+                };
+            }
+        }
+        self.compact();
+        while !self.alts.is_empty() && self.alts.len() + forced.len() > MAX_ALTS {
+            let last = self.alts.len() - 1;
+            for s in self.slots.iter_mut().flatten() {
+                if s.alt() == Some(last) {
+                    s.alg = LIBRARY;
+                }
+            }
+            self.alts.pop();
+        }
+        for a in forced {
+            self.force_alt(*a);
+        }
+    }
+
+    /// Drops the entries no slot names, keeping the others' order.
+    fn compact(&mut self) {
+        let mut map = vec![None; self.alts.len()];
+        let mut kept = Vec::new();
+        for (k, a) in self.alts.iter().enumerate() {
+            if self.slots.iter().flatten().any(|s| s.alt() == Some(k)) {
+                map[k] = Some(kept.len() as u32);
+                kept.push(*a);
+            }
+        }
+        for s in self.slots.iter_mut().flatten() {
+            if let Some(k) = s.alt() {
+                s.alg = map[k].map_or(LIBRARY, |n| LIBRARY_ALG + n);
+            }
+        }
+        self.alts = kept;
+    }
+
+    /// Every class of `alt`'s collective to `alt` (a forced choice), if
+    /// the table has room.
+    pub fn force_alt(&mut self, alt: Alt) {
+        if let Some(k) = self.alt_index(alt) {
+            for s in self.slots[alt.coll as usize].iter_mut() {
+                s.alg = LIBRARY_ALG + k as u32;
+                s.seg_bytes = 0;
+            }
+        }
+    }
+
+    /// The index of `alt` in the table, added if new and there is room.
+    fn alt_index(&mut self, alt: Alt) -> Option<usize> {
+        if let Some(k) = self.alts.iter().position(|a| *a == alt) {
+            return Some(k);
+        }
+        if self.alts.len() == MAX_ALTS {
+            return None;
+        }
+        self.alts.push(alt);
+        Some(self.alts.len() - 1)
     }
 
     #[inline]
@@ -176,14 +402,32 @@ impl Plan {
         self.slots[coll as usize][class] = slot;
     }
 
+    /// Class `class` of `coll` to the library's algorithm `number`, if the
+    /// table has room (tests).
+    #[cfg(test)]
+    pub(crate) fn force_alt_at(&mut self, coll: Collective, class: usize, number: u32) {
+        if let Some(k) = self.alt_index(Alt::forced(coll, 4, number, 0, 0)) {
+            self.slots[coll as usize][class].alg = LIBRARY_ALG + k as u32;
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0u8; PLAN_BYTES];
         for (i, s) in self.slots.iter().flatten().enumerate() {
             s.encode(&mut out[i * SLOT_BYTES..(i + 1) * SLOT_BYTES]);
         }
+        let at = COLLECTIVES * CLASSES * SLOT_BYTES;
+        out[at..at + 4].copy_from_slice(&(self.alts.len() as u32).to_le_bytes());
+        for (k, a) in self.alts.iter().enumerate() {
+            let o = at + 4 + k * ALT_BYTES;
+            a.encode(&mut out[o..o + ALT_BYTES]);
+        }
         out
     }
 
+    /// The plan `encode` wrote, or None for anything else (a wrong length,
+    /// more alternatives than fit, an unknown collective, a slot naming an
+    /// alternative the table does not have).
     pub fn decode(b: &[u8]) -> Option<Plan> {
         if b.len() != PLAN_BYTES {
             return None;
@@ -191,6 +435,24 @@ impl Plan {
         let mut p = Plan::library();
         for (i, s) in p.slots.iter_mut().flatten().enumerate() {
             *s = Slot::decode(&b[i * SLOT_BYTES..(i + 1) * SLOT_BYTES]);
+        }
+        let at = COLLECTIVES * CLASSES * SLOT_BYTES;
+        let n = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
+        if n > MAX_ALTS {
+            return None;
+        }
+        for k in 0..n {
+            let o = at + 4 + k * ALT_BYTES;
+            p.alts.push(Alt::decode(&b[o..o + ALT_BYTES])?);
+        }
+        for (coll, row) in Collective::ALL.iter().zip(&p.slots) {
+            for s in row {
+                match s.alt() {
+                    Some(k) if k >= n || p.alts[k].coll != *coll => return None,
+                    None if s.alg >= LIBRARY_ALG && s.alg != LIBRARY => return None,
+                    _ => {}
+                }
+            }
         }
         Some(p)
     }
@@ -275,6 +537,9 @@ pub struct Setup {
     /// Largest message size decided; larger classes keep this one's
     /// decision.
     pub max_bytes: u64,
+    /// The library's other algorithms are candidates too (Open MPI, whose
+    /// coll/tuned takes a forced algorithm per communicator).
+    pub library_algorithms: bool,
 }
 
 /// The algorithms ngcoll runs for a communicator of `p` ranks (the
@@ -292,7 +557,48 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
         .collect()
 }
 
-/// Builds the plan from `net` (every decision by `select::choose`).
+/// Whether libngcoll may run the library's algorithm `r` for any call of
+/// `coll` it runs others for. Not Open MPI 4.1.4's Bruck alltoall (3): it
+/// lays the send datatype over the receive buffer, and so returns wrong
+/// data when the two datatypes' type maps differ (tests/ngcoll/run.sh
+/// shows it when forced); the library's own choice may pick it too, but
+/// libngcoll does not add it where the library would not.
+fn runs_any_call(coll: Collective, r: &RuleAlgorithm) -> bool {
+    !(coll == Collective::Alltoall && r.number == 3)
+}
+
+/// The best of the library's other algorithms for `coll` over `m` bytes,
+/// by `select::choose_named`, with its standing against the library's own
+/// choice (None: none beats it, or the library takes no forced algorithm).
+fn best_library_alg<N: Network + ?Sized>(
+    net: &N,
+    s: &Setup,
+    coll: Collective,
+    m: u64,
+    lib_prices: &[f64; 4],
+) -> Result<Option<(f64, RuleAlgorithm, netgauge::select::View)>, SimError> {
+    if !s.library_algorithms || s.lib != Library::OpenMpi41 {
+        return Ok(None);
+    }
+    let candidates: Vec<(RuleAlgorithm, Schedule)> = ompi_rule_algorithms(coll, s.ranks, m)
+        .into_iter()
+        .filter(|r| runs_any_call(coll, r))
+        .map(|r| (r, r.schedule))
+        .collect();
+    let call = Call {
+        lib: s.lib,
+        coll,
+        ranks: s.ranks,
+        bytes: m,
+        one_node: s.one_node,
+    };
+    Ok(choose_named(net, &call, &candidates, &s.view, s.margin)?
+        .map(|(r, v)| (judge(&v, lib_prices).0, r, v)))
+}
+
+/// Builds the plan from `net`: every decision by `select::choose` among
+/// ours, and where the library takes a forced algorithm, the best of its
+/// other algorithms (`select::choose_named`) where it stands better still.
 pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> {
     let mut plan = Plan::library();
     let ours = runnable(s.ranks);
@@ -321,7 +627,16 @@ pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> 
                 slot.ours_sync_ns = b.view.sync_ns as f32;
                 slot.ours_b2b_ns = b.view.back_to_back_ns as f32;
             }
-            if let Some(o) = d.ours {
+            let lib_prices = d.library_view.prices();
+            let ours_score = d.ours.map(|o| judge(&o.view, &lib_prices).0);
+            let alt = best_library_alg(net, s, coll, m, &lib_prices)?
+                .filter(|(score, ..)| ours_score.map_or(true, |o| *score < o))
+                .and_then(|(_, r, v)| Some((plan.alt_index(Alt::of(coll, &r))?, v)));
+            if let Some((k, v)) = alt {
+                slot.alg = LIBRARY_ALG + k as u32;
+                slot.ours_sync_ns = v.sync_ns as f32;
+                slot.ours_b2b_ns = v.back_to_back_ns as f32;
+            } else if let Some(o) = d.ours {
                 slot.alg = o.algorithm as u32;
                 slot.seg_bytes = u32::try_from(o.segment_bytes).unwrap_or(u32::MAX);
                 slot.ours_sync_ns = o.view.sync_ns as f32;
@@ -345,6 +660,7 @@ pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netgauge::Params;
 
     #[test]
     fn classes_cover_every_size_once() {
@@ -366,6 +682,256 @@ mod tests {
         assert_eq!(class_of(u64::MAX), CLASSES - 1);
         assert_eq!(class_of(3 << 20), class_of((3 << 20) + 1));
         assert_ne!(class_of(4 << 20), class_of((4 << 20) - 1));
+    }
+
+    fn setup(lib: Library, library_algorithms: bool) -> Setup {
+        Setup {
+            lib,
+            ranks: 4,
+            one_node: true,
+            view: ViewOptions {
+                gamma_ns_per_byte: 0.1,
+                cores: 2,
+                spin_slice_ns: 3e6,
+                fresh_ns_per_byte: 0.4,
+                ours_run_by: None,
+                path_ns: 0.0,
+            },
+            margin: 0.1,
+            max_bytes: 1 << 20,
+            library_algorithms,
+        }
+    }
+
+    /// A network of the shape this machine's MPI probe publishes (4 ranks
+    /// sharing 2 cores): where the model prices one of Open MPI's other
+    /// algorithms below ours and below its own choice.
+    fn shared_memory() -> Params {
+        Params {
+            eel_ns: 1800.0,
+            L_ns: 1000.0,
+            o_s_ns: 400.0,
+            o_r_ns: 400.0,
+            g_ns: 300.0,
+            G_ns_per_byte: 0.3,
+            S_bytes: u64::MAX,
+            range_from_bytes: 0,
+            range_to_bytes: u64::MAX,
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn the_library_s_other_algorithms_are_chosen_only_where_it_takes_them() {
+        let net = shared_memory();
+        let with = build(&net, &setup(Library::OpenMpi41, true)).unwrap();
+        let without = build(&net, &setup(Library::OpenMpi41, false)).unwrap();
+        let mpich = build(&net, &setup(Library::Mpich40, true)).unwrap();
+        assert!(without.alts().is_empty() && mpich.alts().is_empty());
+        assert!(!with.alts().is_empty(), "no alternative chosen: {with:?}");
+        assert!(with.alts().len() <= MAX_ALTS);
+        let mut named = 0;
+        for coll in Collective::ALL {
+            for c in 0..CLASSES {
+                let s = with.slot(coll, c);
+                let Some(k) = s.alt() else {
+                    // Elsewhere the same decision as without them.
+                    let w = without.slot(coll, c);
+                    if s.algorithm().is_some() {
+                        assert_eq!(s.alg, w.alg, "{coll:?} class {c}");
+                    }
+                    continue;
+                };
+                named += 1;
+                let alt = with.alts()[k];
+                assert_eq!(alt.coll, coll);
+                assert!(runs_any_call(
+                    coll,
+                    &RuleAlgorithm {
+                        number: alt.number,
+                        faninout: 0,
+                        segsize: 0,
+                        schedule: Schedule::AlltoallBruck,
+                    }
+                ));
+                // One of the algorithms a rules file can name, at this size.
+                let m = if coll == Collective::Barrier {
+                    0
+                } else {
+                    class_size(c)
+                };
+                assert!(
+                    ompi_rule_algorithms(coll, 4, m)
+                        .iter()
+                        .any(|r| Alt::of(coll, r) == alt),
+                    "{coll:?} class {c}: {alt:?}"
+                );
+                // Priced below the library's own choice in both views the
+                // slot keeps.
+                assert!(s.ours_b2b_ns <= s.lib_b2b_ns * 1.05, "{coll:?} {c}: {s:?}");
+                assert!(
+                    s.ours_sync_ns <= s.lib_sync_ns * 1.05,
+                    "{coll:?} {c}: {s:?}"
+                );
+                // Where ours was chosen without them, the alternative stands
+                // better than ours by the same judge.
+                let w = without.slot(coll, c);
+                if w.algorithm().is_some() {
+                    assert!(s.ours_b2b_ns <= w.ours_b2b_ns || s.ours_sync_ns <= w.ours_sync_ns);
+                }
+            }
+        }
+        assert!(named > 0);
+        // Every entry of the table is used by some slot.
+        for k in 0..with.alts().len() {
+            assert!(Collective::ALL
+                .iter()
+                .any(|&c| (0..CLASSES).any(|i| with.slot(c, i).alt() == Some(k))));
+        }
+    }
+
+    #[test]
+    fn a_choice_must_gain_more_than_libngcolls_own_path_in_every_view() {
+        let net = shared_memory();
+        let plan = |path_ns: f64| {
+            let mut s = setup(Library::OpenMpi41, true);
+            s.view.path_ns = path_ns;
+            build(&net, &s).unwrap()
+        };
+        let replaced = |p: &Plan| -> Vec<(Collective, usize)> {
+            Collective::ALL
+                .iter()
+                .flat_map(|&c| (0..CLASSES).map(move |i| (c, i)))
+                .filter(|&(c, i)| p.slot(c, i).replaces_library())
+                .collect()
+        };
+        let (free, costly) = (plan(0.0), plan(PATH_NS));
+        let (all, fewer) = (replaced(&free), replaced(&costly));
+        // The path only ever makes a candidate dearer: what it still
+        // replaces, the free plan replaced too, and some small classes
+        // (a tie back to back) go back to the library's own.
+        assert!(fewer.iter().all(|x| all.contains(x)), "{fewer:?} ⊄ {all:?}");
+        assert!(fewer.len() < all.len(), "{} vs {}", fewer.len(), all.len());
+        let mut same = 0;
+        for &(c, i) in &fewer {
+            let (s, f) = (costly.slot(c, i), free.slot(c, i));
+            // Within the worst-view rule, priced with the path.
+            assert!(s.ours_b2b_ns <= s.lib_b2b_ns * 1.051, "{c:?} {i}: {s:?}");
+            if s.alg == f.alg && s.seg_bytes == f.seg_bytes {
+                same += 1;
+                for (a, b) in [
+                    (s.ours_sync_ns, f.ours_sync_ns),
+                    (s.ours_b2b_ns, f.ours_b2b_ns),
+                ] {
+                    let d = f64::from(a) - f64::from(b);
+                    assert!(
+                        (d - PATH_NS).abs() < 0.01 * PATH_NS,
+                        "{c:?} {i}: {s:?} vs {f:?}"
+                    );
+                }
+                // The library's own choice is not charged the path.
+                assert_eq!(s.lib_b2b_ns, f.lib_b2b_ns);
+            }
+        }
+        assert!(same > 0);
+        // A path dearer than any call: nothing but the library's own.
+        assert!(replaced(&plan(1e9)).is_empty());
+    }
+
+    const PATH_NS: f64 = 80.0;
+
+    #[test]
+    fn alternatives_force_their_algorithm_through_cvars() {
+        let chain = Alt {
+            coll: Collective::Bcast,
+            number: 3,
+            faninout: 1,
+            segsize: 4096,
+            sched: 0,
+        };
+        assert_eq!(
+            chain.cvars(),
+            vec![
+                ("coll_tuned_bcast_algorithm".to_string(), 3),
+                ("coll_tuned_bcast_algorithm_segmentsize".to_string(), 4096),
+                ("coll_tuned_bcast_algorithm_chain_fanout".to_string(), 1),
+                ("coll_tuned_bcast_algorithm_tree_fanout".to_string(), 1),
+            ]
+        );
+        let barrier = Alt::forced(Collective::Barrier, 4, 4, 0, 0);
+        assert_eq!(
+            barrier.cvars(),
+            vec![("coll_tuned_barrier_algorithm".to_string(), 4)]
+        );
+        assert_eq!(lib_sched_name(barrier.sched), "dissemination");
+        let allreduce = Alt::forced(Collective::Allreduce, 4, 4, 0, 0);
+        assert_eq!(allreduce.cvars().len(), 2);
+        assert_eq!(lib_sched_name(allreduce.sched), "ring");
+        // A number the model has no schedule for is still forced.
+        assert_eq!(
+            Alt::forced(Collective::Allreduce, 4, 2, 0, 0).sched,
+            u32::MAX
+        );
+    }
+
+    #[test]
+    fn a_plan_with_alternatives_round_trips_and_a_broken_one_is_refused() {
+        let mut p = Plan::library();
+        p.force_alt(Alt::forced(Collective::Reduce, 4, 1, 0, 0));
+        p.force_alt_at(Collective::Bcast, 9, 7);
+        assert_eq!(p.alts().len(), 2);
+        assert!((0..CLASSES).all(|c| p.slot(Collective::Reduce, c).alt() == Some(0)));
+        assert_eq!(p.slot(Collective::Bcast, 9).alt(), Some(1));
+        assert!(p.slot(Collective::Bcast, 9).replaces_library());
+        assert!(!p.slot(Collective::Bcast, 8).replaces_library());
+        let b = p.encode();
+        assert_eq!(Plan::decode(&b).unwrap().encode(), b);
+        assert_eq!(Plan::decode(&b).unwrap().alts(), p.alts());
+        // Without them: every such class back to the library's own.
+        let q = p.without_alts();
+        assert!(q.alts().is_empty());
+        assert!(Collective::ALL
+            .iter()
+            .all(|&c| (0..CLASSES).all(|i| !q.slot(c, i).replaces_library())));
+        // A slot naming an entry the table does not have, an entry of
+        // another collective, or more entries than fit: refused.
+        let at = COLLECTIVES * CLASSES * SLOT_BYTES;
+        let mut short = b.clone();
+        short[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+        assert!(Plan::decode(&short).is_none());
+        let mut many = b.clone();
+        many[at..at + 4].copy_from_slice(&(MAX_ALTS as u32 + 1).to_le_bytes());
+        assert!(Plan::decode(&many).is_none());
+        let mut other = b.clone();
+        other[at + 4..at + 8].copy_from_slice(&(Collective::Bcast as u32).to_le_bytes());
+        assert!(Plan::decode(&other).is_none());
+        let mut past = b;
+        let slot = (Collective::Bcast as usize * CLASSES + 9) * SLOT_BYTES;
+        past[slot..slot + 4].copy_from_slice(&(LIBRARY_ALG + MAX_ALTS as u32).to_le_bytes());
+        assert!(Plan::decode(&past).is_none());
+        // The table holds at most MAX_ALTS.
+        let mut full = Plan::library();
+        for n in 0..MAX_ALTS as u32 + 2 {
+            full.force_alt_at(Collective::Reduce, n as usize, 1 + n);
+        }
+        assert_eq!(full.alts().len(), MAX_ALTS);
+        // A forced choice takes its collective whole, and room from the
+        // plan's own entries where the table is full.
+        let (bcast, barrier) = (
+            Alt::forced(Collective::Bcast, 4, 3, 1, 1024),
+            Alt::forced(Collective::Barrier, 4, 4, 0, 0),
+        );
+        full.force_alts(&[bcast, barrier]);
+        assert_eq!(full.alts().len(), MAX_ALTS);
+        let at = |p: &Plan, c, i| p.slot(c, i).alt().map(|k| p.alts()[k]);
+        assert!((0..CLASSES).all(|i| at(&full, Collective::Bcast, i) == Some(bcast)));
+        assert_eq!(at(&full, Collective::Barrier, 0), Some(barrier));
+        // The reduce classes kept name the entries they had; two gave theirs.
+        let kept: Vec<u32> = (0..MAX_ALTS)
+            .filter_map(|i| at(&full, Collective::Reduce, i).map(|a| a.number))
+            .collect();
+        assert_eq!(kept, (1..=MAX_ALTS as u32 - 2).collect::<Vec<_>>());
+        assert!(Plan::decode(&full.encode()).is_some());
     }
 
     #[test]

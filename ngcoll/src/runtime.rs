@@ -6,14 +6,18 @@
 //! every other rank whether the library is on (one allreduce: a rank
 //! without a usable segment or attribute keyval, or whose
 //! NETGAUGE_COLL_FORCE differs from another's, turns it off everywhere,
-//! since every rank must take the same path in every collective). The
-//! result is set once into a process-wide `OnceLock`, and never changes
-//! after; an interposed MPI_Bcast has no other way to reach it. The only
-//! mutable parts are the plan cache and the list of communicators for the
-//! finalize log, behind mutexes that are taken when a communicator is set
-//! up or at MPI_Finalize, never per call, and two per-thread caches read
-//! per call (the last communicator's state, the layouts of predefined
-//! datatypes).
+//! since every rank must take the same path in every collective), and in
+//! a second allreduce whether every rank may run the library's other
+//! algorithms ([`before_init`] turns Open MPI's dynamic rules on for them
+//! first). The result is set once into a process-wide `OnceLock`, and
+//! never changes after; an interposed MPI_Bcast has no other way to reach
+//! it. The only mutable parts are the plan cache and the list of
+//! communicators for the finalize log, behind mutexes that are taken when
+//! a communicator is set up or at MPI_Finalize, never per call, two
+//! per-thread caches read per call (the last communicator's state, the
+//! layouts of predefined datatypes), and a communicator's duplicates for
+//! the library's other algorithms, each made at the first call that needs
+//! it (an atomic per entry, [`CommState::alt_comm`]).
 //!
 //! A communicator is set up at its first intercepted collective, which
 //! every one of its ranks enters ([`state`]): its shadow (a duplicate, so
@@ -27,17 +31,17 @@
 
 use std::ffi::c_void;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use netgauge::select::{Algorithm, Collective, Library, Measured, ViewOptions};
 use netgauge::{EntryData, Reader};
 
-use crate::config::{Config, Force, Mode};
+use crate::config::{Config, Force, Forced, Mode};
 use crate::gate;
 use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
 use crate::mpi::{Mpi, Raw};
-use crate::plan::{self, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
+use crate::plan::{self, Alt, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
 use crate::trial::{Trial, Trials};
 
 /// Host names are compared on this many bytes.
@@ -75,6 +79,10 @@ pub struct Runtime {
     ranks_here: usize,
     polite: bool,
     lib: Library,
+    /// The library's other algorithms may be run (every rank agreed at
+    /// MPI_Init: `NETGAUGE_COLL_LIBRARY_ALGS`, and the library takes a
+    /// forced algorithm per communicator, [`Mpi::library_algorithms`]).
+    library_algs: bool,
     spin_slice_ns: f64,
     gamma: OnceLock<f64>,
     /// First touch of fresh memory, ns per byte (measured once).
@@ -121,6 +129,11 @@ pub struct CommState {
     /// through: an inter-communicator, or a single rank).
     pub shadow: Option<Raw>,
     pub plan: Arc<Plan>,
+    /// Per entry of the plan's [`Plan::alts`], the duplicate on which the
+    /// library runs that algorithm: [`ALT_NOT_MADE`] until the first call
+    /// that needs it makes it, [`ALT_REFUSED`] if that failed on some rank,
+    /// else its handle (freed with the shadow).
+    alt_comms: Vec<AtomicUsize>,
     force: Force,
     // The rest.
     pub id: u64,
@@ -185,6 +198,7 @@ impl CommState {
             polite: false,
             nodes: 1,
             plan: Arc::new(Plan::library()),
+            alt_comms: Vec::new(),
             library: [!0; COLLECTIVES],
             source: String::new(),
             scratch: Mutex::new(Vec::new()),
@@ -294,20 +308,85 @@ impl CommState {
         match &self.force {
             Force::None => *self.plan.get(coll, bytes),
             Force::Cycle => self.cycled(coll, bytes),
-            Force::Fixed(list) => match list.iter().find(|(c, _, _)| *c == coll) {
-                Some(&(_, alg, seg)) => {
-                    let mut s = *self.plan.get(coll, bytes);
-                    s.alg = alg.map_or(LIBRARY, |a| a as u32);
-                    // No segment given: the plan's (0, the whole message,
-                    // where the plan has none).
-                    if seg != 0 {
-                        s.seg_bytes = u32::try_from(seg).unwrap_or(u32::MAX);
+            Force::Fixed(list) => {
+                let mut s = *self.plan.get(coll, bytes);
+                match list.iter().find(|(c, _)| *c == coll) {
+                    Some((_, Forced::Library)) => s.alg = LIBRARY,
+                    Some(&(_, Forced::Ours(alg, seg))) => {
+                        s.alg = alg as u32;
+                        // No segment given: the plan's (0, the whole
+                        // message, where the plan has none).
+                        if seg != 0 {
+                            s.seg_bytes = u32::try_from(seg).unwrap_or(u32::MAX);
+                        }
                     }
-                    s
+                    // The set-up wrote it into the plan (`force_alts`).
+                    Some((_, Forced::LibraryAlg { .. })) | None => {}
                 }
-                None => *self.plan.get(coll, bytes),
-            },
+                s
+            }
         }
+    }
+
+    /// Frees (or disconnects) the communicators of the library's other
+    /// algorithms made so far, with the shadow.
+    fn free_alt_comms<M: Mpi + ?Sized>(&self, m: &M, disconnect: bool) {
+        for a in &self.alt_comms {
+            let c = match a.load(Ordering::Relaxed) {
+                c @ (ALT_NOT_MADE | ALT_REFUSED | ALT_FREED) => {
+                    a.store(
+                        if c == ALT_FREED { c } else { ALT_REFUSED },
+                        Ordering::Relaxed,
+                    );
+                    continue;
+                }
+                c => {
+                    a.store(ALT_FREED, Ordering::Relaxed);
+                    c
+                }
+            };
+            let _ = if disconnect {
+                m.comm_disconnect(c)
+            } else {
+                m.comm_free(c)
+            };
+            ALTS_OPEN.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether entry `k` of the plan's alternatives has its duplicate
+    /// (Some(true)), could not have it (Some(false)), or has not been
+    /// needed yet (None). For the log.
+    pub fn alt_made(&self, k: usize) -> Option<bool> {
+        match self.alt_comms.get(k)?.load(Ordering::Relaxed) {
+            ALT_NOT_MADE => None,
+            ALT_REFUSED => Some(false),
+            _ => Some(true),
+        }
+    }
+
+    /// Where `slot` names another of the library's algorithms: the
+    /// communicator on which the library runs it, made (collectively: every
+    /// rank of the communicator is in this call, which every rank gives the
+    /// same slot) at the first call that needs it; the caller's own
+    /// communicator where it could not be made on every rank (the library's
+    /// own choice). None for any other slot.
+    pub fn alt_comm<M: Mpi + ?Sized>(&self, m: &M, slot: &Slot, comm: Raw) -> Option<Raw> {
+        let k = slot.alt()?;
+        let Some(a) = self.alt_comms.get(k) else {
+            return Some(comm);
+        };
+        match a.load(Ordering::Relaxed) {
+            ALT_NOT_MADE => {}
+            ALT_REFUSED | ALT_FREED => return Some(comm),
+            c => return Some(c),
+        }
+        let made = match (self.shadow, self.plan.alts().get(k)) {
+            (Some(shadow), Some(alt)) if !self.is_closed() => make_alt(m, shadow, alt),
+            _ => None,
+        };
+        a.store(made.unwrap_or(ALT_REFUSED), Ordering::Relaxed);
+        Some(made.unwrap_or(comm))
     }
 
     /// `NETGAUGE_COLL_FORCE=cycle`: call n of this communicator takes
@@ -341,7 +420,7 @@ pub(crate) fn library_masks(plan: &Plan, force: &Force) -> [u64; COLLECTIVES] {
     }
     for (coll, mask) in Collective::ALL.into_iter().zip(masks.iter_mut()) {
         let forced = match force {
-            Force::Fixed(list) => list.iter().find(|(c, _, _)| *c == coll),
+            Force::Fixed(list) => list.iter().find(|(c, _)| *c == coll).map(|f| f.1),
             _ => None,
         };
         for class in 0..CLASSES {
@@ -349,8 +428,11 @@ pub(crate) fn library_masks(plan: &Plan, force: &Force) -> [u64; COLLECTIVES] {
                 break;
             }
             let library = match forced {
-                Some((_, alg, _)) => alg.is_none(),
-                None => plan.slot(coll, class).algorithm().is_none(),
+                Some(Forced::Library) => true,
+                Some(Forced::Ours(..)) => false,
+                Some(Forced::LibraryAlg { .. }) | None => {
+                    !plan.slot(coll, class).replaces_library()
+                }
             };
             if library {
                 *mask |= 1 << class;
@@ -389,6 +471,18 @@ static SHADOWS_RELEASED: AtomicU64 = AtomicU64::new(0);
 /// communicator beyond those (MPICH's 2048 context ids less these).
 static SHADOWS_OPEN: AtomicU64 = AtomicU64::new(0);
 const MAX_SHADOWS: u64 = 256;
+/// Communicators of the library's other algorithms open now, and how many
+/// may be (Open MPI's only: its ob1 messages carry a 16-bit context id).
+static ALTS_OPEN: AtomicU64 = AtomicU64::new(0);
+/// Such communicators made, in all (the log's last line).
+static ALTS_MADE: AtomicU64 = AtomicU64::new(0);
+const MAX_ALTS_OPEN: u64 = 1024;
+/// [`CommState::alt_comm`]'s states besides a handle (no Open MPI
+/// communicator is at address 0, 1 or 2): not made yet, refused, made and
+/// freed since.
+const ALT_NOT_MADE: usize = 0;
+const ALT_REFUSED: usize = 1;
+const ALT_FREED: usize = 2;
 static SHADOWS_LEFT: AtomicU64 = AtomicU64::new(0);
 
 fn warn(msg: &str) {
@@ -442,6 +536,43 @@ fn open_segment(cfg: &Config) -> Result<Reader, String> {
     Ok(r)
 }
 
+/// The environment variable that turns Open MPI's coll/tuned dynamic rules
+/// on, which a communicator's forced algorithm needs.
+const OMPI_DYNAMIC_RULES: &str = "OMPI_MCA_coll_tuned_use_dynamic_rules";
+
+/// MPI_Init's part before PMPI_Init (C and Fortran): under Open MPI,
+/// where libngcoll may run the library's other algorithms (on, and
+/// `NETGAUGE_COLL_LIBRARY_ALGS` not 0), turns coll/tuned's dynamic rules on
+/// through the environment, which Open MPI reads in MPI_Init, unless the
+/// program's environment sets any coll/tuned variable. Without a rules
+/// file and a forced algorithm those rules decide as the fixed ones do, so
+/// the library's own choice is unchanged (`init` checks that none is
+/// forced); a duplicate made with an algorithm forced runs that one
+/// (`Mpi::comm_dup_forced`). The variable is set before MPI exists, while
+/// the program is normally still single-threaded. (An MCA parameter file
+/// that turns the dynamic rules off is overridden by it; one that forces
+/// an algorithm turns the alternatives off in `init`.)
+pub fn before_init<M: Mpi + ?Sized>(m: &M) {
+    if m.abi_name() != "openmpi" || RUNTIME.get().is_some() {
+        return;
+    }
+    let Ok(cfg) = Config::from_env() else { return };
+    if cfg.mode == Mode::Off || !cfg.library_algs {
+        return;
+    }
+    // Any coll/tuned setting of the program's (a forced algorithm, a rules
+    // file, the dynamic rules either way) is left alone: with the dynamic
+    // rules on, a forced algorithm of its own would change the library's
+    // own choice.
+    let tuned = std::env::vars_os().any(|(k, _)| {
+        k.to_str()
+            .is_some_and(|k| k.starts_with("OMPI_MCA_coll_tuned_"))
+    });
+    if !tuned {
+        std::env::set_var(OMPI_DYNAMIC_RULES, "1");
+    }
+}
+
 /// MPI_Init's part (after PMPI_Init succeeded). Never fails: any problem
 /// leaves libngcoll off, with one line on stderr.
 pub fn init<M: Mpi + ?Sized>(m: &M) {
@@ -473,6 +604,7 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         ranks_here: 1,
         polite: false,
         lib,
+        library_algs: false,
         spin_slice_ns: 0.0,
         gamma: OnceLock::new(),
         fresh: OnceLock::new(),
@@ -534,6 +666,15 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
     };
     let least = m.allreduce_min(vote, world).unwrap_or(vote_failed);
     let agree = least == vote_ready;
+    // The library's other algorithms, where every rank can run them (a
+    // second vote, taken by every rank whatever the first: each rank's
+    // library checks its own settings). Not with several threads in MPI:
+    // forcing one writes a process-wide control variable around a
+    // duplicate, which another thread's duplicate could catch.
+    let can_alt =
+        rt.cfg.library_algs && local.is_ok() && !m.thread_multiple() && m.library_algorithms();
+    let every_rank_can_alt = m.allreduce_min(i32::from(can_alt), world).ok() == Some(1);
+    rt.library_algs = agree && every_rank_can_alt;
     let bad_setting_somewhere = least < vote_off;
     if gathered {
         for r in 0..p {
@@ -744,6 +885,12 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
                 Plan::library()
             }
         };
+        let plan = library_algorithms(rt, size, plan);
+        let alt_comms = plan
+            .alts()
+            .iter()
+            .map(|_| AtomicUsize::new(ALT_NOT_MADE))
+            .collect();
         let calls = agreed.map_or(0, |c| c.max(0) as usize);
         let trials = Trials::new(&plan, calls);
         CommState {
@@ -755,6 +902,7 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
             freed: AtomicBool::new(false),
             polite: rt.polite,
             nodes: n_nodes,
+            alt_comms,
             library: library_masks(&plan, &rt.cfg.force),
             plan: Arc::new(plan),
             source,
@@ -790,6 +938,52 @@ fn setup<M: Mpi + ?Sized>(m: &M, rt: &'static Runtime, comm: Raw) -> Option<Arc<
         return None;
     }
     Some(st)
+}
+
+/// A communicator's plan with the library's other algorithms that
+/// `NETGAUGE_COLL_FORCE` names written into it, or without any where the
+/// library takes no forced algorithm (their classes go to the library's
+/// own choice). Their communicators are made at their first calls
+/// ([`CommState::alt_comm`]).
+fn library_algorithms(rt: &Runtime, size: usize, plan: Plan) -> Plan {
+    let mut plan = plan;
+    if let Force::Fixed(list) = &rt.cfg.force {
+        let forced: Vec<Alt> = list
+            .iter()
+            .filter_map(|(coll, f)| match *f {
+                Forced::LibraryAlg {
+                    number,
+                    faninout,
+                    segsize,
+                } => Some(Alt::forced(*coll, size, number, faninout, segsize)),
+                _ => None,
+            })
+            .collect();
+        plan.force_alts(&forced);
+    }
+    if rt.library_algs {
+        plan
+    } else {
+        plan.without_alts()
+    }
+}
+
+/// The duplicate of `shadow` with `alt` forced, if every rank made it
+/// (one allreduce on the shadow agrees; a rank past [`MAX_ALTS_OPEN`]
+/// takes part in the duplicate and votes no).
+fn make_alt<M: Mpi + ?Sized>(m: &M, shadow: Raw, alt: &Alt) -> Option<Raw> {
+    let room = ALTS_OPEN.load(Ordering::Relaxed) < MAX_ALTS_OPEN;
+    let (dup, forced) = m.comm_dup_forced(shadow, &alt.cvars());
+    let ok = room && forced.is_ok() && dup.is_some_and(|d| d > ALT_FREED);
+    if m.allreduce_min(i32::from(ok), shadow).ok() == Some(1) {
+        ALTS_OPEN.fetch_add(1, Ordering::Relaxed);
+        ALTS_MADE.fetch_add(1, Ordering::Relaxed);
+        return dup;
+    }
+    if let Some(d) = dup {
+        let _ = m.comm_free(d);
+    }
+    None
 }
 
 /// The plan of a communicator of `size` ranks, `first` the node of its rank
@@ -899,9 +1093,15 @@ fn build_plan(
             spin_slice_ns: rt.spin_slice_ns,
             fresh_ns_per_byte: fresh,
             ours_run_by: None,
+            path_ns: rt.cfg.path_ns.unwrap_or(if rt.ranks_here > rt.cores {
+                crate::config::PATH_COLD_NS
+            } else {
+                crate::config::PATH_WARM_NS
+            }),
         },
         margin: rt.cfg.margin,
         max_bytes: PLAN_MAX_BYTES,
+        library_algorithms: rt.library_algs,
     };
     let plan = plan::build(&net, &setup).map_err(|e| format!("the model failed: {e}"))?;
     let what = if exchange.is_empty() {
@@ -915,6 +1115,7 @@ fn build_plan(
 /// MPI_Finalize's part (before PMPI_Finalize): every shadow communicator
 /// still open freed, then the log.
 pub fn finalize<M: Mpi + ?Sized>(m: &M) {
+    m.release_tools();
     let Some(rt) = runtime() else { return };
     gate::close();
     let list: Vec<Arc<CommState>> = match rt.comms.lock() {
@@ -926,6 +1127,7 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
         if let Some(sh) = st.shadow {
             if !st.closed.swap(true, Ordering::Relaxed) {
                 let _ = m.comm_free(sh);
+                st.free_alt_comms(m, false);
                 SHADOWS_OPEN.fetch_sub(1, Ordering::Relaxed);
                 at_finalize += 1;
             }
@@ -952,9 +1154,12 @@ pub fn finalize<M: Mpi + ?Sized>(m: &M) {
             let line = format!(
                 "ngcoll: world rank 0: shadow communicators: {} released with their communicators, \
                  {at_finalize} at MPI_Finalize, {} of which after their communicators were freed \
-                 past libngcoll\n",
+                 past libngcoll; {} duplicates running another of the library's algorithms made, \
+                 {} still open\n",
                 SHADOWS_RELEASED.load(Ordering::Relaxed),
                 SHADOWS_LEFT.load(Ordering::Relaxed),
+                ALTS_MADE.load(Ordering::Relaxed),
+                ALTS_OPEN.load(Ordering::Relaxed),
             );
             let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         }
@@ -990,6 +1195,7 @@ fn release_shadow<M: Mpi + ?Sized>(m: &M, comm: Raw, disconnect: bool) {
                 } else {
                     m.comm_free(sh)
                 };
+                st.free_alt_comms(m, disconnect);
             }
         }
     }

@@ -1,4 +1,5 @@
-//! The first calls of a class where the plan chose one of ours: both are
+//! The first calls of a class where the plan chose one of ours (or another
+//! of the library's algorithms, which counts as ours here): both are
 //! timed, and the faster kept.
 //!
 //! The plan prices a call from the segment; where it is wrong, a program
@@ -275,7 +276,7 @@ impl Trials {
         };
         for coll in Collective::ALL {
             for c in 0..CLASSES {
-                if plan.slot(coll, c).algorithm().is_some() {
+                if plan.slot(coll, c).replaces_library() {
                     t.index[coll as usize * CLASSES + c] = t.trials.len() as u16;
                     t.trials.push(Trial::new(calls));
                 }

@@ -159,6 +159,7 @@ fn run_by(lib: select::Library, opts: &RuleOptions) -> select::ViewOptions {
         spin_slice_ns: SPIN_SLICE_NS,
         fresh_ns_per_byte: opts.fresh_ns_per_byte,
         ours_run_by: Some(lib),
+        path_ns: 0.0,
     }
 }
 

@@ -16,9 +16,14 @@
 //! - a class its *plan* gave to the library's own (predicted, pricing ours
 //!   as libngcoll runs them) names none of libngcoll's algorithms: MPICH's
 //!   default, or Open MPI's fixed decision or another of coll/tuned's
-//!   algorithms, which libngcoll never ran;
+//!   algorithms, which that plan did not price above the library's own;
 //! - classes the program did not call, and those whose trials kept ours,
 //!   stay the model's.
+//!
+//! Where libngcoll ran another of Open MPI's algorithms (its log names it
+//! `Open MPI 4.1 linear (#1) (forced)`), the class counts as one of ours:
+//! no veto from the plan, a measured one where its trial kept the library's
+//! own.
 //!
 //! A line of ranks on one node vetoes exports of one node's parameters (an
 //! MPI probe's), one across nodes the others. A choice line that does not
@@ -267,7 +272,9 @@ fn parse_line(line: &str) -> Option<(Veto, bool)> {
     let nodes: u32 = nodes.split_once(' ')?.0.parse().ok()?;
     let (head, rest) = rest.split_once(": ")?;
     let (choice, _) = rest.split_once(CHOICE_END)?;
-    let library = !choice.starts_with("ours ");
+    // Ours, or another of the library's algorithms run by libngcoll (a
+    // plan's choice against the library's own, tried as ours are).
+    let library = !(choice.starts_with("ours ") || choice.ends_with(" (forced)"));
     let (coll, size) = match head.split_once(' ') {
         Some((c, s)) => (c, Some(s)),
         None => (head, None),
@@ -322,13 +329,20 @@ ngcoll: comm 2 (3 ranks, 1 node) reduce 2 B: ours binomial — predicted …; tr
 ngcoll: comm 2 (3 ranks, 1 node) reduce 6 B–7 B: ours binomial — predicted …; trial (…): kept the library's own
 ngcoll: comm 2 (3 ranks, 1 node) bcast 4 KiB–6143 B: ours pipelined_chain (2048 B segments) — predicted …; trial (…): kept the library's own
 ngcoll: comm 2 (3 ranks, 1 node) barrier: ours dissemination — predicted …; trial (…): kept the library's own
+ngcoll: comm 4 (4 ranks, 1 node) reduce 256 B–383 B: Open MPI 4.1 linear (#1) (forced) — predicted …; trial (…): kept ours
+ngcoll: comm 4 (4 ranks, 1 node) reduce 4 KiB–6143 B: Open MPI 4.1 chain (#2, 2048 B segments) (forced) — predicted …; trial (…): kept the library's own
 ngcoll: world rank 0: shadow communicators: 7 released with their communicators
 ";
 
     #[test]
     fn only_classes_given_back_to_the_library_are_vetoed() {
         let v = Verdicts::parse(LOG).unwrap();
-        assert_eq!(v.0.len(), 7, "{v:?}");
+        assert_eq!(v.0.len(), 8, "{v:?}");
+        // Another of Open MPI's algorithms run by libngcoll: as ours, no
+        // veto where its trial kept it, a measured one where it lost.
+        assert!(!v.vetoes(Collective::Reduce, 4, true, 300));
+        assert!(v.vetoes(Collective::Reduce, 4, true, 5000));
+        assert!(v.measured(Collective::Reduce, 4, true, 5000));
         let on_one = |c, p, m| v.vetoes(c, p, true, m);
         // Inside the class, at both bounds, and only there.
         assert!(on_one(Collective::Bcast, 8, 32 << 10));

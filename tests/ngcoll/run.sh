@@ -17,6 +17,9 @@
 #     rank passes through; collectives from an atexit handler;
 #   - NETGAUGE_COLL=log prints the choices at MPI_Finalize;
 #   - where ours is chosen, the class's trial finishes on every rank alike;
+#   - Open MPI's other algorithms, forced on a duplicate through MPI_T: they
+#     run (tests/ngcoll/forced.c tells them apart by a floating-point sum),
+#     the library is left as found, none where turned off, results exact;
 #   - the project's MPI program (ngctl probe --transport mpi) runs with the
 #     library preloaded;
 #   - the mpi / mpirun alternatives are left as they were.
@@ -69,6 +72,7 @@ done
 # and a DOUBLE PRECISION buffer of one MPI function are an error): allowed,
 # and quiet, for that build alone.
 mpif90.openmpi -O2 -Wall -Werror tests/ngcoll/fcheck.F90 -o "$W/fcheck_openmpi"
+mpicc.openmpi -O2 -Wall -Werror tests/ngcoll/forced.c -o "$W/forced_openmpi" -ldl
 mpif90.mpich -O2 -fallow-argument-mismatch -w tests/ngcoll/fcheck.F90 -o "$W/fcheck_mpich"
 
 echo "== a segment: the MPI probe, 4 ranks oversubscribed"
@@ -107,6 +111,46 @@ for mpi in openmpi mpich; do
     out=$(run "$mpi" 4 "$W/check_$mpi" 300 7 2>&1) || { echo "$out" >&2; exit 1; }
     echo "$mpi: $(grep '^check:' <<<"$out")"
 done
+
+# Open MPI's other algorithms run by the library on a duplicate made with
+# one forced through MPI_T: the duplicate must really run it (told apart by
+# the value of a floating-point sum, which depends on the order of the
+# combination: tests/ngcoll/forced.c), the control variable must be back
+# afterwards (a duplicate the program makes later runs the fixed rules),
+# and none is used where it is turned off, by NETGAUGE_COLL_LIBRARY_ALGS=0
+# or by the program's own coll_tuned_use_dynamic_rules=0. Then every
+# collective forced to another of Open MPI's algorithms, results exact.
+echo "== Open MPI's other algorithms: forced on a duplicate, they run, the library is left as found"
+for np in 4 8; do
+    out=$(NETGAUGE_COLL_FORCE=reduce=library:1 run openmpi "$np" "$W/forced_openmpi" expect-linear 2>&1) \
+        || { echo "$out" >&2; exit 1; }
+    grep '^forced:' <<<"$out"
+done
+for setting in NETGAUGE_COLL_LIBRARY_ALGS=0 OMPI_MCA_coll_tuned_use_dynamic_rules=0; do
+    out=$(export "${setting?}"; NETGAUGE_COLL_FORCE=reduce=library:1 run openmpi 4 "$W/forced_openmpi" expect-library 2>&1) \
+        || { echo "$setting: $out" >&2; exit 1; }
+    echo "$setting: $(grep '^forced:' <<<"$out")"
+done
+forced=bcast=library:3/1/1024,reduce=library:2/1/1024,allreduce=library:4,allgather=library:2,alltoall=library:2,barrier=library:4
+for np in 2 3 4 8; do
+    out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=$forced run openmpi "$np" "$W/check_openmpi" 500 "$((np + 50))" 2>"$W/log") \
+        || { echo "$out $(cat "$W/log")" >&2; exit 1; }
+    grep -q '^check: .* 0 mismatches' <<<"$out" || { echo "$out" >&2; exit 1; }
+    for c in bcast reduce allreduce allgather alltoall barrier; do
+        grep -qE "ngcoll: comm [0-9]+ \($np ranks, 1 node\) $c( [^:]*)?: Open MPI 4.1 .*\(#[0-9]+.*\) \(forced\)" "$W/log" \
+            || { echo "openmpi $np ranks: $c not run as Open MPI's forced algorithm: $(grep " $c" "$W/log" | head -3)" >&2; exit 1; }
+    done
+    grep -qE "duplicates running another of the library's algorithms made, 0 still open" "$W/log" \
+        || { echo "openmpi $np ranks: $(grep 'world rank 0' "$W/log")" >&2; exit 1; }
+    echo "openmpi, another of its algorithms for every collective: $(grep '^check:' <<<"$out")"
+done
+# Their duplicates go with the program's communicators, disconnected too.
+out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=allreduce=library:3 RUN_TIMEOUT=300 run openmpi 2 "$W/disconnect_openmpi" 400 300 2>&1) \
+    || { echo "$out" >&2; exit 1; }
+made=$(grep -oE "[0-9]+ duplicates running another of the library's algorithms made, 0 still open" <<<"$out" | cut -d' ' -f1)
+grep -q '^disconnect: .*: ok$' <<<"$out" && [ "${made:-0}" -ge 400 ] \
+    || { echo "disconnect with Open MPI's other algorithms: $(grep -E '^disconnect|world rank 0' <<<"$out")" >&2; exit 1; }
+echo "openmpi: $(grep '^disconnect' <<<"$out") ($made duplicates with a forced algorithm made, none left open)"
 
 echo "== the choice: cost (reported) and no system call (asserted)"
 for mpi in openmpi mpich; do

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use netgauge::select::{Algorithm, Collective};
 
 use super::*;
-use crate::config::Force;
+use crate::config::{Force, Forced};
 use crate::plan::{class_of, Plan, Slot};
 use crate::runtime::{library_masks, CommState};
 
@@ -29,8 +29,8 @@ fn masks_set_exactly_the_library_classes_within_an_int() {
     assert_eq!(library_masks(&plan, &Force::Cycle), [0; COLLECTIVES]);
     // A forced collective: the library everywhere, or nowhere.
     let fixed = Force::Fixed(vec![
-        (Collective::Bcast, None, 0),
-        (Collective::Barrier, Some(Algorithm::BarrierTree), 0),
+        (Collective::Bcast, Forced::Library),
+        (Collective::Barrier, Forced::Ours(Algorithm::BarrierTree, 0)),
     ]);
     let m = library_masks(&plan, &fixed);
     assert_eq!(m[Collective::Bcast as usize], INT_CLASSES);
@@ -46,12 +46,25 @@ fn every_bit_agrees_with_the_full_paths_pick() {
             plan.set(alg.collective(), class, ours(alg));
         }
     }
+    // The library's other algorithms in some classes: not the library's
+    // own either.
+    for (coll, class) in [(Collective::Reduce, 3), (Collective::Bcast, 30)] {
+        plan.force_alt_at(coll, class, 1);
+    }
     let forces = [
         Force::None,
         Force::Fixed(vec![
-            (Collective::Allreduce, None, 0),
-            (Collective::Bcast, Some(Algorithm::BcastChain), 4096),
+            (Collective::Allreduce, Forced::Library),
+            (Collective::Bcast, Forced::Ours(Algorithm::BcastChain, 4096)),
         ]),
+        Force::Fixed(vec![(
+            Collective::Reduce,
+            Forced::LibraryAlg {
+                number: 1,
+                faninout: 0,
+                segsize: 0,
+            },
+        )]),
     ];
     for force in forces {
         let st = CommState::for_plan(plan.clone(), force.clone());
@@ -68,7 +81,7 @@ fn every_bit_agrees_with_the_full_paths_pick() {
                     continue;
                 }
                 for bytes in [lo, hi] {
-                    let library = st.pick(coll, bytes).algorithm().is_none();
+                    let library = !st.pick(coll, bytes).replaces_library();
                     assert_eq!(bit, library, "{force:?} {coll:?} {bytes} B");
                 }
             }
