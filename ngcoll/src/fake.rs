@@ -52,6 +52,11 @@ pub struct Fake {
     pub type_lookups: std::sync::atomic::AtomicUsize,
     /// Messages this rank sent.
     pub sends: std::sync::atomic::AtomicUsize,
+    /// Whether [`Mpi::comm_dup_forced`] writes its variables, and the
+    /// duplicates made and communicators freed (the alternatives' tests).
+    pub forced_ok: bool,
+    pub dups: std::sync::atomic::AtomicUsize,
+    pub frees: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the raw pointers in `pending` belong to the rank's own thread
@@ -67,6 +72,9 @@ impl Fake {
             pending: Mutex::new(Vec::new()),
             type_lookups: Default::default(),
             sends: Default::default(),
+            forced_ok: false,
+            dups: Default::default(),
+            frees: Default::default(),
         }
     }
 }
@@ -100,7 +108,23 @@ impl Mpi for Fake {
         Ok(c + 1000)
     }
     fn comm_free(&self, _: Raw) -> Result<(), MpiError> {
+        self.frees
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+    fn comm_dup_forced(
+        &self,
+        c: Raw,
+        cvars: &[(String, i32)],
+    ) -> (Option<Raw>, Result<(), MpiError>) {
+        assert!(!cvars.is_empty());
+        let n = self.dups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let forced = if self.forced_ok {
+            Ok(())
+        } else {
+            Err(MpiError(-1))
+        };
+        (Some(c + 2000 + n), forced)
     }
     fn world_ranks(&self, _: Raw, out: &mut [i32]) -> Result<(), MpiError> {
         for (i, o) in out.iter_mut().enumerate() {
