@@ -119,7 +119,10 @@ int ngc_comm_dup(uintptr_t comm, uintptr_t *out)
  * the level MPI_Query_thread reports to the one asked for here. */
 static int tools_init(void)
 {
-    int level = MPI_THREAD_SINGLE, provided = 0;
+    int level = MPI_THREAD_SINGLE, provided = 0, up = 0, down = 0;
+    /* Only between MPI_Init and MPI_Finalize (MPI_Query_thread's). */
+    if (PMPI_Initialized(&up) != MPI_SUCCESS || !up || PMPI_Finalized(&down) != MPI_SUCCESS || down)
+        return MPI_ERR_OTHER;
     if (PMPI_Query_thread(&level) != MPI_SUCCESS)
         level = MPI_THREAD_SINGLE;
     return MPI_T_init_thread(level, &provided);

@@ -563,6 +563,9 @@ macro_rules! export_mpi {
                 if $abi != "openmpi" || !self.library_version().contains("Open MPI v4.1") {
                     return false;
                 }
+                // MPI_T held open first: each read would open and close it.
+                // SAFETY: no arguments.
+                unsafe { ngc_tools_hold() };
                 let read = |name: &std::ffi::CStr| {
                     let mut v: c_int = -1;
                     // SAFETY: a NUL-terminated name; v a valid out-pointer.
@@ -584,9 +587,9 @@ macro_rules! export_mpi {
                     ]
                     .iter()
                     .all(|n| read(n) == Some(0));
-                if ok {
+                if !ok {
                     // SAFETY: no arguments.
-                    unsafe { ngc_tools_hold() };
+                    unsafe { ngc_tools_release() };
                 }
                 ok
             }

@@ -332,14 +332,11 @@ impl CommState {
     /// algorithms made so far, with the shadow.
     fn free_alt_comms<M: Mpi + ?Sized>(&self, m: &M, disconnect: bool) {
         for a in &self.alt_comms {
+            // Only a made one changes (to freed); one never needed stays
+            // so for the log, and `alt_comm` makes none once the shadow
+            // is closed.
             let c = match a.load(Ordering::Relaxed) {
-                c @ (ALT_NOT_MADE | ALT_REFUSED | ALT_FREED) => {
-                    a.store(
-                        if c == ALT_FREED { c } else { ALT_REFUSED },
-                        Ordering::Relaxed,
-                    );
-                    continue;
-                }
+                ALT_NOT_MADE | ALT_REFUSED | ALT_FREED => continue,
                 c => {
                     a.store(ALT_FREED, Ordering::Relaxed);
                     c
@@ -381,10 +378,15 @@ impl CommState {
             ALT_REFUSED | ALT_FREED => return Some(comm),
             c => return Some(c),
         }
-        let made = match (self.shadow, self.plan.alts().get(k)) {
-            (Some(shadow), Some(alt)) if !self.is_closed() => make_alt(m, shadow, alt),
-            _ => None,
+        let (Some(shadow), Some(alt)) = (self.shadow, self.plan.alts().get(k)) else {
+            return Some(comm);
         };
+        // A closed shadow (MPI_Finalize freed it): the library's own, and
+        // nothing recorded (the entry was not refused).
+        if self.is_closed() {
+            return Some(comm);
+        }
+        let made = make_alt(m, shadow, alt);
         a.store(made.unwrap_or(ALT_REFUSED), Ordering::Relaxed);
         Some(made.unwrap_or(comm))
     }
@@ -544,7 +546,9 @@ const OMPI_DYNAMIC_RULES: &str = "OMPI_MCA_coll_tuned_use_dynamic_rules";
 /// where libngcoll may run the library's other algorithms (on, and
 /// `NETGAUGE_COLL_LIBRARY_ALGS` not 0), turns coll/tuned's dynamic rules on
 /// through the environment, which Open MPI reads in MPI_Init, unless the
-/// program's environment sets any coll/tuned variable. Without a rules
+/// program sets any coll/tuned parameter (in its environment, or in an MCA
+/// parameter file: named by the environment, or the user's or the
+/// system's default one, which the environment would override). Without a rules
 /// file and a forced algorithm those rules decide as the fixed ones do, so
 /// the library's own choice is unchanged (`init` checks that none is
 /// forced); a duplicate made with an algorithm forced runs that one
@@ -565,12 +569,35 @@ pub fn before_init<M: Mpi + ?Sized>(m: &M) {
     // rules on, a forced algorithm of its own would change the library's
     // own choice.
     let tuned = std::env::vars_os().any(|(k, _)| {
-        k.to_str()
-            .is_some_and(|k| k.starts_with("OMPI_MCA_coll_tuned_"))
+        k.to_str().is_some_and(|k| {
+            k.starts_with("OMPI_MCA_coll_tuned_")
+                || k == "OMPI_MCA_mca_base_param_files"
+                || k == "OMPI_MCA_mca_base_envar_file_prefix"
+        })
     });
-    if !tuned {
+    if !tuned && !param_files_name_tuned() {
         std::env::set_var(OMPI_DYNAMIC_RULES, "1");
     }
+}
+
+/// Whether Open MPI's default MCA parameter files (the user's and Debian's
+/// system one) set any coll/tuned parameter: the environment would take
+/// precedence over them, and turning the dynamic rules on would bring a
+/// rules file or a forced algorithm of theirs into effect.
+fn param_files_name_tuned() -> bool {
+    let mut files = vec![std::path::PathBuf::from(
+        "/etc/openmpi/openmpi-mca-params.conf",
+    )];
+    if let Some(home) = std::env::var_os("HOME") {
+        files.push(std::path::Path::new(&home).join(".openmpi/mca-params.conf"));
+    }
+    files.iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|text| {
+            text.lines()
+                .map(str::trim)
+                .any(|l| !l.starts_with('#') && l.contains("coll_tuned_"))
+        })
+    })
 }
 
 /// MPI_Init's part (after PMPI_Init succeeded). Never fails: any problem
@@ -1272,5 +1299,18 @@ mod tests {
         assert_eq!(m.dups.load(Relaxed), 1);
         st.free_alt_comms(&m, false);
         assert_eq!(m.frees.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn an_alternative_never_needed_is_logged_so_and_none_is_made_after_the_shadow_closed() {
+        let mut m = Fake::new(Arc::new(World::default()), 0, 2);
+        m.forced_ok = true;
+        let st = state();
+        st.free_alt_comms(&m, false);
+        assert_eq!(st.alt_made(0), None);
+        st.closed.store(true, Relaxed);
+        let slot = st.pick(Collective::Reduce, 64);
+        assert_eq!(st.alt_comm(&m, &slot, COMM), Some(COMM));
+        assert_eq!((m.dups.load(Relaxed), st.alt_made(0)), (0, None));
     }
 }

@@ -126,7 +126,10 @@ for np in 4 8; do
         || { echo "$out" >&2; exit 1; }
     grep '^forced:' <<<"$out"
 done
-for setting in NETGAUGE_COLL_LIBRARY_ALGS=0 OMPI_MCA_coll_tuned_use_dynamic_rules=0; do
+# (Any coll/tuned setting of the program's own keeps libngcoll from
+# turning the dynamic rules on, not only that one.)
+for setting in NETGAUGE_COLL_LIBRARY_ALGS=0 OMPI_MCA_coll_tuned_use_dynamic_rules=0 \
+    OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize=0; do
     out=$(export "${setting?}"; NETGAUGE_COLL_FORCE=reduce=library:1 run openmpi 4 "$W/forced_openmpi" expect-library 2>&1) \
         || { echo "$setting: $out" >&2; exit 1; }
     echo "$setting: $(grep '^forced:' <<<"$out")"
@@ -144,11 +147,13 @@ for np in 2 3 4 8; do
         || { echo "openmpi $np ranks: $(grep 'world rank 0' "$W/log")" >&2; exit 1; }
     echo "openmpi, another of its algorithms for every collective: $(grep '^check:' <<<"$out")"
 done
-# Their duplicates go with the program's communicators, disconnected too.
-out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=allreduce=library:3 RUN_TIMEOUT=300 run openmpi 2 "$W/disconnect_openmpi" 400 300 2>&1) \
+# Their duplicates go with the program's communicators, disconnected too:
+# more of them than may be open at once (1024), so one left behind by a
+# release would stop the count short.
+out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=allreduce=library:3 RUN_TIMEOUT=300 run openmpi 2 "$W/disconnect_openmpi" 1100 300 2>&1) \
     || { echo "$out" >&2; exit 1; }
 made=$(grep -oE "[0-9]+ duplicates running another of the library's algorithms made, 0 still open" <<<"$out" | cut -d' ' -f1)
-grep -q '^disconnect: .*: ok$' <<<"$out" && [ "${made:-0}" -ge 400 ] \
+grep -q '^disconnect: .*: ok$' <<<"$out" && [ "${made:-0}" -ge 1100 ] \
     || { echo "disconnect with Open MPI's other algorithms: $(grep -E '^disconnect|world rank 0' <<<"$out")" >&2; exit 1; }
 echo "openmpi: $(grep '^disconnect' <<<"$out") ($made duplicates with a forced algorithm made, none left open)"
 
@@ -290,6 +295,18 @@ fortran() { # mpi ranks cases seed loops
         echo "$mpi: $(grep '^fcheck' <<<"$out") (${shadows#ngcoll: world rank 0: })"
     done
 }
+# MPI_Init and MPI_Init_thread from Fortran turn Open MPI's dynamic rules
+# on too: a forced algorithm of the library's runs there as from C.
+for flavour in fcheck fcheck08; do
+    for seed in 20 21; do
+        out=$(NETGAUGE_COLL=log NETGAUGE_COLL_FORCE=reduce=library:1 RUN_TIMEOUT=300 run openmpi 3 "$W/${flavour}_openmpi" \
+            100 "$seed" 1 2>"$W/log") || { echo "openmpi $flavour: $out $(cat "$W/log")" >&2; exit 1; }
+        grep -q '^fcheck: .* 0 mismatches;' <<<"$out" \
+            && grep -qE 'ngcoll: comm [0-9]+ \(3 ranks, 1 node\) reduce .*: Open MPI 4.1 linear \(#1\) \(forced\)' "$W/log" \
+            || { echo "openmpi $flavour (seed $seed): Open MPI's linear reduce not run: $out $(grep reduce "$W/log" | head -3)" >&2; exit 1; }
+    done
+    echo "openmpi $flavour: Open MPI's linear reduce forced from Fortran's MPI_Init and MPI_Init_thread"
+done
 fortran openmpi 4 1000 18 200 # seeds: even MPI_Init, odd MPI_Init_thread
 fortran openmpi 3 500 23 20
 fortran mpich 4 200 28 10
