@@ -148,22 +148,27 @@ void ngc_tools_release(void)
     }
 }
 
-/* The MPI_T control variable `name` (one integer, bound to no object):
- * its handle, or MPI_T_ERR_INVALID_NAME and friends. */
-static int cvar_handle(const char *name, MPI_T_cvar_handle *h)
+/* The MPI_T control variable `name` (bound to no object): its index, a
+ * handle and the handle's element count; the handle is allocated only on
+ * success. */
+static int cvar_open(const char *name, int *idx, MPI_T_cvar_handle *h, int *count)
 {
-    int idx = 0, count = 0;
-    int rc = MPI_T_cvar_get_index(name, &idx);
+    int rc = MPI_T_cvar_get_index(name, idx);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = MPI_T_cvar_handle_alloc(idx, NULL, h, &count);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    if (count != 1) {
+    return MPI_T_cvar_handle_alloc(*idx, NULL, h, count);
+}
+
+/* The handle of the one-element control variable `name`, or an error. */
+static int cvar_handle(const char *name, int *idx, MPI_T_cvar_handle *h)
+{
+    int count = 0;
+    int rc = cvar_open(name, idx, h, &count);
+    if (rc == MPI_SUCCESS && count != 1) {
         MPI_T_cvar_handle_free(h);
-        return MPI_ERR_OTHER;
+        rc = MPI_ERR_OTHER;
     }
-    return MPI_SUCCESS;
+    return rc;
 }
 
 /* Reads the control variable `name`, an integer or a boolean (Open MPI's
@@ -173,8 +178,9 @@ int ngc_cvar_read_int(const char *name, int *value)
     int rc = tools_init();
     if (rc != MPI_SUCCESS)
         return rc;
+    int idx = 0, size = 0;
     MPI_T_cvar_handle h;
-    rc = cvar_handle(name, &h);
+    rc = cvar_handle(name, &idx, &h);
     if (rc == MPI_SUCCESS) {
         union {
             unsigned char b;
@@ -182,10 +188,8 @@ int ngc_cvar_read_int(const char *name, int *value)
             long long l;
         } v;
         memset(&v, 0, sizeof v);
-        int idx = 0, size = 0;
         MPI_Datatype t = MPI_DATATYPE_NULL;
-        if ((rc = MPI_T_cvar_get_index(name, &idx)) == MPI_SUCCESS &&
-            (rc = MPI_T_cvar_get_info(idx, NULL, &(int){0}, &(int){0}, &t, &(MPI_T_enum){0}, NULL,
+        if ((rc = MPI_T_cvar_get_info(idx, NULL, &(int){0}, &(int){0}, &t, &(MPI_T_enum){0}, NULL,
                                       &(int){0}, &(int){0}, &(int){0})) == MPI_SUCCESS &&
             (rc = PMPI_Type_size(t, &size)) == MPI_SUCCESS && size >= 1 &&
             size <= (int)sizeof v && (rc = MPI_T_cvar_read(h, &v)) == MPI_SUCCESS)
@@ -206,8 +210,7 @@ int ngc_cvar_string_empty(const char *name)
     if (tools_init() != MPI_SUCCESS)
         return -1;
     MPI_T_cvar_handle h;
-    if (MPI_T_cvar_get_index(name, &idx) == MPI_SUCCESS &&
-        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+    if (cvar_open(name, &idx, &h, &count) == MPI_SUCCESS) {
         char buf[4096];
         if (count > 0 && count <= (int)sizeof buf) {
             memset(buf, 0, sizeof buf);
@@ -242,7 +245,8 @@ int ngc_comm_dup_forced(uintptr_t comm, int n, const char *const *names, const i
     if (!tools)
         bad = rc;
     for (int i = 0; tools && i < n && bad == MPI_SUCCESS; i++) {
-        if ((rc = cvar_handle(names[i], &h[held])) != MPI_SUCCESS) {
+        int idx = 0;
+        if ((rc = cvar_handle(names[i], &idx, &h[held])) != MPI_SUCCESS) {
             bad = rc;
             break;
         }

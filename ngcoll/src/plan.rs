@@ -183,15 +183,17 @@ pub fn class_size(c: usize) -> u64 {
     ((lo as f64 * hi as f64).sqrt()).round() as u64
 }
 
-/// One decision: the algorithm (an [`Algorithm`] value or [`LIBRARY`]),
+/// One decision: the algorithm (an [`Algorithm`] value, [`LIBRARY`], or
+/// from [`LIBRARY_ALG`] another of the library's algorithms),
 /// the chain's segment, and the predictions (back-to-back, ns) of our best
 /// candidate and of the library's own choice.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slot {
     pub alg: u32,
     pub seg_bytes: u32,
-    /// Our best candidate (chosen or not) and the library's own, as the
-    /// model prices them (synchronized call, back to back), ns.
+    /// Our best candidate (chosen or not; where the slot names another of
+    /// the library's algorithms, that one) and the library's own choice, as
+    /// the model prices them (synchronized call, back to back), ns.
     pub ours_sync_ns: f32,
     pub ours_b2b_ns: f32,
     pub lib_sync_ns: f32,
@@ -366,7 +368,7 @@ impl Plan {
 
     /// Every class of `alt`'s collective to `alt` (a forced choice), if
     /// the table has room.
-    pub fn force_alt(&mut self, alt: Alt) {
+    fn force_alt(&mut self, alt: Alt) {
         if let Some(k) = self.alt_index(alt) {
             for s in self.slots[alt.coll as usize].iter_mut() {
                 s.alg = LIBRARY_ALG + k as u32;
@@ -560,8 +562,8 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
 /// Whether libngcoll may run the library's algorithm `r` for any call of
 /// `coll` it runs others for. Not Open MPI 4.1.4's Bruck alltoall (3): it
 /// lays the send datatype over the receive buffer, and so returns wrong
-/// data when the two datatypes' type maps differ (tests/ngcoll/run.sh
-/// shows it when forced); the library's own choice may pick it too, but
+/// data when the two datatypes' type maps differ (tests/ngcoll/check.c
+/// shows it when forced, bench/ngcoll.md); the library's own choice may pick it too, but
 /// libngcoll does not add it where the library would not.
 fn runs_any_call(coll: Collective, r: &RuleAlgorithm) -> bool {
     !(coll == Collective::Alltoall && r.number == 3)

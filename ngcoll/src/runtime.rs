@@ -132,7 +132,7 @@ pub struct CommState {
     /// Per entry of the plan's [`Plan::alts`], the duplicate on which the
     /// library runs that algorithm: [`ALT_NOT_MADE`] until the first call
     /// that needs it makes it, [`ALT_REFUSED`] if that failed on some rank,
-    /// else its handle (freed with the shadow).
+    /// else its handle, [`ALT_FREED`] once freed with the shadow.
     alt_comms: Vec<AtomicUsize>,
     force: Force,
     // The rest.
