@@ -162,7 +162,7 @@ macro_rules! export_mpi {
     (abi = $abi:literal, handle = $h:ty) => {
         use std::ffi::{c_char, c_int, c_void};
         use $crate::export::Handle as _;
-        use $crate::mpi::{check, count_i32, MpiError, Raw, Slot, TypeInfo};
+        use $crate::mpi::{check, count_i32, Envelope, MpiError, Raw, Slot, TypeInfo};
 
         #[allow(dead_code)]
         extern "C" {
@@ -446,32 +446,17 @@ macro_rules! export_mpi {
             unsafe fn isend(
                 &self,
                 buf: *const u8,
-                count: usize,
-                t: Raw,
-                dest: usize,
-                tag: i32,
-                comm: Raw,
+                e: Envelope,
                 slot: &mut Slot,
             ) -> Result<(), MpiError> {
-                let n = count_i32(count)?;
-                let d = count_i32(dest)?;
+                let (n, to) = e.ints()?;
                 // SAFETY: the caller's guarantee; slot is a valid u64.
-                check(unsafe { ngc_isend(buf.cast(), n, t, d, tag, comm, slot) })
+                check(unsafe { ngc_isend(buf.cast(), n, e.datatype, to, e.tag, e.comm, slot) })
             }
-            unsafe fn irecv(
-                &self,
-                buf: *mut u8,
-                count: usize,
-                t: Raw,
-                src: usize,
-                tag: i32,
-                comm: Raw,
-                slot: &mut Slot,
-            ) -> Result<(), MpiError> {
-                let n = count_i32(count)?;
-                let s = count_i32(src)?;
+            unsafe fn irecv(&self, buf: *mut u8, e: Envelope, slot: &mut Slot) -> Result<(), MpiError> {
+                let (n, from) = e.ints()?;
                 // SAFETY: the caller's guarantee; slot is a valid u64.
-                check(unsafe { ngc_irecv(buf.cast(), n, t, s, tag, comm, slot) })
+                check(unsafe { ngc_irecv(buf.cast(), n, e.datatype, from, e.tag, e.comm, slot) })
             }
             fn waitall(&self, slots: &mut [Slot], polite: bool) -> Result<(), MpiError> {
                 let n = count_i32(slots.len())?;
@@ -612,10 +597,7 @@ macro_rules! export_mpi {
             $crate::runtime::before_init(&Shim);
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init(argc, argv) };
-            if rc == 0 {
-                $crate::fortran::at_init();
-                $crate::runtime::init(&Shim);
-            }
+            $crate::fortran::after_init(&Shim, rc);
             rc
         }
 
@@ -633,10 +615,7 @@ macro_rules! export_mpi {
             $crate::runtime::before_init(&Shim);
             // SAFETY: the caller's arguments, unchanged.
             let rc = unsafe { PMPI_Init_thread(argc, argv, required, provided) };
-            if rc == 0 {
-                $crate::fortran::at_init();
-                $crate::runtime::init(&Shim);
-            }
+            $crate::fortran::after_init(&Shim, rc);
             rc
         }
 

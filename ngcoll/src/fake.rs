@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::mpi::{Mpi, MpiError, Raw, Slot, TypeInfo};
+use crate::mpi::{Envelope, Mpi, MpiError, Raw, Slot, TypeInfo};
 
 pub const BYTE: Raw = 1;
 pub const I32: Raw = 2;
@@ -246,16 +246,14 @@ impl Mpi for Fake {
         unsafe { std::ptr::copy_nonoverlapping(inbuf, out, n) };
         Ok(())
     }
-    unsafe fn isend(
-        &self,
-        buf: *const u8,
-        count: usize,
-        t: Raw,
-        dest: usize,
-        tag: i32,
-        comm: Raw,
-        slot: &mut Slot,
-    ) -> Result<(), MpiError> {
+    unsafe fn isend(&self, buf: *const u8, e: Envelope, slot: &mut Slot) -> Result<(), MpiError> {
+        let Envelope {
+            count,
+            datatype: t,
+            peer: dest,
+            tag,
+            comm,
+        } = e;
         assert!(dest < self.size, "send to {dest} of {}", self.size);
         self.sends
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -271,16 +269,14 @@ impl Mpi for Fake {
         *slot = 0;
         Ok(())
     }
-    unsafe fn irecv(
-        &self,
-        buf: *mut u8,
-        count: usize,
-        t: Raw,
-        src: usize,
-        tag: i32,
-        comm: Raw,
-        slot: &mut Slot,
-    ) -> Result<(), MpiError> {
+    unsafe fn irecv(&self, buf: *mut u8, e: Envelope, slot: &mut Slot) -> Result<(), MpiError> {
+        let Envelope {
+            count,
+            datatype: t,
+            peer: src,
+            tag,
+            comm,
+        } = e;
         assert!(src < self.size, "receive from {src} of {}", self.size);
         let mut p = self.pending.lock().unwrap();
         p.push(Some(Pending {
@@ -344,16 +340,15 @@ impl Mpi for Fake {
             // SAFETY: `mine` and `theirs[r]` hold 16 bytes each and live
             // until the waitall below.
             unsafe {
-                self.isend(mine.as_ptr(), 16, BYTE, r, TAG, comm, &mut slots[2 * r])?;
-                self.irecv(
-                    theirs[r].as_mut_ptr(),
-                    16,
-                    BYTE,
-                    r,
-                    TAG,
+                let e = Envelope {
+                    count: 16,
+                    datatype: BYTE,
+                    peer: r,
+                    tag: TAG,
                     comm,
-                    &mut slots[2 * r + 1],
-                )?;
+                };
+                self.isend(mine.as_ptr(), e, &mut slots[2 * r])?;
+                self.irecv(theirs[r].as_mut_ptr(), e, &mut slots[2 * r + 1])?;
             }
         }
         self.waitall(&mut slots, false)?;

@@ -190,12 +190,22 @@ fn lookup(name: &CStr) -> usize {
 /// Finds the Fortran sentinels (MPI_Init and MPI_Init_thread, C or
 /// Fortran, call it; a program whose MPI has no Fortran bindings loaded
 /// finds none, and no buffer is then converted).
-pub fn at_init() {
+fn at_init() {
     for (slot, name) in IN_PLACE.iter().zip(IN_PLACE_NAMES) {
         slot.store(lookup(name), Ordering::Relaxed);
     }
     for (slot, name) in BOTTOM.iter().zip(BOTTOM_NAMES) {
         slot.store(lookup(name), Ordering::Relaxed);
+    }
+}
+
+/// MPI_Init's and MPI_Init_thread's part (C or Fortran) after the
+/// library's returned `rc`: on success, the Fortran sentinels and
+/// libngcoll's start.
+pub fn after_init<M: crate::mpi::Mpi + ?Sized>(m: &M, rc: c_int) {
+    if rc == 0 {
+        at_init();
+        crate::runtime::init(m);
     }
 }
 
@@ -242,10 +252,7 @@ macro_rules! fortran_entry {
             $crate::runtime::before_init(&Shim);
             // SAFETY: the library's MPI_Init binding of this name.
             let rc = unsafe { NEXT.call_err(ngc_err_intern()) };
-            if rc == 0 {
-                $crate::fortran::at_init();
-                $crate::runtime::init(&Shim);
-            }
+            $crate::fortran::after_init(&Shim, rc);
             // SAFETY: the caller's ierror.
             unsafe { $crate::fortran::set_ierr(ierr, rc) };
         }
@@ -260,10 +267,7 @@ macro_rules! fortran_entry {
             // SAFETY: the library's MPI_Init_thread binding of this name,
             // with the caller's arguments.
             let rc = unsafe { NEXT.call_init_thread(required, provided, ngc_err_intern()) };
-            if rc == 0 {
-                $crate::fortran::at_init();
-                $crate::runtime::init(&Shim);
-            }
+            $crate::fortran::after_init(&Shim, rc);
             // SAFETY: the caller's ierror.
             unsafe { $crate::fortran::set_ierr(ierr, rc) };
         }

@@ -42,6 +42,25 @@ pub fn count_i32(n: usize) -> Result<i32, MpiError> {
     i32::try_from(n).map_err(|_| ERR_COUNT)
 }
 
+/// A point-to-point message's extent and envelope: `count` elements of
+/// `datatype`, to or from rank `peer` of `comm`, with `tag`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    pub count: usize,
+    pub datatype: Raw,
+    pub peer: usize,
+    pub tag: i32,
+    pub comm: Raw,
+}
+
+impl Envelope {
+    /// The count and the peer as the C `int`s of an MPI call.
+    #[inline]
+    pub fn ints(&self) -> Result<(i32, i32), MpiError> {
+        Ok((count_i32(self.count)?, count_i32(self.peer)?))
+    }
+}
+
 /// What a datatype looks like in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TypeInfo {
@@ -245,33 +264,17 @@ pub trait Mpi {
         comm: Raw,
     ) -> Result<(), MpiError>;
 
+    /// Posts a send of `buf` as `env` describes.
+    ///
     /// # Safety
-    /// `buf` valid for `count` elements until the request completes.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn isend(
-        &self,
-        buf: *const u8,
-        count: usize,
-        datatype: Raw,
-        dest: usize,
-        tag: i32,
-        comm: Raw,
-        slot: &mut Slot,
-    ) -> Result<(), MpiError>;
+    /// `buf` valid for `env.count` elements until the request completes.
+    unsafe fn isend(&self, buf: *const u8, env: Envelope, slot: &mut Slot) -> Result<(), MpiError>;
 
+    /// Posts a receive into `buf` as `env` describes.
+    ///
     /// # Safety
     /// As for [`Mpi::isend`], writable.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn irecv(
-        &self,
-        buf: *mut u8,
-        count: usize,
-        datatype: Raw,
-        src: usize,
-        tag: i32,
-        comm: Raw,
-        slot: &mut Slot,
-    ) -> Result<(), MpiError>;
+    unsafe fn irecv(&self, buf: *mut u8, env: Envelope, slot: &mut Slot) -> Result<(), MpiError>;
 
     /// Completes the requests. `polite`: give the core away between polls
     /// (ranks that share cores).

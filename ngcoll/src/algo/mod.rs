@@ -20,7 +20,7 @@ pub mod barrier;
 pub mod bcast;
 pub mod reduce;
 
-use crate::mpi::{Mpi, MpiError, Raw, Slot};
+use crate::mpi::{Envelope, Mpi, MpiError, Raw, Slot};
 
 /// Tags of ngcoll's messages on its shadow communicators (one per
 /// collective; messages of one call are matched in order per pair).
@@ -98,6 +98,17 @@ impl Default for Reqs {
 }
 
 impl<M: Mpi + ?Sized> Cx<'_, M> {
+    #[inline]
+    fn envelope(&self, count: usize, datatype: Raw, peer: usize, tag: i32) -> Envelope {
+        Envelope {
+            count,
+            datatype,
+            peer,
+            tag,
+            comm: self.comm,
+        }
+    }
+
     /// # Safety
     /// `buf` valid for `count` elements of `dt` until [`Cx::wait`].
     pub unsafe fn isend(
@@ -112,7 +123,7 @@ impl<M: Mpi + ?Sized> Cx<'_, M> {
         // SAFETY: forwarded from the caller.
         unsafe {
             self.m
-                .isend(buf, count, dt, dest, tag, self.comm, reqs.next())
+                .isend(buf, self.envelope(count, dt, dest, tag), reqs.next())
         }
     }
 
@@ -131,7 +142,7 @@ impl<M: Mpi + ?Sized> Cx<'_, M> {
         // SAFETY: forwarded from the caller.
         unsafe {
             self.m
-                .irecv(buf, count, dt, src, tag, self.comm, reqs.next())
+                .irecv(buf, self.envelope(count, dt, src, tag), reqs.next())
         }
     }
 

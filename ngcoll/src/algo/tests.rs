@@ -187,15 +187,19 @@ unsafe fn linear_allreduce(cx: &Cx<Fake>, v: Operands) -> Result<(), MpiError> {
     unsafe { allreduce::linear(cx, v, v.count * v.acc.extent) }
 }
 
+type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
+
+/// Every allreduce of ours, by name.
+const ALLREDUCES: [(&str, Allreduce); 4] = [
+    ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
+    ("rabenseifner", allreduce::rabenseifner::<Fake>),
+    ("ring", allreduce::ring::<Fake>),
+    ("linear", linear_allreduce),
+];
+
 #[test]
 fn allreductions_give_every_rank_the_same_result() {
-    type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
-    let algs: [(&str, Allreduce); 4] = [
-        ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
-        ("rabenseifner", allreduce::rabenseifner::<Fake>),
-        ("ring", allreduce::ring::<Fake>),
-        ("linear", linear_allreduce),
-    ];
+    let algs = ALLREDUCES;
     for p in 1..=9usize {
         for count in [1usize, 3, 17, 1000] {
             for op in [SUM, MAX, BAND] {
@@ -221,13 +225,7 @@ fn allreductions_give_every_rank_the_same_result() {
 fn floating_point_allreduce_is_bitwise_equal_on_every_rank() {
     // Values whose sums round: the result may depend on the order of
     // combining, but every rank must end with the same bits.
-    type Allreduce = unsafe fn(&Cx<Fake>, Operands) -> Result<(), MpiError>;
-    let algs: [(&str, Allreduce); 4] = [
-        ("recursive_doubling", allreduce::recursive_doubling::<Fake>),
-        ("rabenseifner", allreduce::rabenseifner::<Fake>),
-        ("ring", allreduce::ring::<Fake>),
-        ("linear", linear_allreduce),
-    ];
+    let algs = ALLREDUCES;
     // MAX of a NaN and a number, or of −0 and +0, depends on the order of
     // its operands (as Open MPI's does): partners must combine in one order.
     let value = |op: crate::mpi::Raw, i: usize, r: usize| match (op, (i + r) % 7, (i * 3 + r) % 5) {
