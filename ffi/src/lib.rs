@@ -18,6 +18,17 @@
 //! Dependencies: libc only (serde with the optional `serde` feature, for
 //! netgauged's own JSON).
 
+/// Compile-time checks of a `#[repr(C)]` struct's ABI, for a `const`
+/// block: `assert_layout!(T: size; field @ offset, ...)` asserts the size
+/// of `T` and the byte offset of each named field (a mismatch fails the
+/// build).
+macro_rules! assert_layout {
+    ($t:ty: $size:expr $(; $($field:ident @ $off:expr),+ $(,)?)?) => {
+        assert!(core::mem::size_of::<$t>() == $size);
+        $($(assert!(core::mem::offset_of!($t, $field) == $off);)+)?
+    };
+}
+
 pub mod capi;
 pub mod ext;
 pub mod files;

@@ -397,24 +397,15 @@ pub mod nan_as_null {
 }
 
 const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<Estimate>() == 24);
-    assert!(size_of::<Identification>() == 72);
-    assert!(size_of::<Bandwidth>() == 64);
-    assert!(size_of::<LatencyPercentiles>() == 64);
-    assert!(size_of::<Overlap>() == 48);
-    assert!(size_of::<EntryExt>() == 1064);
-    assert!(offset_of!(EntryExt, ident) == 32);
-    assert!(offset_of!(EntryExt, bandwidth) == 104);
-    assert!(offset_of!(EntryExt, latency) == 168);
-    assert!(offset_of!(EntryExt, overlap) == 680);
-    assert!(size_of::<Bisection>() == 56);
-    assert!(size_of::<ParamsStatus>() == 24);
-    assert!(size_of::<TransportExt>() == 736);
-    assert!(offset_of!(TransportExt, status) == 16);
-    assert!(offset_of!(TransportExt, penalty) == 32);
-    assert!(offset_of!(TransportExt, beta) == 608);
-    assert!(offset_of!(TransportExt, bisection) == 680);
+    assert_layout!(Estimate: 24);
+    assert_layout!(Identification: 72);
+    assert_layout!(Bandwidth: 64);
+    assert_layout!(LatencyPercentiles: 64);
+    assert_layout!(Overlap: 48);
+    assert_layout!(EntryExt: 1064; ident @ 32, bandwidth @ 104, latency @ 168, overlap @ 680);
+    assert_layout!(Bisection: 56);
+    assert_layout!(ParamsStatus: 24);
+    assert_layout!(TransportExt: 736; status @ 16, penalty @ 32, beta @ 608, bisection @ 680);
 };
 
 #[cfg(test)]
