@@ -168,18 +168,34 @@ impl Seg {
         Some(unsafe { &*(self.map.base().add(off) as *const MetaExtRaw) })
     }
 
+    /// Record `i` of the table of `len` records of `T` at offset `table`
+    /// of a copy; None when `i ≥ len`.
+    ///
+    /// # Safety
+    /// The validated layout places the whole table (`len` records of
+    /// `size_of::<T>()` bytes from `table`) inside the copy's meta region,
+    /// `table` and the record size are multiples of 8, and `T` is all
+    /// atomics.
+    #[inline]
+    unsafe fn ext_record<T>(&self, copy: usize, table: usize, len: usize, i: usize) -> Option<&T> {
+        if i >= len {
+            return None;
+        }
+        let off = self.layout.copy_offset[copy & 1] + table + i * size_of::<T>();
+        // SAFETY: i < len: inside the table, which the caller's contract puts
+        // inside the meta region of the copy, inside the mapping; 8-byte
+        // aligned from a 64-byte aligned copy; T is all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const T) })
+    }
+
     /// Class record `i` (< class_capacity) of a copy.
     #[inline]
     pub(crate) fn class(&self, copy: usize, i: usize) -> Option<&ClassRaw> {
         let x = self.layout.ext?;
-        if i >= x.class_capacity {
-            return None;
-        }
-        let off = self.layout.copy_offset[copy & 1] + x.classes_offset + i * size_of::<ClassRaw>();
-        // SAFETY: i < class_capacity: inside the class table, which ends at
-        // map_slots_offset ≤ meta_ext_end ≤ meta_bytes; classes_offset and
-        // the record size are multiples of 8; all atomics.
-        Some(unsafe { &*(self.map.base().add(off) as *const ClassRaw) })
+        // SAFETY: the class table ends at map_slots_offset ≤ meta_ext_end ≤
+        // meta_bytes; classes_offset and the record size are multiples of 8;
+        // all atomics.
+        unsafe { self.ext_record(copy, x.classes_offset, x.class_capacity, i) }
     }
 
     /// Slot `i` (reduced modulo map_slots) of the peer → class map.
@@ -197,14 +213,10 @@ impl Seg {
     #[inline]
     pub(crate) fn map_record(&self, copy: usize, i: usize) -> Option<&MapRaw> {
         let x = self.layout.ext?;
-        if i >= x.map_capacity {
-            return None;
-        }
-        let off =
-            self.layout.copy_offset[copy & 1] + x.map_records_offset + i * size_of::<MapRaw>();
-        // SAFETY: i < map_capacity: inside the record array, which ends at
-        // meta_ext_end ≤ meta_bytes; 8-byte aligned; all atomics.
-        Some(unsafe { &*(self.map.base().add(off) as *const MapRaw) })
+        // SAFETY: the record array ends at meta_ext_end ≤ meta_bytes;
+        // map_records_offset and the record size are multiples of 8; all
+        // atomics.
+        unsafe { self.ext_record(copy, x.map_records_offset, x.map_capacity, i) }
     }
 }
 
@@ -345,6 +357,24 @@ pub(crate) fn bytes_to_map(
     }
     let file = word_at((size_of::<HeaderRaw>() + offset_of!(HeaderExtRaw, file_bytes)) as u64)?;
     Ok(file.max(total_bytes))
+}
+
+/// The index a hash-slot word names when its tag (upper 32 bits) is that
+/// of `hash` (see [`slot_word`]): Ok(None) for another tag, Invalid when
+/// the index part is 0 (a word of tag | 0 is corrupt: 0 means empty only
+/// as a whole word) or the index is not below `n`, the records in use.
+#[inline]
+pub(crate) fn slot_index(v: u64, hash: u64, n: usize) -> Result<Option<usize>, LookupError> {
+    if v >> 32 != hash >> 32 {
+        return Ok(None);
+    }
+    let idx = ((v & 0xFFFF_FFFF) as usize)
+        .checked_sub(1)
+        .ok_or(LookupError::Invalid)?;
+    if idx >= n {
+        return Err(LookupError::Invalid);
+    }
+    Ok(Some(idx))
 }
 
 #[inline]
