@@ -1446,15 +1446,17 @@ fn a_readers_network_finds_the_penalties_only_where_the_record_is() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// One exchange range: g + (s−1)·G from `from` to `to`.
-fn exchange_line(from: u64, to: u64, g: f64, big_g: f64) -> Params {
-    Params {
+/// Exchange ranges g + (s−1)·G with g = 5 µs: G = `below` ns/B from 1 to
+/// `at` bytes, `above` ns/B from there to 8 MiB.
+fn exchange_cliff(at: u64, below: f64, above: f64) -> [Params; 2] {
+    let line = |from: u64, to: u64, big_g: f64| Params {
         range_from_bytes: from,
         range_to_bytes: to,
-        g_ns: g,
+        g_ns: 5_000.0,
         G_ns_per_byte: big_g,
         ..Params::default()
-    }
+    };
+    [line(1, at, below), line(at + 1, 8 << 20, above)]
 }
 
 #[test]
@@ -1465,10 +1467,7 @@ fn a_ring_of_blocks_of_a_large_vector_moves_at_the_vectors_rate() {
     // vectors: its steps move at the rate measured at 4 MiB, not at the
     // rate of an exchange that reuses 1 MiB buffers.
     let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-    let x = [
-        exchange_line(1, 1 << 20, 5_000.0, 0.2),
-        exchange_line((1 << 20) + 1, 8 << 20, 5_000.0, 0.6),
-    ];
+    let x = exchange_cliff(1 << 20, 0.2, 0.6);
     let measured = measured_with_4(&pair, &x);
     let m = 4u64 << 20;
     let b = m / 4;
@@ -1530,10 +1529,7 @@ fn the_node_has_one_copy_lane_count_for_every_large_size() {
     // lane). The node moves as many single-copy transfers at once at
     // every size: one lane, the least.
     let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-    let x = [
-        exchange_line(1, 3 << 19, 5_000.0, 0.32),
-        exchange_line((3 << 19) + 1, 8 << 20, 5_000.0, 0.64),
-    ];
+    let x = exchange_cliff(3 << 19, 0.32, 0.64);
     let measured = Measured {
         pair: &pair,
         exchange: &x,
