@@ -11,7 +11,7 @@
 //! - [`hot`]: the ABI 1.2 hot-table records.
 
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::ext::*;
 use crate::layout::*;
@@ -240,6 +240,8 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         return Err("file shorter than the header");
     }
     let h = header_of(map);
+    // A u32 header word as a size or count.
+    let n = |w: &AtomicU32| w.load(Relaxed) as usize;
     if h.magic.load(Relaxed) != MAGIC {
         return Err("bad magic");
     }
@@ -250,18 +252,15 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
     if caps & CAP_INCOMPAT_MASK & !CAP_INCOMPAT_KNOWN != 0 {
         return Err("unknown incompatible capability bits");
     }
-    if h.max_ranges.load(Relaxed) as usize != MAX_RANGES
-        || h.max_curve.load(Relaxed) as usize != MAX_CURVE
-        || h.max_ci.load(Relaxed) as usize != MAX_CI
-    {
+    if n(&h.max_ranges) != MAX_RANGES || n(&h.max_curve) != MAX_CURVE || n(&h.max_ci) != MAX_CI {
         return Err("per-entry capacities differ from this ABI");
     }
     let layout = Layout::from_params(
-        h.capacity_entries.load(Relaxed) as usize,
-        h.hash_slots.load(Relaxed) as usize,
-        h.header_bytes.load(Relaxed) as usize,
-        h.meta_bytes.load(Relaxed) as usize,
-        h.entry_bytes.load(Relaxed) as usize,
+        n(&h.capacity_entries),
+        n(&h.hash_slots),
+        n(&h.header_bytes),
+        n(&h.meta_bytes),
+        n(&h.entry_bytes),
     )
     .ok_or("sizes out of range")?;
     if h.copy_bytes.load(Relaxed) != layout.copy_bytes as u64
@@ -282,19 +281,15 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         return Err("ABI 1.1 segment without its header extension");
     }
     let hx = header_ext_of(map);
-    if hx.transport_records.load(Relaxed) as usize != TRANSPORT_RECORDS
-        || hx.max_latency.load(Relaxed) as usize != MAX_LATENCY
-        || hx.max_k.load(Relaxed) as usize != MAX_K
-        || hx.schemes.load(Relaxed) as usize != SCHEMES
+    if n(&hx.transport_records) != TRANSPORT_RECORDS
+        || n(&hx.max_latency) != MAX_LATENCY
+        || n(&hx.max_k) != MAX_K
+        || n(&hx.schemes) != SCHEMES
     {
         return Err("ABI 1.1 record capacities differ from this reader");
     }
-    let ext = ExtLayout::new(
-        hx.class_capacity.load(Relaxed) as usize,
-        hx.map_capacity.load(Relaxed) as usize,
-        hx.map_slots.load(Relaxed) as usize,
-    )
-    .ok_or("ABI 1.1 class or map capacities out of range")?;
+    let ext = ExtLayout::new(n(&hx.class_capacity), n(&hx.map_capacity), n(&hx.map_slots))
+        .ok_or("ABI 1.1 class or map capacities out of range")?;
     let layout = Layout::from_params_ext(
         layout.capacity,
         layout.hash_slots,
@@ -309,7 +304,7 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
     }
     // ABI ≥ 1.2 with the hot table: its place follows from total_bytes.
     let layout = layout
-        .with_hot(hx.hot_record_bytes.load(Relaxed) as usize)
+        .with_hot(n(&hx.hot_record_bytes))
         .ok_or("ABI 1.2 hot-table record size out of range")?;
     let hot = layout.hot.ok_or("ABI 1.2 hot table missing")?;
     if hx.hot_offset.load(Relaxed) != hot.offset as u64
