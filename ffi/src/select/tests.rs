@@ -787,6 +787,12 @@ fn c_abi_selects_the_new_collectives() {
     }
 }
 
+/// [`view`] with the default options, a library that does not spin and a
+/// root that does not run ahead.
+fn default_view<N: Network + ?Sized>(net: &N, sched: Schedule, p: usize, m: u64) -> View {
+    view(net, sched, p, m, &ViewOptions::default(), false, false).unwrap()
+}
+
 #[test]
 fn simulated_synchronized_binomial_is_the_closed_form_tree() {
     // One synchronized call of the same schedule, no sharing: the
@@ -794,16 +800,7 @@ fn simulated_synchronized_binomial_is_the_closed_form_tree() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
     for p in [2usize, 3, 4, 7, 8, 13] {
         for m in [1u64, 100, 10_000] {
-            let v = view(
-                &p_net,
-                Schedule::BcastBinomial,
-                p,
-                m,
-                &ViewOptions::default(),
-                false,
-                false,
-            )
-            .unwrap();
+            let v = default_view(&p_net, Schedule::BcastBinomial, p, m);
             let closed = binomial_tree(&p_net, p, m, 0, Sharing::new(0)).unwrap();
             assert!(
                 (v.sync_ns - closed).abs() < 1e-6,
@@ -817,16 +814,7 @@ fn simulated_synchronized_binomial_is_the_closed_form_tree() {
 #[test]
 fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
-    let v = view(
-        &p_net,
-        Schedule::BcastBinomial,
-        8,
-        64,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let v = default_view(&p_net, Schedule::BcastBinomial, 8, 64);
     // The root and inner ranks return before the leaves: the mean over
     // ranks is below the last rank's return.
     assert!(v.rank_avg_ns < 0.9 * v.sync_ns, "{v:?}");
@@ -836,26 +824,8 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
     // An unsegmented chain of a large message waits hop after hop: its
     // back-to-back time is no better than the synchronized call's by much.
     let big = 1u64 << 20;
-    let c = view(
-        &p_net,
-        Schedule::BcastChain { seg: big },
-        8,
-        big,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
-    let s = view(
-        &p_net,
-        Schedule::BcastChain { seg: big / 16 },
-        8,
-        big,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let c = default_view(&p_net, Schedule::BcastChain { seg: big }, 8, big);
+    let s = default_view(&p_net, Schedule::BcastChain { seg: big / 16 }, 8, big);
     assert!(
         s.sync_ns < 0.5 * c.sync_ns,
         "segmenting pipelines the hops: {s:?} vs {c:?}"
@@ -1109,16 +1079,7 @@ fn a_send_overhead_fitted_beyond_the_message_time_is_bounded_by_it() {
     assert!(m.gap_ns <= t + 1e-9, "{} vs {t}", m.gap_ns);
     // A binomial broadcast over 4 ranks: the root's two sends one gap
     // apart, then the last hop: at most 3·T.
-    let v = view(
-        &p_net,
-        Schedule::BcastBinomial,
-        4,
-        256,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let v = default_view(&p_net, Schedule::BcastBinomial, 4, 256);
     assert!(v.sync_ns <= 3.0 * t + 1e-6, "{v:?} vs T = {t}");
 }
 
