@@ -32,8 +32,7 @@ pub struct NgInfo {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<NgInfo>() == 248);
-    assert!(core::mem::offset_of!(NgInfo, node_name) == 56);
+    assert_layout!(NgInfo: 248; node_name @ 56);
 };
 
 fn set_errno(e: c_int) {

@@ -43,7 +43,7 @@
 //! features a reader must understand (it refuses unknown ones), the lower 32
 //! bits are informational.
 
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"NGSEGMNT"` read as a little-endian u64.
@@ -463,64 +463,32 @@ pub struct MetaExtRaw {
 
 // Compile-time layout assertions: these numbers are the ABI.
 const _: () = {
-    assert!(size_of::<HeaderRaw>() == 256);
-    assert!(offset_of!(HeaderRaw, abi_major) == 8);
-    assert!(offset_of!(HeaderRaw, header_bytes) == 16);
-    assert!(offset_of!(HeaderRaw, entry_bytes) == 24);
-    assert!(offset_of!(HeaderRaw, hash_slots) == 32);
-    assert!(offset_of!(HeaderRaw, total_bytes) == 48);
-    assert!(offset_of!(HeaderRaw, copy_bytes) == 56);
-    assert!(offset_of!(HeaderRaw, copy_offset) == 64);
-    assert!(offset_of!(HeaderRaw, capabilities) == 80);
-    assert!(offset_of!(HeaderRaw, generation) == 88);
-    assert!(offset_of!(HeaderRaw, writer_pid) == 96);
-    assert!(offset_of!(HeaderRaw, created_unix_ns) == 104);
-    assert!(offset_of!(HeaderRaw, heartbeat_unix_ns) == 128);
-    assert!(offset_of!(HeaderRaw, seq) == 192);
+    assert_layout!(HeaderRaw: 256; abi_major @ 8, header_bytes @ 16, entry_bytes @ 24,
+        hash_slots @ 32, total_bytes @ 48, copy_bytes @ 56, copy_offset @ 64, capabilities @ 80,
+        generation @ 88, writer_pid @ 96, created_unix_ns @ 104, heartbeat_unix_ns @ 128,
+        seq @ 192);
 
-    assert!(size_of::<MetaRaw>() == 256);
-    assert!(offset_of!(MetaRaw, node_name) == 64);
-    assert!(offset_of!(MetaRaw, clock_desc) == 128);
+    assert_layout!(MetaRaw: 256; node_name @ 64, clock_desc @ 128);
 
-    assert!(size_of::<RangeRaw>() == 64);
-    assert!(size_of::<CurveRaw>() == 24);
-    assert!(size_of::<CiRaw>() == 48);
+    assert_layout!(RangeRaw: 64);
+    assert_layout!(CurveRaw: 24);
+    assert_layout!(CiRaw: 48);
 
-    assert!(size_of::<EntryRaw>() == 2304);
-    assert!(offset_of!(EntryRaw, counts) == 8);
-    assert!(offset_of!(EntryRaw, flags) == 16);
-    assert!(offset_of!(EntryRaw, measured_unix_ns) == 40);
-    assert!(offset_of!(EntryRaw, eel_ns) == 48);
-    assert!(offset_of!(EntryRaw, s_bytes) == 64);
-    assert!(offset_of!(EntryRaw, g_f_ns) == 96);
-    assert!(offset_of!(EntryRaw, peer) == 128);
-    assert!(offset_of!(EntryRaw, transport) == 192);
-    assert!(offset_of!(EntryRaw, ranges) == 256);
-    assert!(offset_of!(EntryRaw, curve) == 768);
-    assert!(offset_of!(EntryRaw, ci95) == 1536);
+    assert_layout!(EntryRaw: 2304; counts @ 8, flags @ 16, measured_unix_ns @ 40, eel_ns @ 48,
+        s_bytes @ 64, g_f_ns @ 96, peer @ 128, transport @ 192, ranges @ 256, curve @ 768,
+        ci95 @ 1536);
 
     // ABI 1.1 blocks.
-    assert!(size_of::<HeaderExtRaw>() == 64);
-    assert!(offset_of!(HeaderExtRaw, hot_record_bytes) == 28);
-    assert!(offset_of!(HeaderExtRaw, hot_offset) == 32);
-    assert!(offset_of!(HeaderExtRaw, file_bytes) == 40);
-    assert!(size_of::<BandwidthRaw>() == 64);
-    assert!(size_of::<LatencyRaw>() == 64);
-    assert!(size_of::<OverlapRaw>() == 48);
-    assert!(size_of::<EntryExtRaw>() == 1088);
-    assert!(offset_of!(EntryExtRaw, ident_entry) == 24);
-    assert!(offset_of!(EntryExtRaw, ident_range) == 32);
-    assert!(offset_of!(EntryExtRaw, bandwidth) == 128);
-    assert!(offset_of!(EntryExtRaw, latency) == 192);
-    assert!(offset_of!(EntryExtRaw, overlap) == 704);
-    assert!(size_of::<TransportRaw>() == 832);
-    assert!(offset_of!(TransportRaw, penalty) == 64);
-    assert!(offset_of!(TransportRaw, beta) == 640);
-    assert!(offset_of!(TransportRaw, bisection_min) == 712);
-    assert!(size_of::<ClassRaw>() == 72);
-    assert!(size_of::<MapRaw>() == 80);
-    assert!(offset_of!(MetaExtRaw, transports) == 64);
-    assert!(size_of::<MetaExtRaw>() == 64 + 8 * 832);
+    assert_layout!(HeaderExtRaw: 64; hot_record_bytes @ 28, hot_offset @ 32, file_bytes @ 40);
+    assert_layout!(BandwidthRaw: 64);
+    assert_layout!(LatencyRaw: 64);
+    assert_layout!(OverlapRaw: 48);
+    assert_layout!(EntryExtRaw: 1088; ident_entry @ 24, ident_range @ 32, bandwidth @ 128,
+        latency @ 192, overlap @ 704);
+    assert_layout!(TransportRaw: 832; penalty @ 64, beta @ 640, bisection_min @ 712);
+    assert_layout!(ClassRaw: 72);
+    assert_layout!(MapRaw: 80);
+    assert_layout!(MetaExtRaw: 64 + 8 * 832; transports @ 64);
     assert!(MAX_LATENCY < 256 && MAX_K < 16 && MAX_CLASSES < (1 << 24));
 
     // Names fit their word arrays with a terminating NUL.

@@ -18,6 +18,51 @@
 //! Dependencies: libc only (serde with the optional `serde` feature, for
 //! netgauged's own JSON).
 
+/// Compile-time checks of a `#[repr(C)]` struct's ABI, for a `const`
+/// block: `assert_layout!(T: size; field @ offset, ...)` asserts the size
+/// of `T` and the byte offset of each named field (a mismatch fails the
+/// build).
+macro_rules! assert_layout {
+    ($t:ty: $size:expr $(; $($field:ident @ $off:expr),+ $(,)?)?) => {
+        assert!(core::mem::size_of::<$t>() == $size);
+        $($(assert!(core::mem::offset_of!($t, $field) == $off);)+)?
+    };
+}
+
+/// A fieldless enum of plain values (`enum Name: repr { Variant = value =>
+/// "text", … }`: `#[repr(repr)]`, explicit discriminants, Clone, Copy,
+/// Debug, PartialEq, Eq and Hash) and, from the same list, `ALL` (every
+/// variant, in declaration order) and `name()` (each variant's text), so
+/// that the three cannot disagree. Docs pass through to the enum and its
+/// variants.
+macro_rules! named_enum {
+    (
+        $(#[$attr:meta])*
+        $vis:vis enum $name:ident: $repr:ident {
+            $($(#[$vattr:meta])* $variant:ident = $value:literal => $text:literal,)+
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr($repr)]
+        $vis enum $name {
+            $($(#[$vattr])* $variant = $value,)+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
+
+            /// The variant's name, as printed and parsed.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+    };
+}
+
 pub mod capi;
 pub mod ext;
 pub mod files;

@@ -269,15 +269,7 @@ impl Reader {
             if v == 0 {
                 return Err(LookupError::NotFound);
             }
-            if v >> 32 == hash >> 32 {
-                // A slot word of tag | 0 is corrupt (0 means empty only as a
-                // whole word): checked, so it cannot wrap.
-                let idx = ((v & 0xFFFF_FFFF) as usize)
-                    .checked_sub(1)
-                    .ok_or(LookupError::Invalid)?;
-                if idx >= n {
-                    return Err(LookupError::Invalid);
-                }
+            if let Some(idx) = view::slot_index(v, hash, n)? {
                 let e = seg.entry(copy, idx).ok_or(LookupError::Invalid)?;
                 if view::entry_matches(e, hash, &k.peer, k.peer_len, &k.transport, k.transport_len)
                 {

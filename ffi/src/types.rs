@@ -170,12 +170,7 @@ pub struct Params {
 }
 
 const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<Params>() == 136);
-    assert!(offset_of!(Params, S_bytes) == 88);
-    assert!(offset_of!(Params, samples) == 120);
-    assert!(offset_of!(Params, f) == 128);
-    assert!(offset_of!(Params, flags) == 132);
+    assert_layout!(Params: 136; S_bytes @ 88, samples @ 120, f @ 128, flags @ 132);
 };
 
 impl Params {

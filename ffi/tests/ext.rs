@@ -19,12 +19,19 @@ fn writer(p: &TmpPath, cap: usize) -> SegmentWriter {
     SegmentWriter::create_or_open(&p.0, cap, "node001", "tsc").unwrap()
 }
 
+/// A writer of 8 entries holding `sample_entry_ext("node002", "raw")`, and
+/// that entry.
+fn writer_with_sample_ext(p: &TmpPath) -> (SegmentWriter, netgauge::EntryData) {
+    let mut w = writer(p, 8);
+    let e = sample_entry_ext("node002", "raw");
+    w.upsert(&e).unwrap();
+    (w, e)
+}
+
 #[test]
 fn extension_round_trips_and_sets_flags() {
     let p = TmpPath::new("ext-rt");
-    let mut w = writer(&p, 8);
-    let e = sample_entry_ext("node002", "raw");
-    w.upsert(&e).unwrap();
+    let (mut w, e) = writer_with_sample_ext(&p);
     w.upsert(&sample_entry("node003", "udp")).unwrap();
     let r = Reader::open(&p.0).unwrap();
     assert_eq!(r.info().unwrap().abi_minor, 2);
@@ -140,9 +147,7 @@ fn provenance_flags_and_times() {
 #[test]
 fn writer_validates_the_extension() {
     let p = TmpPath::new("ext-bad");
-    let mut w = writer(&p, 8);
-    let ok = sample_entry_ext("node002", "raw");
-    w.upsert(&ok).unwrap();
+    let (mut w, ok) = writer_with_sample_ext(&p);
     type Edit = fn(&mut netgauge::EntryData);
     let cases: &[(&str, Edit)] = &[
         ("reserved status code", |e| {

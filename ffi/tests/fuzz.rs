@@ -63,6 +63,14 @@ fn valid_segment() -> Vec<u8> {
     std::fs::read(&p.0).unwrap()
 }
 
+/// [`valid_segment`], its layout and the copy its latch sequence publishes.
+fn valid_published() -> (Vec<u8>, Layout, usize) {
+    let good = valid_segment();
+    let layout = Layout::new(CAP).unwrap();
+    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
+    (good, layout, (seq & 1) as usize)
+}
+
 #[derive(Default, Debug)]
 struct Outcomes {
     open_invalid: u64,
@@ -363,10 +371,8 @@ fn each_structural_header_field_is_validated() {
 
 #[test]
 fn each_structural_payload_field_is_validated() {
-    let good = valid_segment();
-    let layout = Layout::new(CAP).unwrap();
-    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
-    let c = layout.copy_offset[(seq & 1) as usize];
+    let (good, layout, copy) = valid_published();
+    let c = layout.copy_offset[copy];
     let entry = |i: usize| c + layout.entries_offset + i * layout.entry_bytes;
     let p = TmpPath::new("fuzzpay");
     let counts_of =
@@ -476,11 +482,9 @@ fn each_structural_payload_field_is_validated() {
 /// from the 1.1 lookups, and never disturbs the 1.0 lookups.
 #[test]
 fn each_structural_extension_field_is_validated() {
-    let good = valid_segment();
-    let layout = Layout::new(CAP).unwrap();
+    let (good, layout, copy) = valid_published();
     let x = layout.ext.unwrap();
-    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
-    let c = layout.copy_offset[(seq & 1) as usize];
+    let c = layout.copy_offset[copy];
     let entry = |i: usize| c + layout.entries_offset + i * layout.entry_bytes;
     let ext = |i: usize| entry(i) + x.entry_ext_offset;
     let meta_ext = c + x.meta_ext_offset;
@@ -708,11 +712,8 @@ fn each_structural_extension_field_is_validated() {
 /// from its entries.
 #[test]
 fn each_structural_hot_field_is_validated() {
-    let good = valid_segment();
-    let layout = Layout::new(CAP).unwrap();
+    let (good, layout, copy) = valid_published();
     let hot = layout.hot.unwrap();
-    let seq = u64::from_le_bytes(good[192..200].try_into().unwrap());
-    let copy = (seq & 1) as usize;
     let p = TmpPath::new("fuzzhot");
     let open = |b: &[u8]| open_case(&p, b);
     let r = open(&good);

@@ -18,6 +18,7 @@ mod common;
 use common::*;
 use netgauge::capi::*;
 use netgauge::{EntryExt, Params, Reader, Scheme, SegmentWriter, TransportExt};
+use std::ffi::CString;
 
 const LOOKUPS: usize = 1_000_000;
 
@@ -160,7 +161,7 @@ struct Rig {
     _writer: SegmentWriter,
     _path: TmpPath,
     names: Vec<String>,
-    c_names: Vec<std::ffi::CString>,
+    c_names: Vec<CString>,
 }
 
 impl Rig {
@@ -180,6 +181,26 @@ impl Rig {
             names: (0..40).map(|i| format!("node{i:03}")).collect(),
             c_names: c_names("node", 40),
         }
+    }
+
+    /// Runs `lookups` on the Rust reader and the peers' names, confined
+    /// (see [`assert_confined_and_right`]); it counts its wrong answers in
+    /// its last argument.
+    fn confined_rust(&self, lookups: impl FnOnce(&Reader, &[String], &mut u64)) {
+        assert_confined_and_right(|| {
+            let mut bad = 0;
+            lookups(&self.rust, &self.names, &mut bad);
+            bad
+        });
+    }
+
+    /// [`Rig::confined_rust`] for the C reader and the names as C strings.
+    fn confined_c(&self, lookups: impl FnOnce(*mut NgReader, &[CString], &mut u64)) {
+        assert_confined_and_right(|| {
+            let mut bad = 0;
+            lookups(self.c, &self.c_names, &mut bad);
+            bad
+        });
     }
 }
 
@@ -214,10 +235,7 @@ fn filter_kills_a_stray_system_call() {
 
 #[test]
 fn rust_api_lookups_make_no_system_call() {
-    let rig = Rig::new();
-    let (r, names) = (&rig.rust, &rig.names);
-    assert_confined_and_right(|| {
-        let mut bad = 0u64;
+    Rig::new().confined_rust(|r, names, bad| {
         for n in 0..LOOKUPS {
             let i = n % 40;
             let (t, k) = if n % 2 == 0 {
@@ -228,27 +246,23 @@ fn rust_api_lookups_make_no_system_call() {
             let s = ((n * 7919) % 4000) as u64;
             match r.lookup(&names[i], t, s) {
                 Ok(v) if derived_k(&v, s / 1000) == Some(k) => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             let idx = 2 * i + (n % 2);
             match r.lookup_index(idx, s) {
                 Ok(v) if derived_k(&v, s / 1000) == Some(k) => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
         }
         if r.lookup("nobody", "rdma", 1).is_ok() || r.predict_ns(&names[0], "rdma", 1).is_err() {
-            bad += 1;
+            *bad += 1;
         }
-        bad
     });
 }
 
 #[test]
 fn c_abi_lookups_make_no_system_call() {
-    let rig = Rig::new();
-    let (r, names) = (rig.c, &rig.c_names);
-    assert_confined_and_right(|| {
-        let mut bad = 0u64;
+    Rig::new().confined_c(|r, names, bad| {
         let mut out = Params::default();
         for n in 0..LOOKUPS {
             let i = n % 40;
@@ -261,39 +275,35 @@ fn c_abi_lookups_make_no_system_call() {
             // SAFETY: r live, strings valid, out writable.
             let rc = unsafe { ng_lookup(r, names[i].as_ptr(), t.as_ptr(), s, &mut out) };
             if rc != 0 || derived_k(&out, s / 1000) != Some(k) {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let idx = unsafe { ng_index(r, names[i].as_ptr(), t.as_ptr()) };
             // SAFETY: as above.
             let rc = unsafe { ng_lookup_index(r, idx, s, &mut out) };
             if rc != 0 || derived_k(&out, s / 1000) != Some(k) {
-                bad += 1;
+                *bad += 1;
             }
         }
         // SAFETY: as above.
         let nan = unsafe { ng_predict_ns(r, c"nobody".as_ptr(), c"udp".as_ptr(), 1) };
         if !nan.is_nan() {
-            bad += 1;
+            *bad += 1;
         }
-        bad
     });
 }
 
 #[test]
 fn rust_api_ext_lookups_make_no_system_call() {
-    let rig = Rig::new();
-    let (r, names) = (&rig.rust, &rig.names);
     let mapped: Vec<String> = (0..40).map(|i| format!("peer{i:03}")).collect();
-    assert_confined_and_right(|| {
-        let mut bad = 0u64;
+    Rig::new().confined_rust(|r, names, bad| {
         for n in 0..LOOKUPS / 4 {
             let i = n % 40;
             let s = ((n * 7919) % 4000) as u64;
             // Own entry through the class-fallback path.
             match r.lookup_or_class(&names[i], "rdma", s) {
                 Ok(v) if derived_k(&v, s / 1000) == Some(i as u64) => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             // A peer without an entry: its class's, flagged.
             let class_k = 500 + (i % 2) as u64;
@@ -301,50 +311,46 @@ fn rust_api_ext_lookups_make_no_system_call() {
                 Ok(v)
                     if derived_k(&v, s / 1000) == Some(class_k)
                         && v.flags & netgauge::flags::CLASS != 0 => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.index_or_class(&mapped[i], "rdma") {
                 Ok(idx) if idx == 80 + i % 2 => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.lookup_status(&mapped[i], "rdma", s) {
                 Ok((v, st))
                     if derived_k(&v, s / 1000) == Some(class_k)
                         && st.range_index as u64 == s / 1000
                         && st.range == 0x11 => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.lookup_index_status(2 * i, s) {
                 Ok((v, st)) if derived_k(&v, s / 1000) == Some(i as u64) && st.entry != 0 => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.entry_ext_index(2 * i + 1) {
                 Ok(x) if derived_ext_k(&x) == Some(1000 + i as u64) => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.entry_ext(&names[i], "rdma") {
                 Ok(x) if derived_ext_k(&x) == Some(i as u64) => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
             match r.transport_ext("rdma") {
                 Ok(t) if t.penalties(Scheme::Outgoing).len() == 5 => {}
-                _ => bad += 1,
+                _ => *bad += 1,
             }
         }
         if r.lookup_or_class("nobody", "rdma", 1).is_ok() || r.transport_ext("udp").is_ok() {
-            bad += 1;
+            *bad += 1;
         }
-        bad
     });
 }
 
 #[test]
 fn c_abi_ext_lookups_make_no_system_call() {
-    let rig = Rig::new();
-    let (r, names) = (rig.c, &rig.c_names);
     let mapped = c_names("peer", 40);
-    assert_confined_and_right(|| {
-        let mut bad = 0u64;
+    Rig::new().confined_c(|r, names, bad| {
         let mut out = Params::default();
         let mut x = EntryExt::default();
         let mut t = TransportExt::default();
@@ -357,14 +363,14 @@ fn c_abi_ext_lookups_make_no_system_call() {
             let rc =
                 unsafe { ng_lookup_or_class(r, mapped[i].as_ptr(), c"rdma".as_ptr(), s, &mut out) };
             if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let idx = unsafe { ng_index_or_class(r, mapped[i].as_ptr(), c"rdma".as_ptr()) };
             // SAFETY: as above.
             let rc = unsafe { ng_lookup_index(r, idx, s, &mut out) };
             if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) {
-                bad += 1;
+                *bad += 1;
             }
             let mut st = netgauge::ParamsStatus::default();
             // SAFETY: as above.
@@ -379,29 +385,28 @@ fn c_abi_ext_lookups_make_no_system_call() {
                 )
             };
             if rc != 0 || derived_k(&out, s / 1000) != Some(class_k) || st.range != 0x11 {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let rc = unsafe { ng_get_entry_ext(r, names[i].as_ptr(), c"udp".as_ptr(), &mut x) };
             if rc != 0 || derived_ext_k(&x) != Some(1000 + i as u64) {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let rc = unsafe { ng_get_entry_ext_index(r, (2 * i) as i32, &mut x) };
             if rc != 0 || derived_ext_k(&x) != Some(i as u64) {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let rc = unsafe { ng_get_transport_ext(r, c"rdma".as_ptr(), &mut t) };
             if rc != 0 || t.n_k != [5, 4, 0] {
-                bad += 1;
+                *bad += 1;
             }
             // SAFETY: as above.
             let rc = unsafe { ng_peer_class(r, mapped[i].as_ptr(), cls.as_mut_ptr(), 64) };
             if rc != 0 || cls[3] as u8 != b'0' + (i % 2) as u8 {
-                bad += 1;
+                *bad += 1;
             }
         }
-        bad
     });
 }

@@ -82,6 +82,17 @@ fn seed_segment(p: &TmpPath) -> SegmentWriter {
     w
 }
 
+/// A seeded segment and a reader of it that tests torn snapshots, not
+/// staleness: the killed writers re-open the segment, which leaves its
+/// heartbeat as it was (the seed's).
+fn seeded_for_kills(name: &str) -> (TmpPath, Reader) {
+    let p = TmpPath::new(name);
+    drop(seed_segment(&p));
+    let mut r = Reader::open(&p.0).unwrap();
+    r.set_stale_after_ns(0);
+    (p, r)
+}
+
 /// Child-process entry point, re-executed by the parent (ignored otherwise).
 #[test]
 #[ignore = "child process of no_torn_reads_under_a_fast_writer"]
@@ -279,12 +290,7 @@ fn sigkill(c: &mut std::process::Child) {
 
 #[test]
 fn writer_killed_mid_update_leaves_previous_snapshot() {
-    let p = TmpPath::new("killpartial");
-    drop(seed_segment(&p));
-    let mut r = Reader::open(&p.0).unwrap();
-    // Torn snapshots, not staleness: the killed writers re-open the
-    // segment, which leaves its heartbeat as it was (the seed's).
-    r.set_stale_after_ns(0);
+    let (p, r) = seeded_for_kills("killpartial");
     let mut c = Command::new(std::env::current_exe().unwrap())
         .args([
             "kill_writer_child",
@@ -329,12 +335,7 @@ fn writer_killed_mid_update_leaves_previous_snapshot() {
 
 #[test]
 fn writer_killed_at_random_times_leaves_a_valid_snapshot() {
-    let p = TmpPath::new("killrandom");
-    drop(seed_segment(&p));
-    let mut r = Reader::open(&p.0).unwrap();
-    // Torn snapshots, not staleness: the killed writers re-open the
-    // segment, which leaves its heartbeat as it was (the seed's).
-    r.set_stale_after_ns(0);
+    let (p, r) = seeded_for_kills("killrandom");
     let mut last = 0;
     for round in 0..8u64 {
         let mut c = Guard(spawn_self("kill_writer_child", KILL_ENV, &p.0));

@@ -172,109 +172,53 @@ impl Status {
     }
 }
 
-/// The entry-level parameters that carry a status (the nibble index in
-/// [`Identification::entry`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Field {
-    /// End-to-end latency PRTT(1,0,1)/2.
-    Eel = 0,
-    /// LogGP L.
-    L = 1,
-    /// LogGPS rendezvous threshold S.
-    S = 2,
-    /// LogfP f.
-    F = 3,
-    /// LogfP o_min.
-    OMin = 4,
-    /// LogfP o_max.
-    OMax = 5,
-    /// LogfP g_f.
-    Gf = 6,
-    /// The sustained large-message G of the bandwidth block.
-    SustainedG = 7,
-    /// The burst G of the bandwidth block.
-    BurstG = 8,
-}
-
-impl Field {
-    /// Every entry-level field, in nibble order.
-    pub const ALL: [Field; 9] = [
-        Field::Eel,
-        Field::L,
-        Field::S,
-        Field::F,
-        Field::OMin,
-        Field::OMax,
-        Field::Gf,
-        Field::SustainedG,
-        Field::BurstG,
-    ];
-
-    /// The parameter's name as ngctl prints it.
-    pub fn name(self) -> &'static str {
-        [
-            "EEL",
-            "L",
-            "S",
-            "f",
-            "o_min",
-            "o_max",
-            "g_f",
-            "G_sustained",
-            "G_burst",
-        ][self as usize]
+named_enum! {
+    /// The entry-level parameters that carry a status (the nibble index in
+    /// [`Identification::entry`]); `name()`: the parameter's name as ngctl
+    /// prints it.
+    pub enum Field: u8 {
+        /// End-to-end latency PRTT(1,0,1)/2.
+        Eel = 0 => "EEL",
+        /// LogGP L.
+        L = 1 => "L",
+        /// LogGPS rendezvous threshold S.
+        S = 2 => "S",
+        /// LogfP f.
+        F = 3 => "f",
+        /// LogfP o_min.
+        OMin = 4 => "o_min",
+        /// LogfP o_max.
+        OMax = 5 => "o_max",
+        /// LogfP g_f.
+        Gf = 6 => "g_f",
+        /// The sustained large-message G of the bandwidth block.
+        SustainedG = 7 => "G_sustained",
+        /// The burst G of the bandwidth block.
+        BurstG = 8 => "G_burst",
     }
 }
 
-/// The per-range parameters that carry a status (the nibble index in each
-/// of [`Identification::range`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RangeField {
-    /// g (the range's gap line at s = 1).
-    Gap = 0,
-    /// G, the gap per byte.
-    GapPerByte = 1,
-    /// o_s (o' of the send overhead line).
-    OSend = 2,
-    /// o_r (o' of the receive overhead line).
-    ORecv = 3,
-    /// LogGPS O_s.
-    OSendPerByte = 4,
-    /// LogGPS O_r.
-    ORecvPerByte = 5,
-    /// The sending CPU's overlap fraction.
-    OverlapSend = 6,
-    /// The receiving CPU's overlap fraction.
-    OverlapRecv = 7,
-}
-
-impl RangeField {
-    /// Every range-level field, in nibble order.
-    pub const ALL: [RangeField; 8] = [
-        RangeField::Gap,
-        RangeField::GapPerByte,
-        RangeField::OSend,
-        RangeField::ORecv,
-        RangeField::OSendPerByte,
-        RangeField::ORecvPerByte,
-        RangeField::OverlapSend,
-        RangeField::OverlapRecv,
-    ];
-
-    /// The parameter's name as ngctl prints it.
-    pub fn name(self) -> &'static str {
-        [
-            "g",
-            "G",
-            "o_s",
-            "o_r",
-            "O_s",
-            "O_r",
-            "overlap_send",
-            "overlap_recv",
-        ][self as usize]
+named_enum! {
+    /// The per-range parameters that carry a status (the nibble index in
+    /// each of [`Identification::range`]); `name()`: the parameter's name
+    /// as ngctl prints it.
+    pub enum RangeField: u8 {
+        /// g (the range's gap line at s = 1).
+        Gap = 0 => "g",
+        /// G, the gap per byte.
+        GapPerByte = 1 => "G",
+        /// o_s (o' of the send overhead line).
+        OSend = 2 => "o_s",
+        /// o_r (o' of the receive overhead line).
+        ORecv = 3 => "o_r",
+        /// LogGPS O_s.
+        OSendPerByte = 4 => "O_s",
+        /// LogGPS O_r.
+        ORecvPerByte = 5 => "O_r",
+        /// The sending CPU's overlap fraction.
+        OverlapSend = 6 => "overlap_send",
+        /// The receiving CPU's overlap fraction.
+        OverlapRecv = 7 => "overlap_recv",
     }
 }
 
@@ -397,24 +341,15 @@ pub mod nan_as_null {
 }
 
 const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<Estimate>() == 24);
-    assert!(size_of::<Identification>() == 72);
-    assert!(size_of::<Bandwidth>() == 64);
-    assert!(size_of::<LatencyPercentiles>() == 64);
-    assert!(size_of::<Overlap>() == 48);
-    assert!(size_of::<EntryExt>() == 1064);
-    assert!(offset_of!(EntryExt, ident) == 32);
-    assert!(offset_of!(EntryExt, bandwidth) == 104);
-    assert!(offset_of!(EntryExt, latency) == 168);
-    assert!(offset_of!(EntryExt, overlap) == 680);
-    assert!(size_of::<Bisection>() == 56);
-    assert!(size_of::<ParamsStatus>() == 24);
-    assert!(size_of::<TransportExt>() == 736);
-    assert!(offset_of!(TransportExt, status) == 16);
-    assert!(offset_of!(TransportExt, penalty) == 32);
-    assert!(offset_of!(TransportExt, beta) == 608);
-    assert!(offset_of!(TransportExt, bisection) == 680);
+    assert_layout!(Estimate: 24);
+    assert_layout!(Identification: 72);
+    assert_layout!(Bandwidth: 64);
+    assert_layout!(LatencyPercentiles: 64);
+    assert_layout!(Overlap: 48);
+    assert_layout!(EntryExt: 1064; ident @ 32, bandwidth @ 104, latency @ 168, overlap @ 680);
+    assert_layout!(Bisection: 56);
+    assert_layout!(ParamsStatus: 24);
+    assert_layout!(TransportExt: 736; status @ 16, penalty @ 32, beta @ 608, bisection @ 680);
 };
 
 #[cfg(test)]

@@ -6,70 +6,42 @@ use crate::types::SegmentError;
 
 use super::*;
 
-/// Conflict schemes of the bandwidth-sharing probes (Vienne et al.).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Scheme {
-    /// k flows out of this node at once (1:k).
-    Outgoing = 0,
-    /// k flows into this node at once (k:1).
-    Incoming = 1,
-    /// k flows out and k flows in at once.
-    Mixed = 2,
-}
-
-impl Scheme {
-    pub const ALL: [Scheme; SCHEMES] = [Scheme::Outgoing, Scheme::Incoming, Scheme::Mixed];
-
-    pub fn name(self) -> &'static str {
-        ["outgoing", "incoming", "mixed"][self as usize]
+named_enum! {
+    /// Conflict schemes of the bandwidth-sharing probes (Vienne et al.).
+    pub enum Scheme: usize {
+        /// k flows out of this node at once (1:k).
+        Outgoing = 0 => "outgoing",
+        /// k flows into this node at once (k:1).
+        Incoming = 1 => "incoming",
+        /// k flows out and k flows in at once.
+        Mixed = 2 => "mixed",
     }
 }
 
-/// The parts of a [`TransportExt`] that carry a status (nibble index in
-/// [`TransportExt::status`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum TransportField {
-    PenaltyOutgoing = 0,
-    PenaltyIncoming = 1,
-    PenaltyMixed = 2,
-    /// β of the sharing model.
-    Beta = 3,
-    /// γ_o of the sharing model.
-    GammaO = 4,
-    /// γ_i of the sharing model.
-    GammaI = 5,
-    /// The effective-bisection result.
-    Bisection = 6,
+const _: () = assert!(Scheme::ALL.len() == SCHEMES);
+
+named_enum! {
+    /// The parts of a [`TransportExt`] that carry a status (nibble index in
+    /// [`TransportExt::status`]).
+    pub enum TransportField: u8 {
+        PenaltyOutgoing = 0 => "penalty_outgoing",
+        PenaltyIncoming = 1 => "penalty_incoming",
+        PenaltyMixed = 2 => "penalty_mixed",
+        /// β of the sharing model.
+        Beta = 3 => "beta",
+        /// γ_o of the sharing model.
+        GammaO = 4 => "gamma_o",
+        /// γ_i of the sharing model.
+        GammaI = 5 => "gamma_i",
+        /// The effective-bisection result.
+        Bisection = 6 => "bisection",
+    }
 }
 
 impl TransportField {
-    pub const ALL: [TransportField; 7] = [
-        TransportField::PenaltyOutgoing,
-        TransportField::PenaltyIncoming,
-        TransportField::PenaltyMixed,
-        TransportField::Beta,
-        TransportField::GammaO,
-        TransportField::GammaI,
-        TransportField::Bisection,
-    ];
-
     /// The penalty field of a scheme.
     pub fn penalty(s: Scheme) -> TransportField {
         Self::ALL[s as usize]
-    }
-
-    pub fn name(self) -> &'static str {
-        [
-            "penalty_outgoing",
-            "penalty_incoming",
-            "penalty_mixed",
-            "beta",
-            "gamma_o",
-            "gamma_i",
-            "bisection",
-        ][self as usize]
     }
 }
 

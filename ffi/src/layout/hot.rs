@@ -27,7 +27,7 @@
 //! word, the search array against the chosen range): a corrupt record is
 //! an `Invalid` entry, as a corrupt entry is.
 
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use core::sync::atomic::AtomicU64;
 
 use super::{RangeRaw, MAX_RANGES};
@@ -84,14 +84,8 @@ pub const HOT_RECORD_BYTES: usize = size_of::<HotRaw>();
 pub const MAX_HOT_RECORD_BYTES: usize = 4096;
 
 const _: () = {
-    assert!(size_of::<HotRaw>() == 768);
-    assert!(offset_of!(HotRaw, range_to_bytes) == 8);
-    assert!(offset_of!(HotRaw, eel_ns) == 64);
-    assert!(offset_of!(HotRaw, samples) == 120);
-    assert!(offset_of!(HotRaw, ranges) == 128);
-    assert!(offset_of!(HotRaw, ident_entry) == 640);
-    assert!(offset_of!(HotRaw, ident_range) == 648);
-    assert!(offset_of!(HotRaw, key_hash) == 712);
+    assert_layout!(HotRaw: 768; range_to_bytes @ 8, eel_ns @ 64, samples @ 120, ranges @ 128,
+        ident_entry @ 640, ident_range @ 648, key_hash @ 712);
     assert!(MAX_RANGES < 256);
 };
 

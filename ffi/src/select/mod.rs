@@ -184,53 +184,24 @@ pub fn measure_fresh_ns_per_byte() -> f64 {
     best
 }
 
-/// The collectives the selector knows.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Collective {
-    Bcast = 0,
-    Allreduce = 1,
-    Barrier = 2,
-    Reduce = 3,
-    /// msg_bytes: the block one rank contributes.
-    Allgather = 4,
-    /// msg_bytes: the block one rank sends to each rank.
-    Alltoall = 5,
+named_enum! {
+    /// The collectives the selector knows; `ALL` is in C ABI order.
+    pub enum Collective: u32 {
+        Bcast = 0 => "bcast",
+        Allreduce = 1 => "allreduce",
+        Barrier = 2 => "barrier",
+        Reduce = 3 => "reduce",
+        /// msg_bytes: the block one rank contributes.
+        Allgather = 4 => "allgather",
+        /// msg_bytes: the block one rank sends to each rank.
+        Alltoall = 5 => "alltoall",
+    }
 }
 
 impl Collective {
     pub fn from_u32(v: u32) -> Option<Collective> {
-        match v {
-            0 => Some(Collective::Bcast),
-            1 => Some(Collective::Allreduce),
-            2 => Some(Collective::Barrier),
-            3 => Some(Collective::Reduce),
-            4 => Some(Collective::Allgather),
-            5 => Some(Collective::Alltoall),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|c| *c as u32 == v)
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::Bcast => "bcast",
-            Collective::Allreduce => "allreduce",
-            Collective::Barrier => "barrier",
-            Collective::Reduce => "reduce",
-            Collective::Allgather => "allgather",
-            Collective::Alltoall => "alltoall",
-        }
-    }
-
-    /// Every collective, in C ABI order.
-    pub const ALL: [Collective; 6] = [
-        Collective::Bcast,
-        Collective::Allreduce,
-        Collective::Barrier,
-        Collective::Reduce,
-        Collective::Allgather,
-        Collective::Alltoall,
-    ];
 
     /// The candidate algorithms of this collective.
     pub fn algorithms(self) -> &'static [Algorithm] {
@@ -262,95 +233,49 @@ impl Collective {
 impl std::str::FromStr for Collective {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "bcast" => Ok(Collective::Bcast),
-            "allreduce" => Ok(Collective::Allreduce),
-            "barrier" => Ok(Collective::Barrier),
-            "reduce" => Ok(Collective::Reduce),
-            "allgather" => Ok(Collective::Allgather),
-            "alltoall" => Ok(Collective::Alltoall),
-            _ => Err(format!(
-                "unknown collective {s:?} (bcast, allreduce, barrier, reduce, allgather, alltoall)"
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                let known = Self::ALL.map(Collective::name).join(", ");
+                format!("unknown collective {s:?} ({known})")
+            })
     }
 }
 
-/// Candidate algorithms (values are the C ABI's `NG_ALG_*`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    BcastBinomial = 0,
-    BcastScatterRdAllgather = 1,
-    BcastScatterRingAllgather = 2,
-    BcastChain = 3,
-    AllreduceRecursiveDoubling = 10,
-    AllreduceRabenseifner = 11,
-    AllreduceRing = 12,
-    /// Every rank sends its vector to every other rank and combines all P
-    /// in one order, v0 ⊕ (v1 ⊕ (… ⊕ vP−1)), the same on every rank.
-    AllreduceLinear = 13,
-    BarrierDissemination = 20,
-    BarrierTree = 21,
-    ReduceBinomial = 30,
-    /// Reduce-scatter by recursive halving, then a binomial gather.
-    ReduceRabenseifner = 31,
-    /// Power-of-two sizes only.
-    AllgatherRecursiveDoubling = 40,
-    AllgatherRing = 41,
-    /// Every rank sends its block to every other rank directly, all
-    /// posted at once.
-    AllgatherLinear = 42,
-    AlltoallPairwise = 50,
-    /// Every exchange posted at once.
-    AlltoallLinear = 51,
+named_enum! {
+    /// Candidate algorithms (values are the C ABI's `NG_ALG_*`).
+    pub enum Algorithm: u32 {
+        BcastBinomial = 0 => "binomial",
+        BcastScatterRdAllgather = 1 => "scatter_rd_allgather",
+        BcastScatterRingAllgather = 2 => "scatter_ring_allgather",
+        BcastChain = 3 => "pipelined_chain",
+        AllreduceRecursiveDoubling = 10 => "recursive_doubling",
+        AllreduceRabenseifner = 11 => "rabenseifner",
+        AllreduceRing = 12 => "ring",
+        /// Every rank sends its vector to every other rank and combines all P
+        /// in one order, v0 ⊕ (v1 ⊕ (… ⊕ vP−1)), the same on every rank.
+        AllreduceLinear = 13 => "linear",
+        BarrierDissemination = 20 => "dissemination",
+        BarrierTree = 21 => "tree",
+        ReduceBinomial = 30 => "binomial",
+        /// Reduce-scatter by recursive halving, then a binomial gather.
+        ReduceRabenseifner = 31 => "rabenseifner",
+        /// Power-of-two sizes only.
+        AllgatherRecursiveDoubling = 40 => "recursive_doubling",
+        AllgatherRing = 41 => "ring",
+        /// Every rank sends its block to every other rank directly, all
+        /// posted at once.
+        AllgatherLinear = 42 => "linear",
+        AlltoallPairwise = 50 => "pairwise",
+        /// Every exchange posted at once.
+        AlltoallLinear = 51 => "linear",
+    }
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 17] = [
-        Algorithm::BcastBinomial,
-        Algorithm::BcastScatterRdAllgather,
-        Algorithm::BcastScatterRingAllgather,
-        Algorithm::BcastChain,
-        Algorithm::AllreduceRecursiveDoubling,
-        Algorithm::AllreduceRabenseifner,
-        Algorithm::AllreduceRing,
-        Algorithm::AllreduceLinear,
-        Algorithm::BarrierDissemination,
-        Algorithm::BarrierTree,
-        Algorithm::ReduceBinomial,
-        Algorithm::ReduceRabenseifner,
-        Algorithm::AllgatherRecursiveDoubling,
-        Algorithm::AllgatherRing,
-        Algorithm::AllgatherLinear,
-        Algorithm::AlltoallPairwise,
-        Algorithm::AlltoallLinear,
-    ];
-
     pub fn from_u32(v: u32) -> Option<Algorithm> {
         Self::ALL.into_iter().find(|a| *a as u32 == v)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::BcastBinomial => "binomial",
-            Algorithm::BcastScatterRdAllgather => "scatter_rd_allgather",
-            Algorithm::BcastScatterRingAllgather => "scatter_ring_allgather",
-            Algorithm::BcastChain => "pipelined_chain",
-            Algorithm::AllreduceRecursiveDoubling => "recursive_doubling",
-            Algorithm::AllreduceRabenseifner => "rabenseifner",
-            Algorithm::AllreduceRing => "ring",
-            Algorithm::AllreduceLinear => "linear",
-            Algorithm::BarrierDissemination => "dissemination",
-            Algorithm::BarrierTree => "tree",
-            Algorithm::ReduceBinomial => "binomial",
-            Algorithm::ReduceRabenseifner => "rabenseifner",
-            Algorithm::AllgatherRecursiveDoubling => "recursive_doubling",
-            Algorithm::AllgatherRing => "ring",
-            Algorithm::AllgatherLinear => "linear",
-            Algorithm::AlltoallPairwise => "pairwise",
-            Algorithm::AlltoallLinear => "linear",
-        }
     }
 
     pub fn collective(self) -> Collective {

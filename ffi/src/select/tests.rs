@@ -787,6 +787,12 @@ fn c_abi_selects_the_new_collectives() {
     }
 }
 
+/// [`view`] with the default options, a library that does not spin and a
+/// root that does not run ahead.
+fn default_view<N: Network + ?Sized>(net: &N, sched: Schedule, p: usize, m: u64) -> View {
+    view(net, sched, p, m, &ViewOptions::default(), false, false).unwrap()
+}
+
 #[test]
 fn simulated_synchronized_binomial_is_the_closed_form_tree() {
     // One synchronized call of the same schedule, no sharing: the
@@ -794,16 +800,7 @@ fn simulated_synchronized_binomial_is_the_closed_form_tree() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
     for p in [2usize, 3, 4, 7, 8, 13] {
         for m in [1u64, 100, 10_000] {
-            let v = view(
-                &p_net,
-                Schedule::BcastBinomial,
-                p,
-                m,
-                &ViewOptions::default(),
-                false,
-                false,
-            )
-            .unwrap();
+            let v = default_view(&p_net, Schedule::BcastBinomial, p, m);
             let closed = binomial_tree(&p_net, p, m, 0, Sharing::new(0)).unwrap();
             assert!(
                 (v.sync_ns - closed).abs() < 1e-6,
@@ -817,16 +814,7 @@ fn simulated_synchronized_binomial_is_the_closed_form_tree() {
 #[test]
 fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
-    let v = view(
-        &p_net,
-        Schedule::BcastBinomial,
-        8,
-        64,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let v = default_view(&p_net, Schedule::BcastBinomial, 8, 64);
     // The root and inner ranks return before the leaves: the mean over
     // ranks is below the last rank's return.
     assert!(v.rank_avg_ns < 0.9 * v.sync_ns, "{v:?}");
@@ -836,26 +824,8 @@ fn a_broadcast_root_returns_early_and_back_to_back_calls_overlap() {
     // An unsegmented chain of a large message waits hop after hop: its
     // back-to-back time is no better than the synchronized call's by much.
     let big = 1u64 << 20;
-    let c = view(
-        &p_net,
-        Schedule::BcastChain { seg: big },
-        8,
-        big,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
-    let s = view(
-        &p_net,
-        Schedule::BcastChain { seg: big / 16 },
-        8,
-        big,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let c = default_view(&p_net, Schedule::BcastChain { seg: big }, 8, big);
+    let s = default_view(&p_net, Schedule::BcastChain { seg: big / 16 }, 8, big);
     assert!(
         s.sync_ns < 0.5 * c.sync_ns,
         "segmenting pipelines the hops: {s:?} vs {c:?}"
@@ -1109,16 +1079,7 @@ fn a_send_overhead_fitted_beyond_the_message_time_is_bounded_by_it() {
     assert!(m.gap_ns <= t + 1e-9, "{} vs {t}", m.gap_ns);
     // A binomial broadcast over 4 ranks: the root's two sends one gap
     // apart, then the last hop: at most 3·T.
-    let v = view(
-        &p_net,
-        Schedule::BcastBinomial,
-        4,
-        256,
-        &ViewOptions::default(),
-        false,
-        false,
-    )
-    .unwrap();
+    let v = default_view(&p_net, Schedule::BcastBinomial, 4, 256);
     assert!(v.sync_ns <= 3.0 * t + 1e-6, "{v:?} vs T = {t}");
 }
 
@@ -1446,15 +1407,17 @@ fn a_readers_network_finds_the_penalties_only_where_the_record_is() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// One exchange range: g + (s−1)·G from `from` to `to`.
-fn exchange_line(from: u64, to: u64, g: f64, big_g: f64) -> Params {
-    Params {
+/// Exchange ranges g + (s−1)·G with g = 5 µs: G = `below` ns/B from 1 to
+/// `at` bytes, `above` ns/B from there to 8 MiB.
+fn exchange_cliff(at: u64, below: f64, above: f64) -> [Params; 2] {
+    let line = |from: u64, to: u64, big_g: f64| Params {
         range_from_bytes: from,
         range_to_bytes: to,
-        g_ns: g,
+        g_ns: 5_000.0,
         G_ns_per_byte: big_g,
         ..Params::default()
-    }
+    };
+    [line(1, at, below), line(at + 1, 8 << 20, above)]
 }
 
 #[test]
@@ -1465,10 +1428,7 @@ fn a_ring_of_blocks_of_a_large_vector_moves_at_the_vectors_rate() {
     // vectors: its steps move at the rate measured at 4 MiB, not at the
     // rate of an exchange that reuses 1 MiB buffers.
     let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-    let x = [
-        exchange_line(1, 1 << 20, 5_000.0, 0.2),
-        exchange_line((1 << 20) + 1, 8 << 20, 5_000.0, 0.6),
-    ];
+    let x = exchange_cliff(1 << 20, 0.2, 0.6);
     let measured = measured_with_4(&pair, &x);
     let m = 4u64 << 20;
     let b = m / 4;
@@ -1530,10 +1490,7 @@ fn the_node_has_one_copy_lane_count_for_every_large_size() {
     // lane). The node moves as many single-copy transfers at once at
     // every size: one lane, the least.
     let pair = [net(1000.0, 200.0, 300.0, 0.08)];
-    let x = [
-        exchange_line(1, 3 << 19, 5_000.0, 0.32),
-        exchange_line((3 << 19) + 1, 8 << 20, 5_000.0, 0.64),
-    ];
+    let x = exchange_cliff(3 << 19, 0.32, 0.64);
     let measured = Measured {
         pair: &pair,
         exchange: &x,

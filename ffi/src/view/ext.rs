@@ -237,13 +237,11 @@ pub(crate) fn check_ext(d: &EntryData) -> Result<u32, &'static str> {
             if b.range_index != NO_RANGE && b.range_index as usize >= n {
                 return Err("bandwidth range index beyond the entry's ranges");
             }
-            if !bracketed_if(
-                id.get(Field::SustainedG),
-                &b.sustained_G_ns_per_byte,
-                0.0,
-                f64::INFINITY,
-            ) || (id.get(Field::SustainedG) == Status::Identified
-                && b.sustained_G_ns_per_byte.value <= 0.0)
+            // An identified G (ns per byte) lies in [0, ∞) with its interval.
+            let g_ok = |f: Field, e: &Estimate| bracketed_if(id.get(f), e, 0.0, f64::INFINITY);
+            if !g_ok(Field::SustainedG, &b.sustained_G_ns_per_byte)
+                || (id.get(Field::SustainedG) == Status::Identified
+                    && b.sustained_G_ns_per_byte.value <= 0.0)
             {
                 return Err(
                     "identified sustained G is not a positive number inside a finite interval",
@@ -257,12 +255,7 @@ pub(crate) fn check_ext(d: &EntryData) -> Result<u32, &'static str> {
                 if b.burst_bytes == 0 {
                     return Err("burst regime with a burst length of 0 bytes");
                 }
-                if !bracketed_if(
-                    id.get(Field::BurstG),
-                    &b.burst_G_ns_per_byte,
-                    0.0,
-                    f64::INFINITY,
-                ) {
+                if !g_ok(Field::BurstG, &b.burst_G_ns_per_byte) {
                     return Err("identified burst G is not a number ≥ 0 inside a finite interval");
                 }
                 fl |= flags::SHAPED;

@@ -11,7 +11,7 @@
 //! - [`hot`]: the ABI 1.2 hot-table records.
 
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::ext::*;
 use crate::layout::*;
@@ -168,18 +168,34 @@ impl Seg {
         Some(unsafe { &*(self.map.base().add(off) as *const MetaExtRaw) })
     }
 
+    /// Record `i` of the table of `len` records of `T` at offset `table`
+    /// of a copy; None when `i ≥ len`.
+    ///
+    /// # Safety
+    /// The validated layout places the whole table (`len` records of
+    /// `size_of::<T>()` bytes from `table`) inside the copy's meta region,
+    /// `table` and the record size are multiples of 8, and `T` is all
+    /// atomics.
+    #[inline]
+    unsafe fn ext_record<T>(&self, copy: usize, table: usize, len: usize, i: usize) -> Option<&T> {
+        if i >= len {
+            return None;
+        }
+        let off = self.layout.copy_offset[copy & 1] + table + i * size_of::<T>();
+        // SAFETY: i < len: inside the table, which the caller's contract puts
+        // inside the meta region of the copy, inside the mapping; 8-byte
+        // aligned from a 64-byte aligned copy; T is all atomics.
+        Some(unsafe { &*(self.map.base().add(off) as *const T) })
+    }
+
     /// Class record `i` (< class_capacity) of a copy.
     #[inline]
     pub(crate) fn class(&self, copy: usize, i: usize) -> Option<&ClassRaw> {
         let x = self.layout.ext?;
-        if i >= x.class_capacity {
-            return None;
-        }
-        let off = self.layout.copy_offset[copy & 1] + x.classes_offset + i * size_of::<ClassRaw>();
-        // SAFETY: i < class_capacity: inside the class table, which ends at
-        // map_slots_offset ≤ meta_ext_end ≤ meta_bytes; classes_offset and
-        // the record size are multiples of 8; all atomics.
-        Some(unsafe { &*(self.map.base().add(off) as *const ClassRaw) })
+        // SAFETY: the class table ends at map_slots_offset ≤ meta_ext_end ≤
+        // meta_bytes; classes_offset and the record size are multiples of 8;
+        // all atomics.
+        unsafe { self.ext_record(copy, x.classes_offset, x.class_capacity, i) }
     }
 
     /// Slot `i` (reduced modulo map_slots) of the peer → class map.
@@ -197,14 +213,10 @@ impl Seg {
     #[inline]
     pub(crate) fn map_record(&self, copy: usize, i: usize) -> Option<&MapRaw> {
         let x = self.layout.ext?;
-        if i >= x.map_capacity {
-            return None;
-        }
-        let off =
-            self.layout.copy_offset[copy & 1] + x.map_records_offset + i * size_of::<MapRaw>();
-        // SAFETY: i < map_capacity: inside the record array, which ends at
-        // meta_ext_end ≤ meta_bytes; 8-byte aligned; all atomics.
-        Some(unsafe { &*(self.map.base().add(off) as *const MapRaw) })
+        // SAFETY: the record array ends at meta_ext_end ≤ meta_bytes;
+        // map_records_offset and the record size are multiples of 8; all
+        // atomics.
+        unsafe { self.ext_record(copy, x.map_records_offset, x.map_capacity, i) }
     }
 }
 
@@ -228,6 +240,8 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         return Err("file shorter than the header");
     }
     let h = header_of(map);
+    // A u32 header word as a size or count.
+    let n = |w: &AtomicU32| w.load(Relaxed) as usize;
     if h.magic.load(Relaxed) != MAGIC {
         return Err("bad magic");
     }
@@ -238,18 +252,15 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
     if caps & CAP_INCOMPAT_MASK & !CAP_INCOMPAT_KNOWN != 0 {
         return Err("unknown incompatible capability bits");
     }
-    if h.max_ranges.load(Relaxed) as usize != MAX_RANGES
-        || h.max_curve.load(Relaxed) as usize != MAX_CURVE
-        || h.max_ci.load(Relaxed) as usize != MAX_CI
-    {
+    if n(&h.max_ranges) != MAX_RANGES || n(&h.max_curve) != MAX_CURVE || n(&h.max_ci) != MAX_CI {
         return Err("per-entry capacities differ from this ABI");
     }
     let layout = Layout::from_params(
-        h.capacity_entries.load(Relaxed) as usize,
-        h.hash_slots.load(Relaxed) as usize,
-        h.header_bytes.load(Relaxed) as usize,
-        h.meta_bytes.load(Relaxed) as usize,
-        h.entry_bytes.load(Relaxed) as usize,
+        n(&h.capacity_entries),
+        n(&h.hash_slots),
+        n(&h.header_bytes),
+        n(&h.meta_bytes),
+        n(&h.entry_bytes),
     )
     .ok_or("sizes out of range")?;
     if h.copy_bytes.load(Relaxed) != layout.copy_bytes as u64
@@ -270,19 +281,15 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
         return Err("ABI 1.1 segment without its header extension");
     }
     let hx = header_ext_of(map);
-    if hx.transport_records.load(Relaxed) as usize != TRANSPORT_RECORDS
-        || hx.max_latency.load(Relaxed) as usize != MAX_LATENCY
-        || hx.max_k.load(Relaxed) as usize != MAX_K
-        || hx.schemes.load(Relaxed) as usize != SCHEMES
+    if n(&hx.transport_records) != TRANSPORT_RECORDS
+        || n(&hx.max_latency) != MAX_LATENCY
+        || n(&hx.max_k) != MAX_K
+        || n(&hx.schemes) != SCHEMES
     {
         return Err("ABI 1.1 record capacities differ from this reader");
     }
-    let ext = ExtLayout::new(
-        hx.class_capacity.load(Relaxed) as usize,
-        hx.map_capacity.load(Relaxed) as usize,
-        hx.map_slots.load(Relaxed) as usize,
-    )
-    .ok_or("ABI 1.1 class or map capacities out of range")?;
+    let ext = ExtLayout::new(n(&hx.class_capacity), n(&hx.map_capacity), n(&hx.map_slots))
+        .ok_or("ABI 1.1 class or map capacities out of range")?;
     let layout = Layout::from_params_ext(
         layout.capacity,
         layout.hash_slots,
@@ -297,7 +304,7 @@ fn validate_header(map: &Mapping) -> Result<Layout, &'static str> {
     }
     // ABI ≥ 1.2 with the hot table: its place follows from total_bytes.
     let layout = layout
-        .with_hot(hx.hot_record_bytes.load(Relaxed) as usize)
+        .with_hot(n(&hx.hot_record_bytes))
         .ok_or("ABI 1.2 hot-table record size out of range")?;
     let hot = layout.hot.ok_or("ABI 1.2 hot table missing")?;
     if hx.hot_offset.load(Relaxed) != hot.offset as u64
@@ -345,6 +352,24 @@ pub(crate) fn bytes_to_map(
     }
     let file = word_at((size_of::<HeaderRaw>() + offset_of!(HeaderExtRaw, file_bytes)) as u64)?;
     Ok(file.max(total_bytes))
+}
+
+/// The index a hash-slot word names when its tag (upper 32 bits) is that
+/// of `hash` (see [`slot_word`]): Ok(None) for another tag, Invalid when
+/// the index part is 0 (a word of tag | 0 is corrupt: 0 means empty only
+/// as a whole word) or the index is not below `n`, the records in use.
+#[inline]
+pub(crate) fn slot_index(v: u64, hash: u64, n: usize) -> Result<Option<usize>, LookupError> {
+    if v >> 32 != hash >> 32 {
+        return Ok(None);
+    }
+    let idx = ((v & 0xFFFF_FFFF) as usize)
+        .checked_sub(1)
+        .ok_or(LookupError::Invalid)?;
+    if idx >= n {
+        return Err(LookupError::Invalid);
+    }
+    Ok(Some(idx))
 }
 
 #[inline]

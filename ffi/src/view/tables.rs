@@ -241,13 +241,7 @@ pub(crate) fn find_class_of(
         if v == 0 {
             return Ok(None);
         }
-        if v >> 32 == hash >> 32 {
-            let idx = ((v & 0xFFFF_FFFF) as usize)
-                .checked_sub(1)
-                .ok_or(LookupError::Invalid)?;
-            if idx >= mapped {
-                return Err(LookupError::Invalid);
-            }
+        if let Some(idx) = slot_index(v, hash, mapped)? {
             let rec = seg.map_record(c, idx).ok_or(LookupError::Invalid)?;
             let info = rec.info.load(Relaxed);
             if rec.hash.load(Relaxed) == hash

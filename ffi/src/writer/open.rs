@@ -110,11 +110,13 @@ impl SegmentWriter {
         self.replaced.as_deref()
     }
 
+    /// A writer of the segment `name` in `dir` with nothing inserted yet.
     fn blank(
         seg: Seg,
         file: File,
         lock: File,
-        path: PathBuf,
+        dir: &Dir,
+        name: &OsStr,
         node_name: &str,
         clock_desc: &str,
     ) -> SegmentWriter {
@@ -124,7 +126,7 @@ impl SegmentWriter {
             _file: file,
             _lock: lock,
             replaced: None,
-            path,
+            path: dir.path().join(name),
             entries: Vec::new(),
             by_key: HashMap::new(),
             table: vec![0; l.hash_slots],
@@ -193,14 +195,7 @@ impl SegmentWriter {
         let Ok((transports, classes, map)) = read_back_ext(&seg, c) else {
             return Ok(Err(lock));
         };
-        let mut w = Self::blank(
-            seg,
-            file,
-            lock,
-            dir.path().join(name),
-            node_name,
-            clock_desc,
-        );
+        let mut w = Self::blank(seg, file, lock, dir, name, node_name, clock_desc);
         w.seq = seq;
         let filled = data.into_iter().all(|d| w.insert_slot(d).is_ok())
             && transports
@@ -301,14 +296,7 @@ impl SegmentWriter {
                 return Err(e);
             }
         };
-        let mut w = Self::blank(
-            seg,
-            file,
-            lock,
-            dir.path().join(name),
-            node_name,
-            clock_desc,
-        );
+        let mut w = Self::blank(seg, file, lock, dir, name, node_name, clock_desc);
         w.replaced = replaced;
         let h = w.seg.header();
         h.generation.store(w.generation, Ordering::Relaxed);
