@@ -202,14 +202,9 @@ fn a_replayed_client_hello_earns_a_server_hello_and_nothing_else() {
 #[test]
 fn idle_connections_end_at_the_first_byte_deadline_and_the_oldest_is_evicted() {
     let _one = one_server_at_a_time();
-    let mut scfg = ServerConfig::new("srv", key());
-    scfg.max_pending_per_source = 4;
-    scfg.max_pending = 6;
     // Deadlines long enough that only eviction ends a connection while the
     // test looks; the default first-byte deadline is checked at the end.
-    scfg.timeouts.first_byte = Duration::from_secs(10);
-    scfg.timeouts.handshake = Duration::from_secs(10);
-    let server = ControlServer::bind("127.0.0.1:0", scfg, |_: &str, m: Msg| Some(m)).unwrap();
+    let server = evicting_echo_server(6, 4);
     let addr = server.local_addr();
     let src = |s: &str| Some(s.parse::<IpAddr>().unwrap());
     let open = |from: Option<IpAddr>| {
