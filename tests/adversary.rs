@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::NGCTL;
+use common::{ngctl, NGCTL};
 use hostile::*;
 use netgauged::control::{
     ConnConfig, Connection, ControlServer, Hello, Msg, ServerConfig, Timeouts,
@@ -413,11 +413,7 @@ fn the_daemon_answers_status_and_a_clean_stop_shows_as_one() {
     let (took, st) = daemon.sigterm();
     assert!(st.success(), "{}", daemon.log());
     eprintln!("stopped {took:?} after SIGTERM");
-    let out = Command::new(NGCTL)
-        .args(["status", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
+    let out = ngctl(&["status", "--shm", seg.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     // Exit code 3: the daemon is not running (README, "Exit codes").
     assert_eq!(out.status.code(), Some(3));
@@ -747,11 +743,7 @@ fn a_corrupt_history_file_is_reported_and_replaced_and_the_daemon_runs() {
         Some(file.to_str().unwrap())
     );
     // Nothing recorded of p1 yet: exit 5, saying what the file holds.
-    let out = Command::new(NGCTL)
-        .args(["history", "p1", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
+    let out = ngctl(&["history", "p1", "--shm", seg.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(
