@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::NGCTL;
+use common::{ngctl, NGCTL};
 use hostile::*;
 use netgauged::control::{
     ConnConfig, Connection, ControlServer, Hello, Msg, ServerConfig, Timeouts,
@@ -202,14 +202,9 @@ fn a_replayed_client_hello_earns_a_server_hello_and_nothing_else() {
 #[test]
 fn idle_connections_end_at_the_first_byte_deadline_and_the_oldest_is_evicted() {
     let _one = one_server_at_a_time();
-    let mut scfg = ServerConfig::new("srv", key());
-    scfg.max_pending_per_source = 4;
-    scfg.max_pending = 6;
     // Deadlines long enough that only eviction ends a connection while the
     // test looks; the default first-byte deadline is checked at the end.
-    scfg.timeouts.first_byte = Duration::from_secs(10);
-    scfg.timeouts.handshake = Duration::from_secs(10);
-    let server = ControlServer::bind("127.0.0.1:0", scfg, |_: &str, m: Msg| Some(m)).unwrap();
+    let server = evicting_echo_server(6, 4);
     let addr = server.local_addr();
     let src = |s: &str| Some(s.parse::<IpAddr>().unwrap());
     let open = |from: Option<IpAddr>| {
@@ -418,11 +413,7 @@ fn the_daemon_answers_status_and_a_clean_stop_shows_as_one() {
     let (took, st) = daemon.sigterm();
     assert!(st.success(), "{}", daemon.log());
     eprintln!("stopped {took:?} after SIGTERM");
-    let out = Command::new(NGCTL)
-        .args(["status", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
+    let out = ngctl(&["status", "--shm", seg.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     // Exit code 3: the daemon is not running (README, "Exit codes").
     assert_eq!(out.status.code(), Some(3));
@@ -752,11 +743,7 @@ fn a_corrupt_history_file_is_reported_and_replaced_and_the_daemon_runs() {
         Some(file.to_str().unwrap())
     );
     // Nothing recorded of p1 yet: exit 5, saying what the file holds.
-    let out = Command::new(NGCTL)
-        .args(["history", "p1", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
+    let out = ngctl(&["history", "p1", "--shm", seg.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(

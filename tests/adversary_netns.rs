@@ -110,6 +110,27 @@ impl Hosts {
     fn control(&self, i: usize) -> SocketAddr {
         format!("{}:7470", self.addr(i)).parse().unwrap()
     }
+
+    /// The configurations of hosts 0 and 1, each the other's only peer.
+    fn pair_configs(&self, dir: &Path, extra: &str) -> Vec<PathBuf> {
+        (0..2)
+            .map(|i| config(dir, i, self.control(i), &[(1 - i, self.addr(1 - i))], extra))
+            .collect()
+    }
+
+    /// Daemons on hosts 0 and 1 with `cfgs`, host i logging to `<tag>i.log`.
+    fn start_pair(&self, d: &Scratch, cfgs: &[PathBuf], tag: &str) -> Vec<Daemon> {
+        (0..2)
+            .map(|i| {
+                Daemon::start(
+                    Some(&self.names[i]),
+                    &cfgs[i],
+                    &[],
+                    &d.at(&format!("{tag}{i}.log")),
+                )
+            })
+            .collect()
+    }
 }
 
 impl Drop for Hosts {
@@ -418,9 +439,7 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
     // (not 10 s): the first sweep starts sooner, and it outlasts its round
     // anyway.
     let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 1048576\nfanout_interval_s = 0\n[schedule]\nround_s = 4.0\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
-    let cfgs: Vec<PathBuf> = (0..2)
-        .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
-        .collect();
+    let cfgs = h.pair_configs(&d.0, extra);
     let stop = |what: &str, daemon: &mut Daemon| {
         let (t, st) = daemon.sigterm();
         eprintln!("{what}: exited {t:?} after SIGTERM ({st})");
@@ -440,16 +459,7 @@ fn sigterm_ends_the_daemon_within_2_s_in_every_state() {
 
     // Driving and serving a sweep, each side once.
     for victim in ["driver", "responder"] {
-        let mut ds: Vec<Daemon> = (0..2)
-            .map(|i| {
-                Daemon::start(
-                    Some(&h.names[i]),
-                    &cfgs[i],
-                    &[],
-                    &d.at(&format!("{victim}{i}.log")),
-                )
-            })
-            .collect();
+        let mut ds = h.start_pair(&d, &cfgs, victim);
         let drv = wait_for(Duration::from_secs(60), || driver_now([&ds[0], &ds[1]]))
             .unwrap_or_else(|| panic!("no sweep started:\n{}\n{}", ds[0].log(), ds[1].log()));
         std::thread::sleep(Duration::from_millis(1500));
@@ -511,21 +521,8 @@ fn a_daemon_restarted_on_a_changed_link_never_publishes_old_values_as_current() 
     // daemon's bucket starts empty, and a class sweep (100 MB) waits until
     // the bucket would still hold two more after it: 3 s at 100 MB/s.
     let extra = "recheck_interval_s = 2.0\nbudget_bytes_per_s = 1000000000\nmax_size_bytes = 262144\nmax_reps = 12\nfanout_interval_s = 0\n[schedule]\nround_s = 4.0\nbackoff_min_s = 2.0\nbackoff_max_s = 8.0";
-    let cfgs: Vec<PathBuf> = (0..2)
-        .map(|i| config(&d.0, i, h.control(i), &[(1 - i, h.addr(1 - i))], extra))
-        .collect();
-    let start = |tag: &str| -> Vec<Daemon> {
-        (0..2)
-            .map(|i| {
-                Daemon::start(
-                    Some(&h.names[i]),
-                    &cfgs[i],
-                    &[],
-                    &d.at(&format!("{tag}{i}.log")),
-                )
-            })
-            .collect()
-    };
+    let cfgs = h.pair_configs(&d.0, extra);
+    let start = |tag: &str| h.start_pair(&d, &cfgs, tag);
     let phase = Instant::now();
     let mut ds = start("fast");
     let fast = wait_for(Duration::from_secs(300), || {

@@ -2,10 +2,8 @@
 //! uses `ngctl probe --json`'s field names; a missing or corrupt segment is
 //! one clear line and a non-zero exit.
 
-use std::process::Command;
-
 mod common;
-use common::{dump_json, json_of, sim_probe, tmp_path, NGCTL};
+use common::{dump_json, json_of, ngctl, sim_probe, tmp_path};
 use netgauged::model::fit::FIRST_RANGE_KEYS;
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -29,11 +27,7 @@ fn published_sim_probe_dumps_with_probe_field_names() {
     }
     assert_eq!(e["ranges"], p["ranges"]);
     assert_eq!(e["S_bytes"], 12288);
-    let human = Command::new(NGCTL)
-        .args(["dump", "--shm"])
-        .arg(&seg)
-        .output()
-        .unwrap();
+    let human = ngctl(&["dump", "--shm", seg.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
         text.contains("sim over sim") && text.contains("12288 B"),
@@ -53,11 +47,7 @@ fn missing_or_corrupt_segments_are_one_clear_line() {
         (&corrupt, "invalid segment", 1),
     ] {
         for cmd in ["dump", "status"] {
-            let out = Command::new(NGCTL)
-                .args([cmd, "--shm"])
-                .arg(path)
-                .output()
-                .unwrap();
+            let out = ngctl(&[cmd, "--shm", path.to_str().unwrap()]);
             assert_eq!(out.status.code(), Some(code), "{cmd} on {path:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(err.trim_end().lines().count(), 1, "{cmd}: {err}");

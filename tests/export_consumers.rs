@@ -103,6 +103,14 @@ fn convex_entry() -> EntryData {
     }
 }
 
+/// The directory `ng-<tool>-<pid>` under the system's temporary
+/// directory, created if need be.
+fn scratch_dir(tool: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ng-{tool}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn args(format: Format) -> ExportArgs {
     common::export_args(format, "udp", &[2, 4, 8, 16, 32, 64, 128])
 }
@@ -260,8 +268,7 @@ fn run_loggopsim(goal: &str, flags: &str, dir: &Path) -> Vec<u64> {
     ignore = "needs LogGOPSim, which the project does not ship: LOGGOPSIM=… TXT2BIN=… bash bench/exports.sh"
 )]
 fn loggopsim_reproduces_the_model_within_one_percent() {
-    let dir = std::env::temp_dir().join(format!("ng-loggopsim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("loggopsim");
     let mut worst = 0.0f64;
     for e in [sim_entry(), fast_entry()] {
         let sets = loggopsim::flag_sets(&e).unwrap();
@@ -477,8 +484,7 @@ fn needs_every_rank(alg: &str) -> bool {
     ignore = "needs MPICH 4.0 (mpicc.mpich, mpirun.mpich: scripts/install-deps.sh)"
 )]
 fn mpich_starts_with_the_json_and_applies_its_small_communicator_rule() {
-    let dir = std::env::temp_dir().join(format!("ng-mpich-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("mpich");
     let exe = build_colls("mpicc.mpich", &dir);
     let text = export::render(&args(Format::MpichJson), &sim_entry(), &[], None).unwrap();
     let tree: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -516,8 +522,7 @@ fn mpich_starts_with_the_json_and_applies_its_small_communicator_rule() {
     ignore = "needs Open MPI 4.1 (mpicc.openmpi, mpirun.openmpi: scripts/install-deps.sh)"
 )]
 fn open_mpi_reads_and_applies_the_rules_file() {
-    let dir = std::env::temp_dir().join(format!("ng-ompi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("ompi");
     let exe = build_colls("mpicc.openmpi", &dir);
     // No margin: where a segmented chain is predicted faster, it is taken.
     let mut a = args(Format::OmpiRules);
@@ -675,8 +680,7 @@ fn smpirun(dir: &Path, xml: &str, ranks: u32, exe: &Path, args: &[String]) -> Ve
     ignore = "needs SimGrid's SMPI (smpicc, smpirun: libsimgrid-dev, scripts/install-deps.sh)"
 )]
 fn smpi_reproduces_the_model_and_the_measured_sharing() {
-    let dir = std::env::temp_dir().join(format!("ng-smpi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("smpi");
     let pingpong = smpicc(&dir, "smpi_pingpong");
     let conflict = smpicc(&dir, "smpi_conflict");
     let mut a = args(Format::Smpi);

@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use hostile::*;
-use netgauged::control::{ConnConfig, Connection, ControlServer, Hello, Msg, ServerConfig};
+use netgauged::control::{ConnConfig, Connection, Hello, Msg};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 /// The highest descriptor this process has open.
@@ -69,13 +69,8 @@ fn fill_descriptors() -> Vec<File> {
 
 #[test]
 fn out_of_descriptors_a_floods_oldest_makes_room_and_the_listener_rests() {
-    let mut scfg = ServerConfig::new("srv", key());
-    scfg.max_pending = 1024;
-    scfg.max_pending_per_source = 1024;
     // Deadlines long enough that only eviction ends a connection here.
-    scfg.timeouts.first_byte = Duration::from_secs(10);
-    scfg.timeouts.handshake = Duration::from_secs(10);
-    let server = ControlServer::bind("127.0.0.1:0", scfg, |_: &str, m: Msg| Some(m)).unwrap();
+    let server = evicting_echo_server(1024, 1024);
     let addr = server.local_addr();
     // The oldest from one source (a peer mid-handshake), then three from
     // another (a flood).

@@ -5,14 +5,10 @@
 use std::process::Command;
 
 mod common;
-use common::{dump_json, json_of, sim_probe, stdout_of, tmp_path, NGCTL};
+use common::{dump_json, json_of, ngctl, sim_probe, stdout_of, tmp_path, NGCTL};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     tmp_path("ngfit", name)
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(NGCTL).args(args).output().expect("ngctl")
 }
 
 #[test]
@@ -81,7 +77,7 @@ fn files_without_raw_samples_are_refused_clearly() {
     let probe = stdout_of(Command::new(NGCTL).args(["probe", "--transport", "sim", "--json"]));
     let no_raw = tmp("noraw.json");
     std::fs::write(&no_raw, probe).unwrap();
-    let out = run(&["fit", no_raw.to_str().unwrap()]);
+    let out = ngctl(&["fit", no_raw.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -91,7 +87,7 @@ fn files_without_raw_samples_are_refused_clearly() {
 
     let garbage = tmp("garbage.json");
     std::fs::write(&garbage, b"{\"raw\": {\"sizes\": 7}}").unwrap();
-    let out = run(&["fit", garbage.to_str().unwrap()]);
+    let out = ngctl(&["fit", garbage.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -100,7 +96,7 @@ fn files_without_raw_samples_are_refused_clearly() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 
-    let out = run(&["fit", "/nonexistent/p.json"]);
+    let out = ngctl(&["fit", "/nonexistent/p.json"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/p.json"));
     let _ = std::fs::remove_file(&no_raw);

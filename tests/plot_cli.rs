@@ -271,25 +271,27 @@ fn bad_input_fails_clearly_with_the_documented_codes() {
     std::fs::create_dir_all(&dir).unwrap();
     let img = dir.join("x.svg");
     let img_s = img.to_str().unwrap();
-    // A malformed probe file: failure (1), and why.
-    let junk = dir.join("junk.json");
-    std::fs::write(&junk, "{ not json").unwrap();
-    let out = ngctl(&["plot", junk.to_str().unwrap(), "-o", img_s]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("is not the JSON of `ngctl probe --json --raw`"),
-        "{}",
-        text(&out.stderr)
+    // A probe file `contents` named `name` fails (1) and says `why`; the
+    // file stays for the checks below.
+    let fails_with = |name: &str, contents: &str, why: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, contents).unwrap();
+        let out = ngctl(&["plot", file.to_str().unwrap(), "-o", img_s]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+        file
+    };
+    // A malformed probe file.
+    let junk = fails_with(
+        "junk.json",
+        "{ not json",
+        "is not the JSON of `ngctl probe --json --raw`",
     );
     // A probe saved without --raw.
-    let plain = dir.join("plain.json");
-    std::fs::write(&plain, "{\"transport\": \"sim\"}").unwrap();
-    let out = ngctl(&["plot", plain.to_str().unwrap(), "-o", img_s]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("has no raw samples"),
-        "{}",
-        text(&out.stderr)
+    fails_with(
+        "plain.json",
+        "{\"transport\": \"sim\"}",
+        "has no raw samples",
     );
     // No segment (4); no such peer (5, the entries listed by name).
     let seg = dir.join("segment");

@@ -17,12 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::config::{Config, PeerConfig};
-use super::{Shutdown, FALLBACK};
+use super::config::{wants_transport, Config, PeerConfig};
+use super::Shutdown;
 use crate::cluster::peers::{ExplicitPeer, PeerSet, PeerSources};
 use crate::cluster::rounds::{ClassId, Membership, ALL_GROUP, UNPLACED_GROUP};
 use crate::cluster::topology::Topology;
-use crate::transport::kind::PeerEndpoint;
 use crate::transport::Kind;
 
 /// One peer of this node, as the daemon runs it.
@@ -42,14 +41,7 @@ pub(super) struct Peer {
 impl Peer {
     /// Does the configuration ask for `kind` toward this peer?
     pub fn wants(&self, kind: Kind) -> bool {
-        match &self.transports {
-            Some(list) => list.iter().any(|t| t == kind.name()),
-            None => {
-                kind == FALLBACK
-                    || (kind.descriptor().endpoint == PeerEndpoint::MacOnLink
-                        && self.interface.is_some())
-            }
-        }
+        wants_transport(self.transports.as_deref(), self.interface.is_some(), kind)
     }
 }
 

@@ -182,6 +182,13 @@ mod tests {
         }
     }
 
+    /// Polls every `poll` ms; ends after `idle` ms without a message.
+    fn idle_exit_ms(poll: u64, idle: u64) -> ServePolicy<'static> {
+        let mut p = ServePolicy::new(Duration::from_millis(poll));
+        p.idle_exit = Some(Duration::from_millis(idle));
+        p
+    }
+
     fn script(events: &[Option<Result<bool, ()>>]) -> Script {
         Script {
             events: events
@@ -209,9 +216,7 @@ mod tests {
     fn a_failed_answer_loses_its_burst_and_the_responder_serves_on() {
         let mut l = script(&[ASK, ASK, ASK, QUIET]);
         l.fail_sends = 1;
-        let mut p = ServePolicy::new(Duration::from_millis(1));
-        p.idle_exit = Some(Duration::from_millis(1));
-        let s = serve(&mut l, p).unwrap();
+        let s = serve(&mut l, idle_exit_ms(1, 1)).unwrap();
         assert_eq!(s.ended, Ended::Idle);
         assert_eq!(
             (s.stats.messages, s.stats.answers, s.stats.send_failures),
@@ -223,9 +228,7 @@ mod tests {
     #[test]
     fn idle_exit_counts_silence_since_the_last_message() {
         let mut l = script(&[QUIET, MSG, ASK, QUIET, QUIET, MSG, QUIET, QUIET, QUIET]);
-        let mut p = ServePolicy::new(Duration::from_millis(100));
-        p.idle_exit = Some(Duration::from_millis(250));
-        let s = serve(&mut l, p).unwrap();
+        let s = serve(&mut l, idle_exit_ms(100, 250)).unwrap();
         assert_eq!(s.ended, Ended::Idle);
         // Three silences after the last message, and nothing left over.
         assert_eq!(
@@ -247,9 +250,7 @@ mod tests {
             (Ended::SessionEnded, 1, 2)
         );
         let mut l = script(&[ASK, GONE, ASK, QUIET]);
-        let mut p = ServePolicy::new(Duration::from_millis(1));
-        p.idle_exit = Some(Duration::from_millis(1));
-        let s = serve(&mut l, p).unwrap();
+        let s = serve(&mut l, idle_exit_ms(1, 1)).unwrap();
         assert_eq!((s.ended, s.stats.answers), (Ended::Idle, 2));
     }
 

@@ -68,19 +68,28 @@ fn latency_sizes_are_small_grid_sizes_spread_over_the_grid() {
     assert!(latency_sizes(&off).is_empty());
 }
 
-/// A virtual link's receive: the clock advances to the pending answer's
-/// time, or by the whole timeout when none is pending (a lost round).
+/// A virtual link's receive of an answer of `bytes` from peer 0: the
+/// clock advances to the pending answer's time, or by the whole timeout
+/// when none is pending (a lost round).
 fn answer_at(
     clock: &VirtualClock,
     at: Option<f64>,
     timeout: Duration,
-) -> Result<(), TransportError> {
+    bytes: usize,
+    counters: &mut Counters,
+) -> Result<Received, TransportError> {
     let Some(at) = at else {
         clock.advance_to_ns(clock.now_ns() + timeout.as_nanos() as f64);
         return Err(TransportError::Timeout(timeout));
     };
     clock.advance_to_ns(at);
-    Ok(())
+    counters.received(bytes);
+    Ok(Received {
+        peer: 0,
+        bytes,
+        meta: Meta::default(),
+        overhead_ns: 0.0,
+    })
 }
 
 /// A one-peer link on virtual time whose round trip doubles once it has
@@ -138,15 +147,9 @@ impl Transport for ModeLink {
         _from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        answer_at(&self.clock, self.pending_ns.take(), timeout)?;
         let bytes = *self.answered.last().unwrap_or(&0);
-        self.counters.received(bytes);
-        Ok(Received {
-            peer: 0,
-            bytes,
-            meta: Meta::default(),
-            overhead_ns: 0.0,
-        })
+        let at = self.pending_ns.take();
+        answer_at(&self.clock, at, timeout, bytes, &mut self.counters)
     }
     fn counters(&self) -> Counters {
         self.counters
@@ -279,14 +282,8 @@ impl Transport for UnsettledLink {
         _from: Option<PeerId>,
         timeout: Duration,
     ) -> Result<Received, TransportError> {
-        answer_at(&self.clock, self.pending_ns.take(), timeout)?;
-        self.counters.received(64);
-        Ok(Received {
-            peer: 0,
-            bytes: 64,
-            meta: Meta::default(),
-            overhead_ns: 0.0,
-        })
+        let at = self.pending_ns.take();
+        answer_at(&self.clock, at, timeout, 64, &mut self.counters)
     }
     fn counters(&self) -> Counters {
         self.counters

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netgauged::control::{ClusterKey, ConnConfig, Connection};
+use netgauged::control::{ClusterKey, ConnConfig, Connection, ControlServer, Msg, ServerConfig};
 
 pub const NETGAUGED: &str = env!("CARGO_BIN_EXE_netgauged");
 pub const NGCTL_PATH: &str = env!("CARGO_BIN_EXE_ngctl");
@@ -27,6 +27,19 @@ pub fn key() -> ClusterKey {
         .map(|i| u8::from_str_radix(&KEY_HEX[i..i + 2], 16).unwrap())
         .collect();
     ClusterKey::from_bytes(&b).unwrap()
+}
+
+/// An echo server on 127.0.0.1 whose pre-authentication table holds at
+/// most `max_pending` connections, `per_source` of one source address,
+/// with handshake deadlines (10 s) long enough that only eviction ends a
+/// pending connection while a test looks.
+pub fn evicting_echo_server(max_pending: usize, per_source: usize) -> ControlServer {
+    let mut scfg = ServerConfig::new("srv", key());
+    scfg.max_pending = max_pending;
+    scfg.max_pending_per_source = per_source;
+    scfg.timeouts.first_byte = Duration::from_secs(10);
+    scfg.timeouts.handshake = Duration::from_secs(10);
+    ControlServer::bind("127.0.0.1:0", scfg, |_: &str, m: Msg| Some(m)).unwrap()
 }
 
 /// A scratch directory (mode 0755, this user's) removed on drop.

@@ -5,6 +5,16 @@ use crate::cluster::schedule::{
 };
 
 const MB: u64 = 1_000_000;
+/// A re-check of a megabyte that agreed with its reference.
+const AGREED: Outcome = Outcome::Rechecked {
+    agrees: true,
+    bytes: MB,
+};
+/// A re-check of a megabyte that disagreed with its reference.
+const DISAGREED: Outcome = Outcome::Rechecked {
+    agrees: false,
+    bytes: MB,
+};
 
 fn costs() -> CostTable {
     CostTable::uniform(JobCosts {
@@ -166,10 +176,7 @@ fn a_measured_pair_is_not_due_before_its_interval() {
     let job = job_of(p);
     let o = match job {
         Job::FullSweep(_) => Outcome::Swept { bytes: MB },
-        _ => Outcome::Rechecked {
-            agrees: true,
-            bytes: MB,
-        },
+        _ => AGREED,
     };
     c.record(0, &s, o, s.start_s + 1.0);
     // Four members meet every few rounds; the pair is not due for an hour.
@@ -190,15 +197,7 @@ fn a_pair_rechecked_against_nothing_stays_due_for_its_sweep() {
     let mut c = Cluster::new(4, thrifty());
     let (s, p) = c.drive(0, 1, 0);
     assert_eq!(job_of(p), Job::Recheck(Reference::Nothing));
-    c.record(
-        0,
-        &s,
-        Outcome::Rechecked {
-            agrees: true,
-            bytes: MB,
-        },
-        s.start_s + 0.3,
-    );
+    c.record(0, &s, AGREED, s.start_s + 0.3);
     // Its points validate nothing: the pair's next meeting once the bucket
     // has filled (well within `pair_recheck_s`) sweeps it for the class,
     // rather than finding it not due for an hour.
@@ -216,15 +215,7 @@ fn a_pair_only_validated_against_its_class_stays_due_for_its_own_sweep() {
     c.record(0, &s, Outcome::Swept { bytes: 90 * MB }, s.start_s + 1.0);
     let (s2, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
-    c.record(
-        0,
-        &s2,
-        Outcome::Rechecked {
-            agrees: true,
-            bytes: MB,
-        },
-        s2.start_s + 0.3,
-    );
+    c.record(0, &s2, AGREED, s2.start_s + 0.3);
     // It agreed, but the pair has no sweep of its own: its next meeting
     // once the bucket can pay (within `pair_recheck_s`) sweeps it, rather
     // than finding it not due until the interval has passed.
@@ -258,10 +249,7 @@ fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
     let (s, p) = c.drive(0, 2, 100);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
     let t = s.start_s + 0.3;
-    let d = Outcome::Rechecked {
-        agrees: false,
-        bytes: MB,
-    };
+    let d = DISAGREED;
     assert_eq!(c.record(0, &s, d, t), Some(Job::Confirm(Reference::Class)));
     assert_eq!(
         c.record(0, &s, d, t + 0.3),
@@ -283,10 +271,7 @@ fn a_confirmed_disagreement_gets_the_pair_its_own_sweep() {
         c.record(0, &s, d, s.start_s + 0.3),
         Some(Job::Confirm(Reference::Class))
     );
-    let ok = Outcome::Rechecked {
-        agrees: true,
-        bytes: MB,
-    };
+    let ok = AGREED;
     assert_eq!(c.record(0, &s, ok, s.start_s + 0.6), None);
     assert!(c.nodes[0].measured_s(3).is_some());
 }
@@ -307,15 +292,7 @@ fn failures_back_off_declines_do_not() {
     // ... and the peer is tried again after it, picked up when it answers.
     let (s3, p) = c.drive(0, 1, s.round + 51);
     assert!(matches!(p, Plan::Drive { .. }), "{p:?}");
-    c.record(
-        0,
-        &s3,
-        Outcome::Rechecked {
-            agrees: true,
-            bytes: MB,
-        },
-        s3.start_s + 1.0,
-    );
+    c.record(0, &s3, AGREED, s3.start_s + 1.0);
     assert!(c.nodes[0].measured_s(1).is_some());
     // A quiet partner declines: no backoff, no failure.
     let (s4, _) = c.drive(0, 2, 100);
@@ -480,10 +457,7 @@ fn swept_pair_rechecked_where_sweeps_outlast_a_round() -> (Cluster, Slot, Outcom
     c.costs.inter.full.seconds = 30.0 * round_s;
     let (s, p) = c.drive(0, 1, s.round + 1);
     assert_eq!(job_of(p), Job::Recheck(Reference::Pair));
-    let d = Outcome::Rechecked {
-        agrees: false,
-        bytes: MB,
-    };
+    let d = DISAGREED;
     (c, s, d)
 }
 
@@ -690,10 +664,7 @@ fn the_owning_schedule_runs_a_pair_of_nodes() {
                         nodes[p].served(MB);
                         match job {
                             Job::FullSweep(_) => Outcome::Swept { bytes: MB },
-                            _ => Outcome::Rechecked {
-                                agrees: true,
-                                bytes: MB,
-                            },
+                            _ => AGREED,
                         }
                     }
                     Err(d) => Outcome::Declined(d),
@@ -737,10 +708,7 @@ fn a_repair_the_budget_cannot_pay_waits_for_the_next_meeting() {
     let view = c.view(&plan);
     let p = n.plan(&view, &s, s.start_s, false);
     assert_eq!(job_of(p), Job::Recheck(Reference::Class));
-    let d = Outcome::Rechecked {
-        agrees: false,
-        bytes: MB,
-    };
+    let d = DISAGREED;
     let t = s.start_s + 0.3;
     assert_eq!(n.record(&view, d, t), Some(Job::Confirm(Reference::Class)));
     assert_eq!(n.record(&view, d, t + 0.3), None);

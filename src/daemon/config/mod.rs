@@ -285,13 +285,22 @@ pub struct PeerConfig {
 impl PeerConfig {
     /// Does the configuration ask for `kind` toward this peer?
     pub fn wants(&self, kind: Kind) -> bool {
-        match &self.transports {
-            Some(list) => list.iter().any(|t| t == kind.name()),
-            None => {
-                kind == super::FALLBACK
-                    || (kind.descriptor().endpoint == PeerEndpoint::MacOnLink
-                        && self.interface.is_some())
-            }
+        wants_transport(self.transports.as_deref(), self.interface.is_some(), kind)
+    }
+}
+
+/// Whether a peer's `transports` ask for `kind`: by name, or without a
+/// list, the fallback and, where the peer has an interface, raw Ethernet.
+pub(in crate::daemon) fn wants_transport(
+    transports: Option<&[String]>,
+    has_interface: bool,
+    kind: Kind,
+) -> bool {
+    match transports {
+        Some(list) => list.iter().any(|t| t == kind.name()),
+        None => {
+            kind == super::FALLBACK
+                || (kind.descriptor().endpoint == PeerEndpoint::MacOnLink && has_interface)
         }
     }
 }

@@ -455,36 +455,34 @@ fn entry(f: &mut Families, e: &EntryData, snap: &Snapshot<'_>) {
         );
     }
 
-    // Provenance and staleness.
-    f.gauge(
-        "netgauged_entry_measured_timestamp_seconds",
-        "When the entry was measured (a restored entry keeps its original time)",
-        &base,
-        unix_s(e.measured_unix_ns),
-    );
-    if snap.with_ages {
-        f.gauge(
+    // Provenance and staleness: Unix or elapsed nanoseconds, exported in
+    // seconds (None: not exported).
+    for (name, help, ns) in [
+        (
+            "netgauged_entry_measured_timestamp_seconds",
+            "When the entry was measured (a restored entry keeps its original time)",
+            Some(e.measured_unix_ns),
+        ),
+        (
             "netgauged_entry_age_seconds",
             "Seconds since the entry was measured",
-            &base,
-            unix_s(snap.now_unix_ns.saturating_sub(e.measured_unix_ns)),
-        );
-    }
-    if e.ext.checked_unix_ns != 0 {
-        f.gauge(
+            snap.with_ages
+                .then_some(snap.now_unix_ns.saturating_sub(e.measured_unix_ns)),
+        ),
+        (
             "netgauged_entry_checked_timestamp_seconds",
             "Last re-check that agreed with the entry",
-            &base,
-            unix_s(e.ext.checked_unix_ns),
-        );
-    }
-    if e.ext.changed_unix_ns != 0 {
-        f.gauge(
+            Some(e.ext.checked_unix_ns).filter(|&t| t != 0),
+        ),
+        (
             "netgauged_entry_changed_timestamp_seconds",
             "Last re-check that disagreed, after which the entry was measured again",
-            &base,
-            unix_s(e.ext.changed_unix_ns),
-        );
+            Some(e.ext.changed_unix_ns).filter(|&t| t != 0),
+        ),
+    ] {
+        if let Some(ns) = ns {
+            f.gauge(name, help, &base, unix_s(ns));
+        }
     }
     for (bit, _, name) in crate::report::FLAGS {
         let Some(name) = name else { continue };

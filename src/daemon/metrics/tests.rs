@@ -143,46 +143,37 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-12 * b.abs().max(1e-300)
 }
 
+/// Asserts that the one value of `metric{labels}` is [`close`] to `want`.
+#[track_caller]
+fn assert_close(sc: &Scrape, metric: &str, labels: &[(&str, &str)], want: f64) {
+    let got = one(sc, metric, labels);
+    assert!(close(got, want), "{metric}{labels:?}: {got}, not {want}");
+}
+
 const PAIR: [(&str, &str); 2] = [("peer", "node02"), ("transport", "udp")];
 
 #[test]
 fn identified_values_in_base_units_parse_back() {
     let text = exposition(&[an_entry()], true);
     let sc = parse(&text);
-    assert!(close(one(&sc, "netgauged_eel_seconds", &PAIR), 12.3455e-6));
-    assert!(close(
-        one(&sc, "netgauged_latency_seconds", &PAIR),
-        10.3455e-6
-    ));
+    assert_close(&sc, "netgauged_eel_seconds", &PAIR, 12.3455e-6);
+    assert_close(&sc, "netgauged_latency_seconds", &PAIR, 10.3455e-6);
     let r0 = [PAIR[0], PAIR[1], ("range", "0")];
     let r1 = [PAIR[0], PAIR[1], ("range", "1")];
-    assert!(close(one(&sc, "netgauged_gap_seconds", &r0), 1.5e-6));
-    assert!(close(
-        one(&sc, "netgauged_gap_seconds_per_byte", &r0),
-        0.25e-9
-    ));
-    assert!(close(
-        one(&sc, "netgauged_bandwidth_bytes_per_second", &r0),
-        4e9
-    ));
-    assert!(close(
-        one(&sc, "netgauged_send_overhead_seconds", &r1),
-        2e-6
-    ));
-    assert!(close(
-        one(&sc, "netgauged_recv_overhead_seconds", &r1),
-        2.5e-6
-    ));
+    assert_close(&sc, "netgauged_gap_seconds", &r0, 1.5e-6);
+    assert_close(&sc, "netgauged_gap_seconds_per_byte", &r0, 0.25e-9);
+    assert_close(&sc, "netgauged_bandwidth_bytes_per_second", &r0, 4e9);
+    assert_close(&sc, "netgauged_send_overhead_seconds", &r1, 2e-6);
+    assert_close(&sc, "netgauged_recv_overhead_seconds", &r1, 2.5e-6);
     assert_eq!(one(&sc, "netgauged_range_from_bytes", &r1), 2049.0);
     assert_eq!(one(&sc, "netgauged_range_to_bytes", &r1), 131072.0);
-    assert!(close(
-        one(&sc, "netgauged_sustained_bandwidth_bytes_per_second", &PAIR),
-        0.125e9
-    ));
-    assert!(close(
-        one(&sc, "netgauged_sustained_gap_seconds_per_byte", &PAIR),
-        8e-9
-    ));
+    assert_close(
+        &sc,
+        "netgauged_sustained_bandwidth_bytes_per_second",
+        &PAIR,
+        0.125e9,
+    );
+    assert_close(&sc, "netgauged_sustained_gap_seconds_per_byte", &PAIR, 8e-9);
     // Percentiles: 0 and 100 are the minimum and the maximum.
     let hrt = |q| {
         one(
@@ -197,15 +188,19 @@ fn identified_values_in_base_units_parse_back() {
     assert!(close(hrt("100"), 41e-6));
     assert_eq!(one(&sc, "netgauged_half_round_trip_samples", &PAIR), 1000.0);
     // Staleness: timestamps, ages, flags.
-    assert!(close(
-        one(&sc, "netgauged_entry_measured_timestamp_seconds", &PAIR),
-        1.8e9 - 90.0
-    ));
-    assert!(close(one(&sc, "netgauged_entry_age_seconds", &PAIR), 90.0));
-    assert!(close(
-        one(&sc, "netgauged_entry_checked_timestamp_seconds", &PAIR),
-        1.8e9 - 10.0
-    ));
+    assert_close(
+        &sc,
+        "netgauged_entry_measured_timestamp_seconds",
+        &PAIR,
+        1.8e9 - 90.0,
+    );
+    assert_close(&sc, "netgauged_entry_age_seconds", &PAIR, 90.0);
+    assert_close(
+        &sc,
+        "netgauged_entry_checked_timestamp_seconds",
+        &PAIR,
+        1.8e9 - 10.0,
+    );
     let flag = |name| {
         one(
             &sc,
@@ -244,7 +239,7 @@ fn unidentified_values_are_absent_and_their_verdict_is_stated() {
     };
     assert_eq!(verdict("1", "g"), ("negative".to_string(), 0.0));
     assert_eq!(verdict("1", "G"), ("identified".to_string(), 1.0));
-    assert!(close(one(&sc, "netgauged_gap_seconds_per_byte", &r1), 8e-9));
+    assert_close(&sc, "netgauged_gap_seconds_per_byte", &r1, 8e-9);
     // Entry-level parameters carry no range label (empty is absent).
     let eel = find(
         &sc,
@@ -276,7 +271,7 @@ fn a_negative_value_without_a_verdict_is_not_exported_either() {
         &[PAIR[0], PAIR[1], ("range", "1")]
     )
     .is_empty());
-    assert!(close(one(&sc, "netgauged_eel_seconds", &PAIR), 12.3455e-6));
+    assert_close(&sc, "netgauged_eel_seconds", &PAIR, 12.3455e-6);
     let v = find(
         &sc,
         "netgauged_parameter_identified",
@@ -291,11 +286,8 @@ fn daemon_health_is_exposed() {
     let info = find(&sc, "netgauged_info", &[("node", "node01")]);
     assert_eq!(info.len(), 1);
     assert_eq!(info[0].labels.get("clock"), Some("tsc 2400.000000 MHz"));
-    assert!(close(one(&sc, "netgauged_heartbeat_age_seconds", &[]), 0.5));
-    assert!(close(
-        one(&sc, "netgauged_start_time_seconds", &[]),
-        1.8e9 - 100.0
-    ));
+    assert_close(&sc, "netgauged_heartbeat_age_seconds", &[], 0.5);
+    assert_close(&sc, "netgauged_start_time_seconds", &[], 1.8e9 - 100.0);
     assert_eq!(one(&sc, "netgauged_segment_entries", &[]), 1.0);
     assert_eq!(one(&sc, "netgauged_segment_readable", &[]), 1.0);
     assert_eq!(

@@ -86,6 +86,14 @@ fn point(s: u64, gap_ns: f64, n: u32) -> SizePoint {
     }
 }
 
+/// Points of a host-limited stream at the sizes 2^0 … 2^`max_k`: gap(s)
+/// = `per_msg` + `per_byte`·s, 8 repetitions each.
+fn linear_points(max_k: u32, per_msg: f64, per_byte: f64) -> Vec<SizePoint> {
+    (0..=max_k)
+        .map(|k| point(1 << k, per_msg + per_byte * f64::from(1u32 << k), 8))
+        .collect()
+}
+
 fn fit_with(points: Vec<SizePoint>) -> LogGpFit {
     crate::model::fit::fit_points_with(
         points,
@@ -140,9 +148,7 @@ fn a_token_bucket_is_recognised_and_the_sustained_rate_reported() {
 fn an_unshaped_link_has_no_regime_and_its_g_is_taken_off() {
     // A host-limited stream: gap(s) = 2 µs + 0.5 ns/B for every size and
     // every burst length.
-    let pts: Vec<SizePoint> = (0..=17u32)
-        .map(|k| point(1 << k, 2e3 + 0.5 * f64::from(1u32 << k), 8))
-        .collect();
+    let pts = linear_points(17, 2e3, 0.5);
     let fit = fit_with(pts);
     let per_msg = 2e3 + 0.5 * 131071.0;
     let b = BurstSamples {
@@ -171,9 +177,7 @@ fn an_unshaped_link_has_no_regime_and_its_g_is_taken_off() {
 
 #[test]
 fn without_long_bursts_the_largest_range_stands_in() {
-    let pts: Vec<SizePoint> = (0..=12u32)
-        .map(|k| point(1 << k, 1e3 + 2.0 * f64::from(1u32 << k), 8))
-        .collect();
+    let pts = linear_points(12, 1e3, 2.0);
     let fit = fit_with(pts);
     let k = fit.ranges.len() - 1;
     let mut ci = BTreeMap::new();
@@ -223,9 +227,7 @@ fn a_paced_link_without_a_visible_bucket_is_not_charged_a_range_intercept() {
     // shaper's 80 ns/B, but the largest range, fitted across where the
     // bucket ran out, has a line of 130 µs + 94 ns/B that is 15 % above the
     // long bursts' time at 128 KiB. The stream is paced: G = m/s.
-    let mut pts: Vec<SizePoint> = (0..=13u32)
-        .map(|k| point(1 << k, 3e3 + 80.0 * f64::from(1u32 << k), 8))
-        .collect();
+    let mut pts = linear_points(13, 3e3, 80.0);
     for &s in &[17232u64, 32768, 65536, 131072] {
         pts.push(point(s, 130e3 + 94.0 * s as f64, 8));
     }
@@ -250,9 +252,7 @@ fn a_noisy_sustained_time_invents_no_burst_regime() {
     // An unshaped link whose sweep ran at 0.55 ns/B, and long bursts that
     // read 0.95 ns/B but with no two rounds agreeing (60 µs apart): the
     // short bursts are 1.7× faster than m/s, not beyond m's interval.
-    let pts: Vec<SizePoint> = (0..=17u32)
-        .map(|k| point(1 << k, 2e3 + 0.55 * f64::from(1u32 << k), 8))
-        .collect();
+    let pts = linear_points(17, 2e3, 0.55);
     let fit = fit_with(pts);
     let noisy: &[f64] = &[0.0, 60e3];
     let b = bursts(131072, 0.95, 0.0, &[(2, noisy), (4, noisy), (8, noisy)]);

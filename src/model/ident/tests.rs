@@ -70,6 +70,27 @@ fn judged(instability: Instability) -> netgauge::ext::Identification {
     )
 }
 
+/// The verdicts on `f` with [`ci`] over a link with `traits`: no
+/// bandwidth fit, no instability.
+fn judged_over(f: &LogGpFit, traits: &LinkTraits) -> Identification {
+    identify(
+        f,
+        &ci(),
+        &BandwidthFit::default(),
+        traits,
+        Instability::None,
+        true,
+    )
+}
+
+/// Asserts the verdict on each (range, field) of `want`.
+#[track_caller]
+fn assert_ranges(id: &Identification, want: &[(usize, RangeField, Status)]) {
+    for &(i, field, status) in want {
+        assert_eq!(id.get_range(i, field), status, "range {i}, {field:?}");
+    }
+}
+
 #[test]
 fn negative_crossing_and_bound_values_are_not_identified() {
     let id = judged(Instability::None);
@@ -77,19 +98,15 @@ fn negative_crossing_and_bound_values_are_not_identified() {
     assert_eq!(id.get(Field::Eel), Status::Identified);
     assert_eq!(id.get(Field::L), not(Reason::Negative));
     assert_eq!(id.get(Field::S), not(Reason::NotApplicable));
-    assert_eq!(id.get_range(0, RangeField::Gap), Status::Identified);
-    assert_eq!(id.get_range(1, RangeField::Gap), not(Reason::Negative));
-    assert_eq!(
-        id.get_range(0, RangeField::GapPerByte),
-        not(Reason::CrossesZero)
-    );
-    assert_eq!(
-        id.get_range(0, RangeField::OSendPerByte),
-        not(Reason::AtBound)
-    );
-    assert_eq!(
-        id.get_range(0, RangeField::ORecvPerByte),
-        Status::Identified
+    assert_ranges(
+        &id,
+        &[
+            (0, RangeField::Gap, Status::Identified),
+            (1, RangeField::Gap, not(Reason::Negative)),
+            (0, RangeField::GapPerByte, not(Reason::CrossesZero)),
+            (0, RangeField::OSendPerByte, not(Reason::AtBound)),
+            (0, RangeField::ORecvPerByte, Status::Identified),
+        ],
     );
     assert_eq!(
         id.get(Field::SustainedG),
@@ -118,58 +135,29 @@ fn receive_overheads_the_transport_lacks_are_said_so() {
         rendezvous: false,
         credit: false,
     };
-    let id = identify(
-        &fit(),
-        &ci(),
-        &BandwidthFit::default(),
-        &one_sided,
-        Instability::None,
-        true,
-    );
+    let id = judged_over(&fit(), &one_sided);
     let not = Status::NotIdentified;
-    assert_eq!(
-        id.get_range(0, RangeField::ORecv),
-        not(Reason::NotApplicable)
-    );
-    assert_eq!(
-        id.get_range(1, RangeField::ORecvPerByte),
-        not(Reason::NotApplicable)
+    assert_ranges(
+        &id,
+        &[
+            (0, RangeField::ORecv, not(Reason::NotApplicable)),
+            (1, RangeField::ORecvPerByte, not(Reason::NotApplicable)),
+        ],
     );
     // Two-sided, but no o_r reported anywhere: not measured.
     let mut f = fit();
     for p in &mut f.points {
         p.o_r_ns = 0.0;
     }
-    let id = identify(
-        &f,
-        &ci(),
-        &BandwidthFit::default(),
-        &udp(),
-        Instability::None,
-        true,
-    );
+    let id = judged_over(&f, &udp());
     assert_eq!(id.get_range(0, RangeField::ORecv), not(Reason::NotMeasured));
     // A rendezvous transport with S found, and one without.
     let mpi = LinkTraits::default();
     f.S_bytes = Some(4096);
-    let id = identify(
-        &f,
-        &ci(),
-        &BandwidthFit::default(),
-        &mpi,
-        Instability::None,
-        true,
-    );
+    let id = judged_over(&f, &mpi);
     assert_eq!(id.get(Field::S), Status::Identified);
     f.S_bytes = None;
-    let id = identify(
-        &f,
-        &ci(),
-        &BandwidthFit::default(),
-        &mpi,
-        Instability::None,
-        true,
-    );
+    let id = judged_over(&f, &mpi);
     assert_eq!(id.get(Field::S), not(Reason::NotMeasured));
 }
 
@@ -196,13 +184,16 @@ fn a_shared_core_makes_eel_unstable_and_a_mixed_range_is_a_shaper() {
         ..BandwidthFit::default()
     };
     let id = identify(&f, &ci(), &bw, &udp(), Instability::None, true);
-    assert_eq!(
-        id.get_range(1, RangeField::GapPerByte),
-        Status::NotIdentified(Reason::Shaper)
-    );
-    assert_eq!(
-        id.get_range(1, RangeField::Gap),
-        Status::NotIdentified(Reason::Shaper)
+    assert_ranges(
+        &id,
+        &[
+            (
+                1,
+                RangeField::GapPerByte,
+                Status::NotIdentified(Reason::Shaper),
+            ),
+            (1, RangeField::Gap, Status::NotIdentified(Reason::Shaper)),
+        ],
     );
     assert_eq!(id.get(Field::SustainedG), Status::Identified);
     assert_eq!(id.get(Field::BurstG), Status::Identified);
