@@ -187,9 +187,9 @@ fn lookup(name: &CStr) -> usize {
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr() as *const c_char) as usize }
 }
 
-/// Finds the Fortran sentinels (MPI_Init and MPI_Init_thread, C or
-/// Fortran, call it; a program whose MPI has no Fortran bindings loaded
-/// finds none, and no buffer is then converted).
+/// Finds the Fortran sentinels ([`after_init`]: at MPI_Init and
+/// MPI_Init_thread, C or Fortran; a program whose MPI has no Fortran
+/// bindings loaded finds none, and no buffer is then converted).
 fn at_init() {
     for (slot, name) in IN_PLACE.iter().zip(IN_PLACE_NAMES) {
         slot.store(lookup(name), Ordering::Relaxed);

@@ -15,6 +15,8 @@ use super::{EndpointConfig, IgnoredFrames};
 use crate::clock::{Clock, VirtualClock};
 use crate::transport::{Meta, Received, Transport, TransportError};
 
+// This file is itself loaded with `#[path]` (dgram/mod.rs), so a plain
+// `mod mem;` would be looked for beside it, not in tests/.
 #[path = "tests/mem.rs"]
 mod mem;
 
