@@ -101,48 +101,39 @@ pub fn identify(
         (true, None) => not(Reason::NotMeasured),
     };
     id.set(Field::S, s);
-    // Receive overheads: none on a one-sided transport; measured at all?
+    // Receive overheads: measured at all?
     let o_r_measured = fit.points.iter().any(|p| p.o_r_ns != 0.0);
-    let o_r_not = if traits.one_sided {
-        Some(Reason::NotApplicable)
-    } else if !traits.recv_overhead || !o_r_measured {
-        Some(Reason::NotMeasured)
-    } else {
-        None
-    };
     for (i, r) in fit.ranges.iter().enumerate() {
-        let judged = |v: f64, f: &str| judge(v, ci(&format!("ranges[{i}].{f}")));
+        let key = |f: &str| format!("ranges[{i}].{f}");
         let shaped = mixes_regimes(points_of(fit, r), bw);
-        // Each pair of fields (per message, per byte) is judged by its
-        // intervals unless the link or the transport rules that out.
-        for (fields, values, keys, why_not) in [
+        let (g, big_g) = if shaped {
+            (not(Reason::Shaper), not(Reason::Shaper))
+        } else {
             (
-                [RangeField::Gap, RangeField::GapPerByte],
-                [r.g_ns, r.G_ns_per_byte],
-                ["g_ns", "G_ns_per_byte"],
-                shaped.then_some(Reason::Shaper),
-            ),
+                judge(r.g_ns, ci(&key("g_ns"))),
+                judge(r.G_ns_per_byte, ci(&key("G_ns_per_byte"))),
+            )
+        };
+        id.set_range(i, RangeField::Gap, g);
+        id.set_range(i, RangeField::GapPerByte, big_g);
+        id.set_range(i, RangeField::OSend, judge(r.o_s_ns, ci(&key("o_s_ns"))));
+        id.set_range(
+            i,
+            RangeField::OSendPerByte,
+            judge(r.O_s_ns_per_byte, ci(&key("O_s_ns_per_byte"))),
+        );
+        let (o_r, big_o_r) = if traits.one_sided {
+            (not(Reason::NotApplicable), not(Reason::NotApplicable))
+        } else if !traits.recv_overhead || !o_r_measured {
+            (not(Reason::NotMeasured), not(Reason::NotMeasured))
+        } else {
             (
-                [RangeField::OSend, RangeField::OSendPerByte],
-                [r.o_s_ns, r.O_s_ns_per_byte],
-                ["o_s_ns", "O_s_ns_per_byte"],
-                None,
-            ),
-            (
-                [RangeField::ORecv, RangeField::ORecvPerByte],
-                [r.o_r_ns, r.O_r_ns_per_byte],
-                ["o_r_ns", "O_r_ns_per_byte"],
-                o_r_not,
-            ),
-        ] {
-            for ((field, v), k) in fields.into_iter().zip(values).zip(keys) {
-                let status = match why_not {
-                    Some(why) => not(why),
-                    None => judged(v, k),
-                };
-                id.set_range(i, field, status);
-            }
-        }
+                judge(r.o_r_ns, ci(&key("o_r_ns"))),
+                judge(r.O_r_ns_per_byte, ci(&key("O_r_ns_per_byte"))),
+            )
+        };
+        id.set_range(i, RangeField::ORecv, o_r);
+        id.set_range(i, RangeField::ORecvPerByte, big_o_r);
     }
     // The bandwidth block.
     id.set(Field::SustainedG, bw.status);
