@@ -247,22 +247,15 @@ impl Mpi for Fake {
         Ok(())
     }
     unsafe fn isend(&self, buf: *const u8, e: Envelope, slot: &mut Slot) -> Result<(), MpiError> {
-        let Envelope {
-            count,
-            datatype: t,
-            peer: dest,
-            tag,
-            comm,
-        } = e;
-        assert!(dest < self.size, "send to {dest} of {}", self.size);
+        assert!(e.peer < self.size, "send to {} of {}", e.peer, self.size);
         self.sends
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let n = count * size_of(t);
+        let n = e.count * size_of(e.datatype);
         // SAFETY: the caller's guarantee: n readable bytes.
         let data = unsafe { std::slice::from_raw_parts(buf, n) }.to_vec();
         let mut boxes = self.world.boxes.lock().unwrap();
         boxes
-            .entry((comm, self.rank, dest, tag))
+            .entry((e.comm, self.rank, e.peer, e.tag))
             .or_default()
             .push_back(data);
         self.world.cv.notify_all();
@@ -270,19 +263,17 @@ impl Mpi for Fake {
         Ok(())
     }
     unsafe fn irecv(&self, buf: *mut u8, e: Envelope, slot: &mut Slot) -> Result<(), MpiError> {
-        let Envelope {
-            count,
-            datatype: t,
-            peer: src,
-            tag,
-            comm,
-        } = e;
-        assert!(src < self.size, "receive from {src} of {}", self.size);
+        assert!(
+            e.peer < self.size,
+            "receive from {} of {}",
+            e.peer,
+            self.size
+        );
         let mut p = self.pending.lock().unwrap();
         p.push(Some(Pending {
             buf,
-            cap: count * size_of(t),
-            key: (comm, src, self.rank, tag),
+            cap: e.count * size_of(e.datatype),
+            key: (e.comm, e.peer, self.rank, e.tag),
         }));
         *slot = p.len() as u64;
         Ok(())
