@@ -125,6 +125,27 @@ fn bad(var: &'static str, value: &str, why: &'static str) -> ConfigError {
     }
 }
 
+/// A 0/1 setting (on/off and yes/no too).
+fn flag(var: &'static str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "1" | "on" | "yes" => Ok(true),
+        "0" | "off" | "no" => Ok(false),
+        _ => Err(bad(var, v, "expected 0 or 1")),
+    }
+}
+
+/// A number setting: `what` when it does not parse, `check`'s reason when
+/// it is out of range.
+fn number(
+    var: &'static str,
+    v: &str,
+    what: &'static str,
+    check: impl Fn(f64) -> Result<f64, &'static str>,
+) -> Result<f64, ConfigError> {
+    let x: f64 = v.trim().parse().map_err(|_| bad(var, v, what))?;
+    check(x).map_err(|why| bad(var, v, why))
+}
+
 /// `N[/fan[/segment]]`: one of the library's algorithms by its number
 /// (not 0, the library's own choice).
 fn library_alg(s: &str) -> Option<Forced> {
@@ -167,48 +188,34 @@ impl Config {
             c.transport = v;
         }
         if let Some(v) = get("NETGAUGE_COLL_STALE_S") {
-            let s: f64 = v
-                .trim()
-                .parse()
-                .map_err(|_| bad("NETGAUGE_COLL_STALE_S", &v, "expected seconds"))?;
-            if !(s.is_finite() && s >= 0.0) {
-                return Err(bad("NETGAUGE_COLL_STALE_S", &v, "expected seconds ≥ 0"));
-            }
+            let s = number("NETGAUGE_COLL_STALE_S", &v, "expected seconds", |s| {
+                (s.is_finite() && s >= 0.0)
+                    .then_some(s)
+                    .ok_or("expected seconds ≥ 0")
+            })?;
             c.stale_after_ns = Some((s * 1e9) as u64);
         }
         if let Some(v) = get("NETGAUGE_COLL_MARGIN") {
-            let m: f64 = v
-                .trim()
-                .parse()
-                .map_err(|_| bad("NETGAUGE_COLL_MARGIN", &v, "expected a fraction"))?;
-            if !(0.0..1.0).contains(&m) {
-                return Err(bad("NETGAUGE_COLL_MARGIN", &v, "expected 0 ≤ margin < 1"));
-            }
-            c.margin = m;
+            c.margin = number("NETGAUGE_COLL_MARGIN", &v, "expected a fraction", |m| {
+                (0.0..1.0)
+                    .contains(&m)
+                    .then_some(m)
+                    .ok_or("expected 0 ≤ margin < 1")
+            })?;
         }
         if let Some(v) = get("NETGAUGE_COLL_YIELD") {
-            c.polite = match v.trim() {
-                "1" | "on" | "yes" => Some(true),
-                "0" | "off" | "no" => Some(false),
-                _ => return Err(bad("NETGAUGE_COLL_YIELD", &v, "expected 0 or 1")),
-            };
+            c.polite = Some(flag("NETGAUGE_COLL_YIELD", &v)?);
         }
         if let Some(v) = get("NETGAUGE_COLL_PATH_NS") {
-            let ns: f64 = v
-                .trim()
-                .parse()
-                .map_err(|_| bad("NETGAUGE_COLL_PATH_NS", &v, "expected nanoseconds"))?;
-            if !(ns.is_finite() && (0.0..=1e6).contains(&ns)) {
-                return Err(bad("NETGAUGE_COLL_PATH_NS", &v, "expected 0 to 1e6 ns"));
-            }
+            let ns = number("NETGAUGE_COLL_PATH_NS", &v, "expected nanoseconds", |ns| {
+                (ns.is_finite() && (0.0..=1e6).contains(&ns))
+                    .then_some(ns)
+                    .ok_or("expected 0 to 1e6 ns")
+            })?;
             c.path_ns = Some(ns);
         }
         if let Some(v) = get("NETGAUGE_COLL_LIBRARY_ALGS") {
-            c.library_algs = match v.trim() {
-                "1" | "on" | "yes" => true,
-                "0" | "off" | "no" => false,
-                _ => return Err(bad("NETGAUGE_COLL_LIBRARY_ALGS", &v, "expected 0 or 1")),
-            };
+            c.library_algs = flag("NETGAUGE_COLL_LIBRARY_ALGS", &v)?;
         }
         if let Some(v) = get("NETGAUGE_COLL_TRIAL") {
             c.trial = match v.trim().parse::<usize>() {

@@ -215,6 +215,10 @@ pub fn init<M: Mpi + ?Sized>(m: &M) {
         rt.cfg.library_algs && local.is_ok() && !m.thread_multiple() && m.library_algorithms();
     let every_rank_can_alt = m.allreduce_min(i32::from(can_alt), world).ok() == Some(1);
     rt.library_algs = agree && every_rank_can_alt;
+    // MPI_T was held (`Mpi::library_algorithms`) for the duplicates only.
+    if !rt.library_algs {
+        m.release_tools();
+    }
     let bad_setting_somewhere = least < vote_off;
     if gathered {
         for r in 0..p {
