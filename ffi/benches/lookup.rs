@@ -30,6 +30,15 @@ use std::time::{Duration, Instant};
 
 const PEERS: usize = 64;
 
+/// Message sizes the lookups cycle through (every protocol range, and
+/// sizes below and above them).
+const SIZES: [u64; 8] = [8, 100, 1000, 5000, 70_000, 200_000, 1 << 20, 3];
+
+/// The message size of lookup `i`.
+fn size(i: u64) -> u64 {
+    SIZES[(i & 7) as usize]
+}
+
 fn entry(peer: &str, transport: &str, k: u64) -> EntryData {
     let x = k as f64;
     EntryData {
@@ -70,15 +79,21 @@ fn peer(i: usize) -> String {
     format!("node{i:03}.cluster")
 }
 
-/// This thread's CPU time in ns: on a shared, oversubscribed machine it
-/// leaves out the time the thread spent descheduled.
-fn thread_cpu_ns() -> u64 {
+/// The time of `clock` (`clock_gettime`).
+fn clock_now(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts
+}
+
+/// This thread's CPU time in ns: on a shared, oversubscribed machine it
+/// leaves out the time the thread spent descheduled.
+fn thread_cpu_ns() -> u64 {
+    let ts = clock_now(libc::CLOCK_THREAD_CPUTIME_ID);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -93,6 +108,14 @@ fn ns_per_op(n: u64, mut op: impl FnMut(u64)) -> f64 {
         best = best.min((thread_cpu_ns() - t) as f64 / n as f64);
     }
     best
+}
+
+/// [`ns_per_op`] of a call whose result is kept alive (`black_box`) so the
+/// call is not optimised away.
+fn ns_per_call<T>(n: u64, mut call: impl FnMut(u64) -> T) -> f64 {
+    ns_per_op(n, |i| {
+        black_box(call(i));
+    })
 }
 
 /// [`ns_per_op`] of a C call that writes into an out-value: `call(i, out)`
@@ -164,6 +187,15 @@ fn json_lookup(path: &std::path::Path, peer: &str, transport: &str, s: u64) -> O
     Some((e["L_ns"].as_f64()?, r["g_ns"].as_f64()?))
 }
 
+/// Prints a table of (operation, ns per lookup) under the header
+/// `title`, the operations padded to `width`.
+fn print_table(title: &str, width: usize, rows: &[(&str, f64)]) {
+    println!("{title:<width$} {:>10}", "ns/lookup");
+    for (name, ns) in rows {
+        println!("{name:<width$} {ns:>10.1}");
+    }
+}
+
 fn main() {
     // cargo passes --bench; nothing to parse.
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
@@ -190,8 +222,8 @@ fn main() {
         .iter()
         .map(|n| CString::new(n.as_str()).unwrap())
         .collect();
-    let sizes = [8u64, 100, 1000, 5000, 70_000, 200_000, 1 << 20, 3];
     let n = 1_000_000u64;
+    let pick = |i: u64| (i as usize) & (PEERS - 1);
 
     println!(
         "netgauge segment lookup benchmark ({} entries, capacity 256)",
@@ -200,39 +232,13 @@ fn main() {
     let idx: Vec<usize> = (0..PEERS)
         .map(|i| r.index(&names[i], "rdma").unwrap())
         .collect();
-    let rust_index = ns_per_op(n, |i| {
-        let v = r.lookup_index(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize]);
-        black_box(v.unwrap());
-    });
+    let rust_index = ns_per_call(n, |i| r.lookup_index(idx[pick(i)], size(i)).unwrap());
     r.set_stale_after_ns(0);
-    let rust_index_no_hb = ns_per_op(n, |i| {
-        let v = r.lookup_index(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize]);
-        black_box(v.unwrap());
-    });
+    let rust_index_no_hb = ns_per_call(n, |i| r.lookup_index(idx[pick(i)], size(i)).unwrap());
     r.set_stale_after_ns(3_600_000_000_000);
-    let coarse_clock = ns_per_op(n, |_| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid out-pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-        black_box(ts.tv_nsec);
-    });
-    let rust_string = ns_per_op(n, |i| {
-        let v = r.lookup(
-            &names[(i as usize) & (PEERS - 1)],
-            "rdma",
-            sizes[(i & 7) as usize],
-        );
-        black_box(v.unwrap());
-    });
-    let rust_predict = ns_per_op(n, |i| {
-        black_box(
-            r.predict_index_ns(idx[(i as usize) & (PEERS - 1)], sizes[(i & 7) as usize])
-                .unwrap(),
-        );
-    });
+    let coarse_clock = ns_per_call(n, |_| clock_now(libc::CLOCK_REALTIME_COARSE).tv_nsec);
+    let rust_string = ns_per_call(n, |i| r.lookup(&names[pick(i)], "rdma", size(i)).unwrap());
+    let rust_predict = ns_per_call(n, |i| r.predict_index_ns(idx[pick(i)], size(i)).unwrap());
     // Closed below.
     let cr = c_reader(&seg);
     let cidx: Vec<i32> = cnames
@@ -242,63 +248,29 @@ fn main() {
         .collect();
     let c_index = c_ns_per_op(n, |i, out: &mut Params| {
         // SAFETY: valid pointers.
-        unsafe {
-            ng_lookup_index(
-                cr,
-                cidx[(i as usize) & (PEERS - 1)],
-                sizes[(i & 7) as usize],
-                out,
-            )
-        }
+        unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), out) }
     });
     let c_string = c_ns_per_op(n, |i, out: &mut Params| {
         // SAFETY: valid pointers.
-        unsafe {
-            ng_lookup(
-                cr,
-                cnames[(i as usize) & (PEERS - 1)].as_ptr(),
-                c"rdma".as_ptr(),
-                sizes[(i & 7) as usize],
-                out,
-            )
-        }
+        unsafe { ng_lookup(cr, cnames[pick(i)].as_ptr(), c"rdma".as_ptr(), size(i), out) }
     });
-    let json_n = 2000;
-    let json_ns = ns_per_op(json_n, |i| {
-        black_box(
-            json_lookup(
-                &json,
-                &names[(i as usize) & (PEERS - 1)],
-                "rdma",
-                sizes[(i & 7) as usize],
-            )
-            .unwrap(),
-        );
+    let json_ns = ns_per_call(2000, |i| {
+        json_lookup(&json, &names[pick(i)], "rdma", size(i)).unwrap()
     });
 
-    println!("{:<44} {:>10}", "operation", "ns/lookup");
-    println!(
-        "{:<44} {:>10.1}",
-        "Rust  lookup_index (index path)", rust_index
-    );
-    println!(
-        "{:<44} {:>10.1}",
-        "Rust  lookup_index, heartbeat rule off", rust_index_no_hb
-    );
-    println!(
-        "{:<44} {:>10.1}",
-        "      (CLOCK_REALTIME_COARSE read alone)", coarse_clock
-    );
-    println!("{:<44} {:>10.1}", "Rust  lookup (string path)", rust_string);
-    println!("{:<44} {:>10.1}", "Rust  predict_index_ns", rust_predict);
-    println!(
-        "{:<44} {:>10.1}",
-        "C     ng_lookup_index (index path)", c_index
-    );
-    println!("{:<44} {:>10.1}", "C     ng_lookup (string path)", c_string);
-    println!(
-        "{:<44} {:>10.1}",
-        "JSON  re-read + parse file per lookup", json_ns
+    print_table(
+        "operation",
+        44,
+        &[
+            ("Rust  lookup_index (index path)", rust_index),
+            ("Rust  lookup_index, heartbeat rule off", rust_index_no_hb),
+            ("      (CLOCK_REALTIME_COARSE read alone)", coarse_clock),
+            ("Rust  lookup (string path)", rust_string),
+            ("Rust  predict_index_ns", rust_predict),
+            ("C     ng_lookup_index (index path)", c_index),
+            ("C     ng_lookup (string path)", c_string),
+            ("JSON  re-read + parse file per lookup", json_ns),
+        ],
     );
 
     // Throughput while the writer republishes as fast as it can.
@@ -322,11 +294,11 @@ fn main() {
         let (mut ok, mut busy, mut i) = (0u64, 0u64, 0u64);
         while t.elapsed() < window {
             for _ in 0..1000 {
-                let k = (i as usize) & (PEERS - 1);
+                let k = pick(i);
                 let res = if string {
-                    r.lookup(&names[k], "rdma", sizes[(i & 7) as usize])
+                    r.lookup(&names[k], "rdma", size(i))
                 } else {
-                    r.lookup_index(idx[k], sizes[(i & 7) as usize])
+                    r.lookup_index(idx[k], size(i))
                 };
                 match res {
                     Ok(v) => {
@@ -453,74 +425,60 @@ fn scale(dir: &str) {
         .map(|&p| r.index_or_class(&names[p], "raw").unwrap())
         .collect();
     let onames: Vec<&str> = order.iter().map(|&p| names[p].as_str()).collect();
-    let sizes = [8u64, 100, 1000, 5000, 70_000, 200_000, 1 << 20, 3];
     let n = 1_000_000u64;
-    let m = SCALE_PEERS - 1;
-    let pick = |i: u64| (i as usize) & m;
-    let size = |i: u64| sizes[(i & 7) as usize];
+    let pick = |i: u64| (i as usize) & (SCALE_PEERS - 1);
 
-    let mut rows: Vec<(&str, f64)> = Vec::new();
-    rows.push((
-        "Rust  lookup_index (own entry)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_index(idx[pick(i)], size(i)).unwrap());
-        }),
-    ));
-    // A rank's partners: 64 peers of the 4096 (scattered over the segment).
-    rows.push((
-        "Rust  lookup_index (own entry, 64 of the peers)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_index(idx[(i as usize) & 63], size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup_index (class entry, from index_or_class)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_index(class_idx[pick(i)], size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup_index_status",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_index_status(idx[pick(i)], size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup (string, own entry)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup(onames[pick(i)], "rdma", size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup_or_class (string, own entry)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_or_class(onames[pick(i)], "udp", size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup_or_class (string, class fallback)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_or_class(onames[pick(i)], "raw", size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  lookup_status (string, class fallback)",
-        ns_per_op(n, |i| {
-            black_box(r.lookup_status(onames[pick(i)], "raw", size(i)).unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  index_or_class (string, class fallback)",
-        ns_per_op(n, |i| {
-            black_box(r.index_or_class(onames[pick(i)], "raw").unwrap());
-        }),
-    ));
-    rows.push((
-        "Rust  entry_ext_index (1064-byte copy)",
-        ns_per_op(n, |i| {
-            black_box(r.entry_ext_index(idx[pick(i)]).unwrap());
-        }),
-    ));
+    let mut rows: Vec<(&str, f64)> = vec![
+        (
+            "Rust  lookup_index (own entry)",
+            ns_per_call(n, |i| r.lookup_index(idx[pick(i)], size(i)).unwrap()),
+        ),
+        // A rank's partners: 64 peers of the 4096 (scattered over the segment).
+        (
+            "Rust  lookup_index (own entry, 64 of the peers)",
+            ns_per_call(n, |i| {
+                r.lookup_index(idx[(i as usize) & 63], size(i)).unwrap()
+            }),
+        ),
+        (
+            "Rust  lookup_index (class entry, from index_or_class)",
+            ns_per_call(n, |i| r.lookup_index(class_idx[pick(i)], size(i)).unwrap()),
+        ),
+        (
+            "Rust  lookup_index_status",
+            ns_per_call(n, |i| r.lookup_index_status(idx[pick(i)], size(i)).unwrap()),
+        ),
+        (
+            "Rust  lookup (string, own entry)",
+            ns_per_call(n, |i| r.lookup(onames[pick(i)], "rdma", size(i)).unwrap()),
+        ),
+        (
+            "Rust  lookup_or_class (string, own entry)",
+            ns_per_call(n, |i| {
+                r.lookup_or_class(onames[pick(i)], "udp", size(i)).unwrap()
+            }),
+        ),
+        (
+            "Rust  lookup_or_class (string, class fallback)",
+            ns_per_call(n, |i| {
+                r.lookup_or_class(onames[pick(i)], "raw", size(i)).unwrap()
+            }),
+        ),
+        (
+            "Rust  lookup_status (string, class fallback)",
+            ns_per_call(n, |i| {
+                r.lookup_status(onames[pick(i)], "raw", size(i)).unwrap()
+            }),
+        ),
+        (
+            "Rust  index_or_class (string, class fallback)",
+            ns_per_call(n, |i| r.index_or_class(onames[pick(i)], "raw").unwrap()),
+        ),
+        (
+            "Rust  entry_ext_index (1064-byte copy)",
+            ns_per_call(n, |i| r.entry_ext_index(idx[pick(i)]).unwrap()),
+        ),
+    ];
     // Closed below.
     let cr = c_reader(&seg);
     let cnames: Vec<CString> = onames.iter().map(|n| CString::new(*n).unwrap()).collect();
@@ -534,50 +492,52 @@ fn scale(dir: &str) {
         // SAFETY: valid pointers.
         .map(|c| unsafe { ng_index_or_class(cr, c.as_ptr(), c"raw".as_ptr()) })
         .collect();
-    rows.push((
-        "C     ng_lookup_index (own entry)",
-        c_ns_per_op(n, |i, out: &mut Params| {
-            // SAFETY: valid pointers.
-            unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), out) }
-        }),
-    ));
-    rows.push((
-        "C     ng_lookup_index (own entry, 64 of the peers)",
-        c_ns_per_op(n, |i, out: &mut Params| {
-            // SAFETY: valid pointers.
-            unsafe { ng_lookup_index(cr, cidx[(i as usize) & 63], size(i), out) }
-        }),
-    ));
-    rows.push((
-        "C     ng_lookup_index (class entry)",
-        c_ns_per_op(n, |i, out: &mut Params| {
-            // SAFETY: valid pointers.
-            unsafe { ng_lookup_index(cr, cclass[pick(i)], size(i), out) }
-        }),
-    ));
-    rows.push((
-        "C     ng_lookup (string, own entry)",
-        c_ns_per_op(n, |i, out: &mut Params| {
-            // SAFETY: valid pointers.
-            unsafe { ng_lookup(cr, cnames[pick(i)].as_ptr(), c"rdma".as_ptr(), size(i), out) }
-        }),
-    ));
-    rows.push((
-        "C     ng_lookup_or_class (string, class fallback)",
-        c_ns_per_op(n, |i, out: &mut Params| {
-            // SAFETY: valid pointers.
-            unsafe {
-                ng_lookup_or_class(cr, cnames[pick(i)].as_ptr(), c"raw".as_ptr(), size(i), out)
-            }
-        }),
-    ));
-    rows.push((
-        "C     ng_get_entry_ext_index",
-        c_ns_per_op(n, |i, out: &mut EntryExt| {
-            // SAFETY: valid pointers.
-            unsafe { ng_get_entry_ext_index(cr, cidx[pick(i)], out) }
-        }),
-    ));
+    rows.extend([
+        (
+            "C     ng_lookup_index (own entry)",
+            c_ns_per_op(n, |i, out: &mut Params| {
+                // SAFETY: valid pointers.
+                unsafe { ng_lookup_index(cr, cidx[pick(i)], size(i), out) }
+            }),
+        ),
+        (
+            "C     ng_lookup_index (own entry, 64 of the peers)",
+            c_ns_per_op(n, |i, out: &mut Params| {
+                // SAFETY: valid pointers.
+                unsafe { ng_lookup_index(cr, cidx[(i as usize) & 63], size(i), out) }
+            }),
+        ),
+        (
+            "C     ng_lookup_index (class entry)",
+            c_ns_per_op(n, |i, out: &mut Params| {
+                // SAFETY: valid pointers.
+                unsafe { ng_lookup_index(cr, cclass[pick(i)], size(i), out) }
+            }),
+        ),
+        (
+            "C     ng_lookup (string, own entry)",
+            c_ns_per_op(n, |i, out: &mut Params| {
+                // SAFETY: valid pointers.
+                unsafe { ng_lookup(cr, cnames[pick(i)].as_ptr(), c"rdma".as_ptr(), size(i), out) }
+            }),
+        ),
+        (
+            "C     ng_lookup_or_class (string, class fallback)",
+            c_ns_per_op(n, |i, out: &mut Params| {
+                // SAFETY: valid pointers.
+                unsafe {
+                    ng_lookup_or_class(cr, cnames[pick(i)].as_ptr(), c"raw".as_ptr(), size(i), out)
+                }
+            }),
+        ),
+        (
+            "C     ng_get_entry_ext_index",
+            c_ns_per_op(n, |i, out: &mut EntryExt| {
+                // SAFETY: valid pointers.
+                unsafe { ng_get_entry_ext_index(cr, cidx[pick(i)], out) }
+            }),
+        ),
+    ]);
     // SAFETY: closing the reader opened above.
     unsafe { ng_close(cr) };
 
@@ -590,13 +550,7 @@ fn scale(dir: &str) {
         layout.hot.map_or(0, |h| h.record_bytes),
         bytes as f64 / (1 << 20) as f64
     );
-    println!(
-        "{:<52} {:>10}",
-        "operation (heartbeat rule on)", "ns/lookup"
-    );
-    for (name, ns) in &rows {
-        println!("{name:<52} {ns:>10.1}");
-    }
+    print_table("operation (heartbeat rule on)", 52, &rows);
     drop(w);
     let _ = std::fs::remove_file(&seg);
 }
