@@ -253,8 +253,7 @@ pub fn run<T: Transport, C: Clock>(
     };
     Ok(ContentionResult {
         fit: fit_contention(&raw, o.resamples, o.seed),
-        probe_bytes: (after.sent_bytes - before.sent_bytes)
-            + (after.recv_bytes - before.recv_bytes),
+        probe_bytes: after.bytes_since(&before),
         elapsed_ns,
         raw,
     })
@@ -300,10 +299,7 @@ pub fn stream<T: Transport, C: Clock>(
     let mut count = [0u32; 2];
     let (mut times, mut left) = ([0.0; 2], [0u32; 2]);
     let before = transport.counters();
-    let moved = |t: &T| {
-        let c = t.counters();
-        (c.sent_bytes - before.sent_bytes) + (c.recv_bytes - before.recv_bytes)
-    };
+    let moved = |t: &T| t.counters().bytes_since(&before);
     let mut lost = 0;
     while std::time::Instant::now() < until && moved(transport) < max_bytes {
         for (w, msgs) in [(0, n), (1, 1)] {

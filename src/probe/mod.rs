@@ -177,10 +177,8 @@ pub fn run<T: Transport, C: Clock>(
         latency: swept.latency,
     };
     let mut result = fit(raw, opts);
-    result.probe_bytes =
-        (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes);
-    result.probe_messages =
-        (after.sent_messages - before.sent_messages) + (after.recv_messages - before.recv_messages);
+    result.probe_bytes = after.bytes_since(&before);
+    result.probe_messages = after.messages_since(&before);
     result.elapsed_ns = elapsed_ns;
     result.lost_rounds = swept.lost_rounds;
     Ok(result)

@@ -134,8 +134,7 @@ pub fn run<T: Transport, C: Clock>(
         points,
         raw,
         lost_rounds: lost,
-        probe_bytes: (after.sent_bytes - before.sent_bytes)
-            + (after.recv_bytes - before.recv_bytes),
+        probe_bytes: after.bytes_since(&before),
     })
 }
 

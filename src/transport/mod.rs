@@ -160,6 +160,18 @@ impl Counters {
         self.recv_bytes += bytes as u64;
         self.recv_messages += 1;
     }
+    /// Payload bytes sent and received since `before`, an earlier reading
+    /// of the same counters.
+    #[inline]
+    pub fn bytes_since(&self, before: &Counters) -> u64 {
+        (self.sent_bytes - before.sent_bytes) + (self.recv_bytes - before.recv_bytes)
+    }
+    /// Messages sent and received since `before`, an earlier reading of
+    /// the same counters.
+    #[inline]
+    pub fn messages_since(&self, before: &Counters) -> u64 {
+        (self.sent_messages - before.sent_messages) + (self.recv_messages - before.recv_messages)
+    }
 }
 
 impl Caps {
@@ -237,4 +249,23 @@ pub trait AllRanks {
         vals: Vec<f64>,
         deadline: Instant,
     ) -> Result<Vec<f64>, TransportError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Counters;
+
+    #[test]
+    fn traffic_since_an_earlier_reading_counts_both_directions() {
+        let mut c = Counters::default();
+        c.sent(100);
+        c.received(7);
+        let before = c;
+        c.sent(1000);
+        c.received(24);
+        c.received(0);
+        assert_eq!(c.bytes_since(&before), 1024);
+        assert_eq!(c.messages_since(&before), 3);
+        assert_eq!(c.bytes_since(&c), 0);
+    }
 }
