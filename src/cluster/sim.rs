@@ -129,10 +129,8 @@ pub fn measure_costs(
             let before = t.counters();
             let start = clock.now();
             sweep::measure_sizes(&mut t, &clock, 0, &recheck.sizes_bytes, &cfg)?;
-            let after = t.counters();
             rechecks.push(Cost {
-                bytes: (after.sent_bytes - before.sent_bytes)
-                    + (after.recv_bytes - before.recv_bytes),
+                bytes: t.counters().bytes_since(&before),
                 seconds: clock.to_ns(clock.now().wrapping_sub(start)) * 1e-9,
             });
         }

@@ -339,12 +339,6 @@ impl Meeting {
     }
 }
 
-/// Payload bytes a link put on the wire since `before` (both directions).
-fn bytes_since<T: Transport>(link: &T, before: crate::transport::Counters) -> u64 {
-    let after = link.counters();
-    (after.sent_bytes - before.sent_bytes) + (after.recv_bytes - before.recv_bytes)
-}
-
 /// The full sweep's options over `kind` from the configuration.
 pub(super) fn sweep_options(cfg: &Config, kind: Kind) -> ProbeOptions {
     let mut opts = ProbeOptions::for_kind(kind);
@@ -383,7 +377,7 @@ pub(super) fn recheck<T: Transport>(
     let sc = plan.sweep_config(&sweep_options(cfg, FALLBACK).sweep);
     let before = link.counters();
     let samples = sweep::measure_sizes(link, &clock, 0, &plan.sizes_bytes, &sc)?;
-    Ok((samples, bytes_since(link, before)))
+    Ok((samples, link.counters().bytes_since(&before)))
 }
 
 /// The sizes a re-check asks the responder for.
@@ -503,7 +497,7 @@ fn fanout_run<T: Transport>(
     let peers = multi.caps().peers;
     let before = multi.counters();
     let samples = sweep::fanout_sweep(multi, &clock, peers, 1, &sc)?;
-    let bytes = bytes_since(multi, before);
+    let bytes = multi.counters().bytes_since(&before);
     Ok(Fanned {
         fit: model::logfp::fit_logfp(&samples),
         ci95: model::logfp::ci95_logfp(&samples, FANOUT_RESAMPLES, rand::random()),
