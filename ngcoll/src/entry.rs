@@ -129,11 +129,24 @@ fn full_path<M: Mpi + ?Sized, L: FnOnce(Raw) -> c_int>(
     trial::timed(m, || body(lib))
 }
 
-/// The library's own call on `alt`, the duplicate that runs another of its
-/// algorithms (or the program's `comm`, where that could not be made), an
-/// error handed to `comm`'s error handler as the library would (the
-/// duplicate's errors return).
-fn on_alt<M: Mpi + ?Sized>(m: &M, lib: impl FnOnce(Raw) -> c_int, alt: Raw, comm: Raw) -> c_int {
+/// A call the plan gives to one of ours or to another of the library's
+/// algorithms: `ours`, or where the slot names another of the library's
+/// algorithms its own call (`lib`) on `alt`, the duplicate that runs it (or
+/// the program's `comm`, where that could not be made), an error handed to
+/// `comm`'s error handler as the library would (the duplicate's errors
+/// return).
+#[inline(always)]
+fn ours_or_alt<M: Mpi + ?Sized>(
+    m: &M,
+    st: &CommState,
+    slot: &Slot,
+    comm: Raw,
+    lib: impl FnOnce(Raw) -> c_int,
+    ours: impl FnOnce() -> c_int,
+) -> c_int {
+    let Some(alt) = st.alt_comm(m, slot, comm) else {
+        return ours();
+    };
     let rc = lib(alt);
     if rc == MPI_SUCCESS || alt == comm {
         rc
@@ -236,30 +249,29 @@ pub unsafe fn bcast<M: Mpi + ?Sized>(
         if root >= st.size {
             return lib(comm);
         }
-        if let Some(c) = st.alt_comm(m, &slot, comm) {
-            return on_alt(m, lib, c, comm);
-        }
-        let cx = cx(m, st);
-        let n = bytes as usize;
-        if ti.contiguous {
-            // SAFETY: a contiguous datatype: the buffer is n bytes.
-            return code(unsafe { bcast_bytes(&cx, buf as *mut u8, n, root, &slot) });
-        }
-        let mut sc = st.scratch(n);
-        let tmp = sc.ptr();
-        code((|| {
-            if st.rank == root {
-                // SAFETY: the caller's buffer holds count elements; tmp n bytes.
-                unsafe { m.pack(buf as *const u8, count as usize, datatype, tmp, n, cx.comm)? };
+        ours_or_alt(m, st, &slot, comm, lib, || {
+            let cx = cx(m, st);
+            let n = bytes as usize;
+            if ti.contiguous {
+                // SAFETY: a contiguous datatype: the buffer is n bytes.
+                return code(unsafe { bcast_bytes(&cx, buf as *mut u8, n, root, &slot) });
             }
-            // SAFETY: tmp holds n bytes.
-            unsafe { bcast_bytes(&cx, tmp, n, root, &slot)? };
-            if st.rank != root {
-                // SAFETY: as for the pack.
-                unsafe { m.unpack(tmp, n, buf as *mut u8, count as usize, datatype, cx.comm)? };
-            }
-            Ok(())
-        })())
+            let mut sc = st.scratch(n);
+            let tmp = sc.ptr();
+            code((|| {
+                if st.rank == root {
+                    // SAFETY: the caller's buffer holds count elements; tmp n bytes.
+                    unsafe { m.pack(buf as *const u8, count as usize, datatype, tmp, n, cx.comm)? };
+                }
+                // SAFETY: tmp holds n bytes.
+                unsafe { bcast_bytes(&cx, tmp, n, root, &slot)? };
+                if st.rank != root {
+                    // SAFETY: as for the pack.
+                    unsafe { m.unpack(tmp, n, buf as *mut u8, count as usize, datatype, cx.comm)? };
+                }
+                Ok(())
+            })())
+        })
     })
 }
 
@@ -354,21 +366,19 @@ pub unsafe fn reduction_call<M: Mpi + ?Sized>(
             return lib(a.comm);
         };
         let Some(root) = a.root else {
-            if let Some(c) = st.alt_comm(m, &slot, a.comm) {
-                return on_alt(m, lib, c, a.comm);
-            }
-            // SAFETY: the caller's arguments, checked by `reduction`.
-            return code(unsafe { allreduce(m, &a, &ti, st, &slot) });
+            return ours_or_alt(m, st, &slot, a.comm, lib, || {
+                // SAFETY: the caller's arguments, checked by `reduction`.
+                code(unsafe { allreduce(m, &a, &ti, st, &slot) })
+            });
         };
         let in_place = a.sbuf as usize == m.in_place();
         if root < 0 || root as usize >= st.size || (in_place && st.rank != root as usize) {
             return lib(a.comm);
         }
-        if let Some(c) = st.alt_comm(m, &slot, a.comm) {
-            return on_alt(m, lib, c, a.comm);
-        }
-        // SAFETY: as above; the root is a rank of the communicator.
-        code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+        ours_or_alt(m, st, &slot, a.comm, lib, || {
+            // SAFETY: as above; the root is a rank of the communicator.
+            code(unsafe { reduce(m, &a, root as usize, &ti, st, &slot) })
+        })
     })
 }
 
@@ -551,16 +561,15 @@ pub unsafe fn block_collective<M: Mpi + ?Sized>(
         let Some(b) = blocks(m, &a, coll) else {
             return lib(a.comm);
         };
-        if let Some(c) = b.st.alt_comm(m, &b.slot, a.comm) {
-            return on_alt(m, lib, c, a.comm);
-        }
-        // SAFETY: the caller's arguments, checked by `blocks`.
-        code(unsafe {
-            if coll == Collective::Alltoall {
-                alltoall(m, &a, &b)
-            } else {
-                allgather(m, &a, &b)
-            }
+        ours_or_alt(m, b.st, &b.slot, a.comm, lib, || {
+            // SAFETY: the caller's arguments, checked by `blocks`.
+            code(unsafe {
+                if coll == Collective::Alltoall {
+                    alltoall(m, &a, &b)
+                } else {
+                    allgather(m, &a, &b)
+                }
+            })
         })
     })
 }
@@ -664,13 +673,12 @@ pub fn barrier<M: Mpi + ?Sized>(m: &M, comm: Raw, lib: impl FnOnce(Raw) -> c_int
         let Some((st, slot)) = plan_call(m, comm, Collective::Barrier, 0) else {
             return lib(comm);
         };
-        if let Some(c) = st.alt_comm(m, &slot, comm) {
-            return on_alt(m, lib, c, comm);
-        }
-        let cx = cx(m, st);
-        code(match slot.algorithm() {
-            Some(Algorithm::BarrierTree) => algo::barrier::tree(&cx),
-            _ => algo::barrier::dissemination(&cx),
+        ours_or_alt(m, st, &slot, comm, lib, || {
+            let cx = cx(m, st);
+            code(match slot.algorithm() {
+                Some(Algorithm::BarrierTree) => algo::barrier::tree(&cx),
+                _ => algo::barrier::dissemination(&cx),
+            })
         })
     })
 }

@@ -1,7 +1,7 @@
 //! Barrier: dissemination (⌈log2 P⌉ rounds of one notification each) and
 //! a binomial tree in (to rank 0) and out.
 
-use super::{lowbit, Cx, Reqs, TAG_BARRIER};
+use super::{children, lowbit, Cx, Reqs, TAG_BARRIER};
 use crate::mpi::{Mpi, MpiError};
 
 /// Dissemination: in round k rank r notifies r + 2^k and waits for
@@ -36,20 +36,11 @@ pub fn tree<M: Mpi + ?Sized>(cx: &Cx<M>) -> Result<(), MpiError> {
     let (r, p) = (cx.rank, cx.size);
     let byte = cx.m.type_byte();
     let mut z = [0u8; 1];
-    let limit = if r == 0 {
-        p.next_power_of_two()
-    } else {
-        lowbit(r)
-    };
     let mut reqs = Reqs::new();
-    let mut mask = limit >> 1;
-    while mask > 0 {
-        if r + mask < p {
-            // SAFETY: zero bytes into a valid address.
-            unsafe { cx.irecv(z.as_mut_ptr(), 0, byte, r + mask, TAG_BARRIER, &mut reqs)? };
-        }
-        mask >>= 1;
-    }
+    children(r, p, |c, _| {
+        // SAFETY: zero bytes into a valid address.
+        unsafe { cx.irecv(z.as_mut_ptr(), 0, byte, c, TAG_BARRIER, &mut reqs) }
+    })?;
     cx.wait(&mut reqs)?;
     if r != 0 {
         let parent = r - lowbit(r);
@@ -67,13 +58,9 @@ pub fn tree<M: Mpi + ?Sized>(cx: &Cx<M>) -> Result<(), MpiError> {
             )?
         };
     }
-    let mut mask = limit >> 1;
-    while mask > 0 {
-        if r + mask < p {
-            // SAFETY: zero bytes from a valid address.
-            unsafe { cx.isend(z.as_ptr(), 0, byte, r + mask, TAG_BARRIER, &mut reqs)? };
-        }
-        mask >>= 1;
-    }
+    children(r, p, |c, _| {
+        // SAFETY: zero bytes from a valid address.
+        unsafe { cx.isend(z.as_ptr(), 0, byte, c, TAG_BARRIER, &mut reqs) }
+    })?;
     cx.wait(&mut reqs)
 }

@@ -3,7 +3,7 @@
 //! segmented chain.
 
 use super::allgather::Blocks;
-use super::{lowbit, Cx, Reqs, TAG_BCAST};
+use super::{children, lowbit, Cx, Reqs, TAG_BCAST};
 use crate::mpi::{Mpi, MpiError};
 use netgauge::select::chain_segment;
 
@@ -22,29 +22,6 @@ fn bblocks(n: usize, p: usize, first: usize, k: usize) -> (usize, usize) {
         bblock(n, p, first).0,
         bblock(n, p, first + k).0.max(bblock(n, p, first).0),
     )
-}
-
-/// Children of relative rank `v` in the binomial tree over `p` ranks,
-/// largest subtree first: v + mask for mask < lowbit(v) (every power of two
-/// below p for the root), with their subtree sizes.
-fn children(
-    v: usize,
-    p: usize,
-    mut f: impl FnMut(usize, usize) -> Result<(), MpiError>,
-) -> Result<(), MpiError> {
-    let limit = if v == 0 {
-        p.next_power_of_two()
-    } else {
-        lowbit(v)
-    };
-    let mut mask = limit >> 1;
-    while mask > 0 {
-        if v + mask < p {
-            f(v + mask, mask.min(p - v - mask))?;
-        }
-        mask >>= 1;
-    }
-    Ok(())
 }
 
 /// Binomial tree: receive from the parent, then send to every child.

@@ -274,6 +274,29 @@ pub fn lowbit(v: usize) -> usize {
     v & v.wrapping_neg()
 }
 
+/// Children of relative rank `v` in the binomial tree over `p` ranks,
+/// largest subtree first: v + mask for mask < lowbit(v) (every power of two
+/// below p for the root), with their subtree sizes.
+pub fn children(
+    v: usize,
+    p: usize,
+    mut f: impl FnMut(usize, usize) -> Result<(), MpiError>,
+) -> Result<(), MpiError> {
+    let limit = if v == 0 {
+        p.next_power_of_two()
+    } else {
+        lowbit(v)
+    };
+    let mut mask = limit >> 1;
+    while mask > 0 {
+        if v + mask < p {
+            f(v + mask, mask.min(p - v - mask))?;
+        }
+        mask >>= 1;
+    }
+    Ok(())
+}
+
 /// The largest power of two ≤ p (p ≥ 1).
 #[inline]
 pub fn pof2_floor(p: usize) -> usize {

@@ -36,15 +36,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
                 // A duplicate made on some ranks only (a failure local to
                 // one, as of memory) is let go on every rank: all pass
                 // through alike.
-                match m.allreduce_min(i32::from(dup.is_some()), comm) {
-                    Ok(1) => dup,
-                    _ => {
-                        if let Some(d) = dup {
-                            let _ = m.comm_free(d);
-                        }
-                        None
-                    }
-                }
+                agreed(m, dup, dup.is_some(), comm)
             }
             _ => None,
         }
@@ -192,9 +184,19 @@ pub(super) fn make_alt<M: Mpi + ?Sized>(m: &M, shadow: Raw, alt: &Alt) -> Option
     let room = ALTS_OPEN.load(Ordering::Relaxed) < MAX_ALTS_OPEN;
     let (dup, forced) = m.comm_dup_forced(shadow, &alt.cvars());
     let ok = room && forced.is_ok() && dup.is_some_and(|d| d > ALT_FREED);
-    if m.allreduce_min(i32::from(ok), shadow).ok() == Some(1) {
+    let made = agreed(m, dup, ok, shadow);
+    if made.is_some() {
         ALTS_OPEN.fetch_add(1, Ordering::Relaxed);
         ALTS_MADE.fetch_add(1, Ordering::Relaxed);
+    }
+    made
+}
+
+/// `dup`, a duplicate of `comm` (None: not made here), kept where every rank
+/// says `ok` (one allreduce on `comm`); otherwise freed on every rank that
+/// made it, and None.
+fn agreed<M: Mpi + ?Sized>(m: &M, dup: Option<Raw>, ok: bool, comm: Raw) -> Option<Raw> {
+    if m.allreduce_min(i32::from(ok), comm).ok() == Some(1) {
         return dup;
     }
     if let Some(d) = dup {
