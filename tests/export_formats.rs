@@ -166,7 +166,8 @@ fn ompi_rules_follow_the_4_1_reader_grammar() {
             6 => &[0, 1, 3, 4, 6],
             11 => &[0, 1, 2, 4, 5, 7],
             0 => &[0, 2, 3, 4, 5],
-            3 => &[0, 1, 2, 3],
+            // Not the Bruck alltoall (3): wrong data in Open MPI 4.1.4.
+            3 => &[0, 1, 2],
             _ => &[],
         }
     };

@@ -11,8 +11,8 @@
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, Algorithm, Call,
-    Collective, Library, Network, RuleAlgorithm, Schedule, SimError, ViewOptions,
+    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, ompi_tuned_algorithms,
+    Algorithm, Call, Collective, Library, Network, RuleAlgorithm, Schedule, SimError, ViewOptions,
 };
 use netgauge::{EntryData, Params};
 
@@ -80,7 +80,7 @@ impl Alt {
     /// as `NETGAUGE_COLL_FORCE` names it, over `p` ranks (its schedule, for
     /// the log, where the model has one).
     pub fn forced(coll: Collective, p: usize, number: u32, faninout: u32, segsize: u32) -> Alt {
-        let sched = ompi_rule_algorithms(coll, p, 1 << 30)
+        let sched = ompi_tuned_algorithms(coll, p, 1 << 30)
             .iter()
             .find(|r| r.number == number)
             .map_or(u32::MAX, |r| lib_index(r.schedule));
@@ -559,16 +559,6 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
         .collect()
 }
 
-/// Whether libngcoll may run the library's algorithm `r` for any call of
-/// `coll` it runs others for. Not Open MPI 4.1.4's Bruck alltoall (3): it
-/// lays the send datatype over the receive buffer, and so returns wrong
-/// data when the two datatypes' type maps differ (tests/ngcoll/check.c
-/// shows it when forced, bench/ngcoll.md); the library's own choice may pick it too, but
-/// libngcoll does not add it where the library would not.
-fn runs_any_call(coll: Collective, r: &RuleAlgorithm) -> bool {
-    !(coll == Collective::Alltoall && r.number == 3)
-}
-
 /// The best of the library's other algorithms for `coll` over `m` bytes,
 /// by `select::choose_named`, with its standing against the library's own
 /// choice (None: none beats it, or the library takes no forced algorithm).
@@ -584,7 +574,6 @@ fn best_library_alg<N: Network + ?Sized>(
     }
     let candidates: Vec<(RuleAlgorithm, Schedule)> = ompi_rule_algorithms(coll, s.ranks, m)
         .into_iter()
-        .filter(|r| runs_any_call(coll, r))
         .map(|r| (r, r.schedule))
         .collect();
     let call = Call {

@@ -100,6 +100,21 @@ pub struct RuleAlgorithm {
     pub schedule: Schedule,
 }
 
+/// Open MPI 4.1.4's algorithms that return wrong data for some valid
+/// calls, as (collective, coll/tuned number): the Bruck alltoall (3) lays
+/// the send datatype over the receive buffer, so its result is wrong when
+/// the two datatypes' type maps differ (bench/ngcoll.md). Neither a rules
+/// file nor libngcoll chooses them; the library's own fixed decision may.
+pub const OMPI_WRONG_DATA: [(Collective, u32); 1] = [(Collective::Alltoall, 3)];
+
+/// The algorithms a rules file may name for `coll` over `p` ranks and `m`
+/// bytes: [`ompi_tuned_algorithms`] less those of [`OMPI_WRONG_DATA`].
+pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
+    let mut v = ompi_tuned_algorithms(coll, p, m);
+    v.retain(|r| !OMPI_WRONG_DATA.contains(&(coll, r.number)));
+    v
+}
+
 /// The algorithms of Open MPI 4.1's coll/tuned that a rules file can make
 /// it run for `coll` over `p` ranks and `m` bytes, each with the schedule
 /// the model has for it (as [`Library::schedule`] prices the same numbers
@@ -116,7 +131,7 @@ pub struct RuleAlgorithm {
 /// those algorithms are offered only from [`MAX_ELEMENT_BYTES`] × that
 /// count on, where no type of 8 bytes or less has fewer elements (16- and
 /// 32-byte types, long double and the complex ones, still may).
-pub fn ompi_rule_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
+pub fn ompi_tuned_algorithms(coll: Collective, p: usize, m: u64) -> Vec<RuleAlgorithm> {
     // Whether every predefined type has at least `n` elements in m bytes.
     let holds = |n: usize| m >= MAX_ELEMENT_BYTES * n as u64;
     let pow2_floor = 1usize << p.max(1).ilog2();

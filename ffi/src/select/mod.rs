@@ -131,7 +131,9 @@ pub mod view;
 
 pub use c_abi::{ng_algorithm_name, ng_select, ng_select_lookup};
 pub use cost::one_message_ns;
-pub use library::{ompi_rule_algorithms, Library, RuleAlgorithm};
+pub use library::{
+    ompi_rule_algorithms, ompi_tuned_algorithms, Library, RuleAlgorithm, OMPI_WRONG_DATA,
+};
 pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
 pub use schedule::{chain_segment, Op, Schedule};
 pub use sim::{SimError, Work};

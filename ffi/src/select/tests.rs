@@ -1712,6 +1712,56 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
 }
 
 #[test]
+fn a_rules_file_never_names_an_algorithm_that_returns_wrong_data() {
+    // Where the model prices Open MPI's Bruck alltoall clearly fastest
+    // (small blocks, overhead and gap above the latency: its log P rounds
+    // beat P − 1 sends; below 16 ranks, where the fixed decision runs the
+    // linear one), choosing among all of
+    // coll/tuned's algorithms names it, and choosing among the rule
+    // algorithms does not.
+    let p_net = net(500.0, 2000.0, 3000.0, 0.1);
+    let opts = ViewOptions::default();
+    let lib = Library::OpenMpi41;
+    let pick = |list: Vec<super::RuleAlgorithm>, p, m| {
+        let c: Vec<(u32, Schedule)> = list.into_iter().map(|r| (r.number, r.schedule)).collect();
+        let call = super::Call {
+            lib,
+            coll: Collective::Alltoall,
+            ranks: p,
+            bytes: m,
+            one_node: false,
+        };
+        super::choose_named(&p_net, &call, &c, &opts, 0.1)
+            .unwrap()
+            .map(|(n, _)| n)
+    };
+    let mut bruck_wins = 0;
+    for p in [8usize, 12, 16, 32] {
+        for m in [1u64, 8, 64] {
+            let all = super::ompi_tuned_algorithms(Collective::Alltoall, p, m);
+            assert!(all.iter().any(|r| r.number == 3), "{p} {m}");
+            if pick(all, p, m) == Some(3) {
+                bruck_wins += 1;
+            }
+            let rules = super::ompi_rule_algorithms(Collective::Alltoall, p, m);
+            assert!(rules.iter().all(|r| r.number != 3), "{p} {m}");
+            assert_ne!(pick(rules, p, m), Some(3), "{p} {m}");
+        }
+    }
+    assert!(
+        bruck_wins > 0,
+        "the model never prefers the Bruck alltoall here"
+    );
+    for coll in Collective::ALL {
+        for m in [0u64, 8, 4096, 1 << 20] {
+            for r in super::ompi_rule_algorithms(coll, 8, m) {
+                assert!(!super::OMPI_WRONG_DATA.contains(&(coll, r.number)));
+            }
+        }
+    }
+}
+
+#[test]
 fn the_rule_algorithms_carry_coll_tuneds_numbers_and_its_fallbacks() {
     use Schedule as S;
     // Open MPI 4.1's numbers (`ompi_info --param coll tuned --level 9`).
