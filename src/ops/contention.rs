@@ -103,10 +103,7 @@ pub(super) fn on_servers<R>(
                     .clone()
                     .ok_or_else(|| usage("--device DEV is required for rdma and msg"))?,
             );
-            spec.options.max_msg_bytes = Some(max_msg_bytes.max(16 * 1024));
-            spec.options.verbs.gid_index = a.verbs.gid_index;
-            spec.options.verbs.eager_max_bytes = a.verbs.eager_max_bytes;
-            spec.options.verbs.inline_max_bytes = a.verbs.inline_max_bytes;
+            a.verbs.apply(&mut spec, max_msg_bytes.max(16 * 1024));
             super::probe::queue_pairs(&spec, &servers, servers.len(), peers)?
         }
         PeerEndpoint::Port => {

@@ -30,7 +30,8 @@ pub use serve::{serve, ServeArgs};
 
 use std::net::SocketAddr;
 
-use crate::link::{Kind, OpenError, SessionEvent};
+use crate::link::{Kind, LinkSpec, OpenError, SessionEvent};
+use crate::transport::raw_eth::RxMode;
 
 /// The verbs transports' flags (rdma, msg).
 #[derive(Clone, Debug, Default)]
@@ -43,6 +44,47 @@ pub struct VerbsArgs {
     pub eager_max_bytes: usize,
     /// rdma: largest inline write (None: 0 on software devices).
     pub inline_max_bytes: Option<u32>,
+}
+
+impl VerbsArgs {
+    /// The device a queue-pair link of `kind` opens.
+    fn device_for(&self, kind: Kind) -> Result<String, OpsError> {
+        self.device
+            .clone()
+            .ok_or_else(|| required("--device DEV", kind).with_hint(" (see `ibv_devices`)"))
+    }
+
+    /// Sets the queue-pair options of `spec`: the largest message, GID
+    /// index, eager and inline limits.
+    fn apply(&self, spec: &mut LinkSpec, max_msg_bytes: usize) {
+        spec.options.max_msg_bytes = Some(max_msg_bytes);
+        spec.options.verbs.gid_index = self.gid_index;
+        spec.options.verbs.eager_max_bytes = self.eager_max_bytes;
+        spec.options.verbs.inline_max_bytes = self.inline_max_bytes;
+    }
+}
+
+/// The raw Ethernet transport's flags.
+#[derive(Clone, Debug)]
+pub struct RawArgs {
+    /// The local interface.
+    pub interface: Option<String>,
+    /// How the interface receives.
+    pub rx: RxMode,
+}
+
+impl RawArgs {
+    /// Sets `spec` (of `spec.kind`) to open the interface with the receive
+    /// path asked for; the interface's name.
+    fn apply(&self, spec: &mut LinkSpec) -> Result<String, OpsError> {
+        let ifname = self
+            .interface
+            .clone()
+            .ok_or_else(|| required("--interface IF", spec.kind))?;
+        spec.device = Some(ifname.clone());
+        spec.options.raw_rx = Some(self.rx);
+        Ok(ifname)
+    }
 }
 
 /// Something an operation reports while it runs (stderr in `ngctl`).
@@ -243,6 +285,29 @@ impl OpsError {
 
 fn usage(s: impl Into<String>) -> OpsError {
     OpsError::Usage(s.into())
+}
+
+impl OpsError {
+    /// A usage error with a hint appended.
+    fn with_hint(self, hint: &str) -> OpsError {
+        match self {
+            OpsError::Usage(s) => OpsError::Usage(s + hint),
+            other => other,
+        }
+    }
+}
+
+/// The usage error of a flag missing that `kind` cannot go without.
+fn required(flag: &str, kind: Kind) -> OpsError {
+    usage(format!(
+        "{flag} is required for {}",
+        kind.with_same_endpoint()
+    ))
+}
+
+/// A probe's largest size as the largest message a link takes.
+fn max_msg_bytes(max_size_bytes: u64) -> Result<usize, OpsError> {
+    usize::try_from(max_size_bytes).map_err(|_| usage("--max-size too large"))
 }
 
 /// Resolve `HOST:PORT`.

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::{resolve, usage, Note, OpsError, VerbsArgs};
+use super::{max_msg_bytes, required, resolve, usage, Note, OpsError, RawArgs, VerbsArgs};
 use crate::clock::{ClockChoice, HostClock};
 use crate::link::{self, Kind, Link, LinkSpec, NoRendezvous, Peer, Rendezvous, SimSpec};
 use crate::model::exchange::{fit_exchange, ExchangeFit, ExchangeRaw};
@@ -17,7 +17,7 @@ use crate::probe::{self, ProbeOptions, ProbeResult};
 use crate::sweep::{Progress, SweepConfig, MAX_LATENCY_SAMPLES};
 use crate::transport::kind::PeerEndpoint;
 use crate::transport::multi::Multi;
-use crate::transport::raw_eth::{self, RxMode};
+use crate::transport::raw_eth;
 use crate::transport::sim::SimParams;
 
 /// The default model of the sim transport.
@@ -65,9 +65,8 @@ pub struct ProbeArgs {
     pub peer: Option<String>,
     /// raw: the server's MAC.
     pub peer_mac: Option<String>,
-    /// raw: the local interface.
-    pub interface: Option<String>,
-    pub raw_rx: RxMode,
+    /// raw: the local interface and how it receives.
+    pub raw: RawArgs,
     /// sim: the ground truth.
     pub model: Option<String>,
     pub max_size_bytes: u64,
@@ -146,7 +145,7 @@ impl ProbeArgs {
             ),
             (
                 "--interface",
-                self.interface.is_some() && self.kind != Kind::Raw,
+                self.raw.interface.is_some() && self.kind != Kind::Raw,
                 "only raw Ethernet opens an interface",
             ),
         ];
@@ -359,30 +358,25 @@ fn over_network(
     note: &mut dyn FnMut(Note),
 ) -> Result<Measured, OpsError> {
     let kind = a.kind;
-    let needs = |flag: &str| {
-        usage(format!(
-            "{flag} is required for {}",
-            kind.with_same_endpoint()
-        ))
-    };
     let mut spec = LinkSpec::new(kind);
     // The peer(s), and how the operator names them.
     let (who, servers) = match kind.descriptor().endpoint {
         PeerEndpoint::MacOnLink => {
-            let ifname = a.interface.clone().ok_or_else(|| needs("--interface IF"))?;
+            let ifname = a.raw.apply(&mut spec)?;
             let mac = a
                 .peer_mac
                 .as_deref()
-                .ok_or_else(|| needs("--peer-mac AA:BB:CC:DD:EE:FF"))?;
+                .ok_or_else(|| required("--peer-mac AA:BB:CC:DD:EE:FF", kind))?;
             let mac = raw_eth::parse_mac(mac)?;
             spec.peer = Peer::Mac(mac);
-            spec.options.raw_rx = Some(a.raw_rx);
             let who = format!("{} on {ifname}", raw_eth::format_mac(&mac));
-            spec.device = Some(ifname);
             (who, Vec::new())
         }
         _ => {
-            let peer = a.peer.clone().ok_or_else(|| needs("--peer HOST:PORT"))?;
+            let peer = a
+                .peer
+                .clone()
+                .ok_or_else(|| required("--peer HOST:PORT", kind))?;
             let servers = peer
                 .split(',')
                 .map(|p| resolve(p.trim()))
@@ -394,17 +388,8 @@ fn over_network(
     spec.options.clock = clock;
     let mut links = match kind.descriptor().endpoint {
         PeerEndpoint::QueuePair { .. } => {
-            spec.device = Some(
-                a.verbs
-                    .device
-                    .clone()
-                    .ok_or_else(|| needs("--device DEV").with_hint(" (see `ibv_devices`)"))?,
-            );
-            spec.options.max_msg_bytes =
-                Some(usize::try_from(a.max_size_bytes).map_err(|_| usage("--max-size too large"))?);
-            spec.options.verbs.gid_index = a.verbs.gid_index;
-            spec.options.verbs.eager_max_bytes = a.verbs.eager_max_bytes;
-            spec.options.verbs.inline_max_bytes = a.verbs.inline_max_bytes;
+            spec.device = Some(a.verbs.device_for(kind)?);
+            a.verbs.apply(&mut spec, max_msg_bytes(a.max_size_bytes)?);
             let qps = a.fanout_peers.unwrap_or(servers.len()).max(1);
             queue_pairs(&spec, &servers, qps, &who)?
         }
@@ -581,14 +566,4 @@ fn ranks(
 ) -> Result<Option<Measured>, OpsError> {
     a.kind.check_built()?;
     Err(OpsError::Link(crate::link::OpenError::NoResponder(a.kind)))
-}
-
-impl OpsError {
-    /// A usage error with a hint appended.
-    fn with_hint(self, hint: &str) -> OpsError {
-        match self {
-            OpsError::Usage(s) => OpsError::Usage(s + hint),
-            other => other,
-        }
-    }
 }

@@ -7,11 +7,11 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use super::{usage, Note, OpsError, VerbsArgs};
+use super::{max_msg_bytes, Note, OpsError, RawArgs, VerbsArgs};
 use crate::clock::{ClockChoice, HostClock};
 use crate::link::{self, Kind, LinkSpec, Local, NoRendezvous, ServePolicy};
 use crate::transport::kind::PeerEndpoint;
-use crate::transport::raw_eth::{self, RxMode};
+use crate::transport::raw_eth;
 
 /// How often a standing responder looks at its idle limit.
 const POLL: Duration = Duration::from_millis(500);
@@ -28,8 +28,7 @@ pub struct ServeArgs {
     /// Queue pairs: the largest message accepted.
     pub max_size_bytes: u64,
     /// raw: the interface and how it receives.
-    pub interface: Option<String>,
-    pub raw_rx: RxMode,
+    pub raw: RawArgs,
     /// Pin the responder (and the threads it starts) to this CPU.
     pub cpu: Option<usize>,
 }
@@ -45,27 +44,12 @@ pub fn serve(a: &ServeArgs, note: &mut dyn FnMut(Note)) -> Result<(), OpsError> 
     if let Some(cpu) = a.cpu {
         crate::probe::cpu::pin(cpu).map_err(|source| OpsError::Pin { cpu, source })?;
     }
-    let needs = |flag: &str| {
-        usage(format!(
-            "{flag} is required for {}",
-            kind.with_same_endpoint()
-        ))
-    };
     let mut spec = LinkSpec::new(kind);
     spec.options.clock = HostClock::choose(a.clock)?;
     if let PeerEndpoint::QueuePair { .. } = endpoint {
-        let device = a.verbs.device.clone().ok_or_else(|| {
-            usage(format!(
-                "--device DEV is required for {} (see `ibv_devices`)",
-                kind.with_same_endpoint()
-            ))
-        })?;
+        let device = a.verbs.device_for(kind)?;
         spec.device = Some(device.clone());
-        spec.options.max_msg_bytes =
-            Some(usize::try_from(a.max_size_bytes).map_err(|_| usage("--max-size too large"))?);
-        spec.options.verbs.gid_index = a.verbs.gid_index;
-        spec.options.verbs.eager_max_bytes = a.verbs.eager_max_bytes;
-        spec.options.verbs.inline_max_bytes = a.verbs.inline_max_bytes;
+        a.verbs.apply(&mut spec, max_msg_bytes(a.max_size_bytes)?);
         // A missing device is one clear line, before anything else is said.
         link::check(&spec)?;
         let listener = TcpListener::bind(a.listen).map_err(|source| OpsError::Listen {
@@ -89,9 +73,7 @@ pub fn serve(a: &ServeArgs, note: &mut dyn FnMut(Note)) -> Result<(), OpsError> 
     }
     let mut t = match endpoint {
         PeerEndpoint::MacOnLink => {
-            let ifname = a.interface.clone().ok_or_else(|| needs("--interface IF"))?;
-            spec.device = Some(ifname.clone());
-            spec.options.raw_rx = Some(a.raw_rx);
+            let ifname = a.raw.apply(&mut spec)?;
             link::open_responder(&spec, &mut NoRendezvous).map_err(|source| OpsError::Open {
                 what: format!("cannot open raw Ethernet on {ifname}"),
                 source,

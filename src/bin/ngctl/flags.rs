@@ -11,7 +11,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use netgauge::select::{self, Collective};
 use netgauged::clock::ClockChoice;
 use netgauged::export::{self, Format};
-use netgauged::ops::{self, OpsError, ProbeArgs, Schedule, ServeArgs, VerbsArgs};
+use netgauged::ops::{self, OpsError, ProbeArgs, RawArgs, Schedule, ServeArgs, VerbsArgs};
 use netgauged::predict;
 use netgauged::transport::raw_eth::RxMode;
 use netgauged::transport::Kind;
@@ -32,7 +32,7 @@ pub fn format_parser() -> impl TypedValueParser<Value = Format> {
 
 /// Options of `--transport raw`.
 #[derive(clap::Args)]
-pub struct RawArgs {
+pub struct RawFlags {
     /// Network interface for `--transport raw`.
     #[arg(long)]
     pub interface: Option<String>,
@@ -67,6 +67,12 @@ macro_rules! options {
     ($f:ident => $T:ident { $($same:ident),* ; $($field:ident: $e:expr),* $(,)? }) => {
         $T { $($same: $f.$same,)* $($field: $e,)* }
     };
+}
+
+impl From<RawFlags> for RawArgs {
+    fn from(r: RawFlags) -> RawArgs {
+        options!(r => RawArgs { interface; rx: r.raw_rx })
+    }
 }
 
 impl From<VerbsFlags> for VerbsArgs {
@@ -137,7 +143,7 @@ pub struct ServeFlags {
     #[arg(long, default_value_t = 1 << 20)]
     pub max_size: u64,
     #[command(flatten)]
-    pub raw: RawArgs,
+    pub raw: RawFlags,
     #[arg(long, help = "Pin the responder to a CPU (off the prober's)")]
     pub cpu: Option<usize>,
 }
@@ -147,7 +153,7 @@ impl ServeFlags {
         let f = self;
         options!(f => ServeArgs { listen, cpu; kind: f.transport, clock: choice, verbs: f.verbs.into(),
             idle_exit: (f.idle_exit_s > 0).then(|| Duration::from_secs(f.idle_exit_s)),
-            max_size_bytes: f.max_size, interface: f.raw.interface, raw_rx: f.raw.raw_rx })
+            max_size_bytes: f.max_size, raw: f.raw.into() })
     }
 }
 
@@ -163,7 +169,7 @@ pub struct ProbeFlags {
     #[arg(long)]
     pub peer_mac: Option<String>,
     #[command(flatten)]
-    pub raw_args: RawArgs,
+    pub raw_args: RawFlags,
     /// Ground truth of the sim transport (ns, ns/B, bytes), e.g.
     /// L=1100,o=300,g=450,G=0.08,S=16384
     #[arg(long)]
@@ -222,7 +228,7 @@ impl ProbeFlags {
         let f = self;
         Ok(
             options!(f => ProbeArgs { peer, peer_mac, model, fanout_peers, resamples, max_reps, min_reps, cpu, latency_samples, histogram;
-            kind: f.transport, clock: choice, interface: f.raw_args.interface, raw_rx: f.raw_args.raw_rx,
+            kind: f.transport, clock: choice, raw: f.raw_args.into(),
             max_size_bytes: f.max_size, min_size_bytes: f.min_size,
             timeout: Duration::from_millis(f.timeout_ms), schedule: f.schedule.parse::<Schedule>()?,
             verbs: f.verbs.into(), publish: f.publish.then(|| ops::shm_path(f.shm.as_deref())) }),
