@@ -67,7 +67,7 @@ fn force_digest(f: &Force) -> u64 {
 
 /// Largest message size a plan decides (larger ones keep its decision):
 /// beyond it the simulation of a plan costs more than it is worth.
-const PLAN_MAX_BYTES: u64 = 64 << 20;
+pub const PLAN_MAX_BYTES: u64 = 64 << 20;
 
 /// The process-wide state, set once at MPI_Init.
 pub struct Runtime {
@@ -93,7 +93,7 @@ pub struct Runtime {
     gamma: OnceLock<f64>,
     /// First touch of fresh memory, ns per byte (measured once).
     fresh: OnceLock<f64>,
-    plans: Mutex<Vec<(PlanKey, Arc<Plan>)>>,
+    plans: Mutex<Vec<(PlanKey, Arc<Plan>, String)>>,
     comms: Mutex<Vec<Arc<CommState>>>,
     next_comm: AtomicU64,
 }

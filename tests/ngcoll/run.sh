@@ -13,6 +13,7 @@
 #   - the choice alone costs ≤ 100 ns and makes no system call
 #     (tests/ngcoll/decide.c: timing reported, the seccomp proof asserted);
 #   - a missing or stale segment: one warning, everything passes through;
+#     so does a communicator above NETGAUGE_COLL_MAX_RANKS;
 #   - a rejected setting or NETGAUGE_COLL=off on one rank: no hang, every
 #     rank passes through; collectives from an atexit handler;
 #   - NETGAUGE_COLL=log prints the choices at MPI_Finalize;
@@ -203,6 +204,23 @@ echo "== a stale segment (no heartbeat for 5 s): the same"
 err=$(NETGAUGE_COLL_STALE_S=5 run openmpi 2 "$W/check_openmpi" 50 5 2>&1 >/dev/null) || { echo "$err" >&2; exit 1; }
 grep -q "stale" <<<"$err" || { echo "no stale warning: $err" >&2; exit 1; }
 echo "$err"
+
+echo "== a communicator above NETGAUGE_COLL_MAX_RANKS: one warning, it passes through, smaller ones are planned"
+# World and its duplicate (4 ranks) pass through; the splits of 2 and 3
+# ranks get plans, whose choices the log prints.
+out=$(NETGAUGE_COLL=log NETGAUGE_COLL_MAX_RANKS=3 run openmpi 4 "$W/check_openmpi" 200 17 2>"$W/log") \
+    || { echo "$out $(cat "$W/log")" >&2; exit 1; }
+grep -q '^check: .* 0 mismatches' <<<"$out" || { echo "$out" >&2; exit 1; }
+[ "$(grep -c '^ngcoll: no plan for 4 ranks (above NETGAUGE_COLL_MAX_RANKS, 3: ' "$W/log")" = 1 ] \
+    || { echo "expected one warning for the 4-rank communicators: $(cat "$W/log")" >&2; exit 1; }
+# Every class of a 4-rank communicator: the library's own, nothing priced;
+# some class of a smaller one: ours.
+four=$(grep -cE '^ngcoll: comm [0-9]+ \(4 ranks, 1 node\) ' "$W/log" || true)
+[ "$four" -ge 1 ] && [ "$(grep -cE '^ngcoll: comm [0-9]+ \(4 ranks, 1 node\) [^:]*: Open MPI 4.1 \? — ' "$W/log")" = "$four" ] \
+    || { echo "a 4-rank communicator was planned: $(grep '(4 ranks, 1 node)' "$W/log" | grep -v '?' | head -3)" >&2; exit 1; }
+grep -qE '^ngcoll: comm [0-9]+ \((2|3) ranks, 1 node\) [^:]*: ours ' "$W/log" \
+    || { echo "no plan for the 2- and 3-rank communicators: $(head -5 "$W/log")" >&2; exit 1; }
+echo "openmpi: $(grep '^check:' <<<"$out"); $(grep '^ngcoll: no plan' "$W/log")"
 
 # rank3_differs SEED VAR=VALUE WARNING: ranks 0-2 as set, rank 3 alone with
 # VAR=VALUE; every rank must pass through with exactly one warning, which

@@ -286,6 +286,13 @@ struct Rank {
     cpu_ns: f64,
     /// Waits that had to wait for another rank.
     blocked: u32,
+    /// The distinct peers of `sends` and of `recvs`.
+    sent_to: PeerSet,
+    received_from: PeerSet,
+    /// [`in_flight_peers`] of sends and of receives, once counted: it
+    /// stays the same until the rank's next wait (posting an op moves its
+    /// peer from the ops ahead to those posted), which clears it.
+    flows: [Option<usize>; 2],
 }
 
 /// When every rank finished every call, and each rank's busy CPU time.
@@ -345,7 +352,14 @@ pub fn run<N: Network + ?Sized>(
     // Sends and receives posted per pair (index of the next one).
     let mut send_next: Vec<usize> = vec![0; pairs];
     let mut recv_next: Vec<usize> = vec![0; pairs];
-    let mut ranks: Vec<Rank> = (0..p).map(|_| Rank::default()).collect();
+    let mut ranks: Vec<Rank> = (0..p)
+        .map(|_| Rank {
+            sent_to: PeerSet::new(p),
+            received_from: PeerSet::new(p),
+            ..Rank::default()
+        })
+        .collect();
+    let mut peers = PeerMarks::new(p);
     let root_of = |call: usize| if rotate { call % p } else { 0 };
     for (r, st) in ranks.iter_mut().enumerate() {
         sched.emit(p, r, root_of(0), m, &mut st.ops);
@@ -405,7 +419,7 @@ pub fn run<N: Network + ?Sized>(
                             }
                         }
                         if ok {
-                            let k_out = in_flight_peers(st, p, true);
+                            let k_out = in_flight_peers(st, &mut peers, true);
                             let c = costs.get(bytes)?;
                             let st = &mut ranks[r];
                             st.next_send = ready + c.gap_ns;
@@ -418,6 +432,7 @@ pub fn run<N: Network + ?Sized>(
                             chan[pair][idx].sent = Some((ready, bytes, exchange));
                             chan[pair][idx].k_out = k_out;
                             st.sends.push((pair, idx));
+                            st.sent_to.insert(to);
                             st.pc += 1;
                         }
                         ok
@@ -430,11 +445,12 @@ pub fn run<N: Network + ?Sized>(
                             chan[pair].resize(idx + 1, MsgState::default());
                         }
                         chan[pair][idx].recv_posted = Some(st.t);
-                        chan[pair][idx].k_in = in_flight_peers(st, p, false);
+                        chan[pair][idx].k_in = in_flight_peers(st, &mut peers, false);
                         let c = costs.get(bytes)?;
                         let st = &mut ranks[r];
                         st.cpu_ns += c.cpu_recv_ns;
                         st.recvs.push((pair, idx));
+                        st.received_from.insert(from);
                         st.pc += 1;
                         true
                     }
@@ -552,22 +568,137 @@ fn arrival<N: Network + ?Sized>(
 /// The distinct peers a rank has sends (`sends`) or receives in flight to
 /// or from once its current op is posted: those posted and not yet waited
 /// for, and those its ops post before the next wait. Several messages to
-/// one peer (a pipeline's segments) are one flow.
-fn in_flight_peers(st: &Rank, p: usize, sends: bool) -> usize {
-    let mut seen = vec![false; p];
-    let posted = if sends { &st.sends } else { &st.recvs };
-    for &(pair, _) in posted {
-        seen[if sends { pair % p } else { pair / p }] = true;
+/// one peer (a pipeline's segments) are one flow. Counted once per wait
+/// ([`Rank::flows`]).
+fn in_flight_peers(st: &mut Rank, marks: &mut PeerMarks, sends: bool) -> usize {
+    let k = usize::from(!sends);
+    if let Some(n) = st.flows[k] {
+        // Every simulation in the tests checks the count kept against one
+        // made anew.
+        #[cfg(test)]
+        assert_eq!(
+            n,
+            recount(st, marks.stamp.len(), sends),
+            "flows kept past a change"
+        );
+        return n;
     }
+    let posted = if sends {
+        &st.sent_to
+    } else {
+        &st.received_from
+    };
+    marks.clear();
+    for op in &st.ops[st.pc..] {
+        let peer = match *op {
+            Op::Send { to, .. } if sends => to,
+            Op::Recv { from, .. } if !sends => from,
+            Op::Wait | Op::WaitRecvs => break,
+            _ => continue,
+        };
+        if !posted.contains(peer) {
+            marks.mark(peer);
+        }
+    }
+    let n = (posted.len() + marks.count).max(1);
+    st.flows[k] = Some(n);
+    n
+}
+
+/// [`in_flight_peers`] counted from scratch: the distinct peers of the
+/// posted list and of the ops up to the next wait.
+#[cfg(test)]
+fn recount(st: &Rank, p: usize, sends: bool) -> usize {
+    let posted = if sends { &st.sends } else { &st.recvs };
+    let mut peers: Vec<usize> = posted
+        .iter()
+        .map(|&(pair, _)| if sends { pair % p } else { pair / p })
+        .collect();
     for op in &st.ops[st.pc..] {
         match *op {
-            Op::Send { to, .. } if sends => seen[to] = true,
-            Op::Recv { from, .. } if !sends => seen[from] = true,
+            Op::Send { to, .. } if sends => peers.push(to),
+            Op::Recv { from, .. } if !sends => peers.push(from),
             Op::Wait | Op::WaitRecvs => break,
             _ => {}
         }
     }
-    seen.iter().filter(|&&b| b).count().max(1)
+    peers.sort_unstable();
+    peers.dedup();
+    peers.len().max(1)
+}
+
+/// A set of ranks as a bit set, with its size.
+#[derive(Debug, Default)]
+struct PeerSet {
+    bits: Vec<u64>,
+    len: usize,
+}
+
+impl PeerSet {
+    fn new(p: usize) -> PeerSet {
+        PeerSet {
+            bits: vec![0; p.div_ceil(64)],
+            len: 0,
+        }
+    }
+
+    fn contains(&self, rank: usize) -> bool {
+        self.bits[rank / 64] & (1 << (rank % 64)) != 0
+    }
+
+    fn insert(&mut self, rank: usize) {
+        let (w, b) = (rank / 64, 1u64 << (rank % 64));
+        if self.bits[w] & b == 0 {
+            self.bits[w] |= b;
+            self.len += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn clear(&mut self) {
+        if self.len > 0 {
+            self.bits.fill(0);
+            self.len = 0;
+        }
+    }
+}
+
+/// A set of ranks, emptied in O(1): a rank is in it when its mark is the
+/// current stamp.
+struct PeerMarks {
+    stamp: Vec<u32>,
+    now: u32,
+    count: usize,
+}
+
+impl PeerMarks {
+    fn new(p: usize) -> PeerMarks {
+        PeerMarks {
+            stamp: vec![0; p],
+            now: 0,
+            count: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.now = self.now.wrapping_add(1);
+        if self.now == 0 {
+            // Wrapped: no old mark may equal a new stamp.
+            self.stamp.fill(0);
+            self.now = 1;
+        }
+        self.count = 0;
+    }
+
+    fn mark(&mut self, rank: usize) {
+        if self.stamp[rank] != self.now {
+            self.stamp[rank] = self.now;
+            self.count += 1;
+        }
+    }
 }
 
 /// When the receiver has consumed the message (for the sender's credits).
@@ -614,9 +745,12 @@ fn try_wait<N: Network + ?Sized>(
     }
     st.t = t;
     st.recvs.clear();
+    st.received_from.clear();
     if all {
         st.sends.clear();
+        st.sent_to.clear();
     }
+    st.flows = [None, None];
     Ok(true)
 }
 

@@ -235,8 +235,8 @@ fn plan_for(
         cores,
     };
     if let Ok(cache) = rt.plans.lock() {
-        if let Some((_, p)) = cache.iter().find(|(k, _)| *k == key) {
-            return (p.clone(), format!("segment entry of {peer} (cached plan)"));
+        if let Some((_, p, source)) = cache.iter().find(|(k, ..)| *k == key) {
+            return (p.clone(), format!("{source} (cached plan)"));
         }
     }
     let (plan, source) = match build_plan(rt, size, one_node, &peer, cores) {
@@ -249,7 +249,7 @@ fn plan_for(
         }
     };
     if let Ok(mut cache) = rt.plans.lock() {
-        cache.push((key, plan.clone()));
+        cache.push((key, plan.clone(), source.clone()));
     }
     (plan, source)
 }
@@ -261,6 +261,12 @@ fn build_plan(
     peer: &str,
     cores: usize,
 ) -> Result<(Plan, String), String> {
+    if size > rt.cfg.max_ranks {
+        return Err(format!(
+            "above NETGAUGE_COLL_MAX_RANKS, {}: a plan for it would keep its ranks waiting too long",
+            rt.cfg.max_ranks
+        ));
+    }
     let reader = rt.reader.as_ref().ok_or("no segment")?;
     let entries: Vec<EntryData> = reader
         .snapshot()

@@ -1,0 +1,81 @@
+//! What a communicator's plan costs its rank 0 at the first collective:
+//! `plan::build` over the sizes the runtime plans (`PLAN_MAX_BYTES`), for
+//! communicators of 4 to 64 ranks on one node, under Open MPI (with and
+//! without its other algorithms as candidates) and MPICH. One core, wall
+//! time; the figures and the default of `NETGAUGE_COLL_MAX_RANKS` they
+//! set are in bench/ngcoll.md.
+//!
+//! `cargo bench -p ngcoll --bench plan_build [-- RANKS...]`
+
+use std::time::Instant;
+
+use netgauge::select::{Library, ViewOptions};
+use netgauge::Params;
+use ngcoll::config::PATH_WARM_NS;
+use ngcoll::plan::{build, Setup};
+use ngcoll::runtime::PLAN_MAX_BYTES;
+
+/// A network of the shape an MPI probe on one node publishes (shared
+/// memory: L 1 µs, o 400 ns, g 300 ns, G 0.3 ns/B, no rendezvous).
+fn shared_memory() -> Params {
+    Params {
+        eel_ns: 1800.0,
+        L_ns: 1000.0,
+        o_s_ns: 400.0,
+        o_r_ns: 400.0,
+        g_ns: 300.0,
+        G_ns_per_byte: 0.3,
+        S_bytes: u64::MAX,
+        range_from_bytes: 0,
+        range_to_bytes: u64::MAX,
+        ..Params::default()
+    }
+}
+
+fn main() {
+    let ranks: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let ranks = if ranks.is_empty() {
+        vec![4, 8, 16, 32, 64]
+    } else {
+        ranks
+    };
+    let net = shared_memory();
+    println!("| ranks | Open MPI 4.1 | Open MPI 4.1, its other algorithms too | MPICH 4.0 |");
+    println!("|---:|---:|---:|---:|");
+    for p in ranks {
+        let mut row = format!("| {p} |");
+        for (lib, library_algorithms) in [
+            (Library::OpenMpi41, false),
+            (Library::OpenMpi41, true),
+            (Library::Mpich40, false),
+        ] {
+            let setup = Setup {
+                lib,
+                ranks: p,
+                one_node: true,
+                view: ViewOptions {
+                    gamma_ns_per_byte: 0.1,
+                    cores: 0,
+                    spin_slice_ns: 3e6,
+                    fresh_ns_per_byte: 0.4,
+                    ours_run_by: None,
+                    path_ns: PATH_WARM_NS,
+                },
+                margin: 0.1,
+                max_bytes: PLAN_MAX_BYTES,
+                library_algorithms,
+            };
+            let t = Instant::now();
+            let plan = build(&net, &setup);
+            let s = t.elapsed().as_secs_f64();
+            match plan {
+                Ok(_) => row.push_str(&format!(" {s:.2} s |")),
+                Err(e) => row.push_str(&format!(" failed: {e} |")),
+            }
+        }
+        println!("{row}");
+    }
+}
