@@ -12,7 +12,7 @@
 //! | `NETGAUGE_COLL_PATH_NS` | what a call that does not take the library's own choice costs in libngcoll's path to it, ns, added to every price of ours and of the library's other algorithms (so the margin rule, no view slower than the library's own by more than half the margin, counts it) | 80 where the node runs more ranks than cores (its calls run cold, [`PATH_COLD_NS`]), else 30 |
 //! | `NETGAUGE_COLL_LIBRARY_ALGS` | `1`/`0`: the library's other algorithms are candidates too, each run on a duplicate of the communicator made with it forced (Open MPI 4.1: libngcoll turns coll/tuned's dynamic rules on at MPI_Init unless the program sets any coll/tuned parameter, in its environment or an MCA parameter file; they are used only where every rank has those rules on, no rules file, no algorithm forced for the whole process, and fewer than MPI_THREAD_MULTIPLE) | 1 |
 //! | `NETGAUGE_COLL_MAX_RANKS` | the largest communicator libngcoll plans for; a larger one passes through, with one warning (its rank 0 builds the plan at the communicator's first collective while the others wait, and the model's work grows faster than P²: bench/ngcoll.md) | [`DEFAULT_MAX_RANKS`] |
-//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message; `library` the library's own choice, `library:N[/fan[/segment]]` Open MPI's coll/tuned algorithm N) | none |
+//! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message; `library` the library's own choice, `library:N[/fan[/segment]]` Open MPI's coll/tuned algorithm N; each collective at most once) | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
 //! A value that one rank rejects turns libngcoll off on every rank, with one
@@ -279,6 +279,12 @@ impl Config {
                             Forced::Ours(a, seg)
                         }
                     };
+                    // One entry a collective: the set-up, the per-call
+                    // choice and the library's masks each read the list,
+                    // and two entries for one would set them apart.
+                    if list.iter().any(|(c, _)| *c == coll) {
+                        return Err(bad("NETGAUGE_COLL_FORCE", &v, "a collective named twice"));
+                    }
                     list.push((coll, forced));
                 }
                 Force::Fixed(list)
@@ -419,5 +425,13 @@ mod tests {
         assert!(parse(&[("NETGAUGE_COLL_LIBRARY_ALGS", "maybe")]).is_err());
         assert!(parse(&[("NETGAUGE_COLL_FORCE", "bcast=nonsense")]).is_err());
         assert!(parse(&[("NETGAUGE_COLL_FORCE", "gather=ring")]).is_err());
+        let twice = parse(&[(
+            "NETGAUGE_COLL_FORCE",
+            "bcast=library,reduce=library,bcast=library:1",
+        )]);
+        assert!(
+            matches!(&twice, Err(ConfigError::Bad { why, .. }) if why.contains("named twice")),
+            "{twice:?}"
+        );
     }
 }
