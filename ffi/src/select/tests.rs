@@ -1715,10 +1715,10 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
 fn a_rules_file_never_names_an_algorithm_that_returns_wrong_data() {
     // Where the model prices Open MPI's Bruck alltoall clearly fastest
     // (small blocks, overhead and gap above the latency: its log P rounds
-    // beat P − 1 sends; below 16 ranks, where the fixed decision runs the
-    // linear one), choosing among all of
-    // coll/tuned's algorithms names it, and choosing among the rule
-    // algorithms does not.
+    // beat P − 1 sends; at 8 and 12 ranks, and 16 at 1 B, where the fixed
+    // decision runs the linear one), choosing among all of
+    // coll/tuned's algorithms names it, and the rule algorithms leave it
+    // out.
     let p_net = net(500.0, 2000.0, 3000.0, 0.1);
     let opts = ViewOptions::default();
     let lib = Library::OpenMpi41;
@@ -1745,20 +1745,12 @@ fn a_rules_file_never_names_an_algorithm_that_returns_wrong_data() {
             }
             let rules = super::ompi_rule_algorithms(Collective::Alltoall, p, m);
             assert!(rules.iter().all(|r| r.number != 3), "{p} {m}");
-            assert_ne!(pick(rules, p, m), Some(3), "{p} {m}");
         }
     }
     assert!(
         bruck_wins > 0,
         "the model never prefers the Bruck alltoall here"
     );
-    for coll in Collective::ALL {
-        for m in [0u64, 8, 4096, 1 << 20] {
-            for r in super::ompi_rule_algorithms(coll, 8, m) {
-                assert!(!super::OMPI_WRONG_DATA.contains(&(coll, r.number)));
-            }
-        }
-    }
 }
 
 #[test]
