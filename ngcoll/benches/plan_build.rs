@@ -1,7 +1,8 @@
 //! What a communicator's plan costs its rank 0 at the first collective:
 //! `plan::build` over the sizes the runtime plans (`PLAN_MAX_BYTES`), for
 //! communicators of 4 to 64 ranks on one node, under Open MPI (with and
-//! without its other algorithms as candidates) and MPICH. One core, wall
+//! without its other algorithms as candidates) and MPICH, on
+//! `plan::reference_shared_memory`. One core, wall
 //! time; the figures and the default of `NETGAUGE_COLL_MAX_RANKS` they
 //! set are in bench/ngcoll.md.
 //!
@@ -10,27 +11,9 @@
 use std::time::Instant;
 
 use netgauge::select::{Library, ViewOptions};
-use netgauge::Params;
 use ngcoll::config::PATH_WARM_NS;
-use ngcoll::plan::{build, Setup};
+use ngcoll::plan::{build, reference_shared_memory, Setup};
 use ngcoll::runtime::PLAN_MAX_BYTES;
-
-/// A network of the shape an MPI probe on one node publishes (shared
-/// memory: L 1 µs, o 400 ns, g 300 ns, G 0.3 ns/B, no rendezvous).
-fn shared_memory() -> Params {
-    Params {
-        eel_ns: 1800.0,
-        L_ns: 1000.0,
-        o_s_ns: 400.0,
-        o_r_ns: 400.0,
-        g_ns: 300.0,
-        G_ns_per_byte: 0.3,
-        S_bytes: u64::MAX,
-        range_from_bytes: 0,
-        range_to_bytes: u64::MAX,
-        ..Params::default()
-    }
-}
 
 fn main() {
     let ranks: Vec<usize> = std::env::args()
@@ -42,7 +25,7 @@ fn main() {
     } else {
         ranks
     };
-    let net = shared_memory();
+    let net = reference_shared_memory();
     println!("| ranks | Open MPI 4.1 | Open MPI 4.1, its other algorithms too | MPICH 4.0 |");
     println!("|---:|---:|---:|---:|");
     for p in ranks {

@@ -587,6 +587,26 @@ fn best_library_alg<N: Network + ?Sized>(
         .map(|(r, v)| (judge(&v, lib_prices).0, r, v)))
 }
 
+/// A network of the shape the test machine's MPI probe publishes (4 ranks
+/// sharing 2 cores, shared memory: L 1 µs, o 400 ns, g 300 ns, G 0.3 ns/B,
+/// no rendezvous), where the model prices one of Open MPI's other
+/// algorithms below ours and below its own choice: what the plan tests and
+/// `benches/plan_build.rs` build plans for.
+pub fn reference_shared_memory() -> Params {
+    Params {
+        eel_ns: 1800.0,
+        L_ns: 1000.0,
+        o_s_ns: 400.0,
+        o_r_ns: 400.0,
+        g_ns: 300.0,
+        G_ns_per_byte: 0.3,
+        S_bytes: u64::MAX,
+        range_from_bytes: 0,
+        range_to_bytes: u64::MAX,
+        ..Params::default()
+    }
+}
+
 /// Builds the plan from `net`: every decision by `select::choose` among
 /// ours, and where the library takes a forced algorithm, the best of its
 /// other algorithms (`select::choose_named`) where it stands better still.

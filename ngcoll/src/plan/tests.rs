@@ -1,5 +1,4 @@
 use super::*;
-use netgauge::Params;
 
 #[test]
 fn classes_cover_every_size_once() {
@@ -42,27 +41,9 @@ fn setup(lib: Library, library_algorithms: bool) -> Setup {
     }
 }
 
-/// A network of the shape this machine's MPI probe publishes (4 ranks
-/// sharing 2 cores): where the model prices one of Open MPI's other
-/// algorithms below ours and below its own choice.
-fn shared_memory() -> Params {
-    Params {
-        eel_ns: 1800.0,
-        L_ns: 1000.0,
-        o_s_ns: 400.0,
-        o_r_ns: 400.0,
-        g_ns: 300.0,
-        G_ns_per_byte: 0.3,
-        S_bytes: u64::MAX,
-        range_from_bytes: 0,
-        range_to_bytes: u64::MAX,
-        ..Params::default()
-    }
-}
-
 #[test]
 fn the_library_s_other_algorithms_are_chosen_only_where_it_takes_them() {
-    let net = shared_memory();
+    let net = reference_shared_memory();
     let with = build(&net, &setup(Library::OpenMpi41, true)).unwrap();
     let without = build(&net, &setup(Library::OpenMpi41, false)).unwrap();
     let mpich = build(&net, &setup(Library::Mpich40, true)).unwrap();
@@ -122,7 +103,7 @@ fn the_library_s_other_algorithms_are_chosen_only_where_it_takes_them() {
 
 #[test]
 fn a_choice_must_gain_more_than_libngcolls_own_path_in_every_view() {
-    let net = shared_memory();
+    let net = reference_shared_memory();
     let plan = |path_ns: f64| {
         let mut s = setup(Library::OpenMpi41, true);
         s.view.path_ns = path_ns;
