@@ -11,8 +11,9 @@
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, ompi_tuned_algorithms,
-    Algorithm, Call, Collective, Library, Network, RuleAlgorithm, Schedule, SimError, ViewOptions,
+    choose, choose_named_against, exchange_transport, judge, ompi_rule_algorithms,
+    ompi_tuned_algorithms, Algorithm, Call, Collective, Library, LibraryChoice, Network,
+    RuleAlgorithm, Schedule, SimError, ViewOptions,
 };
 use netgauge::{EntryData, Params};
 
@@ -560,14 +561,15 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
 }
 
 /// The best of the library's other algorithms for `coll` over `m` bytes,
-/// by `select::choose_named`, with its standing against the library's own
-/// choice (None: none beats it, or the library takes no forced algorithm).
+/// by `select::choose_named_against` the library's own choice as
+/// `select::choose` priced it, with its standing against that choice
+/// (None: none beats it, or the library takes no forced algorithm).
 fn best_library_alg<N: Network + ?Sized>(
     net: &N,
     s: &Setup,
     coll: Collective,
     m: u64,
-    lib_prices: &[f64; 4],
+    library: &LibraryChoice,
 ) -> Result<Option<(f64, RuleAlgorithm, netgauge::select::View)>, SimError> {
     if !s.library_algorithms || s.lib != Library::OpenMpi41 {
         return Ok(None);
@@ -583,8 +585,11 @@ fn best_library_alg<N: Network + ?Sized>(
         bytes: m,
         one_node: s.one_node,
     };
-    Ok(choose_named(net, &call, &candidates, &s.view, s.margin)?
-        .map(|(r, v)| (judge(&v, lib_prices).0, r, v)))
+    let lib_prices = library.view.prices();
+    Ok(
+        choose_named_against(net, &call, library, &candidates, &s.view, s.margin)?
+            .map(|(r, v)| (judge(&v, &lib_prices).0, r, v)),
+    )
 }
 
 /// A network of the shape the test machine's MPI probe publishes (4 ranks
@@ -640,7 +645,7 @@ pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> 
             }
             let lib_prices = d.library_view.prices();
             let ours_score = d.ours.map(|o| judge(&o.view, &lib_prices).0);
-            let alt = best_library_alg(net, s, coll, m, &lib_prices)?
+            let alt = best_library_alg(net, s, coll, m, &d.library_choice())?
                 .filter(|(score, ..)| ours_score.map_or(true, |o| *score < o))
                 .and_then(|(_, r, v)| Some((plan.alt_index(Alt::of(coll, &r))?, v)));
             if let Some((k, v)) = alt {

@@ -1712,6 +1712,44 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
 }
 
 #[test]
+fn choose_prices_the_librarys_own_as_choose_named_does() {
+    // `choose`'s pricing of the library's own choice, handed on, names what
+    // `choose_named` names pricing it anew.
+    let p_net = net(1000.0, 300.0, 450.0, 0.1);
+    let opts = ViewOptions::default();
+    let mut named = 0;
+    for lib in [Library::OpenMpi41, Library::Mpich40] {
+        for coll in Collective::ALL {
+            for (p, m) in [(4usize, 8u64), (8, 4096), (16, 1 << 20)] {
+                let call = super::Call {
+                    lib,
+                    coll,
+                    ranks: p,
+                    bytes: m,
+                    one_node: true,
+                };
+                let d = super::choose(&p_net, lib, coll, p, m, true, &[], &opts, 0.1).unwrap();
+                assert_eq!(
+                    d.library_choice(),
+                    super::LibraryChoice::of(&p_net, &call, &opts).unwrap()
+                );
+                let c: Vec<(u32, Schedule)> = super::ompi_rule_algorithms(coll, p, m)
+                    .into_iter()
+                    .map(|r| (r.number, r.schedule))
+                    .collect();
+                let fresh = super::choose_named(&p_net, &call, &c, &opts, 0.1).unwrap();
+                let handed =
+                    super::choose_named_against(&p_net, &call, &d.library_choice(), &c, &opts, 0.1)
+                        .unwrap();
+                assert_eq!(fresh, handed, "{lib:?} {coll:?} {p} {m}");
+                named += usize::from(fresh.is_some());
+            }
+        }
+    }
+    assert!(named > 0, "nothing named: the comparison saw only None");
+}
+
+#[test]
 fn a_rules_file_never_names_an_algorithm_that_returns_wrong_data() {
     // Where the model prices Open MPI's Bruck alltoall clearly fastest
     // (small blocks, overhead and gap above the latency: its log P rounds

@@ -238,6 +238,55 @@ pub struct Decision {
     /// What the library runs and its prices.
     pub library: Schedule,
     pub library_view: View,
+    /// Its root runs ahead of its readers ([`Library::root_runs_ahead`]).
+    pub runs_ahead: bool,
+}
+
+impl Decision {
+    /// The library's own choice as [`choose_named_against`] takes it.
+    pub fn library_choice(&self) -> LibraryChoice {
+        LibraryChoice {
+            schedule: self.library,
+            view: self.library_view,
+            runs_ahead: self.runs_ahead,
+        }
+    }
+}
+
+/// The library's own choice for one call with its prices: what every
+/// candidate is judged against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LibraryChoice {
+    pub schedule: Schedule,
+    pub view: View,
+    /// Its root runs ahead of its readers ([`Library::root_runs_ahead`]):
+    /// no candidate replaces it.
+    pub runs_ahead: bool,
+}
+
+impl LibraryChoice {
+    /// Prices what the library runs for `call`.
+    pub fn of<N: Network + ?Sized>(
+        net: &N,
+        call: &Call,
+        opts: &ViewOptions,
+    ) -> Result<LibraryChoice, SimError> {
+        let Call {
+            lib,
+            coll,
+            ranks: p,
+            bytes: m,
+            one_node,
+        } = *call;
+        let schedule = lib.schedule(coll, p, m, one_node);
+        let runs_ahead = lib.root_runs_ahead(schedule, m);
+        let view = view(net, schedule, p, m, opts, lib.spins(), runs_ahead)?;
+        Ok(LibraryChoice {
+            schedule,
+            view,
+            runs_ahead,
+        })
+    }
 }
 
 /// Segment sizes the chain is priced with: powers of two from 1 KiB (and
@@ -287,9 +336,18 @@ pub fn choose<N: Network + ?Sized>(
     opts: &ViewOptions,
     margin: f64,
 ) -> Result<Decision, SimError> {
-    let library = lib.schedule(coll, p, m, one_node);
-    let runs_ahead = lib.root_runs_ahead(library, m);
-    let library_view = view(net, library, p, m, opts, lib.spins(), runs_ahead)?;
+    let call = Call {
+        lib,
+        coll,
+        ranks: p,
+        bytes: m,
+        one_node,
+    };
+    let LibraryChoice {
+        schedule: library,
+        view: library_view,
+        runs_ahead,
+    } = LibraryChoice::of(net, &call, opts)?;
     let mut best: Option<(f64, Priced)> = None;
     let mut best_any: Option<(f64, Priced)> = None;
     let lib_prices = library_view.prices();
@@ -327,6 +385,7 @@ pub fn choose<N: Network + ?Sized>(
         best_ours: best_any.map(|b| b.1),
         library,
         library_view,
+        runs_ahead,
     })
 }
 
@@ -353,19 +412,31 @@ pub fn choose_named<N: Network + ?Sized, T: Copy>(
     opts: &ViewOptions,
     margin: f64,
 ) -> Result<Option<(T, View)>, SimError> {
+    let library = LibraryChoice::of(net, call, opts)?;
+    choose_named_against(net, call, &library, candidates, opts, margin)
+}
+
+/// [`choose_named`] against the library's own choice already priced (by
+/// [`choose`], [`Decision::library_choice`]).
+pub fn choose_named_against<N: Network + ?Sized, T: Copy>(
+    net: &N,
+    call: &Call,
+    library: &LibraryChoice,
+    candidates: &[(T, Schedule)],
+    opts: &ViewOptions,
+    margin: f64,
+) -> Result<Option<(T, View)>, SimError> {
     let Call {
         lib,
-        coll,
         ranks: p,
         bytes: m,
-        one_node,
+        ..
     } = *call;
-    let library = lib.schedule(coll, p, m, one_node);
-    let runs_ahead = lib.root_runs_ahead(library, m);
-    let lib_prices = view(net, library, p, m, opts, lib.spins(), runs_ahead)?.prices();
+    let lib_prices = library.view.prices();
+    let runs_ahead = library.runs_ahead;
     let mut best: Option<(f64, T, View)> = None;
     for &(name, sched) in candidates {
-        if sched == library {
+        if sched == library.schedule {
             continue;
         }
         let v = plus(
