@@ -11,9 +11,9 @@
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, choose_named_against, exchange_transport, judge, ompi_rule_algorithms,
-    ompi_tuned_algorithms, Algorithm, Call, Collective, Library, LibraryChoice, Network,
-    RuleAlgorithm, Schedule, SimError, ViewOptions,
+    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, ompi_tuned_algorithms,
+    Algorithm, Call, Collective, Library, LibraryChoice, Network, RuleAlgorithm, Schedule,
+    SimError, ViewOptions,
 };
 use netgauge::{EntryData, Params};
 
@@ -561,7 +561,7 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
 }
 
 /// The best of the library's other algorithms for `coll` over `m` bytes,
-/// by `select::choose_named_against` the library's own choice as
+/// by `select::choose_named` against the library's own choice as
 /// `select::choose` priced it, with its standing against that choice
 /// (None: none beats it, or the library takes no forced algorithm).
 fn best_library_alg<N: Network + ?Sized>(
@@ -587,7 +587,7 @@ fn best_library_alg<N: Network + ?Sized>(
     };
     let lib_prices = library.view.prices();
     Ok(
-        choose_named_against(net, &call, library, &candidates, &s.view, s.margin)?
+        choose_named(net, &call, library, &candidates, &s.view, s.margin)?
             .map(|(r, v)| (judge(&v, &lib_prices).0, r, v)),
     )
 }
@@ -635,17 +635,17 @@ pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> 
                 net, s.lib, coll, s.ranks, m, s.one_node, &ours, &s.view, s.margin,
             )?;
             let mut slot = Slot::library();
-            slot.lib_sync_ns = d.library_view.sync_ns as f32;
-            slot.lib_b2b_ns = d.library_view.back_to_back_ns as f32;
-            slot.lib_sched = lib_index(d.library);
+            slot.lib_sync_ns = d.library.view.sync_ns as f32;
+            slot.lib_b2b_ns = d.library.view.back_to_back_ns as f32;
+            slot.lib_sched = lib_index(d.library.schedule);
             if let Some(b) = d.best_ours {
                 slot.best_ours = b.algorithm as u32;
                 slot.ours_sync_ns = b.view.sync_ns as f32;
                 slot.ours_b2b_ns = b.view.back_to_back_ns as f32;
             }
-            let lib_prices = d.library_view.prices();
+            let lib_prices = d.library.view.prices();
             let ours_score = d.ours.map(|o| judge(&o.view, &lib_prices).0);
-            let alt = best_library_alg(net, s, coll, m, &d.library_choice())?
+            let alt = best_library_alg(net, s, coll, m, &d.library)?
                 .filter(|(score, ..)| ours_score.map_or(true, |o| *score < o))
                 .and_then(|(_, r, v)| Some((plan.alt_index(Alt::of(coll, &r))?, v)));
             if let Some((k, v)) = alt {

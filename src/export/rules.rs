@@ -291,7 +291,9 @@ fn ompi_runs<N: Network + ?Sized>(
             bytes: m,
             one_node: opts.one_node,
         };
-        let chosen = select::choose_named(net, &call, &candidates, &view, opts.margin)
+        let library =
+            select::LibraryChoice::of(net, &call, &view).map_err(|e| bad(e.to_string()))?;
+        let chosen = select::choose_named(net, &call, &library, &candidates, &view, opts.margin)
             .map_err(|e| bad(e.to_string()))?
             .map_or((0, 0, 0), |(rule, _)| rule);
         if runs.last().is_none_or(|(_, prev)| *prev != chosen) {

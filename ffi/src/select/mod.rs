@@ -138,8 +138,8 @@ pub use network::{exchange_transport, penalty_of, Measured, Network, NoContentio
 pub use schedule::{chain_segment, Op, Schedule};
 pub use sim::{SimError, Work};
 pub use view::{
-    chain_segments, choose, choose_named, choose_named_against, judge, view, Call, Decision,
-    LibraryChoice, Priced, View, ViewOptions,
+    chain_segments, choose, choose_named, judge, view, Call, Decision, LibraryChoice, Priced, View,
+    ViewOptions,
 };
 
 use crate::types::LookupError;

@@ -961,7 +961,7 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
     // is the same schedule, never more than the margin faster.
     let rd = [Algorithm::AllreduceRecursiveDoubling];
     let d = open_mpi(Collective::Allreduce, 1024, &rd, 0.1);
-    assert_eq!(d.library, Schedule::AllreduceRecursiveDoubling);
+    assert_eq!(d.library.schedule, Schedule::AllreduceRecursiveDoubling);
     assert!(d.ours.is_none(), "{d:?}");
     // Linear's one step of three messages is more than the margin faster
     // than doubling's two steps, in every view.
@@ -980,7 +980,7 @@ fn choose_keeps_the_librarys_choice_within_the_margin() {
         .view
         .prices()
         .iter()
-        .zip(d.library_view.prices())
+        .zip(d.library.view.prices())
         .map(|(o, l)| o / l)
         .collect();
     let gmean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / 4.0).exp();
@@ -1479,7 +1479,7 @@ fn a_ring_of_blocks_of_a_large_vector_moves_at_the_vectors_rate() {
         0.05,
     )
     .unwrap();
-    assert_eq!(d.library, Schedule::AllreduceRabenseifner);
+    assert_eq!(d.library.schedule, Schedule::AllreduceRabenseifner);
     assert!(d.ours.is_none(), "{d:?}");
 }
 
@@ -1616,7 +1616,7 @@ fn a_wide_ranges_gap_intercept_does_not_space_small_messages() {
         0.1,
     )
     .unwrap();
-    assert_eq!(d.library, Schedule::BcastKnomial { radix: 4 });
+    assert_eq!(d.library.schedule, Schedule::BcastKnomial { radix: 4 });
     assert!(d.ours.is_none(), "{d:?}");
 }
 
@@ -1642,6 +1642,22 @@ fn the_chains_sharing_sum_is_the_sum_over_its_hops() {
     });
 }
 
+/// A call of `coll` over `p` ranks and `m` bytes under `lib`.
+fn call(lib: Library, coll: Collective, p: usize, m: u64, one_node: bool) -> super::Call {
+    super::Call {
+        lib,
+        coll,
+        ranks: p,
+        bytes: m,
+        one_node,
+    }
+}
+
+/// Rule algorithms as `choose_named` candidates named by their numbers.
+fn by_number(list: Vec<super::RuleAlgorithm>) -> Vec<(u32, Schedule)> {
+    list.into_iter().map(|r| (r.number, r.schedule)).collect()
+}
+
 #[test]
 fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
     let mut p_net = net(1000.0, 300.0, 450.0, 0.1);
@@ -1649,18 +1665,10 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
     let opts = ViewOptions::default();
     let lib = Library::OpenMpi41;
     let named = |coll, p, m, margin| {
-        let c: Vec<(u32, Schedule)> = super::ompi_rule_algorithms(coll, p, m)
-            .into_iter()
-            .map(|r| (r.number, r.schedule))
-            .collect();
-        let call = super::Call {
-            lib,
-            coll,
-            ranks: p,
-            bytes: m,
-            one_node: true,
-        };
-        super::choose_named(&p_net, &call, &c, &opts, margin).unwrap()
+        let c = by_number(super::ompi_rule_algorithms(coll, p, m));
+        let call = call(lib, coll, p, m, true);
+        let library = super::LibraryChoice::of(&p_net, &call, &opts).unwrap();
+        super::choose_named(&p_net, &call, &library, &c, &opts, margin).unwrap()
     };
     // Whatever it names clears the margin against the fixed decision in
     // the geometric mean of the four views and loses none by more than
@@ -1699,54 +1707,40 @@ fn a_rules_file_may_name_any_of_the_librarys_algorithms_that_clearly_wins() {
     assert!(some > 0, "nothing named anywhere");
     // No candidates: the fixed decision.
     let none: &[(u32, Schedule)] = &[];
-    let call = super::Call {
-        lib,
-        coll: Collective::Reduce,
-        ranks: 4,
-        bytes: 1024,
-        one_node: true,
-    };
-    assert!(super::choose_named(&p_net, &call, none, &opts, 0.0)
-        .unwrap()
-        .is_none());
+    let call = call(lib, Collective::Reduce, 4, 1024, true);
+    let library = super::LibraryChoice::of(&p_net, &call, &opts).unwrap();
+    assert!(
+        super::choose_named(&p_net, &call, &library, none, &opts, 0.0)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
-fn choose_prices_the_librarys_own_as_choose_named_does() {
-    // `choose`'s pricing of the library's own choice, handed on, names what
-    // `choose_named` names pricing it anew.
+fn choose_prices_the_librarys_own_as_library_choice_of_does() {
+    // What `choose` hands on for `choose_named` is the library's own choice
+    // priced as for the call alone: same schedule, prices and run-ahead.
     let p_net = net(1000.0, 300.0, 450.0, 0.1);
-    let opts = ViewOptions::default();
-    let mut named = 0;
+    let opts = ViewOptions {
+        cores: 2,
+        ..ViewOptions::default()
+    };
+    let mut ahead = 0;
     for lib in [Library::OpenMpi41, Library::Mpich40] {
         for coll in Collective::ALL {
-            for (p, m) in [(4usize, 8u64), (8, 4096), (16, 1 << 20)] {
-                let call = super::Call {
-                    lib,
-                    coll,
-                    ranks: p,
-                    bytes: m,
-                    one_node: true,
-                };
+            for (p, m) in [(4usize, 8u64), (4, 8192), (8, 4096), (16, 1 << 20)] {
                 let d = super::choose(&p_net, lib, coll, p, m, true, &[], &opts, 0.1).unwrap();
-                assert_eq!(
-                    d.library_choice(),
-                    super::LibraryChoice::of(&p_net, &call, &opts).unwrap()
-                );
-                let c: Vec<(u32, Schedule)> = super::ompi_rule_algorithms(coll, p, m)
-                    .into_iter()
-                    .map(|r| (r.number, r.schedule))
-                    .collect();
-                let fresh = super::choose_named(&p_net, &call, &c, &opts, 0.1).unwrap();
-                let handed =
-                    super::choose_named_against(&p_net, &call, &d.library_choice(), &c, &opts, 0.1)
-                        .unwrap();
-                assert_eq!(fresh, handed, "{lib:?} {coll:?} {p} {m}");
-                named += usize::from(fresh.is_some());
+                let alone =
+                    super::LibraryChoice::of(&p_net, &call(lib, coll, p, m, true), &opts).unwrap();
+                assert_eq!(d.library, alone, "{lib:?} {coll:?} {p} {m}");
+                ahead += usize::from(alone.runs_ahead);
             }
         }
     }
-    assert!(named > 0, "nothing named: the comparison saw only None");
+    assert!(
+        ahead > 0,
+        "no call whose root runs ahead: run-ahead untested"
+    );
 }
 
 #[test]
@@ -1761,15 +1755,9 @@ fn a_rules_file_never_names_an_algorithm_that_returns_wrong_data() {
     let opts = ViewOptions::default();
     let lib = Library::OpenMpi41;
     let pick = |list: Vec<super::RuleAlgorithm>, p, m| {
-        let c: Vec<(u32, Schedule)> = list.into_iter().map(|r| (r.number, r.schedule)).collect();
-        let call = super::Call {
-            lib,
-            coll: Collective::Alltoall,
-            ranks: p,
-            bytes: m,
-            one_node: false,
-        };
-        super::choose_named(&p_net, &call, &c, &opts, 0.1)
+        let call = call(lib, Collective::Alltoall, p, m, false);
+        let library = super::LibraryChoice::of(&p_net, &call, &opts).unwrap();
+        super::choose_named(&p_net, &call, &library, &by_number(list), &opts, 0.1)
             .unwrap()
             .map(|(n, _)| n)
     };

@@ -235,22 +235,8 @@ pub struct Decision {
     pub ours: Option<Priced>,
     /// Our best candidate, chosen or not (None if none applies).
     pub best_ours: Option<Priced>,
-    /// What the library runs and its prices.
-    pub library: Schedule,
-    pub library_view: View,
-    /// Its root runs ahead of its readers ([`Library::root_runs_ahead`]).
-    pub runs_ahead: bool,
-}
-
-impl Decision {
-    /// The library's own choice as [`choose_named_against`] takes it.
-    pub fn library_choice(&self) -> LibraryChoice {
-        LibraryChoice {
-            schedule: self.library,
-            view: self.library_view,
-            runs_ahead: self.runs_ahead,
-        }
-    }
+    /// What the library runs, and its prices.
+    pub library: LibraryChoice,
 }
 
 /// The library's own choice for one call with its prices: what every
@@ -343,14 +329,11 @@ pub fn choose<N: Network + ?Sized>(
         bytes: m,
         one_node,
     };
-    let LibraryChoice {
-        schedule: library,
-        view: library_view,
-        runs_ahead,
-    } = LibraryChoice::of(net, &call, opts)?;
+    let library = LibraryChoice::of(net, &call, opts)?;
+    let runs_ahead = library.runs_ahead;
     let mut best: Option<(f64, Priced)> = None;
     let mut best_any: Option<(f64, Priced)> = None;
-    let lib_prices = library_view.prices();
+    let lib_prices = library.view.prices();
     for &a in ours.iter().filter(|a| a.collective() == coll) {
         let segs: Vec<u64> = if a == Algorithm::BcastChain {
             chain_segments(m).collect()
@@ -384,8 +367,6 @@ pub fn choose<N: Network + ?Sized>(
         ours: best.map(|b| b.1),
         best_ours: best_any.map(|b| b.1),
         library,
-        library_view,
-        runs_ahead,
     })
 }
 
@@ -401,24 +382,12 @@ pub struct Call {
 }
 
 /// The best of `candidates`, schedules the library itself runs when told
-/// to (a rules file names them), against its own choice for `call`, by the
-/// rule of [`choose`]; None where the library's own choice stays. Each
-/// candidate carries the caller's name for it (`T`), returned with its
-/// prices.
+/// to (a rules file names them), against its own choice for `call`
+/// (`library`: [`LibraryChoice::of`] the call, or [`Decision::library`]),
+/// by the rule of [`choose`]; None where the library's own choice stays.
+/// Each candidate carries the caller's name for it (`T`), returned with
+/// its prices.
 pub fn choose_named<N: Network + ?Sized, T: Copy>(
-    net: &N,
-    call: &Call,
-    candidates: &[(T, Schedule)],
-    opts: &ViewOptions,
-    margin: f64,
-) -> Result<Option<(T, View)>, SimError> {
-    let library = LibraryChoice::of(net, call, opts)?;
-    choose_named_against(net, call, &library, candidates, opts, margin)
-}
-
-/// [`choose_named`] against the library's own choice already priced (by
-/// [`choose`], [`Decision::library_choice`]).
-pub fn choose_named_against<N: Network + ?Sized, T: Copy>(
     net: &N,
     call: &Call,
     library: &LibraryChoice,
