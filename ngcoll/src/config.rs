@@ -104,8 +104,8 @@ pub struct Config {
 }
 
 /// The largest communicator planned unless `NETGAUGE_COLL_MAX_RANKS` says
-/// otherwise: its plan takes 0.6–1.6 s on one core of the test machine,
-/// 2.1–4.4 s at 64 ranks (bench/ngcoll.md).
+/// otherwise: the largest whose plan keeps its ranks waiting under about
+/// two seconds on one core (`benches/plan_build.rs`, bench/ngcoll.md).
 pub const DEFAULT_MAX_RANKS: usize = 32;
 
 impl Default for Config {

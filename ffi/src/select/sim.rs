@@ -359,7 +359,7 @@ pub fn run<N: Network + ?Sized>(
             ..Rank::default()
         })
         .collect();
-    let mut peers = PeerMarks::new(p);
+    let mut ahead = PeerSet::new(p);
     let root_of = |call: usize| if rotate { call % p } else { 0 };
     for (r, st) in ranks.iter_mut().enumerate() {
         sched.emit(p, r, root_of(0), m, &mut st.ops);
@@ -419,7 +419,7 @@ pub fn run<N: Network + ?Sized>(
                             }
                         }
                         if ok {
-                            let k_out = in_flight_peers(st, &mut peers, true);
+                            let k_out = in_flight_peers(st, &mut ahead, true);
                             let c = costs.get(bytes)?;
                             let st = &mut ranks[r];
                             st.next_send = ready + c.gap_ns;
@@ -445,7 +445,7 @@ pub fn run<N: Network + ?Sized>(
                             chan[pair].resize(idx + 1, MsgState::default());
                         }
                         chan[pair][idx].recv_posted = Some(st.t);
-                        chan[pair][idx].k_in = in_flight_peers(st, &mut peers, false);
+                        chan[pair][idx].k_in = in_flight_peers(st, &mut ahead, false);
                         let c = costs.get(bytes)?;
                         let st = &mut ranks[r];
                         st.cpu_ns += c.cpu_recv_ns;
@@ -570,7 +570,7 @@ fn arrival<N: Network + ?Sized>(
 /// for, and those its ops post before the next wait. Several messages to
 /// one peer (a pipeline's segments) are one flow. Counted once per wait
 /// ([`Rank::flows`]).
-fn in_flight_peers(st: &mut Rank, marks: &mut PeerMarks, sends: bool) -> usize {
+fn in_flight_peers(st: &mut Rank, ahead: &mut PeerSet, sends: bool) -> usize {
     let k = usize::from(!sends);
     if let Some(n) = st.flows[k] {
         // Every simulation in ffi's tests checks each count, kept or made,
@@ -578,7 +578,7 @@ fn in_flight_peers(st: &mut Rank, marks: &mut PeerMarks, sends: bool) -> usize {
         #[cfg(test)]
         assert_eq!(
             n,
-            recount(st, marks.stamp.len(), sends),
+            recount(st, ahead.ranks, sends),
             "flows kept past a change"
         );
         return n;
@@ -588,7 +588,8 @@ fn in_flight_peers(st: &mut Rank, marks: &mut PeerMarks, sends: bool) -> usize {
     } else {
         &st.received_from
     };
-    marks.clear();
+    // The peers of the ops ahead that are not posted already.
+    ahead.clear();
     for op in &st.ops[st.pc..] {
         let peer = match *op {
             Op::Send { to, .. } if sends => to,
@@ -597,16 +598,12 @@ fn in_flight_peers(st: &mut Rank, marks: &mut PeerMarks, sends: bool) -> usize {
             _ => continue,
         };
         if !posted.contains(peer) {
-            marks.mark(peer);
+            ahead.insert(peer);
         }
     }
-    let n = (posted.len() + marks.count).max(1);
+    let n = (posted.len() + ahead.len()).max(1);
     #[cfg(test)]
-    assert_eq!(
-        n,
-        recount(st, marks.stamp.len(), sends),
-        "flows counted wrong"
-    );
+    assert_eq!(n, recount(st, ahead.ranks, sends), "flows counted wrong");
     st.flows[k] = Some(n);
     n
 }
@@ -633,11 +630,12 @@ fn recount(st: &Rank, p: usize, sends: bool) -> usize {
     peers.len().max(1)
 }
 
-/// A set of ranks as a bit set, with its size.
+/// A set of the ranks 0..`ranks` as a bit set, with its size.
 #[derive(Debug, Default)]
 struct PeerSet {
     bits: Vec<u64>,
     len: usize,
+    ranks: usize,
 }
 
 impl PeerSet {
@@ -645,14 +643,17 @@ impl PeerSet {
         PeerSet {
             bits: vec![0; p.div_ceil(64)],
             len: 0,
+            ranks: p,
         }
     }
 
     fn contains(&self, rank: usize) -> bool {
+        debug_assert!(rank < self.ranks);
         self.bits[rank / 64] & (1 << (rank % 64)) != 0
     }
 
     fn insert(&mut self, rank: usize) {
+        debug_assert!(rank < self.ranks);
         let (w, b) = (rank / 64, 1u64 << (rank % 64));
         if self.bits[w] & b == 0 {
             self.bits[w] |= b;
@@ -668,41 +669,6 @@ impl PeerSet {
         if self.len > 0 {
             self.bits.fill(0);
             self.len = 0;
-        }
-    }
-}
-
-/// A set of ranks, emptied in O(1): a rank is in it when its mark is the
-/// current stamp.
-struct PeerMarks {
-    stamp: Vec<u32>,
-    now: u32,
-    count: usize,
-}
-
-impl PeerMarks {
-    fn new(p: usize) -> PeerMarks {
-        PeerMarks {
-            stamp: vec![0; p],
-            now: 0,
-            count: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.now = self.now.wrapping_add(1);
-        if self.now == 0 {
-            // Wrapped: no old mark may equal a new stamp.
-            self.stamp.fill(0);
-            self.now = 1;
-        }
-        self.count = 0;
-    }
-
-    fn mark(&mut self, rank: usize) {
-        if self.stamp[rank] != self.now {
-            self.stamp[rank] = self.now;
-            self.count += 1;
         }
     }
 }
