@@ -51,7 +51,7 @@ impl VerbsArgs {
     fn device_for(&self, kind: Kind) -> Result<String, OpsError> {
         self.device
             .clone()
-            .ok_or_else(|| required("--device DEV", kind).with_hint(" (see `ibv_devices`)"))
+            .ok_or_else(|| usage(required_text("--device DEV", kind) + " (see `ibv_devices`)"))
     }
 
     /// Sets the queue-pair options of `spec`: the largest message, GID
@@ -287,22 +287,14 @@ fn usage(s: impl Into<String>) -> OpsError {
     OpsError::Usage(s.into())
 }
 
-impl OpsError {
-    /// A usage error with a hint appended.
-    fn with_hint(self, hint: &str) -> OpsError {
-        match self {
-            OpsError::Usage(s) => OpsError::Usage(s + hint),
-            other => other,
-        }
-    }
-}
-
 /// The usage error of a flag missing that `kind` cannot go without.
 fn required(flag: &str, kind: Kind) -> OpsError {
-    usage(format!(
-        "{flag} is required for {}",
-        kind.with_same_endpoint()
-    ))
+    usage(required_text(flag, kind))
+}
+
+/// What [`required`] says.
+fn required_text(flag: &str, kind: Kind) -> String {
+    format!("{flag} is required for {}", kind.with_same_endpoint())
 }
 
 /// A probe's largest size as the largest message a link takes.
