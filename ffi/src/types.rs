@@ -145,6 +145,7 @@ impl EntryData {
 #[allow(non_snake_case)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Params {
     pub eel_ns: f64,
     pub L_ns: f64,

@@ -1,10 +1,12 @@
-//! What a communicator's plan costs its rank 0 at the first collective:
-//! `plan::build` over the sizes the runtime plans (`PLAN_MAX_BYTES`), for
+//! What a communicator's plan costs at its first collective, for
 //! communicators of 4 to 64 ranks on one node, under Open MPI (with and
 //! without its other algorithms as candidates) and MPICH, on
-//! `plan::reference_shared_memory`. One core, wall
-//! time; the figures and the default of `NETGAUGE_COLL_MAX_RANKS` they
-//! set are in bench/ngcoll.md.
+//! `plan::reference_shared_memory`, over the sizes the runtime plans
+//! (`PLAN_MAX_BYTES`): the whole plan in one process (`plan::build`), and
+//! the slowest rank's share when the communicator's ranks decide it
+//! (`plan::share::decide_share`, what the first collective waits for
+//! where every rank has a core). One core, wall time; the figures and the
+//! default of `NETGAUGE_COLL_MAX_RANKS` they set are in bench/ngcoll.md.
 //!
 //! `cargo bench -p ngcoll --bench plan_build [-- RANKS...]`
 
@@ -12,6 +14,7 @@ use std::time::Instant;
 
 use netgauge::select::{Library, ViewOptions};
 use ngcoll::config::PATH_WARM_NS;
+use ngcoll::plan::share::decide_share;
 use ngcoll::plan::{build, reference_shared_memory, Setup};
 use ngcoll::runtime::PLAN_MAX_BYTES;
 
@@ -26,7 +29,10 @@ fn main() {
         ranks
     };
     let net = reference_shared_memory();
-    println!("| ranks | Open MPI 4.1 | Open MPI 4.1, its other algorithms too | MPICH 4.0 |");
+    println!(
+        "| ranks | Open MPI 4.1: one process / slowest share | \
+         Open MPI 4.1, its other algorithms too | MPICH 4.0 |"
+    );
     println!("|---:|---:|---:|---:|");
     for p in ranks {
         let mut row = format!("| {p} |");
@@ -53,11 +59,19 @@ fn main() {
             };
             let t = Instant::now();
             let plan = build(&net, &setup);
-            let s = t.elapsed().as_secs_f64();
-            match plan {
-                Ok(_) => row.push_str(&format!(" {s:.2} s |")),
-                Err(e) => row.push_str(&format!(" failed: {e} |")),
+            let whole = t.elapsed().as_secs_f64();
+            if let Err(e) = plan {
+                row.push_str(&format!(" failed: {e} |"));
+                continue;
             }
+            let slowest = (0..p)
+                .map(|r| {
+                    let t = Instant::now();
+                    decide_share(&net, &setup, r, p);
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(0.0, f64::max);
+            row.push_str(&format!(" {whole:.2} s / {:.0} ms |", slowest * 1e3));
         }
         println!("{row}");
     }

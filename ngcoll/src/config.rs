@@ -11,7 +11,7 @@
 //! | `NETGAUGE_COLL_TRIAL` | where the plan chose one of ours or another of the library's algorithms: how many of a class's calls run ours and the library's own each, timed, before the faster is kept, at first and at each re-trial (`ngcoll::trial`; 0: the plan's choice stands untried; more than 8 is rejected; none under `NETGAUGE_COLL_FORCE`) | 4 |
 //! | `NETGAUGE_COLL_PATH_NS` | what a call that does not take the library's own choice costs in libngcoll's path to it, ns, added to every price of ours and of the library's other algorithms (so the margin rule, no view slower than the library's own by more than half the margin, counts it) | 80 where the node runs more ranks than cores (its calls run cold, [`PATH_COLD_NS`]), else 30 |
 //! | `NETGAUGE_COLL_LIBRARY_ALGS` | `1`/`0`: the library's other algorithms are candidates too, each run on a duplicate of the communicator made with it forced (Open MPI 4.1: libngcoll turns coll/tuned's dynamic rules on at MPI_Init unless the program sets any coll/tuned parameter, in its environment or an MCA parameter file; they are used only where every rank has those rules on, no rules file, no algorithm forced for the whole process, and fewer than MPI_THREAD_MULTIPLE) | 1 |
-//! | `NETGAUGE_COLL_MAX_RANKS` | the largest communicator libngcoll plans for; a larger one runs the library's own collectives, with one warning per communicator shape (its rank 0 would build the plan at the communicator's first collective while the others wait, and the model's work grows nearly as P²: bench/ngcoll.md) | [`DEFAULT_MAX_RANKS`] |
+//! | `NETGAUGE_COLL_MAX_RANKS` | the largest communicator libngcoll plans for; a larger one runs the library's own collectives, with one warning per communicator shape (its ranks decide the plan in shares at the communicator's first collective, and the model's work for one share grows nearly as P²: bench/ngcoll.md) | [`DEFAULT_MAX_RANKS`] |
 //! | `NETGAUGE_COLL_FORCE` | testing: `cycle` (every call on a communicator takes the next of our algorithms and the library's, in turn) or `coll=alg[:segment],…` (no segment, or 0: the plan's, else the whole message; `library` the library's own choice, `library:N[/fan[/segment]]` Open MPI's coll/tuned algorithm N; each collective at most once) | none |
 //!
 //! Every rank must see the same values (mpirun passes the environment on).
@@ -104,9 +104,10 @@ pub struct Config {
 }
 
 /// The largest communicator planned unless `NETGAUGE_COLL_MAX_RANKS` says
-/// otherwise: the largest whose plan keeps its ranks waiting under about
-/// two seconds on one core (`benches/plan_build.rs`, bench/ngcoll.md).
-pub const DEFAULT_MAX_RANKS: usize = 32;
+/// otherwise: the largest power of two whose slowest share of the plan
+/// keeps its ranks waiting under half a second with a core per rank
+/// (`benches/plan_build.rs`, bench/ngcoll.md).
+pub const DEFAULT_MAX_RANKS: usize = 128;
 
 impl Default for Config {
     fn default() -> Self {

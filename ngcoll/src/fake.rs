@@ -315,8 +315,32 @@ impl Mpi for Fake {
         }
         Ok(())
     }
-    fn allgather_bytes(&self, _: &[u8], _: &mut [u8], _: Raw) -> Result<(), MpiError> {
-        unimplemented!("not used by the algorithms")
+    fn allgather_bytes(&self, send: &[u8], recv: &mut [u8], comm: Raw) -> Result<(), MpiError> {
+        // Every rank sends its block to every other (a tag of its own).
+        const TAG: i32 = -8;
+        let n = send.len();
+        assert_eq!(recv.len(), n * self.size, "allgather into the wrong size");
+        recv[self.rank * n..(self.rank + 1) * n].copy_from_slice(send);
+        let mut slots = vec![0; 2 * self.size];
+        let e = |peer| Envelope {
+            count: n,
+            datatype: BYTE,
+            peer,
+            tag: TAG,
+            comm,
+        };
+        for (r, block) in recv.chunks_mut(n.max(1)).enumerate() {
+            if r == self.rank || n == 0 {
+                continue;
+            }
+            // SAFETY: `send` and each block hold n bytes and live until
+            // the waitall below.
+            unsafe {
+                self.isend(send.as_ptr(), e(r), &mut slots[2 * r])?;
+                self.irecv(block.as_mut_ptr(), e(r), &mut slots[2 * r + 1])?;
+            }
+        }
+        self.waitall(&mut slots, false)
     }
     fn allreduce_min(&self, v: i32, _: Raw) -> Result<i32, MpiError> {
         Ok(v)
@@ -351,8 +375,28 @@ impl Mpi for Fake {
         }
         Ok(sum)
     }
-    fn bcast_bytes(&self, _: &mut [u8], _: usize, _: Raw) -> Result<(), MpiError> {
-        unimplemented!("not used by the algorithms")
+    fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError> {
+        // The root sends to every other rank (a tag of its own).
+        const TAG: i32 = -9;
+        let mut slots = vec![0; self.size];
+        let count = buf.len();
+        let e = |peer| Envelope {
+            count,
+            datatype: BYTE,
+            peer,
+            tag: TAG,
+            comm,
+        };
+        if self.rank == root {
+            for r in (0..self.size).filter(|&r| r != root) {
+                // SAFETY: `buf` lives until the waitall below.
+                unsafe { self.isend(buf.as_ptr(), e(r), &mut slots[r])? };
+            }
+        } else {
+            // SAFETY: `buf` holds its length and lives until the waitall.
+            unsafe { self.irecv(buf.as_mut_ptr(), e(root), &mut slots[root])? };
+        }
+        self.waitall(&mut slots, false)
     }
     fn library_version(&self) -> String {
         "fake".into()

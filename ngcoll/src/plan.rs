@@ -2,18 +2,19 @@
 //! which algorithm to run (one of ours, or the library's own) and what the
 //! model predicted for both.
 //!
-//! The plan is built once per communicator, at its first collective, by
-//! its rank 0 from the segment ([`build`]), and broadcast to the others
-//! ([`Plan::encode`] / [`Plan::decode`]): every rank must run the same
-//! algorithm in the same call, and ranks on different nodes read
-//! different segments (or one segment at different moments). A call then
+//! The plan is built once per communicator shape, at the first collective,
+//! from rank 0's segment: every rank must run the same algorithm in the
+//! same call, and ranks on different nodes read different segments (or
+//! one segment at different moments). Rank 0 sends what it read, every
+//! rank decides a share of the plan and all assemble the same one
+//! ([`share`]); a plan rank 0 has already built for the same shape it
+//! broadcasts whole ([`Plan::encode`] / [`Plan::decode`]). A call then
 //! costs one table lookup ([`Plan::get`], [`class_of`]): no lookup in the
 //! segment, no system call.
 
 use netgauge::select::{
-    choose, choose_named, exchange_transport, judge, ompi_rule_algorithms, ompi_tuned_algorithms,
-    Algorithm, Call, Collective, Library, LibraryChoice, Network, RuleAlgorithm, Schedule,
-    SimError, ViewOptions,
+    exchange_transport, ompi_tuned_algorithms, Algorithm, Collective, Library, Network,
+    RuleAlgorithm, Schedule, SimError, ViewOptions,
 };
 use netgauge::{EntryData, Params};
 
@@ -526,7 +527,7 @@ pub fn lib_sched_name(i: u32) -> &'static str {
 }
 
 /// What [`build`] needs to know besides the network.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Setup {
     pub lib: Library,
     /// Ranks of the communicator.
@@ -560,38 +561,6 @@ pub fn runnable(p: usize) -> Vec<Algorithm> {
         .collect()
 }
 
-/// The best of the library's other algorithms for `coll` over `m` bytes,
-/// by `select::choose_named` against the library's own choice as
-/// `select::choose` priced it, with its standing against that choice
-/// (None: none beats it, or the library takes no forced algorithm).
-fn best_library_alg<N: Network + ?Sized>(
-    net: &N,
-    s: &Setup,
-    coll: Collective,
-    m: u64,
-    library: &LibraryChoice,
-) -> Result<Option<(f64, RuleAlgorithm, netgauge::select::View)>, SimError> {
-    if !s.library_algorithms || s.lib != Library::OpenMpi41 {
-        return Ok(None);
-    }
-    let candidates: Vec<(RuleAlgorithm, Schedule)> = ompi_rule_algorithms(coll, s.ranks, m)
-        .into_iter()
-        .map(|r| (r, r.schedule))
-        .collect();
-    let call = Call {
-        lib: s.lib,
-        coll,
-        ranks: s.ranks,
-        bytes: m,
-        one_node: s.one_node,
-    };
-    let lib_prices = library.view.prices();
-    Ok(
-        choose_named(net, &call, library, &candidates, &s.view, s.margin)?
-            .map(|(r, v)| (judge(&v, &lib_prices).0, r, v)),
-    )
-}
-
 /// A network of the shape the test machine's MPI probe publishes (4 ranks
 /// sharing 2 cores, shared memory: L 1 µs, o 400 ns, g 300 ns, G 0.3 ns/B,
 /// no rendezvous), where the model prices one of Open MPI's other
@@ -612,66 +581,18 @@ pub fn reference_shared_memory() -> Params {
     }
 }
 
-/// Builds the plan from `net`: every decision by `select::choose` among
-/// ours, and where the library takes a forced algorithm, the best of its
-/// other algorithms (`select::choose_named`) where it stands better still.
+/// Builds the plan from `net` in this process: every item decided
+/// ([`share::decide`]) and assembled ([`share::assemble`]) in order.
 pub fn build<N: Network + ?Sized>(net: &N, s: &Setup) -> Result<Plan, SimError> {
-    let mut plan = Plan::library();
     let ours = runnable(s.ranks);
-    let top = class_of(s.max_bytes);
-    for coll in Collective::ALL {
-        let classes = if coll == Collective::Barrier {
-            1
-        } else {
-            top + 1
-        };
-        for c in 0..classes {
-            let m = if coll == Collective::Barrier {
-                0
-            } else {
-                class_size(c)
-            };
-            let d = choose(
-                net, s.lib, coll, s.ranks, m, s.one_node, &ours, &s.view, s.margin,
-            )?;
-            let mut slot = Slot::library();
-            slot.lib_sync_ns = d.library.view.sync_ns as f32;
-            slot.lib_b2b_ns = d.library.view.back_to_back_ns as f32;
-            slot.lib_sched = lib_index(d.library.schedule);
-            if let Some(b) = d.best_ours {
-                slot.best_ours = b.algorithm as u32;
-                slot.ours_sync_ns = b.view.sync_ns as f32;
-                slot.ours_b2b_ns = b.view.back_to_back_ns as f32;
-            }
-            let lib_prices = d.library.view.prices();
-            let ours_score = d.ours.map(|o| judge(&o.view, &lib_prices).0);
-            let alt = best_library_alg(net, s, coll, m, &d.library)?
-                .filter(|(score, ..)| ours_score.map_or(true, |o| *score < o))
-                .and_then(|(_, r, v)| Some((plan.alt_index(Alt::of(coll, &r))?, v)));
-            if let Some((k, v)) = alt {
-                slot.alg = LIBRARY_ALG + k as u32;
-                slot.ours_sync_ns = v.sync_ns as f32;
-                slot.ours_b2b_ns = v.back_to_back_ns as f32;
-            } else if let Some(o) = d.ours {
-                slot.alg = o.algorithm as u32;
-                slot.seg_bytes = u32::try_from(o.segment_bytes).unwrap_or(u32::MAX);
-                slot.ours_sync_ns = o.view.sync_ns as f32;
-                slot.ours_b2b_ns = o.view.back_to_back_ns as f32;
-            }
-            plan.slots[coll as usize][c] = slot;
-        }
-        let last = plan.slots[coll as usize][if coll == Collective::Barrier { 0 } else { top }];
-        let from = if coll == Collective::Barrier {
-            1
-        } else {
-            top + 1
-        };
-        for c in from..CLASSES {
-            plan.slots[coll as usize][c] = last;
-        }
-    }
-    Ok(plan)
+    let decided = share::items(s)
+        .into_iter()
+        .map(|(coll, c)| share::decide(net, s, &ours, coll, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(share::assemble(s, &decided).expect("one decision per item"))
 }
+
+pub mod share;
 
 #[cfg(test)]
 mod tests;

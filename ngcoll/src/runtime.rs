@@ -34,13 +34,14 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use netgauge::select::{Algorithm, Collective, Library, Measured, ViewOptions};
+use netgauge::select::{Algorithm, Collective, Library, ViewOptions};
 use netgauge::{EntryData, Reader};
 
 use crate::config::{Config, Force, Forced, Mode};
 use crate::gate;
 use crate::host::{hostname, measure_gamma, online_cores, sched_slice_ns};
 use crate::mpi::{Mpi, Raw};
+use crate::plan::share::{self, Inputs};
 use crate::plan::{self, Alt, Plan, Setup, Slot, CLASSES, COLLECTIVES, LIBRARY};
 use crate::trial::{Trial, Trials};
 

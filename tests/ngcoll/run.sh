@@ -170,6 +170,22 @@ grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks, 1 node\) (bcast|reduce|allreduce|allga
     || { echo "no log line for the 4-rank communicator: $log" >&2; exit 1; }
 grep -c '^ngcoll: comm' <<<"$log" | sed 's/^/log lines: /'
 
+echo "== the plan: decided in shares by the communicator's ranks, then cached"
+# Rank 0 sends what it read from the segment, every rank decides a share
+# and all assemble one plan (the unit tests compare it bit for bit with
+# one built in one process); a rank holding a different plan would run
+# another algorithm than its peers: a mismatch or a hang. A second
+# communicator of the same shape takes rank 0's cached plan whole.
+for mpi in openmpi mpich; do
+    out=$(NETGAUGE_COLL=log run "$mpi" 4 "$W/check_$mpi" 200 17 2>"$W/log") || { echo "$out $(cat "$W/log")" >&2; exit 1; }
+    grep -q '^check: .* 0 mismatches' <<<"$out" || { echo "$mpi: $out" >&2; exit 1; }
+    grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks\): parameters from .*, decided by 4 ranks$' "$W/log" \
+        && grep -Eq '^ngcoll: comm [0-9]+ \(3 ranks\): parameters from .*, decided by 3 ranks$' "$W/log" \
+        && grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks\): parameters from .*, decided by 4 ranks \(cached plan\)$' "$W/log" \
+        || { echo "$mpi: no plan decided in shares: $(grep 'parameters from' "$W/log")" >&2; exit 1; }
+    echo "$mpi: $(grep '^check:' <<<"$out" | sed 's/ (.*)//'); $(grep -c 'decided by' "$W/log") plans decided in shares or cached"
+done
+
 echo "== trials: where ours is chosen, a class's first calls time ours against the library's own"
 # A program that calls each collective and size many times (the bench):
 # every class where the plan chose ours finishes its trial, every rank

@@ -37,6 +37,7 @@ pub(super) type CommRule = (Comm, &'static [(u64, u8)]);
 
 /// The MPI library whose own choice is the reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Library {
     OpenMpi41,
     Mpich40,

@@ -72,6 +72,7 @@ impl View {
 
 /// How the ranks run.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ViewOptions {
     /// Cost of combining one byte, ns.
     pub gamma_ns_per_byte: f64,

@@ -1,4 +1,5 @@
 use super::*;
+use netgauge::select::ompi_rule_algorithms;
 
 #[test]
 fn classes_cover_every_size_once() {

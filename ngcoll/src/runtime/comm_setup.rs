@@ -1,6 +1,7 @@
 //! A communicator's set-up at its first intercepted collective: its
-//! shadow, placement and plan (built by its rank 0, broadcast, agreed), and
-//! the duplicates for the library's other algorithms.
+//! shadow, placement and plan (offered by its rank 0, decided in shares by
+//! every rank, agreed), and the duplicates for the library's other
+//! algorithms.
 
 use super::*;
 
@@ -56,24 +57,38 @@ pub(super) fn setup<M: Mpi + ?Sized>(
         nodes.sort_unstable();
         nodes.dedup();
         let n_nodes = if placed { nodes.len() } else { 2 };
-        // Rank 0 plans, everyone takes its plan.
-        let mut buf = vec![0u8; plan::PLAN_BYTES];
-        let mut source = String::new();
-        if rank == 0 {
-            let (p, s) = plan_for(
+        // Rank 0 offers the plan (built before for this shape, or what to
+        // build it from); every rank takes it, building its share.
+        let offer = (rank == 0).then(|| {
+            offer(
                 rt,
                 size,
                 node_of(0),
                 (1..size).map(node_of).find(|&n| n != node_of(0)),
                 here,
-            );
-            buf = p.encode();
-            source = s;
+            )
+        });
+        let Received {
+            plan: received,
+            mut source,
+            built,
+        } = receive_plan(m, shadow, rank, size, offer);
+        if let Some(key) = built {
+            let plan = match &received {
+                Some(p) => Arc::new(p.clone()),
+                None => {
+                    warn(&format!(
+                        "no plan for {size} ranks (a rank could not decide its share); \
+                         this communicator's collectives pass through"
+                    ));
+                    source = "none: a rank could not decide its share of the plan".into();
+                    Arc::new(Plan::library())
+                }
+            };
+            if let Ok(mut cache) = rt.plans.lock() {
+                cache.push((key, plan, source.clone()));
+            }
         }
-        let received = match m.bcast_bytes(&mut buf, 0, shadow) {
-            Ok(()) => Plan::decode(&buf),
-            Err(_) => None,
-        };
         // Every rank must count a class's trial alike: the least of the
         // ranks' trial lengths (none under a forced choice), agreed by every
         // rank in one allreduce at set-up; a failure: no trials. The same
@@ -88,7 +103,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
         let plan = match (received, agreed) {
             (Some(p), Some(c)) if c >= 0 => p,
             _ => {
-                if !source.is_empty() {
+                if !source.is_empty() && !source.starts_with("none:") {
                     source = "none: a rank did not receive the plan (the library's own)".into();
                 }
                 Plan::library()
@@ -205,16 +220,24 @@ fn agreed<M: Mpi + ?Sized>(m: &M, dup: Option<Raw>, ok: bool, comm: Raw) -> Opti
     None
 }
 
-/// The plan of a communicator of `size` ranks, `first` the node of its rank
-/// 0 and `other` that of its first rank elsewhere (None: all on one node);
-/// `here` of its ranks on this node. Built once per shape and cached.
-fn plan_for(
-    rt: &Runtime,
-    size: usize,
-    first: u32,
-    other: Option<u32>,
-    here: usize,
-) -> (Arc<Plan>, String) {
+/// How rank 0 offers a communicator its plan.
+pub(super) enum Offer {
+    /// Built before for the same shape (or none could be: the library's
+    /// own), sent whole.
+    Whole(Arc<Plan>, String),
+    /// To be built by every rank from `inputs`, then cached under `key`.
+    Shared {
+        inputs: Box<Inputs>,
+        key: PlanKey,
+        source: String,
+    },
+}
+
+/// The plan offered for a communicator of `size` ranks, `first` the node
+/// of its rank 0 and `other` that of its first rank elsewhere (None: all
+/// on one node); `here` of its ranks on this node. Built once per shape
+/// and cached.
+fn offer(rt: &Runtime, size: usize, first: u32, other: Option<u32>, here: usize) -> Offer {
     let one_node = other.is_none();
     let peer_node = other.unwrap_or(first);
     let peer = rt
@@ -236,31 +259,154 @@ fn plan_for(
     };
     if let Ok(cache) = rt.plans.lock() {
         if let Some((_, p, source)) = cache.iter().find(|(k, ..)| *k == key) {
-            return (p.clone(), format!("{source} (cached plan)"));
+            return Offer::Whole(p.clone(), format!("{source} (cached plan)"));
         }
     }
-    let (plan, source) = match build_plan(rt, size, one_node, &peer, cores) {
-        Ok((p, s)) => (Arc::new(p), s),
+    match plan_inputs(rt, size, one_node, &peer, cores) {
+        Ok((inputs, source)) => Offer::Shared {
+            inputs: Box::new(inputs),
+            key,
+            source,
+        },
         Err(why) => {
             warn(&format!(
                 "no plan for {size} ranks ({why}); this communicator's collectives pass through"
             ));
-            (Arc::new(Plan::library()), why)
+            let plan = Arc::new(Plan::library());
+            if let Ok(mut cache) = rt.plans.lock() {
+                cache.push((key, plan.clone(), why.clone()));
+            }
+            Offer::Whole(plan, why)
         }
-    };
-    if let Ok(mut cache) = rt.plans.lock() {
-        cache.push((key, plan.clone(), source.clone()));
     }
-    (plan, source)
 }
 
-fn build_plan(
+/// A plan as [`receive_plan`] took it.
+pub(super) struct Received {
+    /// None: this rank has no plan (every rank then takes the library's
+    /// own, agreed in the allreduce that follows).
+    pub plan: Option<Plan>,
+    /// Where rank 0's plan came from (empty elsewhere).
+    pub source: String,
+    /// Rank 0, where the ranks built the plan: the key to cache it under.
+    pub built: Option<PlanKey>,
+}
+
+/// The header rank 0 broadcasts: how the plan comes ([`WHOLE`] or
+/// [`SHARED`]), the bytes that follow, and the bytes of each rank's share.
+const HEAD_BYTES: usize = 9;
+const WHOLE: u8 = 1;
+const SHARED: u8 = 2;
+
+/// Takes the plan rank 0 offers (`offer`, Some on rank 0 only) on `comm`:
+/// a header, then the plan or its inputs in one broadcast each; for inputs,
+/// every rank decides its share ([`plan::share`]) and one allgather brings
+/// every rank every share. Every rank makes the same calls whatever it
+/// receives: a rank that cannot decode the inputs still gathers, with a
+/// failed share that turns every rank's plan to the library's own.
+pub(super) fn receive_plan<M: Mpi + ?Sized>(
+    m: &M,
+    comm: Raw,
+    rank: usize,
+    size: usize,
+    offer: Option<Offer>,
+) -> Received {
+    let mut head = [0u8; HEAD_BYTES];
+    let mut body = Vec::new();
+    let mut source = String::new();
+    let mut built = None;
+    match offer {
+        Some(Offer::Whole(p, s)) => {
+            head[0] = WHOLE;
+            body = p.encode();
+            source = s;
+        }
+        Some(Offer::Shared {
+            inputs,
+            key,
+            source: s,
+        }) => {
+            let share = share::share_bytes(&inputs.setup, size);
+            match (inputs.encode(), u32::try_from(share)) {
+                (Some(b), Ok(n)) => {
+                    head[0] = SHARED;
+                    head[5..9].copy_from_slice(&n.to_le_bytes());
+                    body = b;
+                    source = format!("{s}, decided by {size} ranks");
+                    built = Some(key);
+                }
+                _ => {
+                    head[0] = WHOLE;
+                    body = Plan::library().encode();
+                    source = "none: the plan's inputs do not fit a message".into();
+                }
+            }
+        }
+        None => {}
+    }
+    head[1..5].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    if m.bcast_bytes(&mut head, 0, comm).is_err() {
+        return Received {
+            plan: None,
+            source,
+            built: None,
+        };
+    }
+    let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let (body_len, share_len) = (word(1) as usize, word(5) as usize);
+    // Every rank holds the same header: they all go on, or none does.
+    if body_len as u64 > share::MAX_INPUT_BYTES.max(plan::PLAN_BYTES as u64) {
+        return Received {
+            plan: None,
+            source,
+            built: None,
+        };
+    }
+    body.resize(body_len, 0);
+    let got = m.bcast_bytes(&mut body, 0, comm).is_ok();
+    let plan = match head[0] {
+        WHOLE => got.then(|| Plan::decode(&body)).flatten(),
+        SHARED => {
+            let inputs = got
+                .then(|| share::Inputs::decode(&body))
+                .flatten()
+                .filter(|i| i.setup.ranks == size);
+            let mine = match &inputs {
+                Some(i) => share::decide_share(&i.network(), &i.setup, rank, size),
+                None => Vec::new(),
+            };
+            // A share of another length (inputs that are not the ones
+            // rank 0 sized) counts as failed: zeros.
+            let mine = if mine.len() == share_len {
+                mine
+            } else {
+                vec![0; share_len]
+            };
+            let mut all = vec![0u8; share_len * size];
+            let gathered = m.allgather_bytes(&mine, &mut all, comm).is_ok();
+            inputs
+                .filter(|_| gathered)
+                .and_then(|i| share::assemble_shares(&i.setup, &all, size))
+        }
+        _ => None,
+    };
+    Received {
+        plan,
+        source,
+        built,
+    }
+}
+
+/// What rank 0 builds the plan of a communicator of `size` ranks from:
+/// its segment's entry for `peer` (with the all-ranks exchange and the
+/// contention record beside it) and this process's setup.
+fn plan_inputs(
     rt: &Runtime,
     size: usize,
     one_node: bool,
     peer: &str,
     cores: usize,
-) -> Result<(Plan, String), String> {
+) -> Result<(Inputs, String), String> {
     if size > rt.cfg.max_ranks {
         return Err(format!(
             "above NETGAUGE_COLL_MAX_RANKS, {}: a plan for it would keep its ranks waiting too long",
@@ -297,13 +443,7 @@ fn build_plan(
     let pair = entry.params();
     let exchange = plan::exchange_ranges(&entries, entry, size);
     // The transport's contention penalties, if the segment has them.
-    let record = reader.transport_ext(&entry.transport).ok();
-    let net = Measured {
-        pair: &pair,
-        exchange: &exchange,
-        exchange_ranks: size,
-        contention: record.as_ref(),
-    };
+    let contention = reader.transport_ext(&entry.transport).ok();
     let gamma = *rt.gamma.get_or_init(measure_gamma);
     let fresh = *rt
         .fresh
@@ -328,11 +468,17 @@ fn build_plan(
         max_bytes: PLAN_MAX_BYTES,
         library_algorithms: rt.library_algs,
     };
-    let plan = plan::build(&net, &setup).map_err(|e| format!("the model failed: {e}"))?;
     let what = if exchange.is_empty() {
         ""
     } else {
         " and its all-ranks exchange"
     };
-    Ok((plan, format!("{peer}/{}{what}", entry.transport)))
+    let source = format!("{peer}/{}{what}", entry.transport);
+    let inputs = Inputs {
+        setup,
+        pair,
+        exchange,
+        contention,
+    };
+    Ok((inputs, source))
 }

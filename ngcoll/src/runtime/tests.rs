@@ -2,6 +2,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::*;
 use crate::fake::{Fake, World};
+use comm_setup::{receive_plan, Offer};
 
 const SHADOW: Raw = 77;
 const COMM: Raw = 5;
@@ -80,4 +81,90 @@ fn an_alternative_never_needed_is_logged_so_and_none_is_made_after_the_shadow_cl
     let slot = st.pick(Collective::Reduce, 64);
     assert_eq!(st.alt_comm(&m, &slot, COMM), Some(COMM));
     assert_eq!((m.dups.load(Relaxed), st.alt_made(0)), (0, None));
+}
+
+/// The inputs of a plan for `ranks` ranks on the reference network.
+fn inputs(ranks: usize) -> Inputs {
+    Inputs {
+        setup: Setup {
+            lib: Library::OpenMpi41,
+            ranks,
+            one_node: true,
+            view: ViewOptions::default(),
+            margin: 0.1,
+            max_bytes: 1 << 16,
+            library_algorithms: true,
+        },
+        pair: vec![plan::reference_shared_memory()],
+        exchange: Vec::new(),
+        contention: None,
+    }
+}
+
+fn key(ranks: usize) -> PlanKey {
+    PlanKey {
+        ranks,
+        one_node: true,
+        peer: "n1".into(),
+        cores: 0,
+    }
+}
+
+/// What each of `p` fake ranks received (its plan's bytes, its source,
+/// whether it is to cache it), rank 0 offering `offer()`.
+fn received(
+    p: usize,
+    offer: impl Fn() -> Offer + Send + Sync + 'static,
+) -> Vec<(Option<Vec<u8>>, String, bool)> {
+    crate::fake::run(p, move |m| {
+        let r = receive_plan(m, COMM, m.rank, p, (m.rank == 0).then(&offer));
+        (r.plan.map(|p| p.encode()), r.source, r.built.is_some())
+    })
+}
+
+#[test]
+fn every_rank_takes_the_plan_rank_0_offers_whole_or_decided_in_shares() {
+    let whole = plan::build(&inputs(4).network(), &inputs(4).setup).unwrap();
+    assert!(!whole.alts().is_empty(), "a plan without alternatives");
+    // Decided in shares by the four ranks: every rank holds the plan one
+    // process builds, bit for bit; rank 0 says so and caches it.
+    let got = received(4, || Offer::Shared {
+        inputs: Box::new(inputs(4)),
+        key: key(4),
+        source: "n1/mpi".into(),
+    });
+    for (r, (plan, source, built)) in got.iter().enumerate() {
+        assert_eq!(plan.as_deref(), Some(&whole.encode()[..]), "rank {r}");
+        assert_eq!(*built, r == 0, "rank {r}");
+        let want = if r == 0 {
+            "n1/mpi, decided by 4 ranks"
+        } else {
+            ""
+        };
+        assert_eq!(source, want, "rank {r}");
+    }
+    // Sent whole (a cached plan).
+    let cached = Arc::new(whole.clone());
+    let got = received(3, move || {
+        Offer::Whole(cached.clone(), "n1/mpi (cached plan)".into())
+    });
+    for (r, (plan, _, built)) in got.iter().enumerate() {
+        assert_eq!(plan.as_deref(), Some(&whole.encode()[..]), "rank {r}");
+        assert!(!built);
+    }
+}
+
+#[test]
+fn inputs_for_another_communicator_size_leave_every_rank_without_a_plan() {
+    // Rank 0 sized the shares for 3 ranks' plan while the communicator
+    // has 4: every rank still makes every call (no hang) and none has a
+    // plan (the allreduce after it then gives each the library's own).
+    let got = received(4, || Offer::Shared {
+        inputs: Box::new(inputs(3)),
+        key: key(4),
+        source: "n1/mpi".into(),
+    });
+    for (r, (plan, ..)) in got.iter().enumerate() {
+        assert!(plan.is_none(), "rank {r}");
+    }
 }
