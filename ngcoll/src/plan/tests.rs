@@ -23,7 +23,8 @@ fn classes_cover_every_size_once() {
     assert_ne!(class_of(4 << 20), class_of((4 << 20) - 1));
 }
 
-fn setup(lib: Library, library_algorithms: bool) -> Setup {
+/// A plan's set-up for 4 ranks on one node sharing 2 cores.
+pub(crate) fn setup(lib: Library, library_algorithms: bool) -> Setup {
     Setup {
         lib,
         ranks: 4,

@@ -1,23 +1,10 @@
 use super::*;
 use crate::plan::{build, reference_shared_memory, LIBRARY, MAX_ALTS};
-use netgauge::select::ViewOptions;
 
 fn setup(lib: Library, ranks: usize, library_algorithms: bool) -> Setup {
     Setup {
-        lib,
         ranks,
-        one_node: true,
-        view: ViewOptions {
-            gamma_ns_per_byte: 0.1,
-            cores: 2,
-            spin_slice_ns: 3e6,
-            fresh_ns_per_byte: 0.4,
-            ours_run_by: None,
-            path_ns: 0.0,
-        },
-        margin: 0.1,
-        max_bytes: 1 << 20,
-        library_algorithms,
+        ..crate::plan::tests::setup(lib, library_algorithms)
     }
 }
 
