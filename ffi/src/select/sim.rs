@@ -60,14 +60,14 @@
 //!
 //! Without a record every message is priced as before.
 
-use super::cost::{
-    bytes_part_ns, contention, copy_lanes, in_working_set, msg, node_copy_lanes, send_overhead_ns,
-    Msg, NODE_LANES_FROM_BYTES,
-};
 use super::schedule::{Op, Schedule};
 use super::Network;
 use crate::ext::Scheme;
-use crate::types::{LookupError, Params};
+use crate::types::LookupError;
+use costs::{Cost, Costs, Lanes};
+use std::cell::Cell;
+
+mod costs;
 
 /// Unconsumed messages a sender may have in flight to one receiver.
 pub const EAGER_CREDITS: usize = 8;
@@ -80,191 +80,54 @@ pub const EAGER_CREDITS: usize = 8;
 /// prices it.
 pub const PENALTY_FROM_BYTES: u64 = 64 * 1024;
 
-/// The costs of one message size, looked up once per simulation.
-#[derive(Clone, Copy, Debug)]
-struct Cost {
-    t_ns: f64,
-    x_ns: f64,
-    /// Whether `x_ns` is the measured all-ranks step (else T(s)).
-    x_measured: bool,
-    /// The part of `x_ns` that moves the bytes (X(s) − X(1), or T(s) −
-    /// T(1)): what the penalties stretch.
-    x_bytes_ns: f64,
-    gap_ns: f64,
-    o_s_ns: f64,
-    /// Busy CPU of the two ends: the smallest message's send and receive
-    /// overheads (a call's own work) and the bytes' one copy at the gap's
-    /// per-byte rate G, split between sender and receiver. Not o_s(s) and
-    /// o_r(s) of the message's range: a burst's time per message holds the
-    /// waits of a sender whose receiver was not running, which is no work
-    /// a shared core does.
-    cpu_send_ns: f64,
-    cpu_recv_ns: f64,
-    copy_ns: f64,
-    /// The part of T(s) that moves the bytes (T(s) − T(1), the
-    /// handshake left out): what holds a copy lane.
-    bytes_ns: f64,
-    eager: bool,
-    /// Transfers of this size the node moves at once (None: no limit).
-    lanes: Option<usize>,
-}
-
-/// Cost lookups by size (a simulation uses a handful of sizes).
-struct Costs<'a, N: Network + ?Sized> {
-    net: &'a N,
-    p: usize,
-    /// The bytes one rank's buffers of the call span
-    /// ([`Schedule::working_set`]): every transfer's bytes move at least at
-    /// the rate measured at this size (`cost::in_working_set`).
-    ws: u64,
-    /// The node's copy lanes for large transfers, once looked up.
-    node_lanes: Option<Option<usize>>,
-    cache: Vec<(u64, Cost)>,
-    lanes: Lanes,
-    /// Lane time reserved, over the number of lanes (ns).
-    lane_ns: f64,
-    /// Contention factors looked up: (scheme, k, relative, factor).
-    factors: Vec<(Scheme, usize, bool, Option<f64>)>,
-}
-
-impl<N: Network + ?Sized> Costs<'_, N> {
-    /// `cost::contention`, looked up once per (scheme, k, relative).
-    fn factor(&mut self, scheme: Scheme, k: usize, relative: bool) -> Option<f64> {
-        let key = (scheme, k, relative);
-        if let Some(f) = self.factors.iter().find(|f| (f.0, f.1, f.2) == key) {
-            return f.3;
-        }
-        let f = contention(self.net, scheme, k, relative);
-        self.factors.push((scheme, k, relative, f));
-        f
-    }
-
-    /// Transfers of `bytes` the node moves at once: the node's one count
-    /// from [`NODE_LANES_FROM_BYTES`] (`cost::node_copy_lanes`), the
-    /// count measured at the size below it.
-    fn lanes(&mut self, bytes: u64) -> Result<Option<usize>, LookupError> {
-        if bytes < NODE_LANES_FROM_BYTES {
-            return copy_lanes(self.net, self.p, bytes);
-        }
-        if let Some(n) = self.node_lanes {
-            return Ok(n);
-        }
-        let n = node_copy_lanes(self.net, self.p)?;
-        self.node_lanes = Some(n);
-        Ok(n)
-    }
-
-    fn get(&mut self, bytes: u64) -> Result<Cost, LookupError> {
-        if let Some((_, c)) = self.cache.iter().find(|(b, _)| *b == bytes) {
-            return Ok(*c);
-        }
-        let ws = self.ws;
-        let m: Msg = msg(self.net, bytes)?;
-        let p: Params = self.net.at(bytes)?;
-        let o_s = send_overhead_ns(&p, bytes, m.t_ns);
-        let small = self.net.at(1)?;
-        // The fixed overheads of one message, each at most the one-byte
-        // message's whole time (see `send_overhead_ns`).
-        let one = msg(self.net, 1)?.t_ns;
-        let (o_s1, o_r1) = (
-            send_overhead_ns(&small, 1, one),
-            small.o_r_ns.clamp(0.0, one.max(0.0)),
-        );
-        let copy = 0.5 * bytes as f64 * p.G_ns_per_byte.max(0.0);
-        let eager = p.S_bytes == u64::MAX || bytes <= p.S_bytes;
-        // The bytes' parts at this size and, in a larger working set, at
-        // the rate measured at the working set's size.
-        let own_bytes = bytes_part_ns(self.net, bytes)?;
-        let bytes_ns = if ws > bytes {
-            in_working_set(own_bytes, bytes_part_ns(self.net, ws)?, bytes, ws)
-        } else {
-            own_bytes
-        };
-        let t_ns = m.t_ns + (bytes_ns - own_bytes);
-        let x = self.net.exchange_ns(self.p, bytes);
-        let (x_ns, x_bytes_ns) = match (x, self.net.exchange_ns(self.p, 1)) {
-            (Some(x), Some(x1)) => {
-                let own = (x - x1).max(0.0);
-                let wide = match self.net.exchange_ns(self.p, ws) {
-                    Some(xw) if ws > bytes => in_working_set(own, (xw - x1).max(0.0), bytes, ws),
-                    _ => own,
-                };
-                (x + (wide - own), wide)
-            }
-            (Some(x), None) => (x, 0.0),
-            (None, _) => (t_ns, bytes_ns),
-        };
-        let c = Cost {
-            t_ns,
-            x_ns,
-            x_measured: x.is_some(),
-            x_bytes_ns,
-            gap_ns: m.gap_ns,
-            o_s_ns: o_s,
-            cpu_send_ns: o_s1 + copy,
-            cpu_recv_ns: o_r1 + copy,
-            // A memory copy runs at about the per-byte gap of shared memory.
-            copy_ns: bytes as f64 * p.G_ns_per_byte.max(0.0),
-            bytes_ns,
-            eager,
-            lanes: self.lanes(bytes)?,
-        };
-        self.cache.push((bytes, c));
-        Ok(c)
-    }
-}
-
 /// One message on a pair: when it was posted (sent) and when its receive
-/// was posted, once known.
+/// was posted, once known. The times are valid where `flags` says so.
 #[derive(Clone, Copy, Debug, Default)]
 struct MsgState {
-    sent: Option<(f64, u64, bool)>,
-    recv_posted: Option<f64>,
+    sent: f64,
+    recv_posted: f64,
     /// Its arrival, once computed (a transfer reserves a lane then, so it
     /// is computed once).
-    arrived: Option<f64>,
+    arrived: f64,
+    /// The sender's size as an index into the cost cache ([`Costs::at`]).
+    cost: u32,
     /// Distinct peers the sender had sends to in flight with it, and the
-    /// receiver receives from (see [`in_flight_peers`]).
-    k_out: usize,
-    k_in: usize,
+    /// receiver receives from (see [`in_flight_peers`]); `k_out` is counted
+    /// only for messages the penalties may price ([`PENALTY_FROM_BYTES`]).
+    k_out: u32,
+    k_in: u32,
+    flags: u8,
 }
 
-/// The node's copy lanes: per lane, the intervals reserved by transfers,
-/// in order and disjoint. A transfer takes the earliest interval, on any
-/// lane, that starts no earlier than it is ready and overlaps no reserved
-/// one.
+impl MsgState {
+    const SENT: u8 = 1;
+    const EXCHANGE: u8 = 2;
+    const RECV_POSTED: u8 = 4;
+    const ARRIVED: u8 = 8;
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// The messages of one directed pair, in posting order, and the sends and
+/// receives posted on it (the index of the next one).
 #[derive(Debug, Default)]
-struct Lanes {
-    busy: Vec<Vec<(f64, f64)>>,
+struct Pair {
+    msgs: Vec<MsgState>,
+    send_next: usize,
+    recv_next: usize,
 }
 
-impl Lanes {
-    /// Reserves `dur_ns` from `ready` on one of `n` lanes; returns when the
-    /// transfer starts.
-    fn reserve(&mut self, n: usize, ready: f64, dur_ns: f64) -> f64 {
-        if self.busy.len() < n {
-            self.busy.resize(n, Vec::new());
+impl Pair {
+    /// Message `idx`, made if neither end posted it yet (each end posts
+    /// its messages in order, so a new one is the next).
+    #[inline]
+    fn msg(&mut self, idx: usize) -> &mut MsgState {
+        if self.msgs.len() == idx {
+            self.msgs.push(MsgState::default());
         }
-        let mut best: Option<(usize, f64)> = None;
-        for (i, lane) in self.busy[..n].iter().enumerate() {
-            let mut t = ready;
-            // Intervals that end by `ready` cannot be in the way.
-            let first = lane.partition_point(|&(_, b)| b <= ready);
-            for &(a, b) in &lane[first..] {
-                if t + dur_ns <= a {
-                    break;
-                }
-                t = t.max(b);
-            }
-            if best.map_or(true, |(_, bt)| t < bt) {
-                best = Some((i, t));
-            }
-        }
-        let (i, t) = best.unwrap_or((0, ready));
-        let lane = &mut self.busy[i];
-        let at = lane.partition_point(|&(a, _)| a < t);
-        lane.insert(at, (t, t + dur_ns));
-        t
+        &mut self.msgs[idx]
     }
 }
 
@@ -293,6 +156,39 @@ struct Rank {
     /// stays the same until the rank's next wait (posting an op moves its
     /// peer from the ops ahead to those posted), which clears it.
     flows: [Option<usize>; 2],
+    /// What `ops` holds: (schedule, ranks, size, root) of its emission.
+    /// The ops of one call depend on nothing else, so a call with the same
+    /// root (every call unless the root rotates, and the first call of the
+    /// next run of one view) runs them again without emitting them anew.
+    emitted: Option<(Schedule, usize, u64, usize)>,
+}
+
+impl Rank {
+    /// The rank at the start of a run of `p` ranks (its ops kept).
+    fn reset(&mut self, p: usize) {
+        self.t = 0.0;
+        self.next_send = 0.0;
+        self.pc = 0;
+        self.call = 0;
+        self.sends.clear();
+        self.recvs.clear();
+        self.finish.clear();
+        self.cpu_ns = 0.0;
+        self.blocked = 0;
+        self.sent_to.reset(p);
+        self.received_from.reset(p);
+        self.flows = [None, None];
+    }
+
+    /// Makes `ops` the ops of one call with root `root`.
+    fn emit(&mut self, sched: Schedule, p: usize, r: usize, root: usize, m: u64) {
+        let key = Some((sched, p, m, root));
+        if self.emitted != key {
+            self.ops.clear();
+            sched.emit(p, r, root, m, &mut self.ops);
+            self.emitted = key;
+        }
+    }
 }
 
 /// When every rank finished every call, and each rank's busy CPU time.
@@ -325,6 +221,31 @@ pub enum Issue {
     BackToBack { calls: usize, rotate: bool },
 }
 
+/// What a run allocates, kept for the thread's next run: the pairs'
+/// message lists (p² of them), the ranks' lists and the cost caches would
+/// otherwise be allocated, zeroed and freed by every run, and a plan's
+/// build makes thousands of runs.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Per directed pair (src * p + dst); those not in `touched` are empty.
+    pairs: Vec<Pair>,
+    /// The pairs posted on since they were last emptied.
+    touched: Vec<usize>,
+    ranks: Vec<Rank>,
+    ahead: PeerSet,
+    cache: Vec<(u64, Cost)>,
+    factors: Vec<(Scheme, usize, bool, Option<f64>)>,
+    lanes: Vec<Vec<(f64, f64)>>,
+}
+
+/// Runs of at most this many ranks keep their [`Scratch`] for the thread's
+/// next run (it holds p² pairs, each with its messages' capacity).
+const KEEP_SCRATCH_RANKS: usize = 128;
+
+thread_local! {
+    static SCRATCH: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
+}
+
 /// Simulates `sched` over `p` ranks with message size `m`.
 pub fn run<N: Network + ?Sized>(
     net: &N,
@@ -334,35 +255,74 @@ pub fn run<N: Network + ?Sized>(
     work: Work,
     issue: Issue,
 ) -> Result<Run, SimError> {
-    let gamma_ns_per_byte = work.gamma_ns_per_byte;
-    let Issue::BackToBack { calls, rotate } = issue;
+    // Taken out while it runs: a run during the thread's exit gets a
+    // scratch of its own.
+    let mut scratch = SCRATCH
+        .try_with(Cell::take)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let mut costs = Costs {
         net,
         p,
         ws: sched.working_set(p, m),
         node_lanes: None,
-        cache: Vec::new(),
-        lanes: Lanes::default(),
+        cache: std::mem::take(&mut scratch.cache),
+        last: 0,
+        lanes: Lanes {
+            busy: std::mem::take(&mut scratch.lanes),
+        },
         lane_ns: 0.0,
-        factors: Vec::new(),
+        factors: std::mem::take(&mut scratch.factors),
     };
-    let pairs = p * p;
-    // Messages per directed pair (src * p + dst), in posting order.
-    let mut chan: Vec<Vec<MsgState>> = vec![Vec::new(); pairs];
-    // Sends and receives posted per pair (index of the next one).
-    let mut send_next: Vec<usize> = vec![0; pairs];
-    let mut recv_next: Vec<usize> = vec![0; pairs];
-    let mut ranks: Vec<Rank> = (0..p)
-        .map(|_| Rank {
-            sent_to: PeerSet::new(p),
-            received_from: PeerSet::new(p),
-            ..Rank::default()
-        })
-        .collect();
-    let mut ahead = PeerSet::new(p);
+    costs.cache.clear();
+    costs.factors.clear();
+    costs.lanes.busy.clear();
+    let out = simulate(&mut scratch, &mut costs, sched, p, m, work, issue);
+    scratch.cache = costs.cache;
+    scratch.factors = costs.factors;
+    scratch.lanes = costs.lanes.busy;
+    if p <= KEEP_SCRATCH_RANKS {
+        let _ = SCRATCH.try_with(|s| s.set(Some(scratch)));
+    }
+    out
+}
+
+/// [`run`] over the scratch's lists.
+fn simulate<N: Network + ?Sized>(
+    scratch: &mut Scratch,
+    costs: &mut Costs<N>,
+    sched: Schedule,
+    p: usize,
+    m: u64,
+    work: Work,
+    issue: Issue,
+) -> Result<Run, SimError> {
+    let gamma_ns_per_byte = work.gamma_ns_per_byte;
+    let Issue::BackToBack { calls, rotate } = issue;
+    let Scratch {
+        pairs,
+        touched,
+        ranks,
+        ahead,
+        ..
+    } = scratch;
+    for &i in touched.iter() {
+        let pair = &mut pairs[i];
+        pair.msgs.clear();
+        pair.send_next = 0;
+        pair.recv_next = 0;
+    }
+    touched.clear();
+    if pairs.len() < p * p {
+        pairs.resize_with(p * p, Pair::default);
+    }
+    ranks.resize_with(p, Rank::default);
+    ahead.reset(p);
     let root_of = |call: usize| if rotate { call % p } else { 0 };
     for (r, st) in ranks.iter_mut().enumerate() {
-        sched.emit(p, r, root_of(0), m, &mut st.ops);
+        st.reset(p);
+        st.emit(sched, p, r, root_of(0), m);
     }
     let mut done = 0;
     // Each pass advances every rank as far as it can; a pass without
@@ -370,8 +330,8 @@ pub fn run<N: Network + ?Sized>(
     let mut guard = 0usize;
     while done < p {
         let mut progress = false;
-        // The rank index also names its channels; the rank is borrowed
-        // anew around every call that needs the channels.
+        // The rank index also names its pairs; the rank is borrowed anew
+        // around every call that needs the pairs.
         #[allow(clippy::needless_range_loop)]
         for r in 0..p {
             loop {
@@ -381,18 +341,16 @@ pub fn run<N: Network + ?Sized>(
                 }
                 if st.pc == st.ops.len() {
                     // End of a call: an implicit wait for everything.
-                    if !try_wait(&mut ranks[r], &mut chan, &mut costs, true)? {
+                    if !try_wait(&mut ranks[r], pairs, costs, true)? {
                         break;
                     }
                     let st = &mut ranks[r];
                     st.finish.push(st.t);
                     st.call += 1;
                     st.pc = 0;
-                    st.ops.clear();
                     progress = true;
                     if st.call < calls {
-                        let root = root_of(st.call);
-                        sched.emit(p, r, root, m, &mut st.ops);
+                        st.emit(sched, p, r, root_of(st.call), m);
                     } else {
                         done += 1;
                     }
@@ -405,59 +363,75 @@ pub fn run<N: Network + ?Sized>(
                         bytes,
                         exchange,
                     } => {
-                        let pair = r * p + to;
-                        let idx = send_next[pair];
+                        let pair = &mut pairs[r * p + to];
+                        let idx = pair.send_next;
                         // Credits: the receiver must have posted the
                         // receive of the message EAGER_CREDITS back and
                         // that message must have arrived.
                         let mut ready = st.t.max(st.next_send);
                         let mut ok = true;
                         if idx >= EAGER_CREDITS {
-                            match consumed_at(&mut chan[pair][idx - EAGER_CREDITS], &mut costs)? {
+                            match arrival(&mut pair.msgs[idx - EAGER_CREDITS], costs)? {
                                 Some(t) => ready = ready.max(t),
                                 None => ok = false,
                             }
                         }
                         if ok {
-                            let k_out = in_flight_peers(st, &mut ahead, true);
-                            let c = costs.get(bytes)?;
-                            let st = &mut ranks[r];
+                            // The penalties price only large messages; the
+                            // tests count every message's peers (to check
+                            // the count).
+                            let k_out = if bytes >= PENALTY_FROM_BYTES || cfg!(test) {
+                                in_flight_peers(st, ahead, true)
+                            } else {
+                                0
+                            };
+                            let ci = costs.index(bytes)?;
+                            let c = costs.at(ci);
                             st.next_send = ready + c.gap_ns;
                             st.t = ready + c.o_s_ns;
                             st.cpu_ns += c.cpu_send_ns;
-                            send_next[pair] += 1;
-                            if chan[pair].len() <= idx {
-                                chan[pair].resize(idx + 1, MsgState::default());
+                            if pair.msgs.is_empty() {
+                                touched.push(r * p + to);
                             }
-                            chan[pair][idx].sent = Some((ready, bytes, exchange));
-                            chan[pair][idx].k_out = k_out;
-                            st.sends.push((pair, idx));
+                            pair.send_next += 1;
+                            let msg = pair.msg(idx);
+                            msg.sent = ready;
+                            msg.cost = ci;
+                            msg.flags |= MsgState::SENT;
+                            if exchange {
+                                msg.flags |= MsgState::EXCHANGE;
+                            }
+                            msg.k_out = k_out as u32;
+                            st.sends.push((r * p + to, idx));
                             st.sent_to.insert(to);
                             st.pc += 1;
                         }
                         ok
                     }
                     Op::Recv { from, bytes } => {
-                        let pair = from * p + r;
-                        let idx = recv_next[pair];
-                        recv_next[pair] += 1;
-                        if chan[pair].len() <= idx {
-                            chan[pair].resize(idx + 1, MsgState::default());
+                        let pair = &mut pairs[from * p + r];
+                        let idx = pair.recv_next;
+                        if pair.msgs.is_empty() {
+                            touched.push(from * p + r);
                         }
-                        chan[pair][idx].recv_posted = Some(st.t);
-                        chan[pair][idx].k_in = in_flight_peers(st, &mut ahead, false);
-                        let c = costs.get(bytes)?;
-                        let st = &mut ranks[r];
-                        st.cpu_ns += c.cpu_recv_ns;
-                        st.recvs.push((pair, idx));
+                        pair.recv_next += 1;
+                        // Counted for every receive: the penalties price
+                        // a message by the sender's size, unknown here.
+                        let k_in = in_flight_peers(st, ahead, false);
+                        let msg = pair.msg(idx);
+                        msg.recv_posted = st.t;
+                        msg.flags |= MsgState::RECV_POSTED;
+                        msg.k_in = k_in as u32;
+                        st.cpu_ns += costs.get(bytes)?.cpu_recv_ns;
+                        st.recvs.push((from * p + r, idx));
                         st.received_from.insert(from);
                         st.pc += 1;
                         true
                     }
                     Op::Wait | Op::WaitRecvs => {
                         let all = matches!(op, Op::Wait);
-                        if try_wait(&mut ranks[r], &mut chan, &mut costs, all)? {
-                            ranks[r].pc += 1;
+                        if try_wait(st, pairs, costs, all)? {
+                            st.pc += 1;
                             true
                         } else {
                             false
@@ -483,7 +457,6 @@ pub fn run<N: Network + ?Sized>(
                         } else {
                             costs.get(bytes)?.copy_ns
                         };
-                        let st = &mut ranks[r];
                         st.t += w;
                         st.cpu_ns += w;
                         st.pc += 1;
@@ -521,29 +494,41 @@ pub fn run<N: Network + ?Sized>(
 /// When the message's data is in the receiver's buffer, if both ends have
 /// posted (None otherwise). Computed once per message: a transfer reserves
 /// a copy lane when its arrival is first asked for.
+#[inline]
 fn arrival<N: Network + ?Sized>(
     m: &mut MsgState,
     costs: &mut Costs<N>,
 ) -> Result<Option<f64>, LookupError> {
-    if let Some(t) = m.arrived {
-        return Ok(Some(t));
-    }
-    let (Some((sent, bytes, exchange)), Some(posted)) = (m.sent, m.recv_posted) else {
+    const BOTH: u8 = MsgState::SENT | MsgState::RECV_POSTED;
+    if m.has(MsgState::ARRIVED) {
+        Ok(Some(m.arrived))
+    } else if m.flags & BOTH != BOTH {
         // An eager message arrives whenever its receive is posted: its
         // arrival needs the receive too (for when the wait completes).
-        return Ok(None);
-    };
-    let c = costs.get(bytes)?;
+        Ok(None)
+    } else {
+        first_arrival(m, costs).map(Some)
+    }
+}
+
+/// [`arrival`] of a message both ends posted, the first time it is asked.
+fn first_arrival<N: Network + ?Sized>(
+    m: &mut MsgState,
+    costs: &mut Costs<N>,
+) -> Result<f64, LookupError> {
+    let (sent, posted, exchange) = (m.sent, m.recv_posted, m.has(MsgState::EXCHANGE));
+    let c = *costs.at(m.cost);
+    let bytes = costs.cache[m.cost as usize].0;
     let t = if exchange {
         let f = if bytes >= PENALTY_FROM_BYTES {
-            costs.factor(Scheme::Mixed, m.k_out, c.x_measured)
+            costs.factor(Scheme::Mixed, m.k_out as usize, c.x_measured)
         } else {
             None
         };
         c.x_ns + c.x_bytes_ns * (f.unwrap_or(1.0) - 1.0)
     } else if c.lanes.is_none() && bytes >= PENALTY_FROM_BYTES {
-        let out = costs.factor(Scheme::Outgoing, m.k_out, true);
-        let inc = costs.factor(Scheme::Incoming, m.k_in, true);
+        let out = costs.factor(Scheme::Outgoing, m.k_out as usize, true);
+        let inc = costs.factor(Scheme::Incoming, m.k_in as usize, true);
         let f = out.into_iter().chain(inc).fold(1.0, f64::max);
         c.t_ns + c.bytes_ns * (f - 1.0)
     } else {
@@ -561,8 +546,9 @@ fn arrival<N: Network + ?Sized>(
         None => ready + t,
     };
     let at = moved.max(posted);
-    m.arrived = Some(at);
-    Ok(Some(at))
+    m.arrived = at;
+    m.flags |= MsgState::ARRIVED;
+    Ok(at)
 }
 
 /// The distinct peers a rank has sends (`sends`) or receives in flight to
@@ -639,12 +625,21 @@ struct PeerSet {
 }
 
 impl PeerSet {
+    #[cfg(test)]
     fn new(p: usize) -> PeerSet {
         PeerSet {
             bits: vec![0; p.div_ceil(64)],
             len: 0,
             ranks: p,
         }
+    }
+
+    /// Empties the set and makes it hold the ranks 0..`p`.
+    fn reset(&mut self, p: usize) {
+        self.bits.clear();
+        self.bits.resize(p.div_ceil(64), 0);
+        self.len = 0;
+        self.ranks = p;
     }
 
     fn contains(&self, rank: usize) -> bool {
@@ -665,6 +660,7 @@ impl PeerSet {
         self.len
     }
 
+    #[inline]
     fn clear(&mut self) {
         if self.len > 0 {
             self.bits.fill(0);
@@ -673,37 +669,29 @@ impl PeerSet {
     }
 }
 
-/// When the receiver has consumed the message (for the sender's credits).
-fn consumed_at<N: Network + ?Sized>(
-    m: &mut MsgState,
-    costs: &mut Costs<N>,
-) -> Result<Option<f64>, SimError> {
-    Ok(arrival(m, costs)?)
-}
-
 /// Completes the rank's pending requests (all, or only the receives) if
 /// every one of them can be resolved now; false if one needs the other end
 /// to get further first.
 fn try_wait<N: Network + ?Sized>(
     st: &mut Rank,
-    chan: &mut [Vec<MsgState>],
+    pairs: &mut [Pair],
     costs: &mut Costs<N>,
     all: bool,
 ) -> Result<bool, SimError> {
     let mut t = st.t;
     for &(pair, idx) in &st.recvs {
-        match arrival(&mut chan[pair][idx], costs)? {
+        match arrival(&mut pairs[pair].msgs[idx], costs)? {
             Some(a) => t = t.max(a),
             None => return Ok(false),
         }
     }
     if all {
         for &(pair, idx) in &st.sends {
-            let m = &mut chan[pair][idx];
-            let (sent, bytes, _) = m.sent.expect("a posted send has its time");
-            let c = costs.get(bytes)?;
+            let m = &mut pairs[pair].msgs[idx];
+            debug_assert!(m.has(MsgState::SENT), "a posted send has its time");
+            let c = costs.at(m.cost);
             if c.eager {
-                t = t.max(sent + c.o_s_ns);
+                t = t.max(m.sent + c.o_s_ns);
             } else {
                 match arrival(m, costs)? {
                     Some(a) => t = t.max(a),
