@@ -662,6 +662,22 @@ fn smpi_platform_from_a_segment_with_its_contention_record() {
         .unwrap_err()
         .to_string()
         .contains("at least 2"));
+    // A platform of many hosts is cheap; rule tables for a communicator
+    // beyond MAX_RULE_RANKS are refused before anything is simulated.
+    a.hosts = None;
+    a.comm_sizes = vec![2, 4096];
+    assert!(export::run(&a).is_ok());
+    for format in [Format::OmpiRules, Format::MpichJson] {
+        let mut rules = args(format);
+        rules.comm_sizes = vec![2, export::MAX_RULE_RANKS + 1];
+        let e = export::render(&rules, &entry(), &[], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--comm-sizes 1025") && e.contains("at most 1024"),
+            "{e}"
+        );
+    }
     w.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -107,7 +107,7 @@ pub struct Config {
 /// otherwise: the largest power of two whose slowest share of the plan
 /// keeps its ranks waiting under half a second with a core per rank
 /// (`benches/plan_build.rs`, bench/ngcoll.md).
-pub const DEFAULT_MAX_RANKS: usize = 128;
+pub const DEFAULT_MAX_RANKS: usize = 256;
 
 impl Default for Config {
     fn default() -> Self {

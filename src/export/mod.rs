@@ -228,8 +228,22 @@ fn check(args: &ExportArgs) -> Result<()> {
             "--hosts sizes the SimGrid platform: only with --format smpi".into(),
         ));
     }
+    let largest = args.comm_sizes.iter().copied().max().unwrap_or(0);
+    if matches!(args.format, Format::OmpiRules | Format::MpichJson) && largest > MAX_RULE_RANKS {
+        return Err(bad(format!(
+            "--comm-sizes {largest}: the rule tables simulate every pair of ranks (their time and \
+             memory grow as P²), at most {MAX_RULE_RANKS}; the largest size's rules serve larger \
+             communicators"
+        )));
+    }
     Ok(())
 }
+
+/// The largest communicator the rule tables are built for (`--comm-sizes`):
+/// the model simulates every pair of ranks, so a table's time and memory
+/// grow as P² (bench/ngcoll.md); Open MPI takes a file's rules for the
+/// largest size it names for every larger communicator.
+pub const MAX_RULE_RANKS: u32 = 1024;
 
 /// The export of the segment's entry that `args` names.
 pub fn run(args: &ExportArgs) -> Result<String> {

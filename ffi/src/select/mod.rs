@@ -136,7 +136,7 @@ pub use library::{
 };
 pub use network::{exchange_transport, penalty_of, Measured, Network, NoContention, ReaderNetwork};
 pub use schedule::{chain_segment, Op, Schedule};
-pub use sim::{SimError, Work};
+pub use sim::{release_scratch as release_sim_scratch, SimError, Work};
 pub use view::{
     chain_segments, choose, choose_named, judge, view, Call, Decision, LibraryChoice, Priced, View,
     ViewOptions,

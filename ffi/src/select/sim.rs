@@ -239,11 +239,19 @@ struct Scratch {
 }
 
 /// Runs of at most this many ranks keep their [`Scratch`] for the thread's
-/// next run (it holds p² pairs, each with its messages' capacity).
-const KEEP_SCRATCH_RANKS: usize = 128;
+/// next run (it holds p² pairs, each with its messages' capacity: tens of
+/// MB at this size), until [`release_scratch`].
+const KEEP_SCRATCH_RANKS: usize = 256;
 
 thread_local! {
     static SCRATCH: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
+}
+
+/// Frees what this thread's runs kept for the next one: a caller that
+/// lives on after its simulations (libngcoll in an MPI program, once its
+/// plan is built) gives the memory back.
+pub fn release_scratch() {
+    let _ = SCRATCH.try_with(Cell::take);
 }
 
 /// Simulates `sched` over `p` ranks with message size `m`.

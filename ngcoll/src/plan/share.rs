@@ -18,6 +18,7 @@
 //! the communicator's first collective waits for its plan by up to P.
 
 use netgauge::ext::TransportExt;
+use netgauge::select::release_sim_scratch;
 use netgauge::select::{
     choose, choose_named, judge, ompi_rule_algorithms, Algorithm, Call, Collective, Library,
     LibraryChoice, Measured, Network, RuleAlgorithm, Schedule, SimError, View,
@@ -271,9 +272,13 @@ pub fn decide_share<N: Network + ?Sized>(net: &N, s: &Setup, rank: usize, ranks:
                 let at = 1 + j * DECIDED_BYTES;
                 d.encode(&mut out[at..at + DECIDED_BYTES]);
             }
-            Err(_) => return out,
+            Err(_) => {
+                release_sim_scratch();
+                return out;
+            }
         }
     }
+    release_sim_scratch();
     out[0] = 1;
     out
 }

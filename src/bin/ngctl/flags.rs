@@ -290,7 +290,8 @@ pub struct ExportFlags {
     pub format: Format,
     #[command(flatten)]
     pub entry: EntryFlags,
-    /// Communicator sizes of the ompi-rules / mpich-json tables.
+    /// Communicator sizes of the ompi-rules / mpich-json tables (at most
+    /// 1024; the largest size's rules serve larger communicators).
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64,128")]
     pub comm_sizes: Vec<u32>,
     /// Largest message size the rule tables consider, bytes.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::types::Params;
 
 fn send(to: usize) -> Op {
     Op::Send {
@@ -60,4 +61,58 @@ fn a_peer_set_counts_each_rank_once() {
     s.clear();
     assert_eq!(s.len(), 0);
     assert!(!s.contains(129));
+}
+
+/// Every bit a run returns.
+fn bits(r: &Run) -> Vec<u64> {
+    let mut v: Vec<u64> = r.finish.iter().flatten().map(|t| t.to_bits()).collect();
+    v.extend(r.cpu_ns.iter().map(|t| t.to_bits()));
+    v.extend(r.blocked.iter().map(|&b| u64::from(b)));
+    v.push(r.lane_ns.to_bits());
+    v
+}
+
+#[test]
+fn a_run_gives_the_same_bits_whatever_the_thread_ran_before() {
+    let net = Params {
+        eel_ns: 1800.0,
+        L_ns: 1000.0,
+        o_s_ns: 400.0,
+        o_r_ns: 400.0,
+        g_ns: 300.0,
+        G_ns_per_byte: 0.3,
+        S_bytes: 16384,
+        range_to_bytes: u64::MAX,
+        ..Params::default()
+    };
+    let back_to_back = Issue::BackToBack {
+        calls: 4,
+        rotate: true,
+    };
+    // Runs of different sizes: a larger one leaves pairs and messages
+    // behind that a smaller one must not see.
+    let cases = [
+        (Schedule::AlltoallLinear, 9, 70_000),
+        (Schedule::BcastChain { seg: 8192 }, 5, 1 << 20),
+        (Schedule::AllreduceRing, 16, 4096),
+        (Schedule::BarrierDissemination, 3, 0),
+    ];
+    let go = |&(sched, p, m): &(Schedule, usize, u64)| {
+        bits(&run(&net, sched, p, m, Work::default(), back_to_back).unwrap())
+    };
+    let fresh: Vec<Vec<u64>> = cases
+        .iter()
+        .map(|c| {
+            release_scratch();
+            go(c)
+        })
+        .collect();
+    for round in 0..2 {
+        for (c, want) in cases.iter().zip(&fresh) {
+            assert!(go(c) == *want, "{c:?} after other runs (round {round})");
+        }
+        for (c, want) in cases.iter().zip(&fresh).rev() {
+            assert!(go(c) == *want, "{c:?} after other runs, reversed");
+        }
+    }
 }
