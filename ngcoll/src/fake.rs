@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::mpi::{Envelope, Mpi, MpiError, Raw, Slot, TypeInfo};
@@ -57,6 +58,13 @@ pub struct Fake {
     pub forced_ok: bool,
     pub dups: std::sync::atomic::AtomicUsize,
     pub frees: std::sync::atomic::AtomicUsize,
+    /// Whether `allreduce_min` reduces over the ranks ([`run`]'s do) or
+    /// returns this rank's value (a rank alone in a test).
+    pub together: bool,
+    /// The broadcast of this rank's (counted from 0) that fails, nothing
+    /// received (usize::MAX: none), and the broadcasts made.
+    pub fail_bcast: std::sync::atomic::AtomicUsize,
+    bcasts: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the raw pointers in `pending` belong to the rank's own thread
@@ -75,6 +83,9 @@ impl Fake {
             forced_ok: false,
             dups: Default::default(),
             frees: Default::default(),
+            together: false,
+            fail_bcast: usize::MAX.into(),
+            bcasts: Default::default(),
         }
     }
 }
@@ -342,8 +353,16 @@ impl Mpi for Fake {
         }
         self.waitall(&mut slots, false)
     }
-    fn allreduce_min(&self, v: i32, _: Raw) -> Result<i32, MpiError> {
-        Ok(v)
+    fn allreduce_min(&self, v: i32, comm: Raw) -> Result<i32, MpiError> {
+        if !self.together {
+            return Ok(v);
+        }
+        let mut all = vec![0u8; 4 * self.size];
+        self.allgather_bytes(&v.to_le_bytes(), &mut all, comm)?;
+        Ok(all
+            .chunks(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .fold(v, i32::min))
     }
     fn allreduce_sum_f64x2(&self, v: [f64; 2], comm: Raw) -> Result<[f64; 2], MpiError> {
         // Every rank sends its pair to every other (a tag of its own).
@@ -378,6 +397,9 @@ impl Mpi for Fake {
     fn bcast_bytes(&self, buf: &mut [u8], root: usize, comm: Raw) -> Result<(), MpiError> {
         // The root sends to every other rank (a tag of its own).
         const TAG: i32 = -9;
+        if self.bcasts.fetch_add(1, SeqCst) == self.fail_bcast.load(SeqCst) {
+            return Err(MpiError(-1));
+        }
         let mut slots = vec![0; self.size];
         let count = buf.len();
         let e = |peer| Envelope {
@@ -418,7 +440,11 @@ pub fn run<T: Send + 'static>(p: usize, f: impl Fn(&Fake) -> T + Send + Sync + '
         .map(|r| {
             let world = world.clone();
             let f = f.clone();
-            std::thread::spawn(move || f(&Fake::new(world, r, p)))
+            std::thread::spawn(move || {
+                let mut m = Fake::new(world, r, p);
+                m.together = true;
+                f(&m)
+            })
         })
         .collect();
     handles

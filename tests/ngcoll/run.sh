@@ -181,15 +181,15 @@ for mpi in openmpi mpich; do
     grep -q '^check: .* 0 mismatches' <<<"$out" || { echo "$mpi: $out" >&2; exit 1; }
     grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks\): parameters from .*, decided by 4 ranks$' "$W/log" \
         && grep -Eq '^ngcoll: comm [0-9]+ \(3 ranks\): parameters from .*, decided by 3 ranks$' "$W/log" \
+        && grep -Eq '^ngcoll: comm [0-9]+ \(2 ranks\): parameters from .*, decided by 2 ranks$' "$W/log" \
         && grep -Eq '^ngcoll: comm [0-9]+ \(4 ranks\): parameters from .*, decided by 4 ranks \(cached plan\)$' "$W/log" \
         || { echo "$mpi: no plan decided in shares: $(grep 'parameters from' "$W/log")" >&2; exit 1; }
     echo "$mpi: $(grep '^check:' <<<"$out" | sed 's/ (.*)//'); $(grep -c 'decided by' "$W/log") plans decided in shares or cached"
 done
-# 40 ranks, above the 32 the limit was while rank 0 built plans alone:
-# every algorithm in turn, then the model's own choices, with the plans of
-# the 40-, 39- and 20-rank communicators decided in shares. (Open MPI
-# only: MPICH's waits spin, and 40 of its ranks on two cores take
-# minutes.)
+# 40 ranks (above 32): every algorithm in turn, then the model's own
+# choices, with the plans of the 40-, 39- and 20-rank communicators
+# decided in shares. (Open MPI only: MPICH's waits spin, and 40 of its
+# ranks on two cores take minutes.)
 out=$(NETGAUGE_COLL_FORCE=cycle run openmpi 40 "$W/check_openmpi" 200 40 2>&1) || { echo "$out" >&2; exit 1; }
 echo "openmpi, every algorithm in turn: $(grep '^check:' <<<"$out" | sed 's/ (.*)//')"
 out=$(NETGAUGE_COLL=log run openmpi 40 "$W/check_openmpi" 200 41 2>"$W/log") || { echo "$out $(cat "$W/log")" >&2; exit 1; }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     class_of, class_size, lib_index, runnable, Alt, Plan, Setup, Slot, ALT_BYTES, CLASSES,
-    LIBRARY_ALG, SLOT_BYTES,
+    COLLECTIVES, LIBRARY_ALG, SLOT_BYTES,
 };
 
 /// What a plan is built from, as rank 0 sends it to the others.
@@ -72,9 +72,14 @@ impl Inputs {
         codec().serialize(self).ok()
     }
 
-    /// The inputs [`encode`](Self::encode) wrote, or None for anything else.
+    /// The inputs [`encode`](Self::encode) wrote, or None for anything else
+    /// (more than [`MAX_INPUT_BYTES`] included; a length inside that lies
+    /// runs into the end of the bytes, serde allocating as it reads).
     pub fn decode(b: &[u8]) -> Option<Inputs> {
         use bincode::Options;
+        if b.len() as u64 > MAX_INPUT_BYTES {
+            return None;
+        }
         codec().deserialize(b).ok()
     }
 }
@@ -259,6 +264,9 @@ pub fn share_bytes(s: &Setup, ranks: usize) -> usize {
     1 + items(s).len().div_ceil(ranks.max(1)) * DECIDED_BYTES
 }
 
+/// The largest share: one rank deciding every item of a plan.
+pub const MAX_SHARE_BYTES: usize = 1 + COLLECTIVES * CLASSES * DECIDED_BYTES;
+
 /// Rank `rank`'s share of the plan among `ranks`, in
 /// [`share_bytes`]`(s, ranks)` bytes; its first byte 0 if a decision
 /// failed (every rank then takes the library's own).
@@ -301,7 +309,9 @@ pub fn assemble_shares(s: &Setup, all: &[u8], ranks: usize) -> Option<Plan> {
             Decided::decode(&shares[i % ranks][at..at + DECIDED_BYTES])
         })
         .collect::<Option<Vec<_>>>()?;
-    assemble(s, &decided)
+    // Checked as a plan sent whole is: a slot names an alternative the
+    // table has, of its own collective.
+    Plan::decode(&assemble(s, &decided)?.encode())
 }
 
 #[cfg(test)]

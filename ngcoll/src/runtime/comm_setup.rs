@@ -73,6 +73,8 @@ pub(super) fn setup<M: Mpi + ?Sized>(
             mut source,
             built,
         } = receive_plan(m, shadow, rank, size, offer);
+        // Whether the source says already why there is no plan.
+        let mut why_none = false;
         if let Some(key) = built {
             let plan = match &received {
                 Some(p) => Arc::new(p.clone()),
@@ -82,6 +84,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
                          this communicator's collectives pass through"
                     ));
                     source = "none: a rank could not decide its share of the plan".into();
+                    why_none = true;
                     Arc::new(Plan::library())
                 }
             };
@@ -103,7 +106,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
         let plan = match (received, agreed) {
             (Some(p), Some(c)) if c >= 0 => p,
             _ => {
-                if !source.is_empty() && !source.starts_with("none:") {
+                if !source.is_empty() && !why_none {
                     source = "none: a rank did not receive the plan (the library's own)".into();
                 }
                 Plan::library()
@@ -299,11 +302,13 @@ const WHOLE: u8 = 1;
 const SHARED: u8 = 2;
 
 /// Takes the plan rank 0 offers (`offer`, Some on rank 0 only) on `comm`:
-/// a header, then the plan or its inputs in one broadcast each; for inputs,
-/// every rank decides its share ([`plan::share`]) and one allgather brings
-/// every rank every share. Every rank makes the same calls whatever it
-/// receives: a rank that cannot decode the inputs still gathers, with a
-/// failed share that turns every rank's plan to the library's own.
+/// a header, which every rank agrees it holds (one allreduce), then the
+/// plan or its inputs in one broadcast; for inputs, every rank decides its
+/// share ([`plan::share`]) and one allgather brings every rank every
+/// share. Which calls follow the agreement depends on the header alone,
+/// which every rank then holds alike: a rank whose body did not arrive or
+/// does not decode still gathers, with a failed share that turns every
+/// rank's plan to the library's own.
 pub(super) fn receive_plan<M: Mpi + ?Sized>(
     m: &M,
     comm: Raw,
@@ -336,31 +341,35 @@ pub(super) fn receive_plan<M: Mpi + ?Sized>(
                     built = Some(key);
                 }
                 _ => {
+                    let why = "the plan's inputs do not fit a message";
+                    warn(&format!(
+                        "no plan for {size} ranks ({why}); this communicator's collectives pass through"
+                    ));
                     head[0] = WHOLE;
                     body = Plan::library().encode();
-                    source = "none: the plan's inputs do not fit a message".into();
+                    source = format!("none: {why}");
                 }
             }
         }
         None => {}
     }
+    let none = |source: String| Received {
+        plan: None,
+        source,
+        built: None,
+    };
     head[1..5].copy_from_slice(&(body.len() as u32).to_le_bytes());
-    if m.bcast_bytes(&mut head, 0, comm).is_err() {
-        return Received {
-            plan: None,
-            source,
-            built: None,
-        };
+    let got_head = m.bcast_bytes(&mut head, 0, comm).is_ok();
+    if m.allreduce_min(i32::from(got_head), comm).ok() != Some(1) {
+        return none(source);
     }
     let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
     let (body_len, share_len) = (word(1) as usize, word(5) as usize);
     // Every rank holds the same header: they all go on, or none does.
-    if body_len as u64 > share::MAX_INPUT_BYTES.max(plan::PLAN_BYTES as u64) {
-        return Received {
-            plan: None,
-            source,
-            built: None,
-        };
+    let body_max = share::MAX_INPUT_BYTES.max(plan::PLAN_BYTES as u64);
+    let all_len = share_len.checked_mul(size);
+    if body_len as u64 > body_max || share_len > share::MAX_SHARE_BYTES || all_len.is_none() {
+        return none(source);
     }
     body.resize(body_len, 0);
     let got = m.bcast_bytes(&mut body, 0, comm).is_ok();
@@ -382,7 +391,7 @@ pub(super) fn receive_plan<M: Mpi + ?Sized>(
             } else {
                 vec![0; share_len]
             };
-            let mut all = vec![0u8; share_len * size];
+            let mut all = vec![0u8; all_len.unwrap_or(0)];
             let gathered = m.allgather_bytes(&mine, &mut all, comm).is_ok();
             inputs
                 .filter(|_| gathered)

@@ -116,7 +116,19 @@ fn received(
     p: usize,
     offer: impl Fn() -> Offer + Send + Sync + 'static,
 ) -> Vec<(Option<Vec<u8>>, String, bool)> {
+    received_failing(p, None, offer)
+}
+
+/// As [`received`], with broadcast `fail.1` of rank `fail.0` failing.
+fn received_failing(
+    p: usize,
+    fail: Option<(usize, usize)>,
+    offer: impl Fn() -> Offer + Send + Sync + 'static,
+) -> Vec<(Option<Vec<u8>>, String, bool)> {
     crate::fake::run(p, move |m| {
+        if let Some((_, k)) = fail.filter(|f| f.0 == m.rank) {
+            m.fail_bcast.store(k, Relaxed);
+        }
         let r = receive_plan(m, COMM, m.rank, p, (m.rank == 0).then(&offer));
         (r.plan.map(|p| p.encode()), r.source, r.built.is_some())
     })
@@ -166,5 +178,34 @@ fn inputs_for_another_communicator_size_leave_every_rank_without_a_plan() {
     });
     for (r, (plan, ..)) in got.iter().enumerate() {
         assert!(plan.is_none(), "rank {r}");
+    }
+}
+
+#[test]
+fn a_broadcast_failing_on_one_rank_never_leaves_the_ranks_in_different_calls() {
+    let shared = || Offer::Shared {
+        inputs: Box::new(inputs(4)),
+        key: key(4),
+        source: "n1/mpi".into(),
+    };
+    // The header lost on rank 2: every rank agrees it is missing and stops
+    // there (a rank making other calls than its peers would hang the
+    // fake's waits, which fail the test after 20 s).
+    for (r, (plan, ..)) in received_failing(4, Some((2, 0)), shared).iter().enumerate() {
+        assert!(plan.is_none(), "header lost: rank {r}");
+    }
+    // The inputs lost on rank 1: it gathers a failed share, and no rank
+    // assembles a plan.
+    for (r, (plan, ..)) in received_failing(4, Some((1, 1)), shared).iter().enumerate() {
+        assert!(plan.is_none(), "inputs lost: rank {r}");
+    }
+    // A whole plan lost on rank 1: rank 1 alone has none (the allreduce
+    // after it turns every rank to the library's own).
+    let whole = Arc::new(plan::build(&inputs(4).network(), &inputs(4).setup).unwrap());
+    let got = received_failing(4, Some((1, 1)), move || {
+        Offer::Whole(whole.clone(), "cached".into())
+    });
+    for (r, (plan, ..)) in got.iter().enumerate() {
+        assert_eq!(plan.is_none(), r == 1, "plan lost on rank 1: rank {r}");
     }
 }

@@ -134,16 +134,32 @@ fn inputs_round_trip_and_anything_else_is_refused() {
     assert_eq!(Inputs::decode(&b), Some(inputs.clone()));
     assert!(Inputs::decode(&b[..b.len() - 1]).is_none());
     assert!(Inputs::decode(&[]).is_none());
-    // A length of the pair's ranges beyond the limit is refused before
-    // anything is allocated for them.
-    let mut lying = bincode_prefix_of_setup(&inputs);
-    lying.extend_from_slice(&u64::MAX.to_le_bytes());
-    lying.extend_from_slice(&b[lying.len()..]);
-    assert!(Inputs::decode(&lying).is_none());
-}
-
-/// The encoded setup alone: what precedes the pair's length.
-fn bincode_prefix_of_setup(inputs: &Inputs) -> Vec<u8> {
-    use bincode::Options;
-    codec().serialize(&inputs.setup).unwrap()
+    // Inputs beyond MAX_INPUT_BYTES: not encoded, and not decoded from
+    // bytes written without the limit.
+    let big = Inputs {
+        pair: vec![net; MAX_INPUT_BYTES as usize / std::mem::size_of::<Params>() + 1],
+        ..inputs
+    };
+    assert!(big.encode().is_none());
+    let unlimited = {
+        use bincode::Options;
+        bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .serialize(&big)
+            .unwrap()
+    };
+    assert!(unlimited.len() as u64 > MAX_INPUT_BYTES);
+    assert!(Inputs::decode(&unlimited).is_none());
+    // The same encoding as the limited one below the limit.
+    let small = {
+        use bincode::Options;
+        bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .serialize(&Inputs {
+                pair: vec![net],
+                ..big
+            })
+            .unwrap()
+    };
+    assert!(Inputs::decode(&small).is_some());
 }
