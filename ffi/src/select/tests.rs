@@ -9,7 +9,7 @@ use crate::layout::TRANSPORT_MAX_BYTES;
 use crate::types::Params;
 
 /// A LogGP network without S or LogfP.
-fn net(l: f64, o: f64, g: f64, big_g: f64) -> Params {
+pub(super) fn net(l: f64, o: f64, g: f64, big_g: f64) -> Params {
     Params {
         eel_ns: l + 2.0 * o,
         L_ns: l,

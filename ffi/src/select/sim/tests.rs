@@ -74,16 +74,10 @@ fn bits(r: &Run) -> Vec<u64> {
 
 #[test]
 fn a_run_gives_the_same_bits_whatever_the_thread_ran_before() {
+    // With rendezvous from 16 KiB: its sends wait for their receives.
     let net = Params {
-        eel_ns: 1800.0,
-        L_ns: 1000.0,
-        o_s_ns: 400.0,
-        o_r_ns: 400.0,
-        g_ns: 300.0,
-        G_ns_per_byte: 0.3,
         S_bytes: 16384,
-        range_to_bytes: u64::MAX,
-        ..Params::default()
+        ..crate::select::tests::net(1000.0, 400.0, 300.0, 0.3)
     };
     let back_to_back = Issue::BackToBack {
         calls: 4,
