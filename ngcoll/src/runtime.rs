@@ -94,7 +94,7 @@ pub struct Runtime {
     gamma: OnceLock<f64>,
     /// First touch of fresh memory, ns per byte (measured once).
     fresh: OnceLock<f64>,
-    plans: Mutex<Vec<(PlanKey, Arc<Plan>, String)>>,
+    plans: Mutex<Vec<CachedPlan>>,
     comms: Mutex<Vec<Arc<CommState>>>,
     next_comm: AtomicU64,
 }
@@ -111,6 +111,23 @@ pub fn runtime() -> Option<&'static Runtime> {
 /// The runtime whatever its state (finalize, diagnostics).
 pub fn runtime_any() -> Option<&'static Runtime> {
     RUNTIME.get()
+}
+
+/// A plan built for one communicator shape, with where it came from.
+type CachedPlan = (PlanKey, Arc<Plan>, String);
+
+/// Plans a process keeps for the shapes it has planned (about 12 KiB
+/// each): a program that makes communicators of ever new sizes keeps the
+/// latest, and a shape that fell out is planned again.
+const MAX_CACHED_PLANS: usize = 64;
+
+/// Keeps `entry` in the plan cache, dropping the oldest past
+/// [`MAX_CACHED_PLANS`] (their communicators keep their own reference).
+fn cache_plan(cache: &mut Vec<CachedPlan>, entry: CachedPlan) {
+    if cache.len() >= MAX_CACHED_PLANS {
+        cache.remove(0);
+    }
+    cache.push(entry);
 }
 
 /// Plans are shared by communicators of the same shape.

@@ -89,7 +89,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
                 }
             };
             if let Ok(mut cache) = rt.plans.lock() {
-                cache.push((key, plan, source.clone()));
+                cache_plan(&mut cache, (key, plan, source.clone()));
             }
         }
         // Every rank must count a class's trial alike: the least of the
@@ -277,7 +277,7 @@ fn offer(rt: &Runtime, size: usize, first: u32, other: Option<u32>, here: usize)
             ));
             let plan = Arc::new(Plan::library());
             if let Ok(mut cache) = rt.plans.lock() {
-                cache.push((key, plan.clone(), why.clone()));
+                cache_plan(&mut cache, (key, plan.clone(), why.clone()));
             }
             Offer::Whole(plan, why)
         }
@@ -379,7 +379,7 @@ pub(super) fn receive_plan<M: Mpi + ?Sized>(
             let inputs = got
                 .then(|| share::Inputs::decode(&body))
                 .flatten()
-                .filter(|i| i.setup.ranks == size);
+                .filter(|i| i.setup.ranks == size && i.setup.max_bytes <= PLAN_MAX_BYTES);
             let mine = match &inputs {
                 Some(i) => share::decide_share(&i.network(), &i.setup, rank, size),
                 None => Vec::new(),

@@ -209,3 +209,36 @@ fn a_broadcast_failing_on_one_rank_never_leaves_the_ranks_in_different_calls() {
         assert_eq!(plan.is_none(), r == 1, "plan lost on rank 1: rank {r}");
     }
 }
+
+#[test]
+fn the_plan_cache_keeps_the_latest_shapes() {
+    let mut cache = Vec::new();
+    for ranks in 2..2 + MAX_CACHED_PLANS + 10 {
+        cache_plan(
+            &mut cache,
+            (key(ranks), Arc::new(Plan::library()), String::new()),
+        );
+    }
+    assert_eq!(cache.len(), MAX_CACHED_PLANS);
+    // The oldest went first: the first shapes are gone, the last are kept.
+    assert!(cache.iter().all(|(k, ..)| k.ranks >= 12));
+    assert_eq!(cache.last().unwrap().0, key(1 + MAX_CACHED_PLANS + 10));
+}
+
+#[test]
+fn inputs_above_the_plans_largest_size_leave_every_rank_without_a_plan() {
+    // Rank 0 always sends PLAN_MAX_BYTES; more (a chain's segments grow
+    // with the size) is refused by every rank alike.
+    let got = received(3, || {
+        let mut i = inputs(3);
+        i.setup.max_bytes = PLAN_MAX_BYTES + 1;
+        Offer::Shared {
+            inputs: Box::new(i),
+            key: key(3),
+            source: "n1/mpi".into(),
+        }
+    });
+    for (r, (plan, ..)) in got.iter().enumerate() {
+        assert!(plan.is_none(), "rank {r}");
+    }
+}
