@@ -274,20 +274,12 @@ pub fn decide_share<N: Network + ?Sized>(net: &N, s: &Setup, rank: usize, ranks:
     let mut out = vec![0u8; share_bytes(s, ranks)];
     let ours = runnable(s.ranks);
     let mine = items(s).into_iter().skip(rank).step_by(ranks.max(1));
-    for (j, (coll, c)) in mine.enumerate() {
-        match decide(net, s, &ours, coll, c) {
-            Ok(d) => {
-                let at = 1 + j * DECIDED_BYTES;
-                d.encode(&mut out[at..at + DECIDED_BYTES]);
-            }
-            Err(_) => {
-                release_sim_scratch();
-                return out;
-            }
-        }
-    }
+    let decided = mine.enumerate().try_for_each(|(j, (coll, c))| {
+        let at = 1 + j * DECIDED_BYTES;
+        decide(net, s, &ours, coll, c).map(|d| d.encode(&mut out[at..at + DECIDED_BYTES]))
+    });
     release_sim_scratch();
-    out[0] = 1;
+    out[0] = u8::from(decided.is_ok());
     out
 }
 

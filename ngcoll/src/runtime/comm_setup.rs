@@ -79,10 +79,7 @@ pub(super) fn setup<M: Mpi + ?Sized>(
             let plan = match &received {
                 Some(p) => Arc::new(p.clone()),
                 None => {
-                    warn(&format!(
-                        "no plan for {size} ranks (a rank could not decide its share); \
-                         this communicator's collectives pass through"
-                    ));
+                    warn_no_plan(size, "a rank could not decide its share");
                     source = "none: a rank could not decide its share of the plan".into();
                     why_none = true;
                     Arc::new(Plan::library())
@@ -272,9 +269,7 @@ fn offer(rt: &Runtime, size: usize, first: u32, other: Option<u32>, here: usize)
             source,
         },
         Err(why) => {
-            warn(&format!(
-                "no plan for {size} ranks ({why}); this communicator's collectives pass through"
-            ));
+            warn_no_plan(size, &why);
             let plan = Arc::new(Plan::library());
             if let Ok(mut cache) = rt.plans.lock() {
                 cache_plan(&mut cache, (key, plan.clone(), why.clone()));
@@ -282,6 +277,13 @@ fn offer(rt: &Runtime, size: usize, first: u32, other: Option<u32>, here: usize)
             Offer::Whole(plan, why)
         }
     }
+}
+
+/// The one warning a communicator shape gets when it has no plan.
+fn warn_no_plan(size: usize, why: &str) {
+    warn(&format!(
+        "no plan for {size} ranks ({why}); this communicator's collectives pass through"
+    ));
 }
 
 /// A plan as [`receive_plan`] took it.
@@ -342,9 +344,7 @@ pub(super) fn receive_plan<M: Mpi + ?Sized>(
                 }
                 _ => {
                     let why = "the plan's inputs do not fit a message";
-                    warn(&format!(
-                        "no plan for {size} ranks ({why}); this communicator's collectives pass through"
-                    ));
+                    warn_no_plan(size, why);
                     head[0] = WHOLE;
                     body = Plan::library().encode();
                     source = format!("none: {why}");
